@@ -1,0 +1,183 @@
+"""Shared fixtures: one real TensorFlow toolchain, real example models, real git repositories.
+
+The toolchain (and the XLA runtime) are expensive, so they live in the shared
+cache ($TFAOT_DIST_CACHE, default ~/.cache/tfaot-dist) and are built on first
+use. Each test that needs a cache of its own gets a fresh directory whose
+`toolchains` and `runtime` entries link to the shared ones, so that checks
+like "the cache is unchanged" see only what the test did.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tfaot_dist import cli
+from tfaot_dist.registry import DEFAULT_REQUIREMENTS
+from tfaot_dist.toolchain import ensure_toolchain, worker_env
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "examples"))
+
+import make_data_repo  # noqa: E402
+
+GIT_ENV = {**os.environ, **make_data_repo.GIT_IDENTITY}
+
+
+@pytest.fixture(scope="session")
+def shared_cache() -> Path:
+    return cli.default_cache()
+
+
+@pytest.fixture(scope="session")
+def toolchain(shared_cache):
+    return ensure_toolchain(shared_cache, DEFAULT_REQUIREMENTS, lambda m: print(m, file=sys.stderr))
+
+
+def run_in_toolchain(toolchain, script: Path, *args, tmp: Path):
+    tmp.mkdir(parents=True, exist_ok=True)
+    subprocess.run([str(toolchain.python), "-I", str(script), *map(str, args)], env=worker_env(tmp),
+                   check=True, stdout=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="session")
+def example_models(toolchain, tmp_path_factory) -> Path:
+    """simple/ and multi/ with saved_model/ and aot_config.yaml each."""
+    out = tmp_path_factory.mktemp("examples")
+    run_in_toolchain(toolchain, REPO / "examples" / "make_models.py", out, tmp=out / ".tmp")
+    return out
+
+
+@pytest.fixture(scope="session")
+def test_models(toolchain, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("test-models")
+    run_in_toolchain(toolchain, REPO / "tests" / "models" / "make_test_models.py", out, tmp=out / ".tmp")
+    return out
+
+
+def git(*args, cwd) -> str:
+    return subprocess.run(["git", *map(str, args)], cwd=cwd, env=GIT_ENV, check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+class DataRepo:
+    """A work repository plus its bare clone, the URL that tests register."""
+
+    def __init__(self, root: Path):
+        self.work = root / "work"
+        self.bare = root / "data-repo.git"
+        self.work.mkdir(parents=True)
+        git("init", "-q", "-b", "main", cwd=self.work)
+
+    @property
+    def url(self) -> str:
+        return f"file://{self.bare}"
+
+    def add_model(self, name: str, saved_model: Path, config: dict) -> None:
+        shutil.copytree(saved_model, self.work / name / "saved_model")
+        self.write(f"{name}/aot_config.yaml", yaml.safe_dump(config, sort_keys=False))
+
+    def write(self, rel: str, text: str) -> None:
+        path = self.work / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+    def commit(self, message="update") -> str:
+        git("add", "-A", cwd=self.work)
+        git("commit", "-q", "--allow-empty", "-m", message, cwd=self.work)
+        if self.bare.exists():
+            git("push", "-q", str(self.bare), "main", cwd=self.work)
+        else:
+            git("clone", "-q", "--bare", self.work, self.bare, cwd=self.work.parent)
+        return git("rev-parse", "HEAD", cwd=self.work)
+
+
+def aot_config(name: str, batch_sizes=(1, 2, 4), **model) -> dict:
+    return {"model": {"name": f"m_{name}", "version": "1.0.0", **model},
+            "compilation": {"batch_sizes": list(batch_sizes)}}
+
+
+@pytest.fixture(scope="session")
+def data_repo(example_models, test_models, tmp_path_factory) -> DataRepo:
+    """Both example models and every special test model, in one git repository."""
+    repo = DataRepo(tmp_path_factory.mktemp("data"))
+    for name in ("simple", "multi"):
+        shutil.copytree(example_models / name, repo.work / name)
+    for name in ("two_inputs", "static", "nonleading", "string_op", "no_batch"):
+        repo.add_model(name, test_models / name / "saved_model", aot_config(name))
+    repo.commit("models")
+    git("tag", "v1", cwd=repo.work)
+    git("push", "-q", str(repo.bare), "v1", cwd=repo.work)
+    return repo
+
+
+@pytest.fixture
+def cache(tmp_path, shared_cache, toolchain) -> Path:
+    """A fresh cache sharing the expensive toolchains and runtime builds."""
+    path = tmp_path / "cache"
+    path.mkdir()
+    for shared in ("toolchains", "runtime", "abseil", "downloads"):
+        (shared_cache / shared).mkdir(parents=True, exist_ok=True)
+        (path / shared).symlink_to(shared_cache / shared)
+    return path
+
+
+@pytest.fixture
+def registry(tmp_path) -> Path:
+    path = tmp_path / "registry"
+    (path / "models").mkdir(parents=True)
+    shutil.copyfile(REPO / "registry" / "registry.yaml", path / "registry.yaml")
+    return path
+
+
+class Cli:
+    """Runs tfaot-dist in this process, as a user would on the command line."""
+
+    def __init__(self, capsys, monkeypatch, cache: Path, registry: Path, cwd: Path):
+        self.capsys, self.cache, self.registry = capsys, cache, registry
+        monkeypatch.setenv("TFAOT_DIST_CACHE", str(cache))
+        monkeypatch.chdir(cwd)
+
+    def __call__(self, *args, expect: int = 0):
+        self.capsys.readouterr()
+        code = cli.main(["--registry", str(self.registry), *map(str, args)])
+        out, err = self.capsys.readouterr()
+        assert code == expect, f"exit {code} (expected {expect})\nstdout: {out}\nstderr: {err}"
+        return out, err
+
+    def error(self, *args, expect: int) -> str:
+        """Run a failing command; return its single error line."""
+        _, err = self(*args, expect=expect)
+        lines = [ln for ln in err.splitlines() if ln.startswith("tfaot-dist: error:")]
+        assert len(lines) == 1, err
+        return lines[0]
+
+
+@pytest.fixture
+def run(capsys, monkeypatch, cache, registry, tmp_path) -> Cli:
+    return Cli(capsys, monkeypatch, cache, registry, tmp_path)
+
+
+def snapshot(*roots: Path) -> dict:
+    """Every path below roots (not following links) with the bytes of each file."""
+    state = {}
+    for root in roots:
+        if not root.exists():
+            state[str(root)] = None
+            continue
+        for dirpath, dirnames, filenames in os.walk(root):
+            for name in dirnames + filenames:
+                p = Path(dirpath, name)
+                if p.is_symlink():
+                    state[str(p)] = ("link", os.readlink(p))
+                    if name in dirnames:
+                        dirnames.remove(name)
+                elif p.is_file():
+                    state[str(p)] = p.read_bytes()
+                else:
+                    state[str(p)] = "dir"
+    return state

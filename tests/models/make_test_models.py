@@ -1,0 +1,68 @@
+"""SavedModels for the tests, each broken or special in one way. Run in a toolchain:
+
+    python make_test_models.py OUT_DIR
+
+    two_inputs   feats f32[5], ids i32[3] -> two outputs (argument order tests, as in FACTS.md)
+    static       input with a static batch dimension [2, 4]
+    nonleading   input [None, None]: a dynamic non-leading dimension
+    string_op    uses StringToNumber, which XLA cannot compile
+    no_batch     a scalar input (rank 0)
+"""
+
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import tensorflow as tf  # noqa: E402
+
+
+class Module(tf.Module):
+    def __init__(self, fn, specs):
+        super().__init__()
+        self.w = tf.Variable(tf.linspace(-1.0, 1.0, 8))
+        self.serve = tf.function(lambda **kw: fn(self, **kw), input_signature=None)
+        self.specs = specs
+
+    def signature(self):
+        return self.serve.get_concrete_function(**self.specs)
+
+
+def two_inputs(m, feats, ids):
+    s = tf.reduce_sum(feats, axis=1, keepdims=True) * m.w[0]
+    return {"output_0": feats * 2.0 + s, "output_1": ids * 3 + tf.cast(s, tf.int32)}
+
+
+def simple_linear(m, x):
+    return {"y": tf.tanh(x * m.w[1])}
+
+
+def string_op(m, x):
+    text = tf.strings.as_string(x)
+    return {"y": tf.strings.to_number(text) * m.w[2]}
+
+
+def no_batch(m, x):
+    return {"y": x * m.w[3]}
+
+
+MODELS = {
+    "two_inputs": (two_inputs, {"feats": tf.TensorSpec([None, 5], tf.float32, name="feats"),
+                                "ids": tf.TensorSpec([None, 3], tf.int32, name="ids")}),
+    "static": (simple_linear, {"x": tf.TensorSpec([2, 4], tf.float32, name="x")}),
+    "nonleading": (simple_linear, {"x": tf.TensorSpec([None, None], tf.float32, name="x")}),
+    "string_op": (string_op, {"x": tf.TensorSpec([None, 4], tf.float32, name="x")}),
+    "no_batch": (no_batch, {"x": tf.TensorSpec([], tf.float32, name="x")}),
+}
+
+
+def main(out_dir):
+    for name, (fn, specs) in MODELS.items():
+        module = Module(fn, specs)
+        path = os.path.join(out_dir, name, "saved_model")
+        tf.saved_model.save(module, path, signatures={"serving_default": module.signature()})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

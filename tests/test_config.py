@@ -1,0 +1,106 @@
+"""The AOT config schema: defaults, and one error naming file and field per malformed value."""
+
+from pathlib import Path
+
+import pytest
+
+from tfaot_dist.config import load_aot_config
+from tfaot_dist.errors import InvalidInput
+
+GOOD = """\
+model:
+  name: test
+  version: "1.0.0"
+compilation:
+  batch_sizes: [4, 1, 2]
+"""
+
+
+@pytest.fixture
+def config_dir(tmp_path) -> Path:
+    (tmp_path / "saved_model").mkdir()
+    (tmp_path / "saved_model" / "saved_model.pb").write_bytes(b"\x08\x01")
+    return tmp_path
+
+
+def write(config_dir: Path, text: str) -> Path:
+    path = config_dir / "aot_config.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_defaults_of_the_documentation(config_dir):
+    config = load_aot_config(write(config_dir, GOOD))
+    assert config.name == "test"
+    assert config.serving_key == "serving_default"  # upstream crashes without it
+    assert config.saved_model == (config_dir / "saved_model").resolve()
+    assert config.compilation.batch_sizes == (1, 2, 4)
+    assert config.compilation.namespace == "tfaot_model"
+    assert config.compilation.xla_flags == () and config.compilation.tf_xla_flags == ()
+    assert config.compilation.target_triple is None  # the registry's default applies
+
+
+def test_json_config_and_all_fields(config_dir):
+    text = ('{"model": {"name": "m", "version": "2.1", "saved_model": "saved_model", "serving_key": "serve",'
+            ' "author": "A <a@b>", "description": "x & y"}, "compilation": {"batch_sizes": [1],'
+            ' "namespace": "ns", "tf_xla_flags": ["--tf_xla_min_cluster_size=4"],'
+            ' "xla_flags": ["--xla_cpu_enable_fast_math=true"], "target_triple": "x86_64-pc-linux",'
+            ' "target_cpu": "x86-64-v3"}}')
+    config = load_aot_config(write(config_dir, text))
+    assert config.compilation.xla_flags == ("--xla_cpu_enable_fast_math=true",)
+    assert config.compilation.target_cpu == "x86-64-v3"
+    assert config.author == "A <a@b>"
+
+
+BAD = [
+    ("model: [", "malformed YAML"),
+    ("- a\n- b\n", "expected a mapping"),
+    (GOOD + "extra: 1\n", "extra: unknown key"),
+    (GOOD.replace("  name: test\n", "  name: test\n  colour: red\n"), "model.colour: unknown key"),
+    (GOOD.replace("  name: test\n", ""), "model.name: required field is missing"),
+    (GOOD.replace('  version: "1.0.0"\n', ""), "model.version: required field is missing"),
+    (GOOD.replace("  batch_sizes: [4, 1, 2]\n", "  namespace: x\n"), "compilation.batch_sizes: required"),
+    (GOOD.replace("[4, 1, 2]", "[]"), "compilation.batch_sizes: expected a non-empty list"),
+    (GOOD.replace("[4, 1, 2]", "[0]"), "batch size 0 is not positive"),
+    (GOOD.replace("[4, 1, 2]", "[-1]"), "batch size -1 is not positive"),
+    (GOOD.replace("[4, 1, 2]", "[1, 2, 2]"), "duplicate batch sizes [2]"),
+    (GOOD.replace("[4, 1, 2]", "[1.5]"), "batch size 1.5 is not an integer"),
+    (GOOD.replace("[4, 1, 2]", "['a']"), "batch size 'a' is not an integer"),
+    (GOOD.replace("[4, 1, 2]", "[true]"), "batch size True is not an integer"),
+    (GOOD.replace("[4, 1, 2]", "[1000000000]"), "batch size 1000000000 is larger"),
+    (GOOD.replace("[4, 1, 2]", "4"), "compilation.batch_sizes: expected a list"),
+    (GOOD.replace("name: test", "name: Bad-Name"), "model.name: invalid C++ identifier"),
+    (GOOD.replace("name: test", "name: class"), "model.name: 'class' is reserved"),
+    (GOOD.replace("name: test", "name: 'a;b'"), "model.name: invalid C++ identifier"),
+    (GOOD.replace('"1.0.0"', '"one"'), "model.version: invalid version 'one'"),
+    (GOOD.replace('"1.0.0"', "1.5"), "model.version: expected a string or an integer"),
+    (GOOD + "  namespace: 'a::b'\n", "compilation.namespace: invalid C++ identifier"),
+    (GOOD + "  xla_flags: ['--x; rm -rf /']\n", "compilation.xla_flags: invalid flag"),
+    (GOOD + "  xla_flags: '--a'\n", "compilation.xla_flags: expected a list"),
+    (GOOD + "  target_cpu: '$(id)'\n", "compilation.target_cpu: invalid target cpu"),
+    (GOOD + "  target_triple: 'x86_64'\n", "compilation.target_triple: invalid target triple"),
+    (GOOD.replace('"1.0.0"\n', '"1.0.0"\n  saved_model: ./missing\n'), "model.saved_model: SavedModel directory"),
+    (GOOD.replace('"1.0.0"\n', '"1.0.0"\n  description: "two\\nlines"\n'), "model.description: invalid text"),
+    (GOOD.replace('"1.0.0"\n', '"1.0.0"\n  serving_key: "a b"\n'), "model.serving_key: invalid serving key"),
+]
+
+
+@pytest.mark.parametrize("text, message", BAD, ids=[m for _, m in BAD])
+def test_bad_config_names_file_and_field(config_dir, text, message):
+    path = write(config_dir, text)
+    with pytest.raises(InvalidInput) as info:
+        load_aot_config(path)
+    assert str(info.value).startswith(f"{path}: ")
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_saved_model_dir_without_saved_model_pb(config_dir):
+    (config_dir / "saved_model" / "saved_model.pb").unlink()
+    with pytest.raises(InvalidInput, match="has no saved_model.pb"):
+        load_aot_config(write(config_dir, GOOD))
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(InvalidInput, match="file not found"):
+        load_aot_config(tmp_path / "nope.yaml")

@@ -1,0 +1,160 @@
+"""From a registry entry (or a local AOT config) to a verified package.
+
+    build_key(entry)  digest of everything that changes the bytes; no network, no TensorFlow
+    build_entry()     reuse the package with that key, or fetch, compile and assemble it
+    compile_config()  the same for a local aot_config.yaml, without a registry
+
+Finished packages are cached under CACHE/builds/<key>/ and copied into the
+output directory; both moves are atomic renames.
+"""
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from tfaot_dist import __version__, package as pkg
+from tfaot_dist.config import AotConfig, load_aot_config
+from tfaot_dist.models import load_source_config
+from tfaot_dist.fsutil import (
+    file_lock, replace_dir, sha256_bytes, sha256_file, temp_sibling, tree_digest,
+)
+from tfaot_dist.registry import Defaults, ModelEntry
+from tfaot_dist.render import templates_digest
+from tfaot_dist.resolve import GitSources
+from tfaot_dist.toolchain import WORKER, ensure_toolchain, run_worker
+
+# Sizes checked against TensorFlow beyond the compiled ones: odd sizes need stitching and padding.
+EXTRA_REFERENCE_SIZES = 2
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    name: str
+    package: pkg.Package
+    status: str  # "built", "cached" (copied from the build cache) or "up to date"
+    key: str
+
+
+def build_key(entry: ModelEntry, defaults: Defaults) -> str:
+    parts = {
+        "entry": entry.as_dict(),
+        "defaults": defaults.as_dict(),
+        "tool": __version__,
+        "templates": templates_digest(),
+        "worker": sha256_file(WORKER),
+    }
+    return sha256_bytes(json.dumps(parts, sort_keys=True).encode())
+
+
+def reference_sizes(batch_sizes) -> list[int]:
+    extra = [n for n in range(3, 10**6, 2) if n not in batch_sizes][:EXTRA_REFERENCE_SIZES]
+    return sorted(set(batch_sizes) | set(extra))
+
+
+def build_entry(entry: ModelEntry, defaults: Defaults, cache: Path, dist: Path, log=print) -> BuildResult:
+    key = build_key(entry, defaults)
+    dest = dist / pkg.dir_name(entry.package, entry.version)
+    current = _existing(dest, key)
+    if current:
+        return BuildResult(entry.name, current, "up to date", key)
+
+    cached_dir = cache / "builds" / key
+    status = "cached"
+    with file_lock(cache / "builds" / f"{key}.lock"):
+        if not _existing(cached_dir / dest.name, key):
+            status = "built"
+            src = GitSources(cache).fetch(entry.source.url, entry.source.commit)
+            config = load_source_config(src, entry.aot_config).with_overrides(entry.overrides)
+            source = {**entry.source.as_dict(), "url": entry.source.url, "aot_config": entry.aot_config}
+            staged = temp_sibling(cached_dir)
+            _compile(config, entry.package, entry.version, source, defaults, cache, staged, log, key)
+            replace_dir(staged, cached_dir)
+    built = _existing(cached_dir / dest.name, key)
+    _publish_copy(built, dest)
+    return BuildResult(entry.name, _existing(dest, key), status, key)
+
+
+def compile_config(config_path: Path, output_dir: Path, defaults: Defaults, cache: Path, log=print) -> pkg.Package:
+    """`tfaot-dist compile`: a package from a local AOT config, no registry or git involved."""
+    config = load_aot_config(config_path)
+    name = config.name.lower().replace("_", "-")
+    package = f"tfaot-model-{name}"
+    source = {"aot_config": config_path.name, "saved_model_sha256": tree_digest(config.saved_model)}
+    staged = temp_sibling(output_dir / pkg.dir_name(package, config.version))
+    _compile(config, package, config.version, source, defaults, cache, staged, log, key=None)
+    built = staged / pkg.dir_name(package, config.version)
+    dest = output_dir / built.name
+    _publish_copy(_load(built), dest)
+    shutil.rmtree(staged, ignore_errors=True)
+    return _load(dest)
+
+
+def _compile(config: AotConfig, package: str, version: str, source: dict, defaults: Defaults,
+             cache: Path, out: Path, log, key: str | None) -> None:
+    """Compile config into out/<package>-<version>/ and its .tar.gz."""
+    config = config.with_target_defaults(defaults.target_triple, defaults.target_cpu)
+    comp = config.compilation
+    toolchain = ensure_toolchain(cache, defaults.requirements, log)
+    work = out / "work"
+    compiled, reference = work / "compiled", work / "reference"
+    compiled.mkdir(parents=True)
+    log(f"compiling {package} {version} for batch sizes {list(comp.batch_sizes)}")
+    answer = run_worker(toolchain, {
+        "op": "compile",
+        "saved_model": str(config.saved_model),
+        "serving_key": config.serving_key,
+        "batch_sizes": list(comp.batch_sizes),
+        "namespace": comp.namespace,
+        "class_name": config.name,
+        "output_dir": str(compiled),
+        "target_triple": comp.target_triple,
+        "target_cpu": comp.target_cpu,
+        "reference_dir": str(reference),
+        "reference_sizes": reference_sizes(comp.batch_sizes),
+    }, work, comp.tf_xla_flags, comp.xla_flags)
+    meta = {
+        "name": package.removeprefix("tfaot-model-"),
+        "package": package,
+        "version": version,
+        "build_key": key,
+        "source": source,
+        "digests": {"aot_config": sha256_file(config.path), "saved_model": tree_digest(config.saved_model)},
+        "model": {"author": config.author, "description": config.description, "serving_key": config.serving_key},
+        "toolchain": {"requirements": list(defaults.requirements),
+                      "tensorflow_version": answer["tensorflow_version"]},
+        "compilation": {**comp.as_dict(), "class_name": config.name},
+    }
+    root = out / pkg.dir_name(package, version)
+    pkg.assemble(compiled, reference, answer, meta, root)
+    pkg.write_archive(root, out / f"{root.name}.tar.gz")
+    shutil.rmtree(work)
+
+
+def _load(root: Path) -> pkg.Package:
+    manifest = pkg.read_manifest(root)
+    return pkg.Package(manifest["package"], manifest["version"], root,
+                       root.parent / f"{root.name}.tar.gz", manifest)
+
+
+def _existing(root: Path, key: str) -> pkg.Package | None:
+    """The package at root if it is complete and was built with key."""
+    archive = root.parent / f"{root.name}.tar.gz"
+    if not (root / pkg.MANIFEST).is_file() or not archive.is_file():
+        return None
+    try:
+        found = _load(root)
+    except Exception:
+        return None
+    return found if found.manifest.get("build_key") == key else None
+
+
+def _publish_copy(built: pkg.Package, dest: Path) -> None:
+    """Copy a finished package directory and archive to dest, each by an atomic rename."""
+    staged = temp_sibling(dest)
+    shutil.copytree(built.root, staged / "pkg")
+    replace_dir(staged / "pkg", dest)
+    shutil.rmtree(staged, ignore_errors=True)
+    tmp_archive = dest.parent / f".{dest.name}.tar.gz.tmp"
+    shutil.copyfile(built.archive, tmp_archive)
+    tmp_archive.replace(dest.parent / f"{dest.name}.tar.gz")

@@ -1,0 +1,222 @@
+"""Command line: argument parsing and printing only; each command calls one function below it."""
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from tfaot_dist import __version__, builder, models
+from tfaot_dist.errors import TfaotError, UsageError
+from tfaot_dist.registry import Defaults, Registry
+
+
+def default_cache() -> Path:
+    if os.environ.get("TFAOT_DIST_CACHE"):
+        return Path(os.environ["TFAOT_DIST_CACHE"]).absolute()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base, "tfaot-dist").absolute()
+
+
+def log(message: str) -> None:
+    print(f"tfaot-dist: {message}", file=sys.stderr, flush=True)
+
+
+def emit(args, data, text: str) -> None:
+    if args.json:
+        print(json.dumps(data, indent=1, sort_keys=True))
+    elif text:
+        print(text)
+
+
+def cmd_add_model(args) -> int:
+    overrides = {}
+    if args.batch_sizes:
+        from tfaot_dist.config import batch_sizes
+
+        try:
+            sizes = [int(x) for x in args.batch_sizes.split(",")]
+        except ValueError:
+            raise UsageError(f"--batch-sizes: expected comma separated integers, got {args.batch_sizes!r}") from None
+        overrides["batch_sizes"] = batch_sizes(sizes, "--batch-sizes")
+    entry = models.add_model(Registry(args.registry), args.cache, args.name, args.source, args.ref,
+                             args.aot_config, args.model_version, overrides, log)
+    path = Registry(args.registry).entry_path(entry.name)
+    emit(args, {"entry": entry.as_dict(), "path": str(path)},
+         f"registered {entry.package} {entry.version} at {entry.source.commit[:12]} ({path})")
+    return 0
+
+
+def cmd_list(args) -> int:
+    entries = Registry(args.registry).load_all()
+    rows = [e.as_dict() for e in entries]
+    text = "\n".join(f"{e.name:30} {e.version:12} {e.source.commit[:12]} {e.source.url}" for e in entries)
+    emit(args, {"models": rows}, text)
+    return 0
+
+
+def cmd_show(args) -> int:
+    reg = Registry(args.registry)
+    entry = reg.load(args.name)
+    data = {"entry": entry.as_dict(), "path": str(entry.path), "package": entry.package,
+            "build_key": builder.build_key(entry, reg.defaults())}
+    emit(args, data, "\n".join(f"{k}: {v}" for k, v in data.items()))
+    return 0
+
+
+def cmd_build(args) -> int:
+    reg = Registry(args.registry)
+    if args.all == bool(args.names):
+        raise UsageError("build: name models or give --all (not both)")
+    entries = reg.load_all() if args.all else [reg.load(n) for n in args.names]
+    defaults = reg.defaults()
+    results = []
+    for entry in entries:
+        result = builder.build_entry(entry, defaults, args.cache, args.dist.absolute(), log)
+        log(f"{result.name}: {result.status}")
+        results.append(result)
+    data = {"results": [_result_json(r) for r in results]}
+    emit(args, data, "\n".join(f"{r.package.name} {r.package.version}: {r.status} ({r.package.archive})"
+                               for r in results))
+    return 0
+
+
+def _result_json(r: builder.BuildResult) -> dict:
+    return {"name": r.name, "package": r.package.name, "version": r.package.version, "status": r.status,
+            "build_key": r.key, "dir": str(r.package.root), "archive": str(r.package.archive),
+            "sha256": r.package.archive_sha256}
+
+
+def cmd_compile(args) -> int:
+    defaults = Registry(args.registry).defaults() if (args.registry / "registry.yaml").exists() else Defaults()
+    package = builder.compile_config(args.aot_config.absolute(), args.output_directory.absolute(),
+                                     defaults, args.cache, log)
+    emit(args, {"package": package.name, "version": package.version, "dir": str(package.root),
+                "archive": str(package.archive), "sha256": package.archive_sha256},
+         f"compiled {package.name} {package.version} into {package.root}")
+    return 0
+
+
+def cmd_check(args) -> int:
+    from tfaot_dist.config import load_aot_config
+
+    reg = Registry(args.registry)
+    defaults = reg.defaults() if (args.registry / "registry.yaml").exists() else Defaults()
+    target = Path(args.target)
+    if target.is_dir():
+        saved_model, serving_key = target, args.serving_key
+    elif target.is_file():
+        config = load_aot_config(target)
+        saved_model, serving_key = config.saved_model, config.serving_key
+    else:
+        from tfaot_dist.resolve import GitSources
+
+        entry = reg.load(args.target)
+        src = GitSources(args.cache).fetch(entry.source.url, entry.source.commit)
+        config = models.load_source_config(src, entry.aot_config)
+        saved_model, serving_key = config.saved_model, config.serving_key
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="tfaot-check-") as work:
+        answer = models.op_check(saved_model.absolute(), serving_key, defaults, args.cache, Path(work), log)
+    ops = answer["ops"]
+    bad = [r["op"] for r in ops if not r["xla_cpu"]]
+    if args.table:
+        width = max(len("Operation"), *(len(r["op"]) for r in ops))
+        lines = [f"{'Operation':{width}}  cpu", f"{'-' * width}  ---"]
+        lines += [f"{r['op']:{width}}  {'yes' if r['xla_cpu'] else 'NO'}" for r in ops]
+    else:
+        lines = []
+    lines.append("cpu: all ops compatible" if not bad else f"cpu: incompatible ops: {', '.join(bad)}")
+    emit(args, {"saved_model": str(saved_model), "signature": answer["signature"], "ops": ops,
+                "incompatible": bad}, "\n".join(lines))
+    if bad:
+        from tfaot_dist.errors import InvalidInput
+
+        raise InvalidInput(f"{saved_model}: ops XLA cannot compile on CPU: {', '.join(bad)}")
+    return 0
+
+
+def cmd_toolchain(args) -> int:
+    from tfaot_dist.toolchain import ensure_toolchain
+
+    defaults = Registry(args.registry).defaults() if (args.registry / "registry.yaml").exists() else Defaults()
+    toolchain = ensure_toolchain(args.cache, defaults.requirements, log)
+    if args.python:
+        print(toolchain.python)
+        return 0
+    emit(args, {"key": toolchain.key, "root": str(toolchain.root), "python": str(toolchain.python),
+                "requirements": list(toolchain.requirements), "installed": list(toolchain.installed)},
+         f"{toolchain.key} {toolchain.root} (tensorflow {toolchain.tensorflow_version})")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    # --registry and --json go before or after the command; the top level holds the defaults.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--registry", type=Path, default=argparse.SUPPRESS,
+                        help="registry directory (default: ./registry)")
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                        help="print results as JSON on stdout")
+
+    p = argparse.ArgumentParser(prog="tfaot-dist", description="Build, verify and distribute AOT compiled "
+                                "TensorFlow models as C++ packages.")
+    p.add_argument("--version", action="version", version=f"tfaot-dist {__version__}")
+    p.add_argument("--registry", type=Path, default=Path("registry"), help="registry directory (default: ./registry)")
+    p.add_argument("--json", action="store_true", help="print results as JSON on stdout")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    s = sub.add_parser("add-model", parents=[common], help="register a model from a git data repository")
+    s.add_argument("name", metavar="NAME", help="package is tfaot-model-NAME")
+    s.add_argument("--source", required=True, help="git URL of the data repository")
+    s.add_argument("--ref", default="HEAD", help="branch, tag or commit (default: HEAD)")
+    s.add_argument("--aot-config", required=True, help="path of aot_config.yaml inside the repository")
+    s.add_argument("--version", dest="model_version", help="package version (default: model.version)")
+    s.add_argument("--batch-sizes", help="override compilation.batch_sizes, e.g. 1,2,4")
+    s.set_defaults(func=cmd_add_model)
+
+    s = sub.add_parser("list", parents=[common], help="list registered models")
+    s.set_defaults(func=cmd_list)
+
+    s = sub.add_parser("show", parents=[common], help="show one registry entry")
+    s.add_argument("name", metavar="NAME")
+    s.set_defaults(func=cmd_show)
+
+    s = sub.add_parser("build", parents=[common], help="compile and package models that changed")
+    s.add_argument("names", nargs="*", metavar="NAME")
+    s.add_argument("--all", action="store_true", help="every registered model")
+    s.add_argument("--dist", type=Path, default=Path("dist"), help="output directory (default: ./dist)")
+    s.set_defaults(func=cmd_build)
+
+    s = sub.add_parser("compile", parents=[common], help="compile a local aot_config.yaml, no registry")
+    s.add_argument("--aot-config", type=Path, required=True)
+    s.add_argument("--output-directory", type=Path, required=True)
+    s.set_defaults(func=cmd_compile)
+
+    s = sub.add_parser("check", parents=[common], help="list the ops of a model and whether XLA compiles them")
+    s.add_argument("target", metavar="PATH-OR-NAME", help="SavedModel dir, aot_config.yaml or registry name")
+    s.add_argument("--serving-key", default="serving_default")
+    s.add_argument("--table", action="store_true", help="print every op")
+    s.set_defaults(func=cmd_check)
+
+    s = sub.add_parser("toolchain", parents=[common], help="create (if needed) and show the TensorFlow toolchain")
+    s.add_argument("--python", action="store_true", help="print only the path of its Python")
+    s.set_defaults(func=cmd_toolchain)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser()
+    args = p.parse_args(argv)
+    args.cache = default_cache()
+    try:
+        return args.func(args)
+    except TfaotError as exc:
+        print(f"tfaot-dist: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

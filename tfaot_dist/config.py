@@ -1,0 +1,153 @@
+"""The AOT config (aot_config.yaml), exactly the schema of the CMS documentation.
+
+    model:        name, version, saved_model (./saved_model), serving_key
+                  (serving_default), author, description
+    compilation:  batch_sizes (required), namespace (tfaot_model),
+                  tf_xla_flags, xla_flags, target_triple, target_cpu
+
+JSON files are accepted too (JSON is YAML). Every value is validated here,
+so later stages can place them in C++, XML and specs.
+"""
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from tfaot_dist import names
+from tfaot_dist.errors import InvalidInput
+from tfaot_dist.yamlio import Fields, load_mapping
+
+DEFAULT_TARGET_TRIPLE = "x86_64-pc-linux"
+MAX_BATCH_SIZE = 65536
+
+
+@dataclass(frozen=True)
+class Compilation:
+    batch_sizes: tuple[int, ...]
+    namespace: str = "tfaot_model"
+    tf_xla_flags: tuple[str, ...] = ()
+    xla_flags: tuple[str, ...] = ()
+    # None: not set here; the registry's default (or DEFAULT_TARGET_TRIPLE, generic CPU) applies.
+    target_triple: str | None = None
+    target_cpu: str | None = None
+
+    def as_dict(self) -> dict:
+        return {
+            "batch_sizes": list(self.batch_sizes),
+            "namespace": self.namespace,
+            "tf_xla_flags": list(self.tf_xla_flags),
+            "xla_flags": list(self.xla_flags),
+            "target_triple": self.target_triple,
+            "target_cpu": self.target_cpu,
+        }
+
+
+@dataclass(frozen=True)
+class AotConfig:
+    path: Path
+    name: str  # C++ class name of the model
+    version: str
+    saved_model: Path  # absolute
+    serving_key: str = "serving_default"
+    author: str = ""
+    description: str = ""
+    compilation: Compilation = field(default_factory=lambda: Compilation(batch_sizes=(1,)))
+
+    def with_overrides(self, overrides: dict) -> "AotConfig":
+        """Apply validated registry overrides of compilation settings."""
+        return replace(self, compilation=replace(self.compilation, **overrides)) if overrides else self
+
+    def with_target_defaults(self, triple: str, cpu: str) -> "AotConfig":
+        """Fill the target settings this config leaves open."""
+        comp = self.compilation
+        return replace(self, compilation=replace(
+            comp,
+            target_triple=comp.target_triple if comp.target_triple is not None else triple,
+            target_cpu=comp.target_cpu if comp.target_cpu is not None else cpu,
+        ))
+
+
+def batch_sizes(value, where: str) -> tuple[int, ...]:
+    if not isinstance(value, list) or not value:
+        raise InvalidInput(f"{where}: expected a non-empty list of positive integers, got {value!r}")
+    for bs in value:
+        if isinstance(bs, bool) or not isinstance(bs, int):
+            raise InvalidInput(f"{where}: batch size {bs!r} is not an integer")
+        if bs <= 0:
+            raise InvalidInput(f"{where}: batch size {bs} is not positive")
+        if bs > MAX_BATCH_SIZE:
+            raise InvalidInput(f"{where}: batch size {bs} is larger than {MAX_BATCH_SIZE}")
+    duplicates = sorted({bs for bs in value if value.count(bs) > 1})
+    if duplicates:
+        raise InvalidInput(f"{where}: duplicate batch sizes {duplicates}")
+    return tuple(sorted(value))
+
+
+def flag_list(value, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise InvalidInput(f"{where}: expected a list of flags, got {value!r}")
+    return tuple(names.xla_flag(v, where) for v in value)
+
+
+def parse_compilation(data, file, prefix: str, partial: bool) -> dict:
+    """Validated compilation settings as a dict of Compilation fields.
+
+    partial=True parses registry overrides, where every field is optional.
+    """
+    f = Fields(data, file, prefix)
+    out = {}
+    if "batch_sizes" in f.data or not partial:
+        out["batch_sizes"] = batch_sizes(f.take("batch_sizes", list, required=True), f.at("batch_sizes"))
+    checks = {
+        "namespace": (str, names.cpp_identifier),
+        "target_triple": (str, names.target_triple),
+        "target_cpu": (str, names.target_cpu),
+        "tf_xla_flags": (list, flag_list),
+        "xla_flags": (list, flag_list),
+    }
+    for key, (kind, check) in checks.items():
+        if key in f.data:
+            out[key] = check(f.take(key, kind), f.at(key))
+    f.done()
+    return out
+
+
+def load_aot_config(path: Path, label: str | None = None, within: Path | None = None) -> AotConfig:
+    """Load and validate; errors name the file as label (e.g. 'URL@commit: dir/aot_config.yaml').
+
+    within: the source tree that model.saved_model must stay inside.
+    """
+    data = load_mapping(path, label)
+    where = label or path
+    top = Fields(data, where)
+    model = Fields(top.take("model", dict, required=True), where, "model")
+    compilation = parse_compilation(top.take("compilation", dict, required=True), where, "compilation", False)
+    top.done()
+
+    name = names.cpp_identifier(model.take("name", str, required=True), model.at("name"))
+    version = model.take("version", (str, int), required=True)
+    version = names.version(str(version), model.at("version"))
+    saved_model_rel = model.take("saved_model", str, "./saved_model")
+    serving_key = model.take("serving_key", str, "serving_default")
+    if not names.CPP_IDENTIFIER.fullmatch(serving_key) and not names.REL_PATH.fullmatch(serving_key):
+        raise InvalidInput(f"{model.at('serving_key')}: invalid serving key {serving_key!r}")
+    author = names.free_text(model.take("author", str, ""), model.at("author"))
+    description = names.free_text(model.take("description", str, ""), model.at("description"))
+    model.done()
+
+    saved_model = (path.parent / saved_model_rel).resolve()
+    if within is not None and not saved_model.is_relative_to(within.resolve()):
+        raise InvalidInput(f"{model.at('saved_model')}: {saved_model_rel!r} points outside the source tree")
+    if not saved_model.is_dir():
+        raise InvalidInput(f"{model.at('saved_model')}: SavedModel directory {saved_model_rel!r} not found")
+    if not (saved_model / "saved_model.pb").is_file():
+        raise InvalidInput(f"{model.at('saved_model')}: {saved_model_rel!r} has no saved_model.pb")
+    return AotConfig(
+        path=path.resolve(),
+        name=name,
+        version=version,
+        saved_model=saved_model,
+        serving_key=serving_key,
+        author=author,
+        description=description,
+        compilation=Compilation(**compilation),
+    )

@@ -1,0 +1,47 @@
+"""Typed errors, each class with its own exit code, carried to one exit path in the CLI."""
+
+
+class TfaotError(Exception):
+    """Base class: the message is the single line printed to the user."""
+
+    exit_code = 1
+
+
+class UsageError(TfaotError):
+    exit_code = 2
+
+
+class InvalidInput(TfaotError):
+    """A registry entry, AOT config, SavedModel or argument is wrong."""
+
+    exit_code = 3
+
+
+class SourceUnavailable(TfaotError):
+    """A git repository, archive or channel cannot be reached or read."""
+
+    exit_code = 4
+
+
+class CompileFailed(TfaotError):
+    """TensorFlow, XLA or the C++ compiler failed on valid-looking input."""
+
+    exit_code = 5
+
+
+class VerificationFailed(TfaotError):
+    """Compiled code does not reproduce TensorFlow's numbers."""
+
+    exit_code = 6
+
+
+class IntegrityError(TfaotError):
+    """Bytes do not match their recorded digest, or an archive is unsafe."""
+
+    exit_code = 7
+
+
+class ToolchainError(TfaotError):
+    """An isolated build environment cannot be created."""
+
+    exit_code = 8

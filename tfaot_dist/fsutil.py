@@ -1,0 +1,136 @@
+"""Atomic writes, digests, locks and reproducible archives.
+
+Every write that another process may read goes to a temporary sibling first
+and is renamed into place, so a reader sees the old state or the new one,
+never half of either.
+"""
+
+import contextlib
+import fcntl
+import gzip
+import hashlib
+import io
+import os
+import shutil
+import tarfile
+import tempfile
+from pathlib import Path
+
+from tfaot_dist.errors import IntegrityError
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def tree_files(root: Path) -> list[str]:
+    """Relative POSIX paths of the regular files below root, sorted."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in filenames:
+            path = Path(dirpath, name)
+            if path.is_symlink() or not path.is_file():
+                raise IntegrityError(f"{path}: not a regular file")
+            out.append(path.relative_to(root).as_posix())
+    return sorted(out)
+
+
+def tree_digest(root: Path) -> str:
+    """One digest for a directory: names and contents of every file."""
+    h = hashlib.sha256()
+    for rel in tree_files(root):
+        h.update(rel.encode() + b"\0" + sha256_file(root / rel).encode() + b"\n")
+    return h.hexdigest()
+
+
+def write_atomic(path: Path, data: bytes | str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def temp_sibling(path: Path) -> Path:
+    """A fresh empty directory next to path, for building what will replace it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+
+
+def replace_dir(staged: Path, final: Path) -> None:
+    """Move a complete staged directory to final, replacing what was there."""
+    if final.exists():
+        old = temp_sibling(final)
+        os.rename(final, old / "old")
+        os.rename(staged, final)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.rename(staged, final)
+
+
+@contextlib.contextmanager
+def file_lock(path: Path):
+    """An exclusive advisory lock held for the with-block (released if the process dies)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def reproducible_targz(src: Path, top: str) -> bytes:
+    """A .tar.gz of src under the directory name top, identical for identical trees.
+
+    Sorted entries, zero times, root ownership, normalized modes, no gzip name or time.
+    """
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        dirs = sorted({str(Path(rel).parent) for rel in tree_files(src)} - {"."})
+        all_dirs = sorted({p for d in dirs for p in _parents(d)})
+        for d in [""] + all_dirs:
+            info = tarfile.TarInfo(f"{top}/{d}".rstrip("/"))
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            _normalize(info)
+            tar.addfile(info)
+        for rel in tree_files(src):
+            path = src / rel
+            info = tarfile.TarInfo(f"{top}/{rel}")
+            info.size = path.stat().st_size
+            info.mode = 0o755 if os.access(path, os.X_OK) else 0o644
+            _normalize(info)
+            with open(path, "rb") as f:
+                tar.addfile(info, f)
+    out = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=0, compresslevel=9) as gz:
+        gz.write(raw.getvalue())
+    return out.getvalue()
+
+
+def _parents(d: str) -> list[str]:
+    parts = d.split("/")
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def _normalize(info: tarfile.TarInfo) -> None:
+    info.mtime = 0
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""

@@ -1,0 +1,82 @@
+"""Registering models: validate everything about a new entry before writing it."""
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from tfaot_dist import names
+from tfaot_dist.config import AotConfig, load_aot_config
+from tfaot_dist.errors import InvalidInput
+from tfaot_dist.fsutil import replace_dir, temp_sibling
+from tfaot_dist.registry import Defaults, GitSource, ModelEntry, Registry
+from tfaot_dist.resolve import GitSources, ResolvedSource, check_git_url
+from tfaot_dist.toolchain import ensure_toolchain, run_worker
+
+
+def add_model(registry: Registry, cache: Path, name: str, url: str, ref: str, aot_config: str,
+              version: str | None = None, overrides: dict | None = None, log=print) -> ModelEntry:
+    names.model_name(name, "NAME")
+    check_git_url(url, "--source")
+    names.git_ref(ref, "--ref")
+    names.rel_path(aot_config, "--aot-config")
+    if version is not None:
+        names.version(version, "--version")
+    if registry.entry_path(name).exists():
+        raise InvalidInput(f"{name}: already registered ({registry.entry_path(name)})")
+    defaults = registry.defaults()
+
+    # Fetch into a scratch cache: a source that fails validation leaves the real cache untouched.
+    with tempfile.TemporaryDirectory(prefix="tfaot-add-") as scratch_dir:
+        scratch = Path(scratch_dir)
+        sources = GitSources(scratch / "cache")
+        commit = sources.resolve_ref(url, ref)
+        log(f"{url} {ref} -> {commit}")
+        src = sources.fetch(url, commit)
+        config = load_source_config(src, aot_config).with_overrides(overrides or {})
+        signature = check_model(config, defaults, cache, scratch / "check", log)
+        log(f"signature: {describe_signature(signature)}")
+        entry = ModelEntry(name, version or config.version, GitSource(url, ref, commit), aot_config,
+                           overrides or {})
+        final = cache / "sources" / commit
+        if not final.exists():  # copy, not rename: the scratch dir may be on another file system
+            staged = temp_sibling(final)
+            shutil.copytree(src.root.parent, staged / "tree-and-marker")
+            replace_dir(staged / "tree-and-marker", final)
+            shutil.rmtree(staged)
+    registry.save(entry)
+    return entry
+
+
+def load_source_config(src: ResolvedSource, aot_config: str) -> AotConfig:
+    path = src.root / aot_config
+    if not path.is_file():
+        raise InvalidInput(f"{src.url}@{src.commit[:12]}: aot config {aot_config!r} not found")
+    label = f"{src.url}@{src.commit[:12]}: {aot_config}"
+    return load_aot_config(path, label, within=src.root)
+
+
+def check_model(config: AotConfig, defaults: Defaults, cache: Path, work: Path, log=print) -> dict:
+    """Load the SavedModel in TensorFlow, check its signature and ops; returns the signature."""
+    answer = op_check(config.saved_model, config.serving_key, defaults, cache, work, log)
+    bad = [row["op"] for row in answer["ops"] if not row["xla_cpu"]]
+    if bad:
+        raise InvalidInput(f"{config.path}: ops XLA cannot compile on CPU: {', '.join(bad)}")
+    return answer["signature"]
+
+
+def op_check(saved_model: Path, serving_key: str, defaults: Defaults, cache: Path, work: Path, log=print) -> dict:
+    toolchain = ensure_toolchain(cache, defaults.requirements, log)
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        return run_worker(toolchain, {"op": "check", "saved_model": str(saved_model),
+                                      "serving_key": serving_key}, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def describe_signature(signature: dict) -> str:
+    def one(t):
+        return f"{t['name']}:{t['dtype']}{t['shape']}"
+
+    return (", ".join(one(t) for t in signature["inputs"]) + " -> "
+            + ", ".join(one(t) for t in signature["outputs"]))

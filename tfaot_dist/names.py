@@ -1,0 +1,103 @@
+"""Strict patterns for every value that reaches a file name, C++, XML, a spec or a command line.
+
+Each check returns the value unchanged or raises InvalidInput naming where the
+value came from (`where`, e.g. "registry/models/x.yaml: name").
+"""
+
+import re
+
+from packaging.version import InvalidVersion, Version
+
+from tfaot_dist.errors import InvalidInput
+
+MODEL_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
+CPP_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+# A git ref as a user types it: branch, tag or commit; no "..", no leading "-".
+GIT_REF = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}")
+COMMIT_SHA = re.compile(r"[0-9a-f]{40}")
+# A relative path inside a source tree: plain segments, no "..", no leading "/".
+REL_PATH = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*)*")
+# Values handed to LLVM/XLA: target triples, CPU names, flags.
+TARGET_TRIPLE = re.compile(r"[a-z0-9_]+(-[a-z0-9_.]+){1,4}")
+TARGET_CPU = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+XLA_FLAG = re.compile(r"--[a-z0-9_]+(=[A-Za-z0-9_.,:+-]*)?")
+# Free text (author, description): one printable line.
+FREE_TEXT = re.compile(r"[^\x00-\x1f\x7f]{0,500}")
+
+# C++ keywords that cannot name a class or namespace.
+CPP_KEYWORDS = frozenset(
+    "alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t char32_t "
+    "class compl concept const consteval constexpr constinit const_cast continue co_await co_return co_yield "
+    "decltype default delete do double dynamic_cast else enum explicit export extern false float for friend "
+    "goto if inline int long mutable namespace new noexcept not not_eq nullptr operator or or_eq private "
+    "protected public register reinterpret_cast requires return short signed sizeof static static_assert "
+    "static_cast struct switch template this thread_local throw true try typedef typeid typename union "
+    "unsigned using virtual void volatile wchar_t while xor xor_eq std tfaot".split()
+)
+
+
+def _check(pattern: re.Pattern, value, where: str, what: str):
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        raise InvalidInput(f"{where}: invalid {what} {value!r}")
+    return value
+
+
+def model_name(value, where: str) -> str:
+    return _check(MODEL_NAME, value, where, "model name (expected ^[a-z0-9][a-z0-9-]{0,62}$)")
+
+
+def cpp_identifier(value, where: str) -> str:
+    _check(CPP_IDENTIFIER, value, where, "C++ identifier")
+    if value in CPP_KEYWORDS or value.startswith("__") or re.match(r"_[A-Z]", value):
+        raise InvalidInput(f"{where}: {value!r} is reserved in C++")
+    return value
+
+
+def version(value, where: str) -> str:
+    if not isinstance(value, str):
+        raise InvalidInput(f"{where}: version must be a quoted string, got {value!r}")
+    try:
+        parsed = Version(value)
+    except InvalidVersion:
+        raise InvalidInput(f"{where}: invalid version {value!r} (expected PEP 440)") from None
+    if str(parsed) != value:
+        raise InvalidInput(f"{where}: version {value!r} is not normalized (write {str(parsed)!r})")
+    return value
+
+
+def git_ref(value, where: str) -> str:
+    _check(GIT_REF, value, where, "git ref")
+    if ".." in value or value.endswith((".lock", "/", ".")) or "//" in value:
+        raise InvalidInput(f"{where}: invalid git ref {value!r}")
+    return value
+
+
+def commit_sha(value, where: str) -> str:
+    return _check(COMMIT_SHA, value, where, "commit (expected 40 lowercase hex digits)")
+
+
+def rel_path(value, where: str) -> str:
+    _check(REL_PATH, value, where, "relative path")
+    if any(part in ("..", ".") for part in value.split("/")):
+        raise InvalidInput(f"{where}: path {value!r} must not contain '.' or '..' segments")
+    return value
+
+
+def target_triple(value, where: str) -> str:
+    return _check(TARGET_TRIPLE, value, where, "target triple")
+
+
+def target_cpu(value, where: str) -> str:
+    if value == "":
+        return value
+    return _check(TARGET_CPU, value, where, "target cpu")
+
+
+def xla_flag(value, where: str) -> str:
+    return _check(XLA_FLAG, value, where, "flag (expected --name or --name=value)")
+
+
+def free_text(value, where: str) -> str:
+    if not isinstance(value, str):
+        raise InvalidInput(f"{where}: expected a string, got {type(value).__name__}")
+    return _check(FREE_TEXT, value, where, "text (one line, at most 500 characters)")

@@ -1,0 +1,153 @@
+"""The model registry: registry/registry.yaml (defaults) and registry/models/NAME.yaml (entries).
+
+    # registry/models/test-simple.yaml
+    name: test-simple
+    version: "1.0.0"
+    source:
+      git: https://host/org/data-repo.git
+      ref: main
+      commit: 0123...                       # full SHA that ref resolved to
+    aot_config: simple/aot_config.yaml      # inside the source
+    overrides:                              # optional, compilation settings
+      batch_sizes: [1, 2, 4, 8]
+
+    # registry/registry.yaml
+    toolchain:
+      requirements: ["tensorflow-cpu==2.21.0"]
+    target_triple: x86_64-pc-linux
+    target_cpu: ""
+"""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from tfaot_dist import names
+from tfaot_dist.config import DEFAULT_TARGET_TRIPLE, parse_compilation
+from tfaot_dist.errors import InvalidInput
+from tfaot_dist.fsutil import write_atomic
+from tfaot_dist.yamlio import Fields, load_mapping
+
+DEFAULT_REQUIREMENTS = ("tensorflow-cpu==2.21.0",)
+REQUIREMENT_CHARS = names.re.compile(r"[A-Za-z0-9_.\-\[\],<>=!~ ]{1,100}")
+
+
+@dataclass(frozen=True)
+class Defaults:
+    requirements: tuple[str, ...] = DEFAULT_REQUIREMENTS
+    target_triple: str = DEFAULT_TARGET_TRIPLE
+    target_cpu: str = ""
+
+    def as_dict(self) -> dict:
+        return {
+            "requirements": list(self.requirements),
+            "target_triple": self.target_triple,
+            "target_cpu": self.target_cpu,
+        }
+
+
+@dataclass(frozen=True)
+class GitSource:
+    url: str
+    ref: str
+    commit: str
+
+    def as_dict(self) -> dict:
+        return {"git": self.url, "ref": self.ref, "commit": self.commit}
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    name: str
+    version: str
+    source: GitSource
+    aot_config: str  # relative path inside the source
+    overrides: dict = field(default_factory=dict)
+    path: Path | None = None  # the YAML file it was read from
+
+    @property
+    def package(self) -> str:
+        return f"tfaot-model-{self.name}"
+
+    def as_dict(self) -> dict:
+        """The YAML form, in a fixed key order."""
+        data = {
+            "name": self.name,
+            "version": self.version,
+            "source": self.source.as_dict(),
+            "aot_config": self.aot_config,
+        }
+        if self.overrides:
+            data["overrides"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.overrides.items()}
+        return data
+
+
+class Registry:
+    def __init__(self, root: Path):
+        self.root = root
+        self.models_dir = root / "models"
+
+    def defaults(self) -> Defaults:
+        path = self.root / "registry.yaml"
+        if not path.exists():
+            return Defaults()
+        f = Fields(load_mapping(path), path)
+        toolchain = Fields(f.take("toolchain", dict, {}), path, "toolchain")
+        requirements = toolchain.take("requirements", list, list(DEFAULT_REQUIREMENTS))
+        toolchain.done()
+        if not requirements:
+            raise InvalidInput(f"{toolchain.at('requirements')}: must not be empty")
+        for req in requirements:
+            if not isinstance(req, str) or not REQUIREMENT_CHARS.fullmatch(req):
+                raise InvalidInput(f"{toolchain.at('requirements')}: invalid requirement {req!r}")
+        triple = names.target_triple(f.take("target_triple", str, DEFAULT_TARGET_TRIPLE), f.at("target_triple"))
+        cpu = names.target_cpu(f.take("target_cpu", str, ""), f.at("target_cpu"))
+        f.done()
+        return Defaults(tuple(requirements), triple, cpu)
+
+    def entry_path(self, name: str) -> Path:
+        return self.models_dir / f"{name}.yaml"
+
+    def names(self) -> list[str]:
+        if not self.models_dir.is_dir():
+            return []
+        return sorted(p.stem for p in self.models_dir.glob("*.yaml"))
+
+    def load(self, name: str) -> ModelEntry:
+        names.model_name(name, "model name")
+        path = self.entry_path(name)
+        if not path.exists():
+            raise InvalidInput(f"{name}: no such model in {self.models_dir}")
+        return parse_entry(load_mapping(path), path)
+
+    def load_all(self) -> list[ModelEntry]:
+        return [self.load(n) for n in self.names()]
+
+    def save(self, entry: ModelEntry) -> Path:
+        path = self.entry_path(entry.name)
+        write_atomic(path, yaml.safe_dump(entry.as_dict(), sort_keys=False))
+        return path
+
+
+def parse_entry(data: dict, path: Path) -> ModelEntry:
+    f = Fields(data, path)
+    name = names.model_name(f.take("name", str, required=True), f.at("name"))
+    if name != path.stem:
+        raise InvalidInput(f"{f.at('name')}: {name!r} does not match the file name {path.name!r}")
+    version = names.version(f.take("version", str, required=True), f.at("version"))
+    src = Fields(f.take("source", dict, required=True), path, "source")
+    url = src.take("git", str, required=True)
+    from tfaot_dist.resolve import check_git_url  # noqa: PLC0415 - keeps registry free of git at import
+
+    check_git_url(url, src.at("git"))
+    source = GitSource(
+        url=url,
+        ref=names.git_ref(src.take("ref", str, required=True), src.at("ref")),
+        commit=names.commit_sha(src.take("commit", str, required=True), src.at("commit")),
+    )
+    src.done()
+    aot_config = names.rel_path(f.take("aot_config", str, required=True), f.at("aot_config"))
+    overrides = parse_compilation(f.take("overrides", dict, {}), path, "overrides", partial=True)
+    f.done()
+    return ModelEntry(name, version, source, aot_config, overrides, path)

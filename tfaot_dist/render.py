@@ -1,0 +1,44 @@
+"""Jinja2 rendering of everything generated from templates in spec_templates/.
+
+XML templates are autoescaped (entities for & < > " '), so free text cannot add
+an element or attribute; all other values were validated before they got here.
+"""
+
+import hashlib
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+import jinja2
+
+from tfaot_dist import __version__
+
+
+def templates_dir() -> Path:
+    return Path(str(resources.files("tfaot_dist.spec_templates")))
+
+
+@cache
+def environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(templates_dir()),
+        undefined=jinja2.StrictUndefined,
+        autoescape=jinja2.select_autoescape(enabled_extensions=("xml.j2",), default_for_string=False,
+                                            default=False),
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def render(template: str, **context) -> str:
+    return environment().get_template(template).render(tfaot_dist_version=__version__, **context)
+
+
+def templates_digest() -> str:
+    """Digest of every template: part of each build key."""
+    h = hashlib.sha256()
+    root = templates_dir()
+    for path in sorted(root.glob("*.j2")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()

@@ -1,0 +1,158 @@
+"""Isolated TensorFlow environments, and running the compile worker inside one.
+
+This is the only module that creates virtual environments or builds the
+environment of a subprocess that runs TensorFlow. An environment lives at
+CACHE/toolchains/<key>/ where key digests the requirements and the Python it
+was made with; it is built in a temporary sibling and renamed into place, so
+an environment that exists is complete. One that no longer runs is rebuilt.
+"""
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+from tfaot_dist import errors
+from tfaot_dist.fsutil import file_lock, replace_dir, sha256_bytes, temp_sibling, write_atomic
+
+WORKER = Path(__file__).parent / "worker" / "tf_worker.py"
+READY = "toolchain.json"
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    key: str
+    root: Path
+    requirements: tuple[str, ...]
+    installed: tuple[str, ...]  # `pip freeze` of the environment
+
+    @property
+    def python(self) -> Path:
+        return self.root / "bin" / "python"
+
+    @property
+    def tensorflow_version(self) -> str:
+        for line in self.installed:
+            name, _, version = line.partition("==")
+            if name.lower().replace("_", "-") in ("tensorflow", "tensorflow-cpu"):
+                return version
+        return "unknown"
+
+
+def toolchain_key(requirements: tuple[str, ...]) -> str:
+    spec = {
+        "requirements": sorted(requirements),
+        "python": sysconfig.get_python_version(),
+        "machine": platform.machine(),
+    }
+    return sha256_bytes(json.dumps(spec, sort_keys=True).encode())[:20]
+
+
+def ensure_toolchain(cache: Path, requirements: tuple[str, ...], log=print) -> Toolchain:
+    key = toolchain_key(requirements)
+    root = cache / "toolchains" / key
+    found = _load(root, requirements)
+    if found:
+        return found
+    with file_lock(cache / "toolchains" / f"{key}.lock"):
+        found = _load(root, requirements)
+        if found:
+            return found
+        log(f"creating toolchain {key}: {' '.join(requirements)}")
+        staged = temp_sibling(root)
+        try:
+            _run([sys.executable, "-m", "venv", str(staged)], "create venv")
+            py = str(staged / "bin" / "python")
+            _run([py, "-m", "pip", "install", "--disable-pip-version-check", "-q", *requirements],
+                 f"pip install {' '.join(requirements)}")
+            frozen = _run([py, "-m", "pip", "freeze", "--all"], "pip freeze").split()
+            write_atomic(staged / READY, json.dumps(
+                {"key": key, "requirements": list(requirements), "installed": sorted(frozen)}, indent=1))
+            replace_dir(staged, root)
+        except BaseException:
+            import shutil
+
+            shutil.rmtree(staged, ignore_errors=True)
+            raise
+    toolchain = _load(root, requirements)
+    if not toolchain:
+        raise errors.ToolchainError(f"toolchain {key} at {root} does not run after creation")
+    return toolchain
+
+
+def _load(root: Path, requirements: tuple[str, ...]) -> Toolchain | None:
+    """The environment at root if it is complete and its Python still runs."""
+    try:
+        data = json.loads((root / READY).read_text())
+    except (OSError, ValueError):
+        return None
+    python = root / "bin" / "python"
+    try:
+        subprocess.run([str(python), "-I", "-c", "import numpy"], check=True, capture_output=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return Toolchain(data["key"], root, tuple(requirements), tuple(data["installed"]))
+
+
+def _run(cmd: list[str], what: str) -> str:
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise errors.ToolchainError(f"{what} failed: {tail[0]}")
+    return proc.stdout
+
+
+def worker_env(tmpdir: Path, tf_xla_flags=(), xla_flags=()) -> dict:
+    """A clean environment for TensorFlow: nothing inherited that changes its results."""
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(tmpdir),
+        "LANG": "C.UTF-8",
+        "TMPDIR": str(tmpdir),
+        "PYTHONHASHSEED": "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "TF_CPP_MIN_LOG_LEVEL": "3",
+        "TF_ENABLE_ONEDNN_OPTS": "0",  # reference outputs from plain kernels, stable across CPUs
+        "CUDA_VISIBLE_DEVICES": "",
+        "OMP_NUM_THREADS": "1",
+    }
+    if tf_xla_flags:
+        env["TF_XLA_FLAGS"] = " ".join(tf_xla_flags)
+    if xla_flags:
+        env["XLA_FLAGS"] = " ".join(xla_flags)
+    return env
+
+
+def run_worker(toolchain: Toolchain, request: dict, work_dir: Path, tf_xla_flags=(), xla_flags=(),
+               timeout: float = 3600) -> dict:
+    """Run one worker request in the toolchain; returns its answer or raises its error."""
+    tmp = work_dir / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    request = dict(request, result=str(work_dir / "result.json"))
+    req_path = work_dir / "request.json"
+    req_path.write_text(json.dumps(request, indent=1))
+    log_path = work_dir / "worker.log"
+    with open(log_path, "wb") as log:
+        try:
+            proc = subprocess.run(
+                [str(toolchain.python), "-I", str(WORKER), str(req_path)],
+                cwd=work_dir, env=worker_env(tmp, tf_xla_flags, xla_flags),
+                stdout=log, stderr=subprocess.STDOUT, timeout=timeout,
+            )
+        except subprocess.TimeoutExpired:
+            raise errors.CompileFailed(f"TensorFlow worker did not finish in {timeout:.0f} s") from None
+    try:
+        answer = json.loads((work_dir / "result.json").read_text())
+    except (OSError, ValueError):
+        tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
+        raise errors.CompileFailed(
+            f"TensorFlow worker died (exit {proc.returncode}): {tail[0]} (log: {log_path})"
+        ) from None
+    if not answer.get("ok"):
+        kind = {"invalid-input": errors.InvalidInput}.get(answer.get("kind"), errors.CompileFailed)
+        raise kind(answer.get("message", "worker failed"))
+    return answer
