@@ -1,0 +1,179 @@
+"""build and compile with real TensorFlow: package contents, digests, argument order, up-to-date checks."""
+
+import json
+import os
+import re
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from tfaot_dist import builder
+from tfaot_dist.fsutil import sha256_file
+from tfaot_dist.toolchain import WORKER, worker_env
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, data_repo, shared_cache, toolchain):
+    """Both example models registered and built once, from a fresh cache."""
+    from tfaot_dist import cli
+
+    root = tmp_path_factory.mktemp("built")
+    cache = root / "cache"
+    cache.mkdir()
+    (cache / "toolchains").symlink_to(shared_cache / "toolchains")
+    reg = root / "registry"
+    env = {"TFAOT_DIST_CACHE": str(cache)}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        for name, model in (("test-simple", "simple"), ("test-multi", "multi")):
+            assert cli.main(["--registry", str(reg), "add-model", name, "--source", data_repo.url,
+                             "--aot-config", f"{model}/aot_config.yaml"]) == 0
+        assert cli.main(["--registry", str(reg), "build", "--all", "--dist", str(root / "dist")]) == 0
+    finally:
+        for k, v in old.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+    return root
+
+
+def package_dir(built, name) -> Path:
+    return built / "dist" / f"tfaot-model-{name}-1.0.0"
+
+
+@pytest.mark.parametrize("name, cls", [("test-simple", "simple"), ("test-multi", "multi")])
+def test_package_is_complete(built, name, cls):
+    root = package_dir(built, name)
+    manifest = json.loads((root / "manifest.json").read_text())
+    files = manifest.pop("files")
+    for bs in (1, 2, 4):
+        for rel in (f"include/tfaot-model-{name}/{cls}_bs{bs}.h", f"lib/{cls}_bs{bs}.o",
+                    f"lib/{cls}_bs{bs}_constants.o"):
+            assert rel in files, rel
+        # TF 2.21 headers pass nullptr for the compilation result proto: the metadata object is not shipped.
+        assert f"lib/{cls}_bs{bs}_metadata.o" not in files
+    for rel in (f"include/tfaot-model-{name}/model.h", f"lib/libtfaot-model-{name}.a",
+                f"etc/scram.d/tfaot-model-{name}.xml"):
+        assert rel in files
+    on_disk = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+    assert on_disk == sorted([*files, "manifest.json"])
+    for rel, meta in files.items():
+        assert sha256_file(root / rel) == meta["sha256"], rel
+        assert (root / rel).stat().st_size == meta["size"]
+    assert manifest["toolchain"]["tensorflow_version"] == "2.21.0"
+    assert manifest["compilation"]["batch_sizes"] == [1, 2, 4]
+    assert len(manifest["source"]["commit"]) == 40
+
+
+def test_archive_holds_the_directory(built):
+    root = package_dir(built, "test-simple")
+    archive = root.parent / f"{root.name}.tar.gz"
+    with tarfile.open(archive) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+        for rel in json.loads((root / "manifest.json").read_text())["files"]:
+            member = members[f"{root.name}/{rel}"]
+            assert member.mtime == 0 and member.uid == 0 and member.uname == ""
+            assert tar.extractfile(member).read() == (root / rel).read_bytes()
+
+
+def test_signature_order_is_recorded_by_name(built):
+    manifest = json.loads((package_dir(built, "test-multi") / "manifest.json").read_text())
+    sig = manifest["signature"]
+    assert [(t["name"], t["dtype"], t["shape"]) for t in sig["inputs"]] == [
+        ("input_0", "float32", [4]), ("input_1", "float64", [4])]
+    assert [(t["name"], t["dtype"], t["shape"]) for t in sig["outputs"]] == [
+        ("output_0", "float32", [2]), ("output_1", "bool", [2])]
+    header = (package_dir(built, "test-multi") / "include/tfaot-model-test-multi/multi_bs2.h").read_text()
+    assert re.search(r'kNames\[\] = \{"feed_input_0", "feed_input_1", nullptr\}', header)
+    assert re.search(r'kNames\[\] = \{"fetch_output_0", "fetch_output_1", nullptr\}', header)
+
+
+def nm(path: Path, *flags) -> set[str]:
+    out = subprocess.run(["nm", *flags, str(path)], check=True, capture_output=True, text=True).stdout
+    return {line.split()[-1] for line in out.splitlines() if line.strip() and not line.endswith(":")}
+
+
+@pytest.mark.parametrize("name", ["test-simple", "test-multi"])
+def test_static_archive_defines_what_the_headers_need(built, name):
+    root = package_dir(built, name)
+    defined = nm(root / "lib" / f"libtfaot-model-{name}.a", "--defined-only")
+    for header in (root / "include" / f"tfaot-model-{name}").glob("*_bs*.h"):
+        text = header.read_text()
+        # The headers refer to the weights in *_constants.o: the object upstream dropped on TF 2.21.
+        constants = set(re.findall(r'asm\("(\w+_constant_buffer_contents)"\)', text))
+        kernels = set(re.findall(r"XLA_CPU_KernelError\* (\w+)\(const XLA_CPU_KernelCallFrame", text))
+        assert constants and kernels
+        assert constants | kernels <= defined, header.name
+    # The kernels need nothing from outside but libm.
+    undefined = nm(root / "lib" / f"libtfaot-model-{name}.a", "-u") - defined
+    assert undefined <= {"floorf", "expf", "tanhf", "logf", "exp", "log", "tanh", "memcpy", "memset"}
+
+
+def test_second_build_is_up_to_date_without_tensorflow(built, monkeypatch, capsys):
+    from tfaot_dist import cli
+
+    def no_tensorflow(*args, **kwargs):
+        raise AssertionError("TensorFlow worker started for an up-to-date package")
+
+    monkeypatch.setattr(builder, "run_worker", no_tensorflow)
+    monkeypatch.setenv("TFAOT_DIST_CACHE", str(built / "cache"))
+    before = sha256_file(built / "dist" / "tfaot-model-test-simple-1.0.0.tar.gz")
+    assert cli.main(["--registry", str(built / "registry"), "build", "--all", "--dist", str(built / "dist"),
+                     "--json"]) == 0
+    results = json.loads(capsys.readouterr().out)["results"]
+    assert {r["status"] for r in results} == {"up to date"}
+    assert results[1]["sha256"] == before
+
+
+def test_other_output_dir_reuses_the_build_cache(built, monkeypatch, capsys):
+    from tfaot_dist import cli
+
+    monkeypatch.setattr(builder, "run_worker", None)  # calling it would fail
+    monkeypatch.setenv("TFAOT_DIST_CACHE", str(built / "cache"))
+    assert cli.main(["--registry", str(built / "registry"), "build", "test-simple", "--dist",
+                     str(built / "dist2"), "--json"]) == 0
+    (result,) = json.loads(capsys.readouterr().out)["results"]
+    assert result["status"] == "cached"
+    assert result["sha256"] == sha256_file(built / "dist" / "tfaot-model-test-simple-1.0.0.tar.gz")
+
+
+def test_compile_local_config(run, example_models, tmp_path):
+    out, _ = run("compile", "--aot-config", example_models / "simple" / "aot_config.yaml",
+                 "--output-directory", tmp_path / "out", "--json")
+    result = json.loads(out)
+    root = Path(result["dir"])
+    assert root == tmp_path / "out" / "tfaot-model-simple-1.0.0"
+    assert (root / "lib" / "simple_bs4_constants.o").is_file()
+    assert sha256_file(Path(result["archive"])) == result["sha256"]
+    manifest = json.loads((root / "manifest.json").read_text())
+    assert manifest["source"]["saved_model_sha256"] == manifest["digests"]["saved_model"]
+
+
+def test_check_lists_ops(run, example_models, test_models):
+    out, _ = run("check", example_models / "simple" / "saved_model", "--table", "--json")
+    ops = {row["op"]: row["xla_cpu"] for row in json.loads(out)["ops"]}
+    assert ops["MatMul"] and ops["Tanh"] and ops["Softmax"]
+    _, err = run("check", test_models / "string_op" / "saved_model", "--table", expect=3)
+    assert "ops XLA cannot compile on CPU: AsString, StringToNumber" in err
+
+
+@pytest.mark.parametrize("seed", ["1", "2", "3"])
+def test_argument_order_does_not_depend_on_hash_seed(toolchain, test_models, tmp_path, seed):
+    """FACTS.md: TensorFlow's own order changes with PYTHONHASHSEED; ours is by name, always."""
+    out = tmp_path / "out"
+    out.mkdir()
+    request = {"op": "compile", "saved_model": str(test_models / "two_inputs" / "saved_model"),
+               "serving_key": "serving_default", "batch_sizes": [1], "namespace": "ns", "class_name": "two",
+               "output_dir": str(out), "target_triple": "x86_64-pc-linux", "target_cpu": "",
+               "result": str(tmp_path / "result.json")}
+    (tmp_path / "request.json").write_text(json.dumps(request))
+    env = {**worker_env(tmp_path), "PYTHONHASHSEED": seed}
+    subprocess.run([str(toolchain.python), "-I", str(WORKER), str(tmp_path / "request.json")], env=env,
+                   check=True, capture_output=True)
+    answer = json.loads((tmp_path / "result.json").read_text())
+    assert answer["ok"], answer
+    assert [t["name"] for t in answer["signature"]["inputs"]] == ["feats", "ids"]
+    header = (out / "two_bs1.h").read_text()
+    assert '{"feed_feats", "feed_ids", nullptr}' in header
+    assert '{"fetch_output_0", "fetch_output_1", nullptr}' in header
