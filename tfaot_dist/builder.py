@@ -13,7 +13,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfaot_dist import __version__, package as pkg
+from tfaot_dist import __version__, package as pkg, verify
 from tfaot_dist.config import AotConfig, load_aot_config
 from tfaot_dist.models import load_source_config
 from tfaot_dist.fsutil import (
@@ -23,6 +23,7 @@ from tfaot_dist.registry import Defaults, ModelEntry
 from tfaot_dist.render import templates_digest
 from tfaot_dist.resolve import GitSources
 from tfaot_dist.toolchain import WORKER, ensure_toolchain, run_worker
+from tfaot_dist.xla_runtime import ensure_runtime
 
 # Sizes checked against TensorFlow beyond the compiled ones: odd sizes need stitching and padding.
 EXTRA_REFERENCE_SIZES = 2
@@ -48,7 +49,9 @@ def build_key(entry: ModelEntry, defaults: Defaults) -> str:
 
 
 def reference_sizes(batch_sizes) -> list[int]:
-    extra = [n for n in range(3, 10**6, 2) if n not in batch_sizes][:EXTRA_REFERENCE_SIZES]
+    """The compiled sizes plus two that are not: 3 and one past twice the largest when possible."""
+    candidates = [3, 2 * max(batch_sizes) - 1, *range(5, 10**6, 2)]
+    extra = [n for n in dict.fromkeys(candidates) if n not in batch_sizes][:EXTRA_REFERENCE_SIZES]
     return sorted(set(batch_sizes) | set(extra))
 
 
@@ -126,7 +129,11 @@ def _compile(config: AotConfig, package: str, version: str, source: dict, defaul
         "compilation": {**comp.as_dict(), "class_name": config.name},
     }
     root = out / pkg.dir_name(package, version)
-    pkg.assemble(compiled, reference, answer, meta, root)
+    manifest = pkg.assemble(compiled, reference, answer, meta, root)
+    runtime = ensure_runtime(toolchain.python, cache, log)
+    manifest["verification"] = verify.verify_package(root, manifest, runtime, work / "verify")
+    pkg.write_manifest(root, manifest)
+    log(f"verified {package} against TensorFlow at batch sizes {manifest['verification']['batch_sizes']}")
     pkg.write_archive(root, out / f"{root.name}.tar.gz")
     shutil.rmtree(work)
 

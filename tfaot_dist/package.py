@@ -20,7 +20,7 @@ from pathlib import Path
 from tfaot_dist import __version__
 from tfaot_dist.errors import CompileFailed, IntegrityError
 from tfaot_dist.fsutil import reproducible_targz, sha256_file, tree_files, write_atomic
-from tfaot_dist.render import render
+from tfaot_dist.render import render, render_model_header
 
 MANIFEST = "manifest.json"
 RUNTIME_TOOL = "tensorflow-xla-runtime"
@@ -52,28 +52,25 @@ def assemble(compiled: Path, reference: Path, answer: dict, meta: dict, root: Pa
     include.mkdir(parents=True)
     lib.mkdir()
     objects = []
-    headers = []
     for bs in meta["compilation"]["batch_sizes"]:
         files = answer["files"][str(bs)]
         shutil.copyfile(compiled / files["header"], include / files["header"])
-        headers.append(files["header"])
         for obj in files["objects"]:
             shutil.copyfile(compiled / obj, lib / obj)
             objects.append(obj)
     _archive_objects(lib, sorted(objects), lib / f"lib{package}.a")
 
     signature = answer["signature"]
-    (include / "model.h").write_text(render(
-        "model.h.j2",
-        package=package,
-        namespace=meta["compilation"]["namespace"],
-        class_name=class_name,
-        batch_sizes=meta["compilation"]["batch_sizes"],
-        headers=headers,
-        inputs=signature["inputs"],
-        outputs=signature["outputs"],
-        default_rules=[],
-    ))
+    (include / "model.h").write_text(render_model_header({
+        "package": package,
+        "namespace": meta["compilation"]["namespace"],
+        "class_name": class_name,
+        "batch_sizes": meta["compilation"]["batch_sizes"],
+        "inputs": signature["inputs"],
+        "outputs": signature["outputs"],
+        "default_rules": [],
+        "tfaot_dist_version": __version__,
+    }))
     tool = root / "etc" / "scram.d" / f"{package}.xml"
     tool.parent.mkdir(parents=True)
     tool.write_text(render(

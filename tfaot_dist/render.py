@@ -35,6 +35,24 @@ def render(template: str, **context) -> str:
     return environment().get_template(template).render(tfaot_dist_version=__version__, **context)
 
 
+MODEL_HEADER_KEYS = frozenset(
+    {"package", "namespace", "class_name", "batch_sizes", "inputs", "outputs", "default_rules", "tfaot_dist_version"}
+)
+
+
+def render_model_header(context: dict) -> str:
+    """PACKAGE/model.h, the wrapper class of tfaot::Model<W> (contract in runtime/include/tfaot/Model.h).
+
+    context: package, namespace, class_name, batch_sizes (sorted), inputs and
+    outputs ([{name, dtype, shape}] in positional order), default_rules ("5:2,2,2"),
+    tfaot_dist_version. Raises KeyError for missing or unknown keys.
+    """
+    missing, unknown = MODEL_HEADER_KEYS - context.keys(), context.keys() - MODEL_HEADER_KEYS
+    if missing or unknown:
+        raise KeyError(f"model.h context: missing {sorted(missing)}, unknown {sorted(unknown)}")
+    return environment().get_template("model.h.j2").render(**context)
+
+
 def templates_digest() -> str:
     """Digest of every template: part of each build key."""
     h = hashlib.sha256()

@@ -1,0 +1,213 @@
+"""The XLA AOT runtime, built for real (no mocks).
+
+The first build takes several minutes (Abseil, then the runtime, on 2 cores);
+point TFAOT_DIST_CACHE at a persistent directory to reuse it across runs.
+
+Environment:
+  TFAOT_TEST_TOOLCHAIN_PYTHON  Python of an environment with TensorFlow
+                               (default /tmp/tfvenv/bin/python); skipped if missing
+  TFAOT_DIST_CACHE             cache directory (default: under pytest's tmp base)
+  TFAOT_TEST_SIMPLE_OUT        directory with simple_bs1.h, simple_bs1.o and
+                               simple_bs1_constants.o (class tfaot_model::simple_bs1)
+  TFAOT_TEST_SIMPLE_REF        reference directory holding bs1/input_0.bin and
+                               bs1/output_0.bin (default: TFAOT_TEST_SIMPLE_OUT/../ref)
+"""
+
+import os
+import re
+import shutil
+import struct
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tfaot_dist import xla_runtime
+
+TOOLCHAIN_PYTHON = Path(os.environ.get("TFAOT_TEST_TOOLCHAIN_PYTHON", "/tmp/tfvenv/bin/python"))
+
+# Shared libraries a consumer may need at run time: the C and C++ runtimes.
+ALLOWED_NEEDED = re.compile(
+    r"^(libstdc\+\+\.so\.\d+|libm\.so\.\d+|libgcc_s\.so\.\d+|libc\.so\.\d+|libpthread\.so\.\d+"
+    r"|ld-linux[-\w.]*\.so\.\d+)$")
+
+# Generic driver: reads every argument buffer from a file, runs, writes every
+# result buffer to a file. The model is chosen with -DMODEL_HEADER/-DMODEL_CLASS.
+CONSUMER_CC = r"""
+#include MODEL_HEADER
+#include <cstdio>
+
+static bool read_exact(const char* path, void* data, long size) {
+  FILE* f = std::fopen(path, "rb");
+  if (!f) return false;
+  long got = static_cast<long>(std::fread(data, 1, size, f));
+  bool at_end = std::fgetc(f) == EOF;
+  std::fclose(f);
+  return got == size && at_end;
+}
+
+int main(int argc, char** argv) {
+  MODEL_CLASS model;
+  if (argc != 1 + model.num_args() + model.num_results()) {
+    std::fprintf(stderr, "usage: %s ARG_FILE... RESULT_FILE...\n", argv[0]);
+    return 3;
+  }
+  for (int i = 0; i < model.num_args(); ++i) {
+    if (!read_exact(argv[1 + i], model.arg_data(i), model.arg_size(i))) {
+      std::fprintf(stderr, "%s: expected %d bytes\n", argv[1 + i], model.arg_size(i));
+      return 4;
+    }
+  }
+  if (!model.Run()) {
+    std::fprintf(stderr, "Run failed: %s\n", model.error_msg().c_str());
+    return 2;
+  }
+  for (int j = 0; j < model.num_results(); ++j) {
+    FILE* f = std::fopen(argv[1 + model.num_args() + j], "wb");
+    if (!f) return 5;
+    std::fwrite(model.result_data(j), 1, model.result_size(j), f);
+    std::fclose(f);
+  }
+  return 0;
+}
+"""
+
+
+class _Log:
+    def __init__(self):
+        self.lines: list[str] = []
+
+    def __call__(self, msg: str) -> None:
+        self.lines.append(msg)
+        print(msg)
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory) -> Path:
+    env = os.environ.get("TFAOT_DIST_CACHE")
+    return Path(env) if env else tmp_path_factory.getbasetemp() / "tfaot-cache"
+
+
+@pytest.fixture(scope="session")
+def toolchain_python() -> Path:
+    if not TOOLCHAIN_PYTHON.exists():
+        pytest.skip(f"no TensorFlow toolchain: {TOOLCHAIN_PYTHON} is missing "
+                    "(set TFAOT_TEST_TOOLCHAIN_PYTHON)")
+    return TOOLCHAIN_PYTHON
+
+
+@pytest.fixture(scope="session")
+def runtime(toolchain_python, cache_dir) -> xla_runtime.XlaRuntime:
+    return xla_runtime.ensure_runtime(toolchain_python, cache_dir, log=_Log())
+
+
+@pytest.fixture(scope="session")
+def simple_consumer(runtime, tmp_path_factory) -> Path:
+    env = os.environ.get("TFAOT_TEST_SIMPLE_OUT")
+    if not env:
+        pytest.skip("TFAOT_TEST_SIMPLE_OUT is not set (directory with the compiled simple model)")
+    out = Path(env)
+    objects = [out / "simple_bs1.o", out / "simple_bs1_constants.o"]
+    missing = [p for p in [out / "simple_bs1.h", *objects] if not p.is_file()]
+    if missing:
+        pytest.skip(f"TFAOT_TEST_SIMPLE_OUT lacks {', '.join(p.name for p in missing)}")
+    work = tmp_path_factory.mktemp("consumer")
+    src = work / "consumer.cc"
+    src.write_text(CONSUMER_CC)
+    exe = work / "simple_bs1_consumer"
+    xla_runtime.compile_consumer(
+        runtime, [src], [out], objects, exe,
+        extra_flags=['-DMODEL_HEADER="simple_bs1.h"', "-DMODEL_CLASS=tfaot_model::simple_bs1"])
+    return exe
+
+
+def _floats(path: Path) -> list[float]:
+    data = path.read_bytes()
+    return list(struct.unpack(f"<{len(data) // 4}f", data))
+
+
+def test_simple_model_matches_tensorflow(simple_consumer, tmp_path):
+    ref = Path(os.environ.get("TFAOT_TEST_SIMPLE_REF",
+                              Path(os.environ["TFAOT_TEST_SIMPLE_OUT"]).parent / "ref")) / "bs1"
+    if not (ref / "input_0.bin").is_file():
+        pytest.skip(f"no reference data in {ref}")
+    result = tmp_path / "output_0.bin"
+    proc = subprocess.run([str(simple_consumer), str(ref / "input_0.bin"), str(result)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    got, want = _floats(result), _floats(ref / "output_0.bin")
+    assert len(got) == len(want) == 2
+    assert all(abs(g - w) <= 1e-5 for g, w in zip(got, want)), (got, want)
+
+
+def test_consumer_needs_no_tensorflow_library(simple_consumer):
+    dynamic = subprocess.run(["readelf", "-d", str(simple_consumer)],
+                             capture_output=True, text=True, check=True).stdout
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dynamic)
+    assert needed, dynamic
+    assert [n for n in needed if not ALLOWED_NEEDED.match(n)] == [], needed
+    # ldd also shows what the needed libraries pull in.
+    resolved = subprocess.run(["ldd", str(simple_consumer)], capture_output=True, text=True,
+                              check=True).stdout
+    assert "tensorflow" not in resolved, resolved
+
+
+def test_tree_is_self_contained(runtime, toolchain_python):
+    root = runtime.root
+    links = [p for p in root.rglob("*") if p.is_symlink()]
+    assert links == []
+    for lib in runtime.libs:
+        assert lib.is_file() and lib.is_relative_to(root)
+    meta_ns = xla_runtime.XlaRuntime.from_dir(root)
+    assert meta_ns == runtime
+    # The shipped absl is the compiled one, not the wheel's (whose inline
+    # namespace the compiled library does not define).
+    tf = xla_runtime._tensorflow(toolchain_python)
+    ours = (runtime.include_dir / "absl" / "base" / "options.h").read_text()
+    wheels = (tf.include / "absl" / "base" / "options.h").read_text()
+    ns = re.compile(r"#define\s+ABSL_OPTION_INLINE_NAMESPACE_NAME\s+(\w+)")
+    assert ns.search(ours).group(1) != ns.search(wheels).group(1)
+    # Only the headers generated code needs: a few MB, not the wheel's 287 MB.
+    size = sum(p.stat().st_size for p in runtime.include_dir.rglob("*") if p.is_file())
+    assert size < 30_000_000
+    assert (runtime.include_dir / "tensorflow/compiler/tf2xla/xla_compiled_cpu_function.h").is_file()
+    assert not (runtime.include_dir / "tensorflow/core/framework").exists()
+
+
+def test_second_call_is_a_cache_hit(runtime, toolchain_python, cache_dir):
+    log = _Log()
+    t0 = time.monotonic()
+    again = xla_runtime.ensure_runtime(toolchain_python, cache_dir, log=log)
+    elapsed = time.monotonic() - t0
+    assert again == runtime
+    assert again.key == xla_runtime.runtime_key(toolchain_python)
+    assert log.lines == []  # nothing was built or downloaded
+    assert elapsed < 10, elapsed
+
+
+def test_moved_tree_compiles_and_links(runtime, tmp_path):
+    # What users get: the tree somewhere else, without TensorFlow.
+    moved = tmp_path / "moved-runtime"
+    shutil.copytree(runtime.root, moved)
+    rt = xla_runtime.XlaRuntime.from_dir(moved)
+    assert all(lib.is_relative_to(moved) for lib in rt.libs)
+    src = tmp_path / "headers.cc"
+    src.write_text(
+        "".join(f'#include "{h}"\n' for h in xla_runtime.CODEGEN_HEADERS)
+        + "int main(int argc, char**) {\n"
+        + "  CHECK_GT(argc, 0);\n"  # Abseil logging, from the compiled archive
+        + "  absl::BlockingCounter counter(1);\n"
+        + "  counter.DecrementCount();\n"
+        + "  counter.Wait();\n"
+        + "  return 0;\n}\n")
+    exe = tmp_path / "headers"
+    xla_runtime.compile_consumer(rt, [src], [], [], exe)
+    subprocess.run([str(exe)], check=True)
+
+
+def test_compile_errors_carry_the_compiler_message(runtime, tmp_path):
+    src = tmp_path / "broken.cc"
+    src.write_text("int main() { return undeclared_name; }\n")
+    with pytest.raises(xla_runtime.RuntimeBuildError, match="undeclared_name"):
+        xla_runtime.compile_consumer(runtime, [src], [], [], tmp_path / "broken")

@@ -1,0 +1,110 @@
+"""Verified builds: link the fresh package into a C++ harness, run it on the inputs
+TensorFlow saw, and compare with TensorFlow's outputs.
+
+Every reference batch size is checked (the compiled ones and sizes that need
+stitching and padding), through both run() and runFlat(). Floating outputs
+must agree within TOLERANCE, absolute or relative; integers and bools exactly.
+"""
+
+import array
+import math
+import subprocess
+from pathlib import Path
+
+from tfaot_dist.errors import VerificationFailed
+from tfaot_dist.render import render
+from tfaot_dist.xla_runtime import XlaRuntime, compile_consumer
+
+INTERFACE_INCLUDE = Path(__file__).parent / "runtime" / "include"
+
+TOLERANCE = 1e-5
+TYPECODES = {"float32": "f", "float64": "d", "int32": "i", "int64": "q", "bool": "B"}
+MODES = ("flat", "nested")  # always written; "padded" only where a padding rule exists
+
+
+def padded_rule(target: int, sizes: list[int]) -> str | None:
+    """The largest compiled size repeated up to target, the last call zero-padded.
+
+    None where that needs no padding (target a multiple of the largest size).
+    """
+    largest = max(sizes)
+    calls = -(-target // largest)
+    if calls * largest == target:
+        return None
+    return f"{target}:{','.join([str(largest)] * calls)}"
+
+
+def verify_package(root: Path, manifest: dict, runtime: XlaRuntime, work: Path) -> dict:
+    """Build and run the harness against the package in root; returns the deviation report."""
+    work.mkdir(parents=True)
+    package = manifest["package"]
+    harness = work / "harness"
+    write_harness(manifest, work / "harness.cc")
+    compile_consumer(runtime, [work / "harness.cc"], [root / "include", INTERFACE_INCLUDE],
+                     [root / "lib" / f"lib{package}.a"], harness)
+    reference = root / manifest["reference"]["dir"]
+    cases = manifest["reference"]["cases"]
+    run_harness(harness, reference, cases, manifest["compilation"]["batch_sizes"], work / "out")
+    return compare(package, manifest["signature"], reference, cases, work / "out")
+
+
+def read_array(path: Path, dtype: str) -> array.array:
+    values = array.array(TYPECODES[dtype])
+    values.frombytes(path.read_bytes())
+    return values
+
+
+def write_harness(manifest: dict, path: Path) -> None:
+    comp = manifest["compilation"]
+    path.write_text(render(
+        "verify_harness.cc.j2",
+        package=manifest["package"],
+        namespace=comp["namespace"],
+        class_name=comp["class_name"],
+        inputs=manifest["signature"]["inputs"],
+        outputs=manifest["signature"]["outputs"],
+    ))
+
+
+def run_harness(harness: Path, reference: Path, cases: list[dict], sizes: list[int], out: Path) -> None:
+    args = [str(harness), str(out)]
+    for case in cases:
+        bs = case["batch_size"]
+        (out / f"bs{bs}").mkdir(parents=True)
+        args += [str(bs), str(reference / case["dir"]), padded_rule(bs, sizes) or "-"]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+        raise VerificationFailed(f"verification harness failed: {tail}")
+
+
+def compare(model: str, signature: dict, reference: Path, cases: list[dict], out: Path) -> dict:
+    """Maximum deviations per output; raises VerificationFailed at the first element out of tolerance."""
+    report = {"tolerance": TOLERANCE, "batch_sizes": [c["batch_size"] for c in cases], "outputs": {},
+              "paths": ["run() nested vectors", "runFlat()", "runFlat() with a zero-padding rule"]}
+    for k, t in enumerate(signature["outputs"]):
+        worst_abs = worst_rel = 0.0
+        for case in cases:
+            bs = case["batch_size"]
+            expected = read_array(reference / case["dir"] / f"output_{k}.bin", t["dtype"])
+            for mode in MODES + ("padded",):
+                path = out / f"bs{bs}" / f"{mode}_output_{k}.bin"
+                if mode == "padded" and not path.exists():
+                    continue
+                got = read_array(path, t["dtype"])
+                if len(got) != len(expected):
+                    raise VerificationFailed(f"{model}: batch size {bs}, output {t['name']} ({mode}): "
+                                             f"{len(got)} elements, TensorFlow gave {len(expected)}")
+                for i, (a, b) in enumerate(zip(got, expected)):
+                    diff = abs(a - b)
+                    rel = diff / abs(b) if b else (0.0 if diff == 0 else math.inf)
+                    exact = t["dtype"] not in ("float32", "float64")
+                    bad = diff != 0 if exact else not (diff <= TOLERANCE or rel <= TOLERANCE)
+                    if bad or math.isnan(a) != math.isnan(b):
+                        raise VerificationFailed(
+                            f"{model}: batch size {bs}, output {t['name']} ({mode}), element {i}: "
+                            f"compiled {a!r}, TensorFlow {b!r}")
+                    worst_abs = max(worst_abs, diff)
+                    worst_rel = max(worst_rel, rel if math.isfinite(rel) else 0.0)
+        report["outputs"][t["name"]] = {"max_abs": worst_abs, "max_rel": worst_rel}
+    return report
