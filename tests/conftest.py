@@ -115,15 +115,18 @@ def data_repo(example_models, test_models, tmp_path_factory) -> DataRepo:
     return repo
 
 
-@pytest.fixture
-def cache(tmp_path, shared_cache, toolchain) -> Path:
-    """A fresh cache sharing the expensive toolchains and runtime builds."""
-    path = tmp_path / "cache"
+def fresh_cache(path: Path, shared_cache: Path) -> Path:
+    """A new cache at path that shares the expensive toolchains and runtime builds."""
     path.mkdir()
     for shared in ("toolchains", "runtime", "abseil", "downloads"):
         (shared_cache / shared).mkdir(parents=True, exist_ok=True)
         (path / shared).symlink_to(shared_cache / shared)
     return path
+
+
+@pytest.fixture
+def cache(tmp_path, shared_cache, toolchain) -> Path:
+    return fresh_cache(tmp_path / "cache", shared_cache)
 
 
 @pytest.fixture
@@ -181,3 +184,28 @@ def snapshot(*roots: Path) -> dict:
                 else:
                     state[str(p)] = "dir"
     return state
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory, data_repo, shared_cache, toolchain) -> Path:
+    """Both example models registered (test-simple, test-multi) and built once into built/dist.
+
+    built/cache shares the toolchain and XLA runtime of the shared cache;
+    built/registry is the registry.
+    """
+    root = tmp_path_factory.mktemp("built")
+    cache = fresh_cache(root / "cache", shared_cache)
+    reg = root / "registry"
+    old = os.environ.get("TFAOT_DIST_CACHE")
+    os.environ["TFAOT_DIST_CACHE"] = str(cache)
+    try:
+        for name, model in (("test-simple", "simple"), ("test-multi", "multi")):
+            assert cli.main(["--registry", str(reg), "add-model", name, "--source", data_repo.url,
+                             "--aot-config", f"{model}/aot_config.yaml"]) == 0
+        assert cli.main(["--registry", str(reg), "build", "--all", "--dist", str(root / "dist")]) == 0
+    finally:
+        if old is None:
+            os.environ.pop("TFAOT_DIST_CACHE")
+        else:
+            os.environ["TFAOT_DIST_CACHE"] = old
+    return root

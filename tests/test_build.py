@@ -1,7 +1,6 @@
 """build and compile with real TensorFlow: package contents, digests, argument order, up-to-date checks."""
 
 import json
-import os
 import re
 import subprocess
 import tarfile
@@ -12,30 +11,6 @@ import pytest
 from tfaot_dist import builder
 from tfaot_dist.fsutil import sha256_file
 from tfaot_dist.toolchain import WORKER, worker_env
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory, data_repo, shared_cache, toolchain):
-    """Both example models registered and built once, from a fresh cache."""
-    from tfaot_dist import cli
-
-    root = tmp_path_factory.mktemp("built")
-    cache = root / "cache"
-    cache.mkdir()
-    (cache / "toolchains").symlink_to(shared_cache / "toolchains")
-    reg = root / "registry"
-    env = {"TFAOT_DIST_CACHE": str(cache)}
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        for name, model in (("test-simple", "simple"), ("test-multi", "multi")):
-            assert cli.main(["--registry", str(reg), "add-model", name, "--source", data_repo.url,
-                             "--aot-config", f"{model}/aot_config.yaml"]) == 0
-        assert cli.main(["--registry", str(reg), "build", "--all", "--dist", str(root / "dist")]) == 0
-    finally:
-        for k, v in old.items():
-            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
-    return root
 
 
 def package_dir(built, name) -> Path:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import fresh_cache
 from tfaot_dist import builder
 from tfaot_dist.registry import Defaults
 from tfaot_dist.render import render_model_header
@@ -28,11 +29,7 @@ TEST_SOURCE = ROOT / "tests" / "cpp" / "test_interface.cc"
 @pytest.fixture(scope="module")
 def packages(example_models, tmp_path_factory, shared_cache, toolchain) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("cpp-packages")
-    cache = out / "cache"
-    cache.mkdir()
-    for shared in ("toolchains", "runtime", "abseil", "downloads"):
-        (shared_cache / shared).mkdir(parents=True, exist_ok=True)
-        (cache / shared).symlink_to(shared_cache / shared)
+    cache = fresh_cache(out / "cache", shared_cache)
     return {name: builder.compile_config(example_models / name / "aot_config.yaml", out / "dist", Defaults(),
                                          cache, print).root
             for name in ("simple", "multi")}

@@ -1,19 +1,9 @@
-"""The XLA AOT runtime, built for real (no mocks).
+"""The XLA AOT runtime, built for real (no mocks), in the shared cache ($TFAOT_DIST_CACHE).
 
 The first build takes several minutes (Abseil, then the runtime, on 2 cores);
-point TFAOT_DIST_CACHE at a persistent directory to reuse it across runs.
-
-Environment:
-  TFAOT_TEST_TOOLCHAIN_PYTHON  Python of an environment with TensorFlow
-                               (default /tmp/tfvenv/bin/python); skipped if missing
-  TFAOT_DIST_CACHE             cache directory (default: under pytest's tmp base)
-  TFAOT_TEST_SIMPLE_OUT        directory with simple_bs1.h, simple_bs1.o and
-                               simple_bs1_constants.o (class tfaot_model::simple_bs1)
-  TFAOT_TEST_SIMPLE_REF        reference directory holding bs1/input_0.bin and
-                               bs1/output_0.bin (default: TFAOT_TEST_SIMPLE_OUT/../ref)
+later runs reuse the cache. The model objects come from the built simple package.
 """
 
-import os
 import re
 import shutil
 import struct
@@ -25,7 +15,8 @@ import pytest
 
 from tfaot_dist import xla_runtime
 
-TOOLCHAIN_PYTHON = Path(os.environ.get("TFAOT_TEST_TOOLCHAIN_PYTHON", "/tmp/tfvenv/bin/python"))
+# The first run builds the runtime (minutes); later runs reuse the cache.
+pytestmark = pytest.mark.slow
 
 # Shared libraries a consumer may need at run time: the C and C++ runtimes.
 ALLOWED_NEEDED = re.compile(
@@ -84,17 +75,13 @@ class _Log:
 
 
 @pytest.fixture(scope="session")
-def cache_dir(tmp_path_factory) -> Path:
-    env = os.environ.get("TFAOT_DIST_CACHE")
-    return Path(env) if env else tmp_path_factory.getbasetemp() / "tfaot-cache"
+def cache_dir(shared_cache) -> Path:
+    return shared_cache
 
 
 @pytest.fixture(scope="session")
-def toolchain_python() -> Path:
-    if not TOOLCHAIN_PYTHON.exists():
-        pytest.skip(f"no TensorFlow toolchain: {TOOLCHAIN_PYTHON} is missing "
-                    "(set TFAOT_TEST_TOOLCHAIN_PYTHON)")
-    return TOOLCHAIN_PYTHON
+def toolchain_python(toolchain) -> Path:
+    return toolchain.python
 
 
 @pytest.fixture(scope="session")
@@ -103,21 +90,21 @@ def runtime(toolchain_python, cache_dir) -> xla_runtime.XlaRuntime:
 
 
 @pytest.fixture(scope="session")
-def simple_consumer(runtime, tmp_path_factory) -> Path:
-    env = os.environ.get("TFAOT_TEST_SIMPLE_OUT")
-    if not env:
-        pytest.skip("TFAOT_TEST_SIMPLE_OUT is not set (directory with the compiled simple model)")
-    out = Path(env)
-    objects = [out / "simple_bs1.o", out / "simple_bs1_constants.o"]
-    missing = [p for p in [out / "simple_bs1.h", *objects] if not p.is_file()]
-    if missing:
-        pytest.skip(f"TFAOT_TEST_SIMPLE_OUT lacks {', '.join(p.name for p in missing)}")
+def simple_package(built) -> Path:
+    return built / "dist" / "tfaot-model-test-simple-1.0.0"
+
+
+@pytest.fixture(scope="session")
+def simple_consumer(runtime, simple_package, tmp_path_factory) -> Path:
+    """The bs1 class of the built simple package, linked from its kernel and constants objects only."""
+    lib = simple_package / "lib"
     work = tmp_path_factory.mktemp("consumer")
     src = work / "consumer.cc"
     src.write_text(CONSUMER_CC)
     exe = work / "simple_bs1_consumer"
     xla_runtime.compile_consumer(
-        runtime, [src], [out], objects, exe,
+        runtime, [src], [simple_package / "include" / "tfaot-model-test-simple"],
+        [lib / "simple_bs1.o", lib / "simple_bs1_constants.o"], exe,
         extra_flags=['-DMODEL_HEADER="simple_bs1.h"', "-DMODEL_CLASS=tfaot_model::simple_bs1"])
     return exe
 
@@ -127,11 +114,8 @@ def _floats(path: Path) -> list[float]:
     return list(struct.unpack(f"<{len(data) // 4}f", data))
 
 
-def test_simple_model_matches_tensorflow(simple_consumer, tmp_path):
-    ref = Path(os.environ.get("TFAOT_TEST_SIMPLE_REF",
-                              Path(os.environ["TFAOT_TEST_SIMPLE_OUT"]).parent / "ref")) / "bs1"
-    if not (ref / "input_0.bin").is_file():
-        pytest.skip(f"no reference data in {ref}")
+def test_simple_model_matches_tensorflow(simple_consumer, simple_package, tmp_path):
+    ref = simple_package / "share" / "tfaot-model-test-simple" / "reference" / "bs1"
     result = tmp_path / "output_0.bin"
     proc = subprocess.run([str(simple_consumer), str(ref / "input_0.bin"), str(result)],
                           capture_output=True, text=True)

@@ -13,9 +13,10 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfaot_dist import __version__, package as pkg, verify
+from tfaot_dist import __version__, package as pkg, runtime_package, verify
 from tfaot_dist.config import AotConfig, load_aot_config
 from tfaot_dist.models import load_source_config
+from tfaot_dist.errors import CompileFailed
 from tfaot_dist.fsutil import (
     file_lock, replace_dir, sha256_bytes, sha256_file, temp_sibling, tree_digest,
 )
@@ -132,10 +133,36 @@ def _compile(config: AotConfig, package: str, version: str, source: dict, defaul
     manifest = pkg.assemble(compiled, reference, answer, meta, root)
     runtime = ensure_runtime(toolchain.python, cache, log)
     manifest["verification"] = verify.verify_package(root, manifest, runtime, work / "verify")
+    manifest["requires"] = [runtime_package.requirement(runtime)]
     pkg.write_manifest(root, manifest)
     log(f"verified {package} against TensorFlow at batch sizes {manifest['verification']['batch_sizes']}")
     pkg.write_archive(root, out / f"{root.name}.tar.gz")
     shutil.rmtree(work)
+
+
+def ensure_runtime_packages(packages: list[pkg.Package], defaults: Defaults, cache: Path, dist: Path,
+                            log=print) -> list[tuple[pkg.Package, str]]:
+    """Place in dist the runtime package each model package requires.
+
+    A runtime package already in dist is not looked at twice; only a missing
+    one needs the toolchain and the (cached) runtime build.
+    """
+    out = []
+    wanted = {req["version"] for p in packages for req in p.manifest.get("requires", [])
+              if req["name"] == runtime_package.NAME}
+    for version in sorted(wanted):
+        root = dist / pkg.dir_name(runtime_package.NAME, version)
+        archive = root.parent / f"{root.name}.tar.gz"
+        if (root / pkg.MANIFEST).is_file() and archive.is_file():
+            out.append((_load(root), "up to date"))
+            continue
+        toolchain = ensure_toolchain(cache, defaults.requirements, log)
+        runtime = ensure_runtime(toolchain.python, cache, log)
+        if runtime_package.runtime_version(runtime) != version:
+            raise CompileFailed(f"packages require {runtime_package.NAME} {version}, but this machine builds "
+                                f"{runtime_package.runtime_version(runtime)}; rebuild them here")
+        out.append(runtime_package.ensure_runtime_package(runtime, dist))
+    return out
 
 
 def _load(root: Path) -> pkg.Package:

@@ -75,9 +75,14 @@ def cmd_build(args) -> int:
         result = builder.build_entry(entry, defaults, args.cache, args.dist.absolute(), log)
         log(f"{result.name}: {result.status}")
         results.append(result)
-    data = {"results": [_result_json(r) for r in results]}
-    emit(args, data, "\n".join(f"{r.package.name} {r.package.version}: {r.status} ({r.package.archive})"
-                               for r in results))
+    runtimes = builder.ensure_runtime_packages([r.package for r in results], defaults, args.cache,
+                                               args.dist.absolute(), log)
+    data = {"results": [_result_json(r) for r in results],
+            "runtime": [{"package": p.name, "version": p.version, "status": status, "dir": str(p.root),
+                         "archive": str(p.archive), "sha256": p.archive_sha256} for p, status in runtimes]}
+    lines = [f"{r.package.name} {r.package.version}: {r.status} ({r.package.archive})" for r in results]
+    lines += [f"{p.name} {p.version}: {status} ({p.archive})" for p, status in runtimes]
+    emit(args, data, "\n".join(lines))
     return 0
 
 

@@ -8,7 +8,6 @@ an environment that exists is complete. One that no longer runs is rebuilt.
 """
 
 import json
-import os
 import platform
 import subprocess
 import sys

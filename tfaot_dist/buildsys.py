@@ -1,0 +1,153 @@
+"""CMake package configs and pkg-config files of model and runtime packages.
+
+    lib/cmake/tfaot-model-NAME/tfaot-model-NAMEConfig.cmake   target tfaot::model-NAME
+    lib/pkgconfig/tfaot-model-NAME.pc                          Requires: tfaot-xla-runtime
+    lib/cmake/tfaot-xla-runtime/tfaot-xla-runtimeConfig.cmake  target tfaot::xla-runtime
+    lib/pkgconfig/tfaot-xla-runtime.pc
+
+All four are relocatable: CMake paths are relative to CMAKE_CURRENT_LIST_DIR,
+pkg-config paths to ${pcfiledir} (so `pkg-config --define-prefix` works too).
+Each function takes a manifest (package.py / runtime_package.py) and returns
+the file's text; every value is checked against a strict pattern first, so
+nothing in a manifest can add a CMake command or a pkg-config field.
+"""
+
+import re
+
+from tfaot_dist import __version__, names
+from tfaot_dist.errors import InvalidInput
+from tfaot_dist.textsafe import pkgconfig_text, render
+
+RUNTIME_PACKAGE = "tfaot-xla-runtime"
+RUNTIME_TARGET = "tfaot::xla-runtime"
+
+PACKAGE = re.compile(r"tfaot-model-" + names.MODEL_NAME.pattern)
+# PEP 440 versions, normalized (names.version), possibly with a local label.
+VERSION_CHARS = re.compile(r"[A-Za-z0-9.+!]{1,100}")
+# What may sit in a CMake string or a pkg-config field without meaning anything there.
+FLAG = re.compile(r"-[A-Za-z0-9_=+.,/-]{1,200}")
+SYSTEM_LIB = re.compile(r"-l[A-Za-z0-9_+.-]{1,100}")
+STATIC_LIB = re.compile(r"lib/lib([A-Za-z0-9_+-][A-Za-z0-9_+.-]{0,99})\.a")
+SAFE_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[A-Za-z0-9._~:/@+-]{1,500}")
+
+
+def cmake_config_path(package: str) -> str:
+    return f"lib/cmake/{package}/{package}Config.cmake"
+
+
+def pkgconfig_path(package: str) -> str:
+    return f"lib/pkgconfig/{package}.pc"
+
+
+def model_target(package: str) -> str:
+    return "tfaot::model-" + package.removeprefix("tfaot-model-")
+
+
+def render_cmake_config(manifest: dict) -> str:
+    """lib/cmake/PACKAGE/PACKAGEConfig.cmake of a model package."""
+    package, version = _model_identity(manifest)
+    return render(
+        "cmake_config.cmake.j2",
+        package=package,
+        version=version,
+        target=model_target(package),
+        archive=f"lib/lib{package}.a",
+        include_dir="include",
+        runtime_package=RUNTIME_PACKAGE,
+        runtime_target=RUNTIME_TARGET,
+        tfaot_dist_version=__version__,
+    )
+
+
+def render_pkgconfig(manifest: dict) -> str:
+    """lib/pkgconfig/PACKAGE.pc of a model package; Requires the runtime it was verified with, if known."""
+    package, version = _model_identity(manifest)
+    requires = RUNTIME_PACKAGE
+    for req in manifest.get("requires", []):
+        if req.get("name") == RUNTIME_PACKAGE:
+            requires = f"{RUNTIME_PACKAGE} = {_version(req.get('version'), 'requires.version')}"
+    model = manifest.get("model", {})
+    text = model.get("description") or f"AOT compiled TensorFlow model {package.removeprefix('tfaot-model-')}"
+    url = manifest.get("source", {}).get("url") or manifest.get("source", {}).get("git") or ""
+    return render(
+        "pkgconfig.pc.j2",
+        package=package,
+        version=version,
+        description=pkgconfig_text(text),
+        url=url if SAFE_URL.fullmatch(url) else "",  # only informational: left out rather than escaped
+        requires=requires,
+        include_dir="include",
+        lib_dir="lib",
+        lib=package,
+        tfaot_dist_version=__version__,
+    )
+
+
+def render_runtime_cmake_config(runtime_manifest: dict) -> str:
+    """lib/cmake/tfaot-xla-runtime/tfaot-xla-runtimeConfig.cmake: target tfaot::xla-runtime."""
+    facts = _runtime_facts(runtime_manifest)
+    features, definitions, options = [], [], []
+    for flag in facts["cxxflags"]:
+        if m := re.fullmatch(r"-std=(?:c|gnu)\+\+(\d\d)", flag):
+            features.append(f"cxx_std_{m.group(1)}")
+        elif flag.startswith("-D") and len(flag) > 2:
+            definitions.append(flag[2:])
+        else:
+            options.append(flag)
+    return render(
+        "runtime_cmake_config.cmake.j2",
+        **facts,
+        target=RUNTIME_TARGET,
+        features=features,
+        definitions=definitions,
+        options=options,
+        tfaot_dist_version=__version__,
+    )
+
+
+def render_runtime_pkgconfig(runtime_manifest: dict) -> str:
+    """lib/pkgconfig/tfaot-xla-runtime.pc."""
+    facts = _runtime_facts(runtime_manifest)
+    return render("runtime_pkgconfig.pc.j2", **facts, tfaot_dist_version=__version__)
+
+
+def _model_identity(manifest: dict) -> tuple[str, str]:
+    package = manifest.get("package")
+    if not isinstance(package, str) or not PACKAGE.fullmatch(package):
+        raise InvalidInput(f"manifest: package: invalid package name {package!r}")
+    return package, _version(manifest.get("version"), "version")
+
+
+def _version(value, field: str) -> str:
+    if not isinstance(value, str) or not VERSION_CHARS.fullmatch(value):
+        raise InvalidInput(f"manifest: {field}: invalid version {value!r}")
+    return value
+
+
+def _runtime_facts(manifest: dict) -> dict:
+    package = manifest.get("package", RUNTIME_PACKAGE)
+    if package != RUNTIME_PACKAGE:
+        raise InvalidInput(f"runtime manifest: package: expected {RUNTIME_PACKAGE!r}, got {package!r}")
+    version = _version(manifest.get("version"), "version")
+    cxxflags = _each(manifest.get("cxxflags", []), FLAG, "cxxflags")
+    # "-lpthread" -> "pthread": CMake adds the -l itself.
+    system_libs = [lib[2:] for lib in _each(manifest.get("system_libs", []), SYSTEM_LIB, "system_libs")]
+    libs = []
+    for path in _each(manifest.get("libs", []), STATIC_LIB, "libs"):
+        name = STATIC_LIB.fullmatch(path).group(1)
+        libs.append({"path": path, "name": name, "target": f"tfaot::xla-runtime-{name}"})
+    if not libs:
+        raise InvalidInput("runtime manifest: libs: no static library listed")
+    tf = manifest.get("tensorflow_version", "")
+    description = "XLA AOT runtime of tfaot-model packages" + (f" (TensorFlow {tf})" if tf else "")
+    return {"package": package, "version": version, "cxxflags": cxxflags, "system_libs": system_libs,
+            "libs": libs, "include_dir": "include", "lib_dir": "lib", "description": pkgconfig_text(description)}
+
+
+def _each(values, pattern: re.Pattern, field: str) -> list[str]:
+    if not isinstance(values, list):
+        raise InvalidInput(f"runtime manifest: {field}: expected a list, got {values!r}")
+    for value in values:
+        if not isinstance(value, str) or not pattern.fullmatch(value):
+            raise InvalidInput(f"runtime manifest: {field}: invalid entry {value!r}")
+    return list(values)

@@ -1,0 +1,95 @@
+"""The tfaot-xla-runtime package: what every model package links against.
+
+    tfaot-xla-runtime-VERSION/
+      include/              TensorFlow/XLA/Abseil headers the generated code needs, and tfaot/ (the C++ interface)
+      lib/                  libtf_xla_runtime.a, libtfaot_absl.a
+      etc/scram.d/tensorflow-xla-runtime.xml
+      licenses/
+      manifest.json
+
+VERSION is the TensorFlow version with the runtime build key as local label
+(e.g. 2.21.0+b8fd209dfb55daad): runtimes built by different compilers are
+different packages. Model packages name the exact version they were verified
+with in their manifest ("requires").
+"""
+
+import shutil
+from pathlib import Path
+
+from tfaot_dist import __version__, package as pkg
+from tfaot_dist.fsutil import file_lock, replace_dir, sha256_file, temp_sibling, tree_files
+from tfaot_dist.render import render
+from tfaot_dist.xla_runtime import XlaRuntime
+
+NAME = "tfaot-xla-runtime"
+SCRAM_TOOL = "tensorflow-xla-runtime"
+INTERFACE_INCLUDE = Path(__file__).parent / "runtime" / "include"
+
+
+def runtime_version(runtime: XlaRuntime) -> str:
+    return f"{runtime.tensorflow_version}+{runtime.key.rsplit('-', 1)[-1]}"
+
+
+def requirement(runtime: XlaRuntime) -> dict:
+    """How a model manifest names the runtime it was verified with."""
+    return {"name": NAME, "version": runtime_version(runtime)}
+
+
+def ensure_runtime_package(runtime: XlaRuntime, dist: Path) -> tuple[pkg.Package, str]:
+    """The runtime package in dist, assembled if missing; returns it and "built" or "up to date"."""
+    version = runtime_version(runtime)
+    root = dist / pkg.dir_name(NAME, version)
+    archive = dist / f"{root.name}.tar.gz"
+    status = "up to date"
+    with file_lock(dist / f".{root.name}.lock"):
+        if not (root / pkg.MANIFEST).is_file() or not archive.is_file():
+            status = "built"
+            staged = temp_sibling(root)
+            _assemble(runtime, version, staged / root.name)
+            pkg.write_archive(staged / root.name, staged / archive.name)
+            replace_dir(staged / root.name, root)
+            (staged / archive.name).replace(archive)
+            shutil.rmtree(staged)
+    manifest = pkg.read_manifest(root)
+    return pkg.Package(NAME, version, root, archive, manifest), status
+
+
+def _assemble(runtime: XlaRuntime, version: str, root: Path) -> None:
+    shutil.copytree(runtime.include_dir, root / "include")
+    shutil.copytree(INTERFACE_INCLUDE / "tfaot", root / "include" / "tfaot")
+    (root / "lib").mkdir()
+    for lib in runtime.libs:
+        shutil.copyfile(lib, root / "lib" / lib.name)
+    if (runtime.root / "licenses").is_dir():
+        shutil.copytree(runtime.root / "licenses", root / "licenses")
+    libs = [lib.name.removeprefix("lib").removesuffix(".a") for lib in runtime.libs]
+    tool = root / "etc" / "scram.d" / f"{SCRAM_TOOL}.xml"
+    tool.parent.mkdir(parents=True)
+    tool.write_text(render(
+        "runtime_tool.xml.j2",
+        package=NAME,
+        tool=SCRAM_TOOL,
+        version=version,
+        libs=libs,
+        system_libs=[flag.removeprefix("-l") for flag in runtime.ldflags if flag.startswith("-l")],
+        cxxflags=" ".join(runtime.cxxflags),
+        base_var="TFAOT_XLA_RUNTIME_BASE",
+        root="@TOOL_ROOT@",
+    ))
+    manifest = {
+        "kind": "runtime",
+        "name": NAME,
+        "package": NAME,
+        "version": version,
+        "runtime_key": runtime.key,
+        "tensorflow_version": runtime.tensorflow_version,
+        "compiler": runtime.compiler,
+        "cxxflags": runtime.cxxflags,
+        "libs": [f"lib/{lib.name}" for lib in runtime.libs],
+        "system_libs": runtime.ldflags,
+        "scram_tool": SCRAM_TOOL,
+        "tool": {"name": "tfaot-dist", "version": __version__},
+        "files": {rel: {"sha256": sha256_file(root / rel), "size": (root / rel).stat().st_size}
+                  for rel in tree_files(root)},
+    }
+    pkg.write_manifest(root, manifest)
