@@ -152,3 +152,33 @@ def test_argument_order_does_not_depend_on_hash_seed(toolchain, test_models, tmp
     header = (out / "two_bs1.h").read_text()
     assert '{"feed_feats", "feed_ids", nullptr}' in header
     assert '{"fetch_output_0", "fetch_output_1", nullptr}' in header
+
+
+def test_rebuild_is_bit_identical(built, monkeypatch, capsys):
+    """Two clean builds (other cache, other output directory, source fetched again) give the same bytes."""
+    from tfaot_dist import cli
+
+    monkeypatch.setenv("TFAOT_DIST_CACHE", str(built / "cache"))
+    assert cli.main(["--registry", str(built / "registry"), "verify", "test-multi", "--rebuild",
+                     "--dist", str(built / "dist"), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["archive_sha256"] == sha256_file(built / "dist" / "tfaot-model-test-multi-1.0.0.tar.gz")
+
+
+def test_verify_finds_a_tampered_file(built, tmp_path, monkeypatch, capsys):
+    import shutil
+
+    from tfaot_dist import cli
+
+    dist = tmp_path / "dist"
+    shutil.copytree(built / "dist", dist)
+    monkeypatch.setenv("TFAOT_DIST_CACHE", str(built / "cache"))
+    assert cli.main(["--registry", str(built / "registry"), "verify", "test-simple", "--dist", str(dist)]) == 0
+    obj = dist / "tfaot-model-test-simple-1.0.0" / "lib" / "simple_bs2_constants.o"
+    data = bytearray(obj.read_bytes())
+    data[len(data) // 2] ^= 1
+    obj.write_bytes(bytes(data))
+    capsys.readouterr()
+    assert cli.main(["--registry", str(built / "registry"), "verify", "test-simple", "--dist", str(dist)]) == 7
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"tfaot-dist: error: {obj}: sha256 differs from the manifest"]

@@ -43,7 +43,7 @@ def build_key(entry: ModelEntry, defaults: Defaults) -> str:
         "entry": entry.as_dict(),
         "defaults": defaults.as_dict(),
         "tool": __version__,
-        "templates": templates_digest(),
+        "templates": templates_digest(pkg.TEMPLATES),
         "worker": sha256_file(WORKER),
     }
     return sha256_bytes(json.dumps(parts, sort_keys=True).encode())

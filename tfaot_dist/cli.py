@@ -142,6 +142,22 @@ def cmd_check(args) -> int:
     return 0
 
 
+def cmd_verify(args) -> int:
+    from tfaot_dist import reproduce
+
+    reg = Registry(args.registry)
+    entry = reg.load(args.name)
+    if args.rebuild:
+        data = reproduce.rebuild_and_compare(entry, reg.defaults(), args.cache, args.dist.absolute(), log)
+        text = f"{entry.package} {entry.version}: rebuilt bit-identical ({data['archive_sha256']})"
+    else:
+        package = reproduce.check_installed(entry, args.dist.absolute())
+        data = {"package": package.name, "version": package.version, "files": len(package.manifest["files"])}
+        text = f"{package.name} {package.version}: {data['files']} files match the manifest"
+    emit(args, data, text)
+    return 0
+
+
 def cmd_toolchain(args) -> int:
     from tfaot_dist.toolchain import ensure_toolchain
 
@@ -154,6 +170,19 @@ def cmd_toolchain(args) -> int:
                 "requirements": list(toolchain.requirements), "installed": list(toolchain.installed)},
          f"{toolchain.key} {toolchain.root} (tensorflow {toolchain.tensorflow_version})")
     return 0
+
+
+def cmd_specs(args) -> int:
+    from tfaot_dist import specs
+
+    result = specs.generate(Registry(args.registry), args.flavor, args.out.absolute(), check=args.check,
+                            sources=args.sources.absolute() if args.sources else None, log=log)
+    if args.check:
+        text = "\n".join(f"stale: {args.out / rel}" for rel in result.stale) or f"{args.out}: up to date"
+    else:
+        text = "\n".join(f"wrote {args.out / rel}" for rel in result.written) or f"{args.out}: up to date"
+    emit(args, result.as_dict(), text)
+    return 1 if result.stale else 0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -204,9 +233,23 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--table", action="store_true", help="print every op")
     s.set_defaults(func=cmd_check)
 
+    s = sub.add_parser("verify", parents=[common], help="check a built package, or rebuild it and compare")
+    s.add_argument("name", metavar="NAME")
+    s.add_argument("--dist", type=Path, default=Path("dist"), help="output directory (default: ./dist)")
+    s.add_argument("--rebuild", action="store_true", help="rebuild from scratch and compare file by file")
+    s.set_defaults(func=cmd_verify)
+
     s = sub.add_parser("toolchain", parents=[common], help="create (if needed) and show the TensorFlow toolchain")
     s.add_argument("--python", action="store_true", help="print only the path of its Python")
     s.set_defaults(func=cmd_toolchain)
+    s = sub.add_parser("specs", parents=[common], help="render cmsBuild or rpm specs of the registry")
+    s.add_argument("--out", type=Path, required=True, help="output directory of the specs")
+    s.add_argument("--flavor", choices=["cmsbuild", "rpm"], default="cmsbuild",
+                   help="cmsbuild: CMSDIST specs (default); rpm: standard rpm specs")
+    s.add_argument("--check", action="store_true", help="write nothing; exit 1 and list files that are stale")
+    s.add_argument("--sources", type=Path, metavar="DIST",
+                   help="rpm: verify the package archives in DIST and copy them into OUT/SOURCES")
+    s.set_defaults(func=cmd_specs)
     return p
 
 

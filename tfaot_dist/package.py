@@ -24,6 +24,8 @@ from tfaot_dist.render import render, render_model_header
 
 MANIFEST = "manifest.json"
 RUNTIME_TOOL = "tensorflow-xla-runtime"
+# Templates whose output is part of a model package (and so of its build key).
+TEMPLATES = ("model.h.j2", "scram_tool.xml.j2", "verify_harness.cc.j2")
 ORDER_NOTE = "arguments and results are ordered by signature key name (Python str sort)"
 
 

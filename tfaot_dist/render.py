@@ -53,10 +53,10 @@ def render_model_header(context: dict) -> str:
     return environment().get_template("model.h.j2").render(**context)
 
 
-def templates_digest() -> str:
-    """Digest of every template: part of each build key."""
+def templates_digest(names) -> str:
+    """Digest of the named templates (those that shape a package): part of each build key."""
     h = hashlib.sha256()
     root = templates_dir()
-    for path in sorted(root.glob("*.j2")):
-        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    for name in sorted(names):
+        h.update(name.encode() + b"\0" + (root / name).read_bytes())
     return h.hexdigest()

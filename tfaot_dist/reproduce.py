@@ -1,0 +1,74 @@
+"""`verify NAME [--rebuild]`: is the package in the output directory what its entry builds?
+
+Without --rebuild: every file matches the manifest's digests. With --rebuild:
+build the entry again from nothing but the shared toolchain and runtime (a
+fresh temporary cache, so the source is fetched again, and a fresh output
+directory) and compare the two packages file by file and archive to archive.
+"""
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from tfaot_dist import builder, package as pkg
+from tfaot_dist.errors import InvalidInput, VerificationFailed
+from tfaot_dist.fsutil import sha256_file, tree_files
+from tfaot_dist.registry import Defaults, ModelEntry
+
+# Cache entries that are expensive and keyed by their contents: shared with the rebuild.
+SHARED_CACHE_DIRS = ("toolchains", "runtime", "abseil", "downloads")
+
+
+def check_installed(entry: ModelEntry, dist: Path) -> pkg.Package:
+    root = dist / pkg.dir_name(entry.package, entry.version)
+    if not (root / pkg.MANIFEST).is_file():
+        raise InvalidInput(f"{entry.name}: no package {root.name} in {dist} (run build first)")
+    manifest = pkg.read_manifest(root)
+    pkg.check_files(root, manifest)
+    return pkg.Package(entry.package, entry.version, root, root.parent / f"{root.name}.tar.gz", manifest)
+
+
+def rebuild_and_compare(entry: ModelEntry, defaults: Defaults, cache: Path, dist: Path, log=print) -> dict:
+    existing = check_installed(entry, dist)
+    with tempfile.TemporaryDirectory(prefix="tfaot-rebuild-") as tmp_dir:
+        tmp = Path(tmp_dir)
+        fresh_cache = tmp / "cache"
+        fresh_cache.mkdir()
+        for name in SHARED_CACHE_DIRS:
+            (cache / name).mkdir(parents=True, exist_ok=True)
+            (fresh_cache / name).symlink_to((cache / name).absolute())
+        rebuilt = builder.build_entry(entry, defaults, fresh_cache, tmp / "dist", log).package
+        difference = first_difference(existing.root, rebuilt.root)
+        if difference:
+            raise VerificationFailed(f"{entry.package} {entry.version} is not reproducible: {difference}")
+        a, b = existing.archive_sha256, rebuilt.archive_sha256
+        if a != b:
+            raise VerificationFailed(f"{entry.package} {entry.version}: archives differ ({a} vs {b}) "
+                                     "although every file is equal")
+        shutil.rmtree(tmp / "dist")
+    return {"package": entry.package, "version": entry.version, "archive_sha256": a,
+            "files": len(existing.manifest["files"]) + 1}
+
+
+def first_difference(a: Path, b: Path) -> str | None:
+    """A one-line description of the first file that differs between two trees, or None."""
+    files_a, files_b = tree_files(a), tree_files(b)
+    for rel in sorted(set(files_a) ^ set(files_b)):
+        return f"{rel} exists only in {'the original' if rel in files_a else 'the rebuild'}"
+    for rel in files_a:
+        if sha256_file(a / rel) != sha256_file(b / rel):
+            return f"{rel} differs{_json_hint(a / rel, b / rel)}"
+    return None
+
+
+def _json_hint(a: Path, b: Path) -> str:
+    """For JSON files, name the first differing key."""
+    if a.suffix != ".json":
+        return ""
+    try:
+        left, right = json.loads(a.read_text()), json.loads(b.read_text())
+    except ValueError:
+        return ""
+    keys = sorted(k for k in set(left) | set(right) if left.get(k) != right.get(k))
+    return f" (key {keys[0]!r})" if keys else ""
