@@ -1,0 +1,44 @@
+"""Isolated environments: created once, keyed by their requirements, rebuilt when broken."""
+
+import subprocess
+
+from tfaot_dist.toolchain import ensure_toolchain, toolchain_key, worker_env
+
+SMALL = ("numpy",)  # a real, quick environment; the TensorFlow one is tested everywhere else
+
+
+def test_created_reused_and_rebuilt_when_broken(tmp_path):
+    log = []
+    first = ensure_toolchain(tmp_path, SMALL, log.append)
+    assert first.root == tmp_path / "toolchains" / toolchain_key(SMALL)
+    assert any(line.startswith("numpy==") for line in first.installed)
+    assert len(log) == 1
+
+    again = ensure_toolchain(tmp_path, SMALL, log.append)
+    assert again == first and len(log) == 1  # reused, nothing installed
+
+    (first.root / "bin" / "python").unlink()  # broken, e.g. the base Python was upgraded
+    rebuilt = ensure_toolchain(tmp_path, SMALL, log.append)
+    assert len(log) == 2
+    out = subprocess.run([str(rebuilt.python), "-I", "-c", "import numpy; print(numpy.__name__)"],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "numpy"
+    # Only the finished environment and its lock are left behind, no half-made sibling.
+    assert sorted(p.name for p in (tmp_path / "toolchains").iterdir()) == sorted(
+        [first.root.name, f"{first.root.name}.lock"])
+
+
+def test_key_depends_on_requirements_only_as_a_set():
+    assert toolchain_key(("a==1", "b==2")) == toolchain_key(("b==2", "a==1"))
+    assert toolchain_key(("a==1",)) != toolchain_key(("a==2",))
+
+
+def test_worker_environment_is_sanitized(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", "/evil")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    env = worker_env(tmp_path, ("--tf_xla_min_cluster_size=4",), ("--xla_cpu_enable_fast_math=false",))
+    assert "PYTHONPATH" not in env
+    assert env["PYTHONHASHSEED"] == "0" and env["CUDA_VISIBLE_DEVICES"] == ""
+    assert env["TMPDIR"] == str(tmp_path) and env["TF_CPP_MIN_LOG_LEVEL"] == "3"
+    assert env["TF_XLA_FLAGS"] == "--tf_xla_min_cluster_size=4"
+    assert env["XLA_FLAGS"] == "--xla_cpu_enable_fast_math=false"
