@@ -65,7 +65,30 @@ def make_multi():
     return _Multi(), "f32(4), f64(4) -> f32(2), bool(2)"
 
 
+def make_study(layers: int, units: int):
+    """The feed-forward toy models of the AOT vs TensorFlow C++ study (CMS, 2023).
+
+    f32(32) -> f32(10): layers x (Dense(units), BatchNorm, SELU), Dense(10, softmax).
+    """
+
+    def make():
+        tf.keras.utils.set_random_seed(layers * 1000 + units)
+        x = tf.keras.Input(shape=(32,), dtype=tf.float32, name="input_0")
+        a = x
+        for _ in range(layers):
+            a = tf.keras.layers.Dense(units)(a)
+            a = tf.keras.layers.BatchNormalization(axis=1)(a)
+            a = tf.keras.layers.Activation("selu")(a)
+        y = tf.keras.layers.Dense(10, activation="softmax", name="output_0")(a)
+        return tf.keras.Model(inputs=x, outputs=y), f"study model: {layers} layers of {units} units, BatchNorm, SELU"
+
+    return make
+
+
 MAKERS = {"simple": make_simple, "multi": make_multi}
+# The study's models (benchmarks): study_l12_u128, study_l12_u256, study_l25_u128, study_l25_u256.
+STUDY = {f"study_l{n}_u{u}": make_study(n, u) for n in (12, 25) for u in (128, 256)}
+MAKERS.update(STUDY)
 
 
 def main(argv):

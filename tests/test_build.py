@@ -115,14 +115,30 @@ def test_other_output_dir_reuses_the_build_cache(built, monkeypatch, capsys):
 
 def test_compile_local_config(run, example_models, tmp_path):
     out, _ = run("compile", "--aot-config", example_models / "simple" / "aot_config.yaml",
-                 "--output-directory", tmp_path / "out", "--json")
+                 "--output-directory", tmp_path / "out", "--name", "test-simple", "--version", "2.0",
+                 "--batch-sizes", "2,1", "--json")
     result = json.loads(out)
     root = Path(result["dir"])
-    assert root == tmp_path / "out" / "tfaot-model-simple-1.0.0"
-    assert (root / "lib" / "simple_bs4_constants.o").is_file()
+    assert root == tmp_path / "out" / "tfaot-model-test-simple-2.0"
+    assert sorted(p.name for p in (root / "include" / "tfaot-model-test-simple").glob("*_bs*.h")) == [
+        "simple_bs1.h", "simple_bs2.h"]
     assert sha256_file(Path(result["archive"])) == result["sha256"]
     manifest = json.loads((root / "manifest.json").read_text())
     assert manifest["source"]["saved_model_sha256"] == manifest["digests"]["saved_model"]
+    assert manifest["compilation"]["batch_sizes"] == [1, 2]
+
+
+def test_runtime_command_places_the_runtime_package(run, tmp_path):
+    out, _ = run("runtime", "--output-directory", tmp_path / "rt", "--json")
+    result = json.loads(out)
+    root = Path(result["dir"])
+    assert root.name == f"tfaot-xla-runtime-{result['version']}"
+    manifest = json.loads((root / "manifest.json").read_text())
+    assert manifest["kind"] == "runtime" and manifest["libs"] == ["lib/libtf_xla_runtime.a", "lib/libtfaot_absl.a"]
+    for rel in ("include/tfaot/Model.h", "etc/scram.d/tensorflow-xla-runtime.xml",
+                "lib/pkgconfig/tfaot-xla-runtime.pc", "lib/cmake/tfaot-xla-runtime/tfaot-xla-runtimeConfig.cmake"):
+        assert rel in manifest["files"], rel
+    assert sha256_file(Path(result["archive"])) == result["sha256"]
 
 
 def test_check_lists_ops(run, example_models, test_models):

@@ -16,14 +16,14 @@ from pathlib import Path
 from tfaot_dist import __version__, package as pkg, runtime_package, verify
 from tfaot_dist.config import AotConfig, load_aot_config
 from tfaot_dist.models import load_source_config
-from tfaot_dist.errors import CompileFailed
+from tfaot_dist.errors import CompileFailed, SourceUnavailable
 from tfaot_dist.fsutil import (
     file_lock, replace_dir, sha256_bytes, sha256_file, temp_sibling, tree_digest,
 )
 from tfaot_dist.registry import Defaults, ModelEntry
 from tfaot_dist.render import templates_digest
-from tfaot_dist.resolve import GitSources
-from tfaot_dist.toolchain import WORKER, ensure_toolchain, run_worker
+from tfaot_dist.resolve import fetch_source
+from tfaot_dist.toolchain import READY, WORKER, ensure_toolchain, run_worker, toolchain_key
 from tfaot_dist.xla_runtime import ensure_runtime
 
 # Sizes checked against TensorFlow beyond the compiled ones: odd sizes need stitching and padding.
@@ -45,6 +45,7 @@ def build_key(entry: ModelEntry, defaults: Defaults) -> str:
         "tool": __version__,
         "templates": templates_digest(pkg.TEMPLATES),
         "worker": sha256_file(WORKER),
+        "constants": sha256_file(Path(pkg.constants.__file__)),  # rewrites objects and headers
     }
     return sha256_bytes(json.dumps(parts, sort_keys=True).encode())
 
@@ -56,7 +57,9 @@ def reference_sizes(batch_sizes) -> list[int]:
     return sorted(set(batch_sizes) | set(extra))
 
 
-def build_entry(entry: ModelEntry, defaults: Defaults, cache: Path, dist: Path, log=print) -> BuildResult:
+def build_entry(entry: ModelEntry, defaults: Defaults, cache: Path, dist: Path, log=print,
+                offline: bool = False) -> BuildResult:
+    """offline: use the cache only (sources, toolchain); what is missing is a SourceUnavailable error."""
     key = build_key(entry, defaults)
     dest = dist / pkg.dir_name(entry.package, entry.version)
     current = _existing(dest, key)
@@ -65,10 +68,14 @@ def build_entry(entry: ModelEntry, defaults: Defaults, cache: Path, dist: Path, 
 
     cached_dir = cache / "builds" / key
     status = "cached"
+    # Fetched before the lock is taken: a source that cannot be had leaves the build cache as it was.
+    src = None if _existing(cached_dir / dest.name, key) else fetch_source(entry.source, cache, offline)
     with file_lock(cache / "builds" / f"{key}.lock"):
         if not _existing(cached_dir / dest.name, key):
             status = "built"
-            src = GitSources(cache).fetch(entry.source.url, entry.source.commit)
+            src = src or fetch_source(entry.source, cache, offline)
+            if offline:
+                _require_cached_toolchain(cache, defaults)
             config = load_source_config(src, entry.aot_config).with_overrides(entry.overrides)
             source = {**entry.source.as_dict(), "url": entry.source.url, "aot_config": entry.aot_config}
             staged = temp_sibling(cached_dir)
@@ -79,15 +86,23 @@ def build_entry(entry: ModelEntry, defaults: Defaults, cache: Path, dist: Path, 
     return BuildResult(entry.name, _existing(dest, key), status, key)
 
 
-def compile_config(config_path: Path, output_dir: Path, defaults: Defaults, cache: Path, log=print) -> pkg.Package:
-    """`tfaot-dist compile`: a package from a local AOT config, no registry or git involved."""
+def compile_config(config_path: Path, output_dir: Path, defaults: Defaults, cache: Path, log=print,
+                   name: str | None = None, version: str | None = None,
+                   batch_sizes: tuple[int, ...] | None = None) -> pkg.Package:
+    """`tfaot-dist compile`: a package from a local AOT config, no registry or git involved.
+
+    name (the package is tfaot-model-NAME), version and batch_sizes default to the config's
+    (name: model.name in lower case with '-' for '_').
+    """
     config = load_aot_config(config_path)
-    name = config.name.lower().replace("_", "-")
-    package = f"tfaot-model-{name}"
+    if batch_sizes:
+        config = config.with_overrides({"batch_sizes": batch_sizes})
+    package = f"tfaot-model-{name or config.name.lower().replace('_', '-')}"
+    version = version or config.version
     source = {"aot_config": config_path.name, "saved_model_sha256": tree_digest(config.saved_model)}
-    staged = temp_sibling(output_dir / pkg.dir_name(package, config.version))
-    _compile(config, package, config.version, source, defaults, cache, staged, log, key=None)
-    built = staged / pkg.dir_name(package, config.version)
+    staged = temp_sibling(output_dir / pkg.dir_name(package, version))
+    _compile(config, package, version, source, defaults, cache, staged, log, key=None)
+    built = staged / pkg.dir_name(package, version)
     dest = output_dir / built.name
     _publish_copy(_load(built), dest)
     shutil.rmtree(staged, ignore_errors=True)
@@ -163,6 +178,13 @@ def ensure_runtime_packages(packages: list[pkg.Package], defaults: Defaults, cac
                                 f"{runtime_package.runtime_version(runtime)}; rebuild them here")
         out.append(runtime_package.ensure_runtime_package(runtime, dist))
     return out
+
+
+def _require_cached_toolchain(cache: Path, defaults: Defaults) -> None:
+    key = toolchain_key(defaults.requirements)
+    if not (cache / "toolchains" / key / READY).is_file():
+        raise SourceUnavailable(f"offline: toolchain {key} ({' '.join(defaults.requirements)}) is not in the "
+                                f"cache {cache}")
 
 
 def _load(root: Path) -> pkg.Package:

@@ -14,6 +14,8 @@ nothing in a manifest can add a CMake command or a pkg-config field.
 
 import re
 
+from packaging.version import InvalidVersion, Version
+
 from tfaot_dist import __version__, names
 from tfaot_dist.errors import InvalidInput
 from tfaot_dist.textsafe import pkgconfig_text, render
@@ -62,10 +64,7 @@ def render_cmake_config(manifest: dict) -> str:
 def render_pkgconfig(manifest: dict) -> str:
     """lib/pkgconfig/PACKAGE.pc of a model package; Requires the runtime it was verified with, if known."""
     package, version = _model_identity(manifest)
-    requires = RUNTIME_PACKAGE
-    for req in manifest.get("requires", []):
-        if req.get("name") == RUNTIME_PACKAGE:
-            requires = f"{RUNTIME_PACKAGE} = {_version(req.get('version'), 'requires.version')}"
+    requires = _runtime_requirement(manifest)
     model = manifest.get("model", {})
     text = model.get("description") or f"AOT compiled TensorFlow model {package.removeprefix('tfaot-model-')}"
     url = manifest.get("source", {}).get("url") or manifest.get("source", {}).get("git") or ""
@@ -109,6 +108,26 @@ def render_runtime_pkgconfig(runtime_manifest: dict) -> str:
     """lib/pkgconfig/tfaot-xla-runtime.pc."""
     facts = _runtime_facts(runtime_manifest)
     return render("runtime_pkgconfig.pc.j2", **facts, tfaot_dist_version=__version__)
+
+
+def _runtime_requirement(manifest: dict) -> str:
+    """The runtime build the package was verified with if known, else any build of its TensorFlow version.
+
+    assemble() runs before verification, so a fresh manifest knows only the TensorFlow version:
+    "2.21.0" allows 2.21.0 and 2.21.0+BUILD (pkg-config compares like rpm), not 2.21.1.
+    """
+    for req in manifest.get("requires", []):
+        if req.get("name") == RUNTIME_PACKAGE:
+            return f"{RUNTIME_PACKAGE} = {_version(req.get('version'), 'requires.version')}"
+    tf = manifest.get("toolchain", {}).get("tensorflow_version")
+    if not tf:
+        return RUNTIME_PACKAGE
+    try:
+        release = Version(_version(tf, "toolchain.tensorflow_version")).release
+    except InvalidVersion:
+        raise InvalidInput(f"manifest: toolchain.tensorflow_version: invalid version {tf!r}") from None
+    major, minor, patch = (*release, 0, 0)[:3]
+    return f"{RUNTIME_PACKAGE} >= {tf}, {RUNTIME_PACKAGE} < {major}.{minor}.{patch + 1}"
 
 
 def _model_identity(manifest: dict) -> tuple[str, str]:

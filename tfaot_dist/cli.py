@@ -34,11 +34,7 @@ def cmd_add_model(args) -> int:
     if args.batch_sizes:
         from tfaot_dist.config import batch_sizes
 
-        try:
-            sizes = [int(x) for x in args.batch_sizes.split(",")]
-        except ValueError:
-            raise UsageError(f"--batch-sizes: expected comma separated integers, got {args.batch_sizes!r}") from None
-        overrides["batch_sizes"] = batch_sizes(sizes, "--batch-sizes")
+        overrides["batch_sizes"] = batch_sizes(_int_list(args.batch_sizes, "--batch-sizes"), "--batch-sizes")
     entry = models.add_model(Registry(args.registry), args.cache, args.name, args.source, args.ref,
                              args.aot_config, args.model_version, overrides, log)
     path = Registry(args.registry).entry_path(entry.name)
@@ -50,7 +46,7 @@ def cmd_add_model(args) -> int:
 def cmd_list(args) -> int:
     entries = Registry(args.registry).load_all()
     rows = [e.as_dict() for e in entries]
-    text = "\n".join(f"{e.name:30} {e.version:12} {e.source.commit[:12]} {e.source.url}" for e in entries)
+    text = "\n".join(f"{e.name:30} {e.version:12} {e.source.pin[:12]} {e.source.url}" for e in entries)
     emit(args, {"models": rows}, text)
     return 0
 
@@ -65,24 +61,37 @@ def cmd_show(args) -> int:
 
 
 def cmd_build(args) -> int:
+    from tfaot_dist import buildall
+    from tfaot_dist.progress import make_reporter
+
     reg = Registry(args.registry)
     if args.all == bool(args.names):
         raise UsageError("build: name models or give --all (not both)")
-    entries = reg.load_all() if args.all else [reg.load(n) for n in args.names]
+    shard = buildall.parse_shard(args.shard) if args.shard else None
+    entries, failed = buildall.load_selected(reg, None if args.all else args.names, shard)
     defaults = reg.defaults()
-    results = []
-    for entry in entries:
-        result = builder.build_entry(entry, defaults, args.cache, args.dist.absolute(), log)
-        log(f"{result.name}: {result.status}")
-        results.append(result)
+    if shard:
+        log(f"shard {shard}: {len(entries) + len(failed)} models")
+    summary = buildall.build_many(entries, defaults, args.cache, args.dist.absolute(),
+                                  make_reporter(len(entries) + len(failed)), jobs=args.jobs,
+                                  fail_fast=args.fail_fast, offline=args.offline, failed_before=failed)
+    results = summary.results
     runtimes = builder.ensure_runtime_packages([r.package for r in results], defaults, args.cache,
                                                args.dist.absolute(), log)
     data = {"results": [_result_json(r) for r in results],
             "runtime": [{"package": p.name, "version": p.version, "status": status, "dir": str(p.root),
-                         "archive": str(p.archive), "sha256": p.archive_sha256} for p, status in runtimes]}
+                         "archive": str(p.archive), "sha256": p.archive_sha256} for p, status in runtimes],
+            "failures": [{"name": f.name, "message": f.message, "exit_code": f.exit_code} for f in summary.failures],
+            "not_started": summary.skipped, "shard": str(shard) if shard else None}
     lines = [f"{r.package.name} {r.package.version}: {r.status} ({r.package.archive})" for r in results]
     lines += [f"{p.name} {p.version}: {status} ({p.archive})" for p, status in runtimes]
     emit(args, data, "\n".join(lines))
+    if summary.failures:
+        built = len(results)
+        log(f"summary: {built} ok, {len(summary.failures)} failed, {len(summary.skipped)} not started")
+        for f in summary.failures:
+            log(f"FAILED {f.name}: {f.message}")
+        raise buildall.BuildFailed(summary)
     return 0
 
 
@@ -92,14 +101,100 @@ def _result_json(r: builder.BuildResult) -> dict:
             "sha256": r.package.archive_sha256}
 
 
+def cmd_publish(args) -> int:
+    from tfaot_dist import channel
+
+    if "://" in args.channel and not args.channel.startswith("file://"):
+        raise UsageError(f"publish: --channel must be a directory (serve it over HTTP as it is), got {args.channel}")
+    target = Path(args.channel.removeprefix("file://")).absolute()
+    published = channel.publish(args.dist.absolute(), target, log)
+    emit(args, {"channel": str(target), "packages": [vars(p) for p in published]},
+         "\n".join(f"{p.name} {p.version}: {p.status} ({p.sha256[:12]})" for p in published))
+    return 0
+
+
+def cmd_setup(args) -> int:
+    import shutil
+
+    from tfaot_dist import setup_area
+    from tfaot_dist.channel import Channel
+
+    area = args.area or (Path(os.environ["CMSSW_BASE"]) if os.environ.get("CMSSW_BASE") else None)
+    location = args.channel or os.environ.get("TFAOT_DIST_CHANNEL")
+    if args.list:
+        if args.requirements:
+            raise UsageError("setup --list takes no package names")
+        if area is not None:
+            rows = setup_area.list_installed(area)
+            emit(args, {"area": str(area.absolute()), "packages": rows},
+                 "\n".join(f"{r['name']:40} {r['version']:28} {r['path']}" for r in rows) or "nothing installed")
+        elif location:
+            ch = Channel.open(location, args.cache, args.offline)
+            emit(args, {"channel": location, "packages": [p.as_dict() for p in ch.packages]},
+                 "\n".join(f"{p.name:40} {p.version:28} {p.sha256[:12]}" for p in ch.packages))
+        else:
+            raise UsageError("setup --list: give --area (installed packages) or --channel (available ones)")
+        return 0
+    if not args.requirements:
+        raise UsageError("setup: name at least one model, e.g. test-simple or 'test-simple>=1.0,<2'")
+    if area is None:
+        raise UsageError("setup: give --area (or set CMSSW_BASE)")
+    if not location:
+        raise UsageError("setup: give --channel (or set TFAOT_DIST_CHANNEL)")
+    ch = Channel.open(location, args.cache, args.offline)
+    report = setup_area.setup(args.requirements, ch, area, args.cache, args.offline, log, shutil.which("scram"))
+    lines = [f"{r.name} {r.version}: {r.status} ({r.path})" for r in report.results]
+    if report.scram:
+        lines.append(f"registered with scram: {', '.join(Path(t).name for t in report.scram)}")
+    elif report.environment:
+        lines.append("scram is not on the PATH; for CMake, pkg-config or plain compilers add:")
+        lines += [f'  export {k}="{v}${{{k}:+:${k}}}"' for k, v in report.environment.items()]
+        lines.append(f"  (or: source {setup_area.area_root(area) / 'env.sh'})")
+    emit(args, {"area": str(area.absolute()), "channel": location,
+                "results": [{"name": r.name, "version": r.version, "status": r.status, "path": str(r.path),
+                             "previous": r.previous} for r in report.results],
+                "scram": report.scram, "environment": report.environment}, "\n".join(lines))
+    return 0
+
+
 def cmd_compile(args) -> int:
+    from tfaot_dist import names
+    from tfaot_dist.config import batch_sizes
+
+    if args.name is not None:
+        names.model_name(args.name, "--name")
+    if args.model_version is not None:
+        names.version(args.model_version, "--version")
+    sizes = batch_sizes(_int_list(args.batch_sizes, "--batch-sizes"), "--batch-sizes") if args.batch_sizes else None
     defaults = Registry(args.registry).defaults() if (args.registry / "registry.yaml").exists() else Defaults()
     package = builder.compile_config(args.aot_config.absolute(), args.output_directory.absolute(),
-                                     defaults, args.cache, log)
+                                     defaults, args.cache, log, args.name, args.model_version, sizes)
     emit(args, {"package": package.name, "version": package.version, "dir": str(package.root),
                 "archive": str(package.archive), "sha256": package.archive_sha256},
          f"compiled {package.name} {package.version} into {package.root}")
     return 0
+
+
+def cmd_runtime(args) -> int:
+    from tfaot_dist import runtime_package
+    from tfaot_dist.toolchain import ensure_toolchain
+    from tfaot_dist.xla_runtime import ensure_runtime
+
+    defaults = Registry(args.registry).defaults() if (args.registry / "registry.yaml").exists() else Defaults()
+    toolchain = ensure_toolchain(args.cache, defaults.requirements, log)
+    runtime = ensure_runtime(toolchain.python, args.cache, log)
+    package, status = runtime_package.ensure_runtime_package(runtime, args.output_directory.absolute())
+    emit(args, {"package": package.name, "version": package.version, "status": status, "dir": str(package.root),
+                "archive": str(package.archive), "sha256": package.archive_sha256},
+         f"{package.name} {package.version}: {status} ({package.archive})")
+    return 0
+
+
+def _int_list(text: str, option: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",")]
+    except ValueError:
+        raise UsageError(f"{option}: expected comma separated integers, got {text!r}") from None
 
 
 def cmd_check(args) -> int:
@@ -114,10 +209,10 @@ def cmd_check(args) -> int:
         config = load_aot_config(target)
         saved_model, serving_key = config.saved_model, config.serving_key
     else:
-        from tfaot_dist.resolve import GitSources
+        from tfaot_dist.resolve import fetch_source
 
         entry = reg.load(args.target)
-        src = GitSources(args.cache).fetch(entry.source.url, entry.source.commit)
+        src = fetch_source(entry.source, args.cache)
         config = models.load_source_config(src, entry.aot_config)
         saved_model, serving_key = config.saved_model, config.serving_key
     import tempfile
@@ -220,12 +315,37 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("names", nargs="*", metavar="NAME")
     s.add_argument("--all", action="store_true", help="every registered model")
     s.add_argument("--dist", type=Path, default=Path("dist"), help="output directory (default: ./dist)")
+    s.add_argument("--jobs", "-j", type=int, default=1, metavar="N", help="models built at once (default: 1)")
+    s.add_argument("--fail-fast", action="store_true", help="start no more builds after the first failure")
+    s.add_argument("--shard", metavar="K/N", help="only the K-th of N shares (by sha256 of the name), for CI")
+    s.add_argument("--offline", action="store_true", help="use the cache only; fail naming what is missing")
     s.set_defaults(func=cmd_build)
+
+    s = sub.add_parser("publish", parents=[common], help="add the package archives of a dist directory to a channel")
+    s.add_argument("--channel", required=True, metavar="DIR", help="channel directory (serve it over HTTP as is)")
+    s.add_argument("--dist", type=Path, default=Path("dist"), help="directory of built packages (default: ./dist)")
+    s.set_defaults(func=cmd_publish)
+
+    s = sub.add_parser("setup", parents=[common], help="install models (and their runtime) from a channel")
+    s.add_argument("requirements", nargs="*", metavar="NAME", help="e.g. test-simple or 'test-simple>=1.0,<2'")
+    s.add_argument("--channel", metavar="URL-OR-DIR", help="channel: directory, file://, http(s):// "
+                   "(default: $TFAOT_DIST_CHANNEL)")
+    s.add_argument("--area", type=Path, help="user area (default: $CMSSW_BASE)")
+    s.add_argument("--list", action="store_true", help="list installed packages (--area) or available (--channel)")
+    s.add_argument("--offline", action="store_true", help="use the cache only; fail naming what is missing")
+    s.set_defaults(func=cmd_setup)
 
     s = sub.add_parser("compile", parents=[common], help="compile a local aot_config.yaml, no registry")
     s.add_argument("--aot-config", type=Path, required=True)
     s.add_argument("--output-directory", type=Path, required=True)
+    s.add_argument("--name", help="package is tfaot-model-NAME (default: model.name)")
+    s.add_argument("--version", dest="model_version", help="package version (default: model.version)")
+    s.add_argument("--batch-sizes", help="override compilation.batch_sizes, e.g. 1,2,4")
     s.set_defaults(func=cmd_compile)
+
+    s = sub.add_parser("runtime", parents=[common], help="place the XLA runtime package in a directory")
+    s.add_argument("--output-directory", type=Path, required=True)
+    s.set_defaults(func=cmd_runtime)
 
     s = sub.add_parser("check", parents=[common], help="list the ops of a model and whether XLA compiles them")
     s.add_argument("target", metavar="PATH-OR-NAME", help="SavedModel dir, aot_config.yaml or registry name")

@@ -17,7 +17,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfaot_dist import __version__
+from tfaot_dist import __version__, buildsys, constants
 from tfaot_dist.errors import CompileFailed, IntegrityError
 from tfaot_dist.fsutil import reproducible_targz, sha256_file, tree_files, write_atomic
 from tfaot_dist.render import render, render_model_header
@@ -25,7 +25,7 @@ from tfaot_dist.render import render, render_model_header
 MANIFEST = "manifest.json"
 RUNTIME_TOOL = "tensorflow-xla-runtime"
 # Templates whose output is part of a model package (and so of its build key).
-TEMPLATES = ("model.h.j2", "scram_tool.xml.j2", "verify_harness.cc.j2")
+TEMPLATES = ("model.h.j2", "scram_tool.xml.j2", "verify_harness.cc.j2", "cmake_config.cmake.j2", "pkgconfig.pc.j2")
 ORDER_NOTE = "arguments and results are ordered by signature key name (Python str sort)"
 
 
@@ -60,6 +60,8 @@ def assemble(compiled: Path, reference: Path, answer: dict, meta: dict, root: Pa
         for obj in files["objects"]:
             shutil.copyfile(compiled / obj, lib / obj)
             objects.append(obj)
+    # Weights once: identical constant buffers of several batch sizes are defined by one object.
+    shared = constants.share_constants(include, lib, class_name, list(meta["compilation"]["batch_sizes"]))
     _archive_objects(lib, sorted(objects), lib / f"lib{package}.a")
 
     signature = answer["signature"]
@@ -85,6 +87,10 @@ def assemble(compiled: Path, reference: Path, answer: dict, meta: dict, root: Pa
         root="@TOOL_ROOT@",
         uses=[RUNTIME_TOOL],
     ))
+    for rel, text in ((buildsys.cmake_config_path(package), buildsys.render_cmake_config(meta)),
+                      (buildsys.pkgconfig_path(package), buildsys.render_pkgconfig(meta))):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
     if reference.is_dir():
         shutil.copytree(reference, root / "share" / package / "reference")
 
@@ -92,6 +98,7 @@ def assemble(compiled: Path, reference: Path, answer: dict, meta: dict, root: Pa
     manifest["signature"] = {**signature, "order": ORDER_NOTE}
     manifest["reference"] = {"dir": f"share/{package}/reference", "cases": answer.get("reference", [])}
     manifest["tool"] = {"name": "tfaot-dist", "version": __version__}
+    manifest["constants"] = shared.as_dict()
     manifest["files"] = {rel: {"sha256": sha256_file(root / rel), "size": (root / rel).stat().st_size}
                          for rel in tree_files(root)}
     write_manifest(root, manifest)

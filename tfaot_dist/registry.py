@@ -11,6 +11,12 @@
     overrides:                              # optional, compilation settings
       batch_sizes: [1, 2, 4, 8]
 
+    # or, instead of git, a tar.gz or zip over http(s) pinned by its digest
+    # (a single top-level directory in the archive is the source root):
+    source:
+      archive: https://host/models/data-1.0.tar.gz
+      sha256: 0123...                       # 64 hex digits
+
     # registry/registry.yaml
     toolchain:
       requirements: ["tensorflow-cpu==2.21.0"]
@@ -56,12 +62,32 @@ class GitSource:
     def as_dict(self) -> dict:
         return {"git": self.url, "ref": self.ref, "commit": self.commit}
 
+    @property
+    def pin(self) -> str:
+        """What fixes the bytes of the source."""
+        return self.commit
+
+
+@dataclass(frozen=True)
+class ArchiveSource:
+    """A tar.gz or zip archive over http(s), pinned by its sha256."""
+
+    url: str
+    sha256: str
+
+    def as_dict(self) -> dict:
+        return {"archive": self.url, "sha256": self.sha256}
+
+    @property
+    def pin(self) -> str:
+        return f"sha256:{self.sha256}"
+
 
 @dataclass(frozen=True)
 class ModelEntry:
     name: str
     version: str
-    source: GitSource
+    source: GitSource | ArchiveSource
     aot_config: str  # relative path inside the source
     overrides: dict = field(default_factory=dict)
     path: Path | None = None  # the YAML file it was read from
@@ -136,7 +162,24 @@ def parse_entry(data: dict, path: Path) -> ModelEntry:
     if name != path.stem:
         raise InvalidInput(f"{f.at('name')}: {name!r} does not match the file name {path.name!r}")
     version = names.version(f.take("version", str, required=True), f.at("version"))
-    src = Fields(f.take("source", dict, required=True), path, "source")
+    source = parse_source(Fields(f.take("source", dict, required=True), path, "source"))
+    aot_config = names.rel_path(f.take("aot_config", str, required=True), f.at("aot_config"))
+    overrides = parse_compilation(f.take("overrides", dict, {}), path, "overrides", partial=True)
+    f.done()
+    return ModelEntry(name, version, source, aot_config, overrides, path)
+
+
+def parse_source(src: Fields) -> GitSource | ArchiveSource:
+    """`git:` + ref + commit, or `archive:` + sha256; nothing else, never both."""
+    if "archive" in src.data and "git" in src.data:
+        raise InvalidInput(f"{src.at('archive')}: give either git or archive, not both")
+    if "archive" in src.data:
+        from tfaot_dist.download import check_sha256, check_url  # here: requests only when needed
+
+        source = ArchiveSource(url=check_url(src.take("archive", str, required=True), src.at("archive")),
+                               sha256=check_sha256(src.take("sha256", str, required=True), src.at("sha256")))
+        src.done()
+        return source
     url = src.take("git", str, required=True)
     from tfaot_dist.resolve import check_git_url  # noqa: PLC0415 - keeps registry free of git at import
 
@@ -147,7 +190,4 @@ def parse_entry(data: dict, path: Path) -> ModelEntry:
         commit=names.commit_sha(src.take("commit", str, required=True), src.at("commit")),
     )
     src.done()
-    aot_config = names.rel_path(f.take("aot_config", str, required=True), f.at("aot_config"))
-    overrides = parse_compilation(f.take("overrides", dict, {}), path, "overrides", partial=True)
-    f.done()
-    return ModelEntry(name, version, source, aot_config, overrides, path)
+    return source

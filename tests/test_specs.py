@@ -1,0 +1,794 @@
+"""specs: cmsBuild and rpm specs from the registry, releases from git history, CMake and pkg-config files.
+
+Golden files under tests/golden/ are rendered from a fixed registry (fixed
+commits, URLs and git history); regenerate them after a deliberate template
+change with
+
+    TFAOT_UPDATE_GOLDEN=1 python -m pytest -q tests/test_specs.py -k golden
+
+The rpm tests build real rpms with rpmbuild from the packages `tfaot-dist
+build` made (Debian: `apt-get install rpm`).
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import GIT_ENV, snapshot
+
+from tfaot_dist import buildsys, cli, release, specs
+from tfaot_dist.registry import Registry
+from tfaot_dist.render import render
+from tfaot_dist.textsafe import environment, one_line, pkgconfig_text, spec_text
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("TFAOT_UPDATE_GOLDEN") == "1"
+INVALID, INTEGRITY = 3, 7
+SHA_A = "0123456789abcdef0123456789abcdef01234567"
+SHA_B = "89abcdef0123456789abcdef0123456789abcdef"
+SHA_C = "fedcba9876543210fedcba9876543210fedcba98"
+HOSTILE = "%{__rm} -rf / $(reboot) `id` \"><evil/> ${prefix} # \\"
+IDENTITY = {"GIT_AUTHOR_NAME": "tfaot-dist tests", "GIT_AUTHOR_EMAIL": "tests@tfaot-dist.invalid",
+            "GIT_COMMITTER_NAME": "tfaot-dist tests", "GIT_COMMITTER_EMAIL": "tests@tfaot-dist.invalid"}
+
+
+# --- helpers ----------------------------------------------------------------------------------------
+
+def git(cwd: Path, *args, date: str = "2026-01-01T00:00:00Z", **env) -> str:
+    # No user or system config: signing or another object format would change the golden commit ids.
+    full = {**GIT_ENV, **IDENTITY, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date,
+            "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", **env}
+    return subprocess.run(["git", *args], cwd=cwd, env=full, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def commit(reg: Path, message: str, date: str = "2026-01-01T00:00:00Z", **env) -> None:
+    git(reg, "add", "-A")
+    git(reg, "commit", "-q", "-m", message, date=date, **env)
+
+
+def entry(name: str, version: str = "1.0.0", sha: str = SHA_A, url: str = "https://git.example.org/ml/data.git",
+          ref: str = "main", config: str = "simple/aot_config.yaml", **extra) -> dict:
+    return {"name": name, "version": version, "source": {"git": url, "ref": ref, "commit": sha},
+            "aot_config": config, **extra}
+
+
+def write_entry(reg: Path, data: dict, name: str | None = None) -> Path:
+    path = reg / "models" / f"{name or data['name']}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def write_registry_yaml(reg: Path, tensorflow: str = "2.21.0") -> None:
+    reg.mkdir(parents=True, exist_ok=True)
+    (reg / "registry.yaml").write_text(
+        f'toolchain:\n  requirements: ["tensorflow-cpu=={tensorflow}"]\ntarget_triple: x86_64-pc-linux\n'
+        'target_cpu: ""\n')
+
+
+def specs_cli(capsys, reg: Path, *args, expect: int = 0) -> tuple[str, str]:
+    capsys.readouterr()
+    code = cli.main(["--registry", str(reg), "specs", *map(str, args)])
+    out, err = capsys.readouterr()
+    assert code == expect, f"exit {code} (expected {expect})\nstdout: {out}\nstderr: {err}"
+    return out, err
+
+
+def releases(reg: Path, flavor: str = "rpm") -> dict[str, int]:
+    """Release of every rendered spec, read back from the text."""
+    out = {}
+    for rel, text in specs.render_all(Registry(reg), flavor).items():
+        for line in text.splitlines():
+            if line.startswith(("Release:", "%define tfaot_release")):
+                out[rel] = int(line.split()[-1].removesuffix("%{?dist}"))
+    return out
+
+
+@pytest.fixture
+def golden_registry(tmp_path) -> Path:
+    """A fixed registry with a fixed history: test-simple changed its commit once, test-multi added later."""
+    reg = tmp_path / "golden-registry"
+    write_registry_yaml(reg)
+    git(reg, "init", "-q", "-b", "main")
+    write_entry(reg, entry("test-simple"))
+    commit(reg, "Add test-simple", "2026-01-01T10:00:00Z")
+    write_entry(reg, entry("test-simple", sha=SHA_B))
+    # Free text from git reaches the rpm changelog: it must stay one harmless line.
+    commit(reg, "Retrain test-simple on 100% of %{data} $(whoami)", "2026-01-02T10:00:00Z",
+           GIT_AUTHOR_NAME="Ann %{_bindir} <Example>")
+    write_entry(reg, entry("test-multi", version="2.0.0rc1", sha=SHA_C, url="git@github.com:cms-ml/data.git",
+                           ref="v1", config="multi/aot_config.yaml", overrides={"batch_sizes": [1, 8]}))
+    commit(reg, "Add test-multi", "2026-01-03T10:00:00Z")
+    return reg
+
+
+# --- golden files and determinism --------------------------------------------------------------------
+
+@pytest.mark.parametrize("flavor", ["cmsbuild", "rpm"])
+def test_golden(golden_registry, tmp_path, capsys, flavor):
+    out = tmp_path / "out"
+    specs_cli(capsys, golden_registry, "--flavor", flavor, "--out", out)
+    rendered = {p.name: p.read_text() for p in sorted(out.iterdir())}
+    expected_dir = GOLDEN / flavor
+    if UPDATE:
+        shutil.rmtree(expected_dir, ignore_errors=True)
+        expected_dir.mkdir(parents=True)
+        for name, text in rendered.items():
+            (expected_dir / name).write_text(text)
+    expected = {p.name: p.read_text() for p in sorted(expected_dir.iterdir())}
+    assert sorted(rendered) == sorted(expected)
+    for name, text in rendered.items():
+        assert text == expected[name], f"{flavor}/{name} differs from {expected_dir / name}"
+
+
+def test_golden_buildsys_files(tmp_path):
+    files = {
+        "tfaot-model-test-simpleConfig.cmake": buildsys.render_cmake_config(MODEL_MANIFEST),
+        "tfaot-model-test-simple.pc": buildsys.render_pkgconfig(MODEL_MANIFEST),
+        "tfaot-xla-runtimeConfig.cmake": buildsys.render_runtime_cmake_config(RUNTIME_MANIFEST),
+        "tfaot-xla-runtime.pc": buildsys.render_runtime_pkgconfig(RUNTIME_MANIFEST),
+    }
+    expected_dir = GOLDEN / "buildsys"
+    if UPDATE:
+        shutil.rmtree(expected_dir, ignore_errors=True)
+        expected_dir.mkdir(parents=True)
+        for name, text in files.items():
+            (expected_dir / name).write_text(text)
+    assert sorted(p.name for p in expected_dir.iterdir()) == sorted(files)
+    for name, text in files.items():
+        assert text == (expected_dir / name).read_text(), name
+
+
+def test_golden_history_is_what_the_specs_say(golden_registry):
+    assert releases(golden_registry) == {"tfaot-model-test-simple.spec": 2, "tfaot-model-test-multi.spec": 1,
+                                         "tfaot-xla-runtime.spec": 1}
+    rpm = specs.render_all(Registry(golden_registry), "rpm")["tfaot-model-test-simple.spec"]
+    assert "Version:        1.0.0\nRelease:        2%{?dist}" in rpm
+    multi = specs.render_all(Registry(golden_registry), "rpm")["tfaot-model-test-multi.spec"]
+    assert "Version:        2.0.0~rc1\n" in multi  # sorts before 2.0.0, as in PEP 440
+
+
+def test_same_registry_renders_the_same_bytes(golden_registry, tmp_path, capsys):
+    for flavor in ("cmsbuild", "rpm"):
+        specs_cli(capsys, golden_registry, "--flavor", flavor, "--out", tmp_path / "a")
+        specs_cli(capsys, golden_registry, "--flavor", flavor, "--out", tmp_path / "b")
+        assert snapshot(tmp_path / "a") == {k.replace(str(tmp_path / "b"), str(tmp_path / "a")): v
+                                            for k, v in snapshot(tmp_path / "b").items()}
+        out, _ = specs_cli(capsys, golden_registry, "--flavor", flavor, "--out", tmp_path / "a", "--json")
+        assert json.loads(out)["written"] == []
+        shutil.rmtree(tmp_path / "a")
+        shutil.rmtree(tmp_path / "b")
+
+
+def test_check_passes_after_rendering_and_lists_stale_files(golden_registry, tmp_path, capsys):
+    out = tmp_path / "specs"
+    specs_cli(capsys, golden_registry, "--out", out)
+    text, _ = specs_cli(capsys, golden_registry, "--out", out, "--check")
+    assert "up to date" in text
+    before = snapshot(out)
+    write_entry(golden_registry, entry("test-simple", sha=SHA_C))
+    text, _ = specs_cli(capsys, golden_registry, "--out", out, "--check", "--json", expect=1)
+    assert json.loads(text)["stale"] == ["tfaot-model-test-simple.spec"]
+    text, _ = specs_cli(capsys, golden_registry, "--out", out, "--check", expect=1)
+    assert text.strip() == f"stale: {out / 'tfaot-model-test-simple.spec'}"
+    assert snapshot(out) == before  # --check writes nothing
+    specs_cli(capsys, golden_registry, "--out", out)
+    specs_cli(capsys, golden_registry, "--out", out, "--check")
+
+
+def test_cmsbuild_files_follow_cmsdist_conventions(golden_registry):
+    files = specs.render_all(Registry(golden_registry), "cmsbuild")
+    assert sorted(files) == ["tensorflow-xla-runtime.spec", "tfaot-compile.file", "tfaot-model-test-multi.spec",
+                             "tfaot-model-test-simple.spec", "tfaot-models.file"]
+    simple = files["tfaot-model-test-simple.spec"].splitlines()
+    assert simple[0] == "### RPM external tfaot-model-test-simple 1.0.0"
+    assert "%define aot_config simple/aot_config.yaml" in simple
+    assert simple[-1] == "## INCLUDE tfaot-compile"
+    source = next(line for line in simple if line.startswith("Source:"))
+    assert source.startswith("Source: git+https://git.example.org/ml/data.git?obj=%{tfaot_ref}/%{tfaot_commit}&")
+    assert f"%define tfaot_commit {SHA_B}" in simple and "%define tfaot_release 2" in simple
+    multi = files["tfaot-model-test-multi.spec"]
+    assert "git+ssh://git@github.com/cms-ml/data.git?" in multi and "%define tfaot_batch_sizes 1,8" in multi
+    compile_file = files["tfaot-compile.file"]
+    for needed in ("BuildRequires: py3-tfaot-dist", "Requires: tensorflow-xla-runtime", "\n%build\n",
+                   "tfaot-dist --registry tfaot-registry compile", "cp -pR \"$pkg\"/. %{i}/",
+                   "test -f %{i}/lib/lib%{n}.a", "_constants.o", "%post\n%{relocateConfig}etc/scram.d/%{n}.xml"):
+        assert needed in compile_file, needed
+    assert files["tfaot-models.file"].splitlines()[1:] == ["Requires: tfaot-model-test-multi",
+                                                          "Requires: tfaot-model-test-simple"]
+    assert files["tensorflow-xla-runtime.spec"].startswith("### RPM external tensorflow-xla-runtime 2.21.0\n")
+
+
+def as_cmsbuild_would(spec: str, include: str) -> str:
+    """A cmsBuild spec with its INCLUDE inlined and the macros cmsBuild defines, for rpmspec to parse."""
+    first, body = spec.split("\n", 1)
+    _, _, _, name, version = first.split()
+    header = (f"%define n {name}\n%define realversion {version}\n%define i /cms/sw/{name}/{version}\n"
+              f"%define relocateConfig : relocate \nName: %{{n}}\nVersion: %{{realversion}}\nRelease: 1\n"
+              f"Summary: x\nLicense: x\n%description\nx\n")
+    return header + body.replace("## INCLUDE tfaot-compile\n", include)
+
+
+def test_cmsbuild_specs_parse_as_cmsbuild_would(golden_registry, tmp_path):
+    files = specs.render_all(Registry(golden_registry), "cmsbuild")
+    expected_args = {
+        "test-simple": ("--aot-config \"$root/simple/aot_config.yaml\" --name test-simple --version 1.0.0 "
+                        "--output-directory tfaot-build"),
+        "test-multi": ("--aot-config \"$root/multi/aot_config.yaml\" --name test-multi --version 2.0.0rc1 "
+                       "--batch-sizes 1,8 --output-directory tfaot-build"),
+    }
+    for name, compile_args in expected_args.items():
+        spec = tmp_path / f"{name}.spec"
+        spec.write_text(as_cmsbuild_would(files[f"tfaot-model-{name}.spec"], files["tfaot-compile.file"]))
+        proc = subprocess.run(["rpmspec", "-P", str(spec)], capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stderr
+        parsed = proc.stdout
+        assert " ".join(parsed.replace("\\\n", " ").split()).count(f"compile {compile_args}") == 1, parsed
+        assert f"cp -pR \"$pkg\"/. /cms/sw/tfaot-model-{name}/" in parsed
+        assert "sha256sum" not in parsed  # git sources: the commit pins them
+        assert "BuildRequires: py3-tfaot-dist" in parsed and "Requires: tensorflow-xla-runtime" in parsed
+    runtime = tmp_path / "runtime.spec"
+    runtime.write_text(as_cmsbuild_would(files["tensorflow-xla-runtime.spec"], ""))
+    proc = subprocess.run(["rpmspec", "-P", str(runtime)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0 and "tfaot-dist --registry tfaot-registry runtime" in proc.stdout, proc.stderr
+
+
+def test_archive_sources(tmp_path, capsys):
+    from tfaot_dist import registry as registry_module
+
+    if not hasattr(registry_module, "ArchiveSource"):
+        pytest.skip("the registry has no archive sources yet")
+    reg = tmp_path / "reg"
+    write_registry_yaml(reg)
+    digest = "ab" * 32
+    data = {"name": "arch", "version": "1.0.0",
+            "source": {"archive": "https://models.example.org/data-1.0.tar.gz", "sha256": digest},
+            "aot_config": "simple/aot_config.yaml"}
+    write_entry(reg, data)
+    files = specs.render_all(Registry(reg), "cmsbuild")
+    spec = files["tfaot-model-arch.spec"]
+    assert f"%define tfaot_source_sha256 {digest}\nSource: https://models.example.org/data-1.0.tar.gz\n" in spec
+    path = tmp_path / "arch.spec"
+    path.write_text(as_cmsbuild_would(spec, files["tfaot-compile.file"]))
+    parsed = subprocess.run(["rpmspec", "-P", str(path)], capture_output=True, text=True, check=True).stdout
+    assert f"echo \"{digest}  " in parsed and "sha256sum -c -" in parsed
+    assert 'root="$(ls -A)"' in parsed
+    rpm_spec = specs.render_all(Registry(reg), "rpm")["tfaot-model-arch.spec"]
+    assert f"in https://models.example.org/data-1.0.tar.gz (sha256 {digest})." in rpm_spec
+    path.write_text(rpm_spec)
+    subprocess.run(["rpmspec", "-P", str(path)], capture_output=True, check=True)
+    data["source"]["archive"] = "https://models.example.org/$(id).tar.gz"
+    entry_path = write_entry(reg, data)
+    _, err = specs_cli(capsys, reg, "--out", tmp_path / "out", expect=INVALID)
+    assert f"{entry_path}: source.archive" in err
+
+
+def test_rpm_specs_parse(golden_registry, tmp_path, capsys):
+    out = tmp_path / "rpm"
+    specs_cli(capsys, golden_registry, "--flavor", "rpm", "--out", out)
+    for spec in sorted(out.glob("*.spec")):
+        proc = subprocess.run(["rpmspec", "-P", str(spec)], capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stderr
+        for tag in ("Name:", "Version:", "Release:", "Summary:", "License:", "URL:", "Source0:", "BuildRequires:",
+                    "%prep", "%install", "%files", "%changelog"):
+            assert f"\n{tag}" in proc.stdout, (spec.name, tag)
+        assert "\n%build\n" in spec.read_text()  # rpmspec -P prints the body of %build, not its header
+        query = subprocess.run(["rpmspec", "-q", "--srpm", "--qf", "%{name} %{version} %{release} %{license}",
+                                str(spec)], capture_output=True, text=True, check=True).stdout
+        assert query.split()[0] == spec.stem and query.endswith(" NOASSERTION" if "model" in spec.stem
+                                                                else " Apache-2.0")
+    changelog = subprocess.run(["rpmspec", "-q", "--srpm", "--qf", "[* %{changelogname}\\n%{changelogtext}\\n]",
+                                str(out / "tfaot-model-test-simple.spec")],
+                               capture_output=True, text=True, check=True).stdout
+    # The commit subject and author arrive literally: no macro expanded, no line added.
+    assert "- Retrain test-simple on 100% of %{data} $(whoami)" in changelog
+    assert "Ann %{_bindir} Example <tests@tfaot-dist.invalid> - 1.0.0-2" in changelog
+    assert changelog.count("\n* ") + changelog.startswith("* ") == 2
+
+
+# --- releases ---------------------------------------------------------------------------------------
+
+def test_release_counts_changes_and_resets_with_the_version(tmp_path):
+    reg = tmp_path / "reg"
+    write_registry_yaml(reg)
+    write_entry(reg, entry("m"))
+    assert releases(reg)["tfaot-model-m.spec"] == 1  # outside git
+    git(reg, "init", "-q", "-b", "main")
+    assert releases(reg)["tfaot-model-m.spec"] == 1  # untracked: the first release
+    commit(reg, "add m")
+    assert releases(reg)["tfaot-model-m.spec"] == 1
+    write_entry(reg, entry("m", sha=SHA_B))  # same version, other source commit
+    assert releases(reg)["tfaot-model-m.spec"] == 2  # pending
+    commit(reg, "new weights")
+    assert releases(reg)["tfaot-model-m.spec"] == 2  # committing keeps the number
+    write_entry(reg, entry("m", sha=SHA_B, config="multi/aot_config.yaml"))
+    commit(reg, "other config")
+    assert releases(reg)["tfaot-model-m.spec"] == 3
+    (reg / "notes.txt").write_text("unrelated\n")
+    commit(reg, "unrelated file")
+    assert releases(reg)["tfaot-model-m.spec"] == 3
+    write_registry_yaml(reg, tensorflow="2.22.0")  # the TensorFlow pin changes every model's bytes
+    commit(reg, "TensorFlow 2.22")
+    assert releases(reg) == {"tfaot-model-m.spec": 4, "tfaot-xla-runtime.spec": 1}
+    write_entry(reg, entry("m", version="1.1.0", sha=SHA_C))
+    assert releases(reg)["tfaot-model-m.spec"] == 1  # a new version starts again
+    commit(reg, "1.1.0")
+    assert releases(reg)["tfaot-model-m.spec"] == 1
+    write_entry(reg, entry("m", version="1.1.0", sha=SHA_A))
+    commit(reg, "revert weights")
+    assert releases(reg)["tfaot-model-m.spec"] == 2
+
+
+def test_release_sees_templates_in_the_same_work_tree(tmp_path, monkeypatch):
+    repo = tmp_path / "repo"
+    reg, templates = repo / "registry", repo / "spec_templates"
+    write_registry_yaml(reg)
+    write_entry(reg, entry("m"))
+    templates.mkdir()
+    (templates / "x.j2").write_text("1\n")
+    git(repo, "init", "-q", "-b", "main")
+    commit(repo, "start")
+    monkeypatch.setattr(specs, "_templates", lambda: [templates])
+    assert releases(reg)["tfaot-model-m.spec"] == 1
+    (templates / "x.j2").write_text("2\n")
+    commit(repo, "template change")
+    assert releases(reg) == {"tfaot-model-m.spec": 2, "tfaot-xla-runtime.spec": 2}
+
+
+def test_release_history_outside_git_is_empty(tmp_path):
+    write_registry_yaml(tmp_path / "reg")
+    path = write_entry(tmp_path / "reg", entry("m"))
+    assert release.derive(path, [], "1.0.0", lambda text: "1.0.0") == release.Release(1)
+
+
+# --- safety -----------------------------------------------------------------------------------------
+
+INJECTED = ["%{__rm}", "$(id)", "`id`", "a\nb", 'a"b', "a<b", "a'b"]
+
+
+def _bad_entries():
+    for bad in INJECTED:
+        yield "version", entry("m", version=f"1.0{bad}"), "version"
+        yield "ref", entry("m", ref=f"main{bad}"), "source.ref"
+        yield "commit", entry("m", sha=f"{SHA_A[:-4]}{bad}"), "source.commit"
+        yield "url", entry("m", url=f"https://git.example.org/ml/{bad}.git"), "source.git"
+        yield "aot_config", entry("m", config=f"simple/{bad}.yaml"), "aot_config"
+        yield "name", entry(f"m{bad}"), "name"
+
+
+@pytest.mark.parametrize("field, data, where", list(_bad_entries()),
+                         ids=[f"{f}-{i}" for i, (f, _, _) in enumerate(_bad_entries())])
+@pytest.mark.parametrize("flavor", ["cmsbuild", "rpm"])
+def test_injected_identifiers_are_rejected(tmp_path, capsys, field, data, where, flavor):
+    reg = tmp_path / "reg"
+    write_registry_yaml(reg)
+    write_entry(reg, entry("good"))
+    path = write_entry(reg, data, name="m" if field != "name" else None)
+    out = tmp_path / "out"
+    (out / "keep").mkdir(parents=True)
+    (out / "keep" / "file.spec").write_text("old\n")
+    before = snapshot(out)
+    _, err = specs_cli(capsys, reg, "--flavor", flavor, "--out", out, expect=INVALID)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tfaot-dist: error: "), err
+    assert (str(path) if field != "name" else str(path.parent)) in lines[0], lines[0]
+    assert f": {where}: " in lines[0], lines[0]
+    assert snapshot(out) == before
+
+
+@pytest.mark.parametrize("key, value", [("namespace", "ns"), ("target_cpu", "skylake")])
+def test_cmsbuild_rejects_overrides_it_cannot_pass(tmp_path, capsys, key, value):
+    reg = tmp_path / "reg"
+    write_registry_yaml(reg)
+    path = write_entry(reg, entry("m", overrides={key: value}))
+    _, err = specs_cli(capsys, reg, "--out", tmp_path / "out", expect=INVALID)
+    assert f"{path}: overrides.{key}" in err and not (tmp_path / "out").exists()
+    specs_cli(capsys, reg, "--flavor", "rpm", "--out", tmp_path / "rpm")  # rpm installs the built bytes
+
+
+def test_unpinned_tensorflow_is_rejected(tmp_path, capsys):
+    reg = tmp_path / "reg"
+    reg.mkdir()
+    (reg / "registry.yaml").write_text('toolchain:\n  requirements: ["tensorflow-cpu>=2.20"]\n')
+    _, err = specs_cli(capsys, reg, "--out", tmp_path / "out", expect=INVALID)
+    assert "registry.yaml: toolchain.requirements" in err and "pinned" in err
+
+
+def test_not_a_registry(tmp_path, capsys):
+    _, err = specs_cli(capsys, tmp_path / "nothing", "--out", tmp_path / "out", expect=INVALID)
+    assert "not a registry" in err and not (tmp_path / "out").exists()
+
+
+def test_sources_only_for_rpm(golden_registry, tmp_path, capsys):
+    _, err = specs_cli(capsys, golden_registry, "--out", tmp_path / "o", "--sources", tmp_path, expect=2)
+    assert "--sources" in err
+
+
+@pytest.mark.parametrize("text", [HOSTILE, "line\nbreak\r\u2028x", "%" * 300])
+def test_free_text_escaping(text):
+    for escaped in (spec_text(text), pkgconfig_text(text), one_line(text)):
+        assert "\n" not in escaped and "\r" not in escaped and "\u2028" not in escaped
+        assert len(escaped) <= 2 * 200
+    assert "%" not in spec_text(text).replace("%%", "")
+    assert not set("$#\\") & set(pkgconfig_text(text))
+
+
+def test_a_value_with_a_line_break_is_never_rendered():
+    with pytest.raises(ValueError, match="line break"):
+        environment().from_string("Version: {{ v }}\n").render(v="1.0\n%post\nrm -rf /")
+
+
+@pytest.mark.parametrize("template, extra", [
+    ("scram_tool.xml.j2", {"url": HOSTILE, "libs": [HOSTILE], "base_var": "X_BASE", "uses": [HOSTILE]}),
+    ("runtime_tool.xml.j2", {"tool": HOSTILE, "libs": [HOSTILE], "system_libs": ["m"], "cxxflags": HOSTILE,
+                             "base_var": "X_BASE"}),
+])
+def test_tool_files_escape_hostile_text(template, extra):
+    text = render(template, package=HOSTILE, version=HOSTILE, root="@TOOL_ROOT@", **extra)
+    tool = ET.fromstring(text.split("\n", 1)[1])  # after the XML declaration line
+    assert tool.tag == "tool" and tool.get("version") == HOSTILE
+    assert not tool.findall(".//evil")
+    assert all(el.tag in {"tool", "info", "lib", "client", "environment", "use", "flags"} for el in tool.iter())
+
+
+# --- CMake and pkg-config files ---------------------------------------------------------------------
+
+MODEL_MANIFEST = {
+    "package": "tfaot-model-test-simple", "name": "test-simple", "version": "1.0.0",
+    "source": {"git": "https://git.example.org/ml/data.git", "url": "https://git.example.org/ml/data.git"},
+    "model": {"description": "A simple model " + HOSTILE + "\nsecond line", "author": HOSTILE},
+    "requires": [{"name": "tfaot-xla-runtime", "version": "2.21.0+b8fd209dfb55daad"}],
+}
+RUNTIME_MANIFEST = {
+    "package": "tfaot-xla-runtime", "name": "tfaot-xla-runtime", "version": "2.21.0+b8fd209dfb55daad",
+    "tensorflow_version": "2.21.0", "cxxflags": ["-std=c++17", "-D_GLIBCXX_USE_CXX11_ABI=1"],
+    "libs": ["lib/libtf_xla_runtime.a", "lib/libtfaot_absl.a"], "system_libs": ["-lpthread", "-lm"],
+}
+
+
+def fake_tree(root: Path) -> tuple[Path, Path]:
+    """A model package and a runtime package with empty libraries and the four generated files."""
+    model, runtime = root / "model", root / "runtime"
+    files = {
+        model / buildsys.cmake_config_path("tfaot-model-test-simple"): buildsys.render_cmake_config(MODEL_MANIFEST),
+        model / buildsys.pkgconfig_path("tfaot-model-test-simple"): buildsys.render_pkgconfig(MODEL_MANIFEST),
+        runtime / buildsys.cmake_config_path("tfaot-xla-runtime"):
+            buildsys.render_runtime_cmake_config(RUNTIME_MANIFEST),
+        runtime / buildsys.pkgconfig_path("tfaot-xla-runtime"): buildsys.render_runtime_pkgconfig(RUNTIME_MANIFEST),
+        model / "lib" / "libtfaot-model-test-simple.a": "",
+        runtime / "lib" / "libtf_xla_runtime.a": "",
+        runtime / "lib" / "libtfaot_absl.a": "",
+    }
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return model, runtime
+
+
+def pkg_config(*args, path: list[Path]) -> str:
+    env = {**os.environ, "PKG_CONFIG_PATH": ":".join(str(p / "lib" / "pkgconfig") for p in path),
+           "PKG_CONFIG_LIBDIR": ""}
+    return subprocess.run(["pkg-config", *args], env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_pkgconfig_flags_on_a_moved_tree(tmp_path):
+    model, runtime = fake_tree(tmp_path / "first")
+    moved = tmp_path / "elsewhere"
+    shutil.move(tmp_path / "first", moved)  # relocatable: nothing remembers the old place
+    model, runtime = moved / "model", moved / "runtime"
+    flags = pkg_config("--define-prefix", "--cflags", "--libs", "tfaot-model-test-simple", path=[model, runtime])
+    assert flags.split() == [f"-I{model}/include", f"-I{runtime}/include", "-std=c++17",
+                             "-D_GLIBCXX_USE_CXX11_ABI=1", f"-L{model}/lib", "-ltfaot-model-test-simple",
+                             f"-L{runtime}/lib", "-ltf_xla_runtime", "-ltfaot_absl", "-lpthread", "-lm"]
+    # Without --define-prefix the paths follow ${pcfiledir}: the same directories.
+    plain = pkg_config("--cflags", "--libs", "tfaot-model-test-simple", path=[model, runtime]).split()
+    assert [os.path.normpath(f[2:]) for f in plain if f[:2] in ("-I", "-L")] == [
+        str(model / "include"), str(runtime / "include"), str(model / "lib"), str(runtime / "lib")]
+    assert pkg_config("--modversion", "tfaot-model-test-simple", path=[model, runtime]) == "1.0.0"
+    assert pkg_config("--print-requires", "tfaot-model-test-simple", path=[model, runtime]) == \
+        "tfaot-xla-runtime = 2.21.0+b8fd209dfb55daad"
+    # The hostile description stays one harmless line: no variable, comment or continuation.
+    listed = pkg_config("--list-all", path=[model, runtime])
+    line = next(ln for ln in listed.splitlines() if ln.startswith("tfaot-model-test-simple "))
+    assert line.split(" - ", 1)[1] == pkgconfig_text(MODEL_MANIFEST["model"]["description"])
+    assert "_(reboot)" in line and "second line" in line
+
+
+def test_pkgconfig_before_verification_accepts_any_build_of_the_tensorflow_version(tmp_path):
+    fresh = {k: v for k, v in MODEL_MANIFEST.items() if k != "requires"}
+    fresh["toolchain"] = {"tensorflow_version": "2.21.0"}
+    model, runtime = fake_tree(tmp_path)
+    (model / buildsys.pkgconfig_path("tfaot-model-test-simple")).write_text(buildsys.render_pkgconfig(fresh))
+    runtime_pc = runtime / buildsys.pkgconfig_path("tfaot-xla-runtime")
+    for runtime_version, found in (("2.21.0+b8fd209dfb55daad", True), ("2.21.0", True), ("2.21.1", False),
+                                   ("2.22.0+b8fd209dfb55daad", False), ("2.20.0", False)):
+        runtime_pc.write_text(buildsys.render_runtime_pkgconfig({**RUNTIME_MANIFEST, "version": runtime_version}))
+        env = {**os.environ, "PKG_CONFIG_PATH": f"{model}/lib/pkgconfig:{runtime}/lib/pkgconfig",
+               "PKG_CONFIG_LIBDIR": ""}
+        proc = subprocess.run(["pkg-config", "--exists", "tfaot-model-test-simple"], env=env, check=False)
+        assert (proc.returncode == 0) == found, runtime_version
+
+
+CMAKE_PROBE = """
+cmake_minimum_required(VERSION 3.16)
+project(probe LANGUAGES NONE)
+find_package(tfaot-model-test-simple REQUIRED)
+foreach(t tfaot::model-test-simple tfaot::xla-runtime tfaot::xla-runtime-tf_xla_runtime
+          tfaot::xla-runtime-tfaot_absl)
+  foreach(p IMPORTED_LOCATION INTERFACE_INCLUDE_DIRECTORIES INTERFACE_LINK_LIBRARIES
+            INTERFACE_COMPILE_DEFINITIONS INTERFACE_COMPILE_FEATURES)
+    get_target_property(v ${t} ${p})
+    message(STATUS "PROBE ${t} ${p}=${v}")
+  endforeach()
+endforeach()
+find_package(tfaot-model-test-simple REQUIRED)  # a second call finds the same targets
+"""
+
+
+def test_cmake_config_gives_imported_targets(tmp_path):
+    model, runtime = fake_tree(tmp_path / "tree")
+    project = tmp_path / "probe"
+    project.mkdir()
+    (project / "CMakeLists.txt").write_text(CMAKE_PROBE)
+    proc = subprocess.run(["cmake", "-S", str(project), "-B", str(tmp_path / "build"),
+                           f"-DCMAKE_PREFIX_PATH={model};{runtime}"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    probe = dict(line.split("PROBE ", 1)[1].split("=", 1) for line in proc.stdout.splitlines() if "PROBE " in line)
+    m, r = "tfaot::model-test-simple", "tfaot::xla-runtime"
+    assert probe[f"{m} IMPORTED_LOCATION"] == f"{model}/lib/libtfaot-model-test-simple.a"
+    assert probe[f"{m} INTERFACE_INCLUDE_DIRECTORIES"] == f"{model}/include"
+    assert probe[f"{m} INTERFACE_LINK_LIBRARIES"] == r
+    assert probe[f"{r} INTERFACE_INCLUDE_DIRECTORIES"] == f"{runtime}/include"
+    assert probe[f"{r} INTERFACE_COMPILE_DEFINITIONS"] == "_GLIBCXX_USE_CXX11_ABI=1"
+    assert probe[f"{r} INTERFACE_COMPILE_FEATURES"] == "cxx_std_17"
+    assert probe[f"{r} INTERFACE_LINK_LIBRARIES"] == "tfaot::xla-runtime-tf_xla_runtime"
+    assert probe["tfaot::xla-runtime-tf_xla_runtime INTERFACE_LINK_LIBRARIES"] == "tfaot::xla-runtime-tfaot_absl"
+    assert probe["tfaot::xla-runtime-tfaot_absl INTERFACE_LINK_LIBRARIES"] == "pthread;m"
+    assert probe["tfaot::xla-runtime-tfaot_absl IMPORTED_LOCATION"] == f"{runtime}/lib/libtfaot_absl.a"
+
+
+def test_cmake_config_reports_a_missing_archive(tmp_path):
+    model, runtime = fake_tree(tmp_path / "tree")
+    (model / "lib" / "libtfaot-model-test-simple.a").unlink()
+    project = tmp_path / "probe"
+    project.mkdir()
+    (project / "CMakeLists.txt").write_text(CMAKE_PROBE)
+    proc = subprocess.run(["cmake", "-S", str(project), "-B", str(tmp_path / "build"),
+                           f"-DCMAKE_PREFIX_PATH={model};{runtime}"], capture_output=True, text=True, check=False)
+    assert proc.returncode != 0 and "libtfaot-model-test-simple.a is missing" in " ".join(proc.stderr.split())
+
+
+@pytest.mark.parametrize("field, value", [("package", "tfaot-model-x\nadd_library(evil)"), ("version", "1.0\"x"),
+                                          ("cxxflags", ["-O2;evil"]), ("libs", ["lib/lib$(id).a"]),
+                                          ("system_libs", ["-lm\nevil"])])
+def test_buildsys_rejects_unsafe_manifest_values(field, value):
+    from tfaot_dist.errors import InvalidInput
+
+    manifest = {**(RUNTIME_MANIFEST if field in ("cxxflags", "libs", "system_libs") else MODEL_MANIFEST),
+                field: value}
+    render_fn = (buildsys.render_runtime_cmake_config if field in ("cxxflags", "libs", "system_libs")
+                 else buildsys.render_cmake_config)
+    with pytest.raises(InvalidInput, match=field):
+        render_fn(manifest)
+
+
+# --- real rpms from built packages ------------------------------------------------------------------
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def rpmbuild(spec: Path, sources: Path, top: Path) -> Path:
+    proc = subprocess.run(
+        ["rpmbuild", "-bb", "--nodeps",  # Debian's rpm database knows no packages: skip BuildRequires
+         "--define", f"_topdir {top}", "--define", f"_sourcedir {sources}", "--define", f"_tmppath {top}/tmp",
+         "--define", "_binary_payload w1.gzdio", str(spec)],
+        capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (rpm,) = (top / "RPMS").rglob(f"{spec.stem}-*.rpm")
+    return rpm
+
+
+def rpm_dump(rpm: Path) -> dict[str, str]:
+    """Installed path -> sha256 of every regular file in the rpm."""
+    out = subprocess.run(["rpm", "-qp", "--dump", str(rpm)], check=True, capture_output=True, text=True).stdout
+    files = {}
+    for line in out.splitlines():
+        path, _size, _mtime, digest, mode = line.split()[:5]
+        if int(mode, 8) & 0o170000 == 0o100000:
+            files[path] = digest
+    return files
+
+
+def rpm_extract(rpm: Path, dest: Path) -> None:
+    dest.mkdir(parents=True)
+    payload = subprocess.run(["rpm2cpio", str(rpm)], check=True, capture_output=True).stdout
+    subprocess.run(["cpio", "-idm", "--quiet"], input=payload, cwd=dest, check=True, capture_output=True)
+
+
+def check_rpm_matches_package(rpm: Path, package_dir: Path, root: str, work: Path) -> None:
+    """The rpm holds exactly the package's files, with the package's bytes (tool files relocated)."""
+    manifest = json.loads((package_dir / "manifest.json").read_text())
+    expected = {}
+    for rel in [*manifest["files"], "manifest.json"]:
+        data = (package_dir / rel).read_bytes()
+        if rel.startswith("etc/scram.d/"):
+            data = data.replace(b"@TOOL_ROOT@", root.encode())
+        expected[f"{root}/{rel}"] = sha256(data)
+    assert rpm_dump(rpm) == expected
+    rpm_extract(rpm, work)
+    tools = list((work / root.lstrip("/") / "etc" / "scram.d").glob("*.xml"))
+    assert tools
+    for tool_file in tools:
+        tool = ET.parse(tool_file).getroot()
+        assert tool.tag == "tool"
+        base = next(e for e in tool.iter("environment") if e.get("name").endswith("_BASE"))
+        assert base.get("default") == root
+
+
+@pytest.fixture(scope="module")
+def rpm_specs(built, tmp_path_factory):
+    """rpm specs of the built registry, with the package archives verified and placed in SOURCES/."""
+    out = tmp_path_factory.mktemp("rpm-specs")
+    assert cli.main(["--registry", str(built / "registry"), "specs", "--flavor", "rpm", "--out", str(out),
+                     "--sources", str(built / "dist")]) == 0
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["test-simple", "test-multi"])
+def test_rpm_of_a_model_holds_the_verified_files(built, rpm_specs, tmp_path, name):
+    package = f"tfaot-model-{name}"
+    assert (rpm_specs / "SOURCES" / f"{package}-1.0.0.tar.gz").read_bytes() == \
+        (built / "dist" / f"{package}-1.0.0.tar.gz").read_bytes()
+    rpm = rpmbuild(rpm_specs / f"{package}.spec", rpm_specs / "SOURCES", tmp_path / "rpmbuild")
+    assert rpm.name == f"{package}-1.0.0-1.x86_64.rpm"
+    root = f"/opt/tfaot/{package}/1.0.0"
+    check_rpm_matches_package(rpm, built / "dist" / f"{package}-1.0.0", root, tmp_path / "extracted")
+    requires = subprocess.run(["rpm", "-qp", "--requires", str(rpm)], check=True, capture_output=True,
+                              text=True).stdout.splitlines()
+    assert "tfaot-xla-runtime = 2.21.0" in requires
+    # Every kernel object travels with its weights and the archive.
+    files = rpm_dump(rpm)
+    kernels = [p for p in files if p.endswith(".o") and not p.endswith("_constants.o")]
+    assert kernels and all(k.removesuffix(".o") + "_constants.o" in files for k in kernels)
+    assert f"{root}/lib/lib{package}.a" in files
+
+
+@pytest.mark.slow
+def test_rpm_of_the_runtime(built, rpm_specs, tmp_path):
+    (runtime_dir,) = [p for p in (built / "dist").glob("tfaot-xla-runtime-*") if p.is_dir()]
+    assert (rpm_specs / "SOURCES" / "tfaot-xla-runtime-2.21.0.tar.gz").is_file()
+    rpm = rpmbuild(rpm_specs / "tfaot-xla-runtime.spec", rpm_specs / "SOURCES", tmp_path / "rpmbuild")
+    assert rpm.name == "tfaot-xla-runtime-2.21.0-1.x86_64.rpm"
+    check_rpm_matches_package(rpm, runtime_dir, "/opt/tfaot/tfaot-xla-runtime/2.21.0", tmp_path / "extracted")
+
+
+@pytest.mark.slow
+def test_specs_of_the_built_registry_both_flavours_and_check(built, tmp_path, capsys):
+    reg = tmp_path / "registry"
+    shutil.copytree(built / "registry", reg)
+    for flavor in ("cmsbuild", "rpm"):
+        out = tmp_path / flavor
+        specs_cli(capsys, reg, "--flavor", flavor, "--out", out)
+        specs_cli(capsys, reg, "--flavor", flavor, "--out", out, "--check")
+    rpm_out = tmp_path / "rpm-sources"
+    specs_cli(capsys, reg, "--flavor", "rpm", "--out", rpm_out, "--sources", built / "dist")
+    specs_cli(capsys, reg, "--flavor", "rpm", "--out", rpm_out, "--sources", built / "dist", "--check")
+
+    data = yaml.safe_load((reg / "models" / "test-simple.yaml").read_text())
+    data["source"]["ref"] = "v1"  # same commit, other ref: the spec changes
+    write_entry(reg, data)
+    for flavor in ("cmsbuild", "rpm"):
+        text, _ = specs_cli(capsys, reg, "--flavor", flavor, "--out", tmp_path / flavor, "--check", "--json",
+                            expect=1)
+        assert json.loads(text)["stale"] == ["tfaot-model-test-simple.spec"]
+    # The archive in dist was built from the old entry: it is refused as a source.
+    _, err = specs_cli(capsys, reg, "--flavor", "rpm", "--out", tmp_path / "x", "--sources", built / "dist",
+                       expect=INVALID)
+    assert "build key differs" in err and not (tmp_path / "x").exists()
+
+
+@pytest.mark.slow
+def test_sources_refuses_a_tampered_archive(built, tmp_path, capsys):
+    import gzip
+    import io
+    import tarfile
+
+    dist = tmp_path / "dist"
+    shutil.copytree(built / "dist", dist, ignore=shutil.ignore_patterns("tfaot-xla-runtime*"))
+    archive = dist / "tfaot-model-test-simple-1.0.0.tar.gz"
+    # Rewrite one header inside the archive, keeping the manifest: the digest no longer matches.
+    raw = io.BytesIO()
+    with tarfile.open(archive) as src, tarfile.open(fileobj=raw, mode="w") as dst:
+        for member in src:
+            data = src.extractfile(member).read() if member.isfile() else None
+            if member.name.endswith("/model.h"):
+                data += b"// tampered\n"
+                member.size = len(data)
+            dst.addfile(member, io.BytesIO(data) if data is not None else None)
+    archive.write_bytes(gzip.compress(raw.getvalue()))
+    _, err = specs_cli(capsys, built / "registry", "--flavor", "rpm", "--out", tmp_path / "out", "--sources", dist,
+                       expect=INTEGRITY)
+    assert "files differ from its manifest: include/tfaot-model-test-simple/model.h" in err
+    assert not (tmp_path / "out").exists()
+
+
+SIMPLE_CONSUMER = r"""
+#include <cstdio>
+#include <fstream>
+#include <vector>
+#include "tfaot/Model.h"
+#include "tfaot-model-test-simple/model.h"
+
+int main(int, char** argv) {
+  std::vector<float> x(4);
+  std::ifstream(argv[1], std::ios::binary).read(reinterpret_cast<char*>(x.data()), 4 * sizeof(float));
+  tfaot::Model<tfaot_model::simple> model;
+  tfaot::FloatArrays in = {x};
+  tfaot::FloatArrays out;
+  std::tie(out) = model.run<tfaot::FloatArrays>(1, in);
+  std::printf("%.9g %.9g\n", out[0][0], out[0][1]);
+  return 0;
+}
+"""
+
+CMAKE_CONSUMER = """
+cmake_minimum_required(VERSION 3.16)
+project(consumer LANGUAGES CXX)
+find_package(tfaot-model-test-simple REQUIRED)
+add_executable(consumer consumer.cc)
+target_link_libraries(consumer PRIVATE tfaot::model-test-simple)
+"""
+
+
+@pytest.mark.slow
+def test_real_packages_with_generated_cmake_and_pkgconfig_files(built, tmp_path):
+    """The four files written into copies of the real packages (as assemble will): consumers build and run."""
+    import array
+
+    model = tmp_path / "model"
+    shutil.copytree(built / "dist" / "tfaot-model-test-simple-1.0.0", model)
+    (runtime_dir,) = [p for p in (built / "dist").glob("tfaot-xla-runtime-*") if p.is_dir()]
+    runtime = tmp_path / "runtime"
+    shutil.copytree(runtime_dir, runtime)
+    model_manifest = json.loads((model / "manifest.json").read_text())
+    runtime_manifest = json.loads((runtime / "manifest.json").read_text())
+    for root, files in ((model, {buildsys.cmake_config_path("tfaot-model-test-simple"):
+                                 buildsys.render_cmake_config(model_manifest),
+                                 buildsys.pkgconfig_path("tfaot-model-test-simple"):
+                                 buildsys.render_pkgconfig(model_manifest)}),
+                        (runtime, {buildsys.cmake_config_path("tfaot-xla-runtime"):
+                                   buildsys.render_runtime_cmake_config(runtime_manifest),
+                                   buildsys.pkgconfig_path("tfaot-xla-runtime"):
+                                   buildsys.render_runtime_pkgconfig(runtime_manifest)})):
+        for rel, text in files.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text)
+    src = tmp_path / "consumer.cc"
+    src.write_text(SIMPLE_CONSUMER)
+    reference = model / model_manifest["reference"]["dir"] / "bs1"
+    want = array.array("f", (reference / "output_0.bin").read_bytes())
+
+    def check(exe: Path) -> None:
+        got = subprocess.run([str(exe), str(reference / "input_0.bin")], check=True, capture_output=True,
+                             text=True).stdout.split()
+        assert all(abs(float(g) - w) <= 1e-5 for g, w in zip(got, want, strict=True)), (got, want)
+
+    flags = pkg_config("--define-prefix", "--cflags", "--libs", "tfaot-model-test-simple", path=[model, runtime])
+    subprocess.run(["g++", "-O1", str(src), "-o", str(tmp_path / "pc-consumer"), *flags.split()], check=True)
+    check(tmp_path / "pc-consumer")
+
+    (tmp_path / "CMakeLists.txt").write_text(CMAKE_CONSUMER)
+    build = tmp_path / "cmake-build"
+    subprocess.run(["cmake", "-S", str(tmp_path), "-B", str(build), f"-DCMAKE_PREFIX_PATH={model};{runtime}",
+                    "-DCMAKE_BUILD_TYPE=Release"], check=True, capture_output=True)
+    subprocess.run(["cmake", "--build", str(build)], check=True, capture_output=True)
+    check(build / "consumer")

@@ -1,0 +1,168 @@
+"""Building many registry entries: shards, parallel jobs, failures that do not stop the others.
+
+    select_shard(entries, Shard(2, 8))   the 2nd of 8 shares, by sha256 of the name (stable everywhere)
+    build_many(entries, ...)             builder.build_entry for each, `jobs` at a time
+
+Each build runs its TensorFlow worker and its C++ verification harness as
+subprocesses, so threads are enough to keep several cores busy; the caches
+they share (toolchain, XLA runtime, sources, build cache) take file locks.
+"""
+
+import hashlib
+import re
+import threading
+import traceback
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tfaot_dist import builder
+from tfaot_dist.errors import TfaotError, UsageError
+from tfaot_dist.progress import Reporter
+from tfaot_dist.registry import Defaults, ModelEntry, Registry
+
+_SHARD = re.compile(r"([1-9][0-9]{0,3})/([1-9][0-9]{0,3})")
+
+
+@dataclass(frozen=True)
+class Shard:
+    index: int  # 1-based
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def parse_shard(text: str) -> Shard:
+    m = _SHARD.fullmatch(text or "")
+    if not m or int(m.group(1)) > int(m.group(2)):
+        raise UsageError(f"--shard: expected K/N with 1 <= K <= N (e.g. 2/8), got {text!r}")
+    return Shard(int(m.group(1)), int(m.group(2)))
+
+
+def shard_of(name: str, count: int) -> int:
+    """The 1-based shard of a model name: sha256, not hash(), so every machine agrees."""
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big") % count + 1
+
+
+def select_shard(entries: list[ModelEntry], shard: Shard | None) -> list[ModelEntry]:
+    if shard is None:
+        return entries
+    return [e for e in entries if shard_of(e.name, shard.count) == shard.index]
+
+
+@dataclass(frozen=True)
+class Failure:
+    name: str
+    message: str  # one line
+    exit_code: int
+
+
+@dataclass
+class Summary:
+    total: int = 0  # models selected
+    results: list[builder.BuildResult] = field(default_factory=list)  # in the order of the entries
+    failures: list[Failure] = field(default_factory=list)  # in name order
+    skipped: list[str] = field(default_factory=list)  # not started after a failure (--fail-fast)
+
+
+class BuildFailed(TfaotError):
+    """Some models failed; exits with the code of the first failure (in registry order)."""
+
+    def __init__(self, summary: Summary):
+        failures = summary.failures
+        self.exit_code = failures[0].exit_code
+        if summary.total == 1:  # one model: its own message, as if it had been built alone
+            super().__init__(failures[0].message)
+            return
+        parts = [f"{f.name} ({f.message})" for f in failures]
+        skipped = f", {len(summary.skipped)} not started" if summary.skipped else ""
+        super().__init__(f"{len(failures)} of {summary.total} models failed{skipped}: {'; '.join(parts)}")
+
+
+def load_selected(registry: Registry, names: list[str] | None, shard: Shard | None
+                  ) -> tuple[list[ModelEntry], list[Failure]]:
+    """Entries to build: the named ones (each must load), or every entry of the shard.
+
+    With every entry (names None) a malformed entry is that model's failure, not everyone's.
+    """
+    if names:
+        entries = [registry.load(n) for n in names]
+        return select_shard(entries, shard), []
+    entries, failures = [], []
+    for name in registry.names():
+        if shard is not None and shard_of(name, shard.count) != shard.index:
+            continue
+        try:
+            entries.append(registry.load(name))
+        except TfaotError as exc:
+            failures.append(Failure(name, _one_line(str(exc)), exc.exit_code))
+    return entries, failures
+
+
+def build_many(entries: list[ModelEntry], defaults: Defaults, cache: Path, dist: Path, reporter: Reporter,
+               jobs: int = 1, fail_fast: bool = False, offline: bool = False,
+               failed_before: list[Failure] = ()) -> Summary:
+    """Build every entry, `jobs` at a time; a failure is recorded and the others go on (unless fail_fast).
+
+    failed_before: models that failed before building (entries that did not load).
+    """
+    if jobs < 1:
+        raise UsageError(f"--jobs: expected a positive number, got {jobs}")
+    outcome: dict[str, builder.BuildResult | Failure] = {f.name: f for f in failed_before}
+    for f in failed_before:
+        reporter.start(f.name)
+        reporter.finish(f.name, "failed", f.message)
+    stop = threading.Event()
+    if failed_before and fail_fast:
+        stop.set()
+
+    def one(entry: ModelEntry) -> None:
+        reporter.start(entry.name)
+        try:
+            result = builder.build_entry(entry, defaults, cache, dist,
+                                         lambda message: reporter.log(entry.name, message), offline=offline)
+        except TfaotError as exc:
+            outcome[entry.name] = Failure(entry.name, _one_line(str(exc)), exc.exit_code)
+            reporter.finish(entry.name, "failed", _one_line(str(exc)))
+            if fail_fast:
+                stop.set()
+            return
+        except Exception as exc:  # a bug or an OS error: still only this model's failure
+            for line in traceback.format_exc().splitlines():
+                reporter.log(entry.name, line)
+            message = _one_line(f"{type(exc).__name__}: {exc}")
+            outcome[entry.name] = Failure(entry.name, message, 1)
+            reporter.finish(entry.name, "failed", message)
+            if fail_fast:
+                stop.set()
+            return
+        outcome[entry.name] = result
+        reporter.finish(entry.name, result.status)
+
+    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="build") as pool:
+        pending = list(entries)
+        running: set[Future] = set()
+        while pending or running:
+            while pending and len(running) < jobs and not stop.is_set():
+                running.add(pool.submit(one, pending.pop(0)))
+            if not running:
+                break
+            done, running = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                future.result()  # re-raises only what one() does not catch (KeyboardInterrupt)
+    reporter.close()
+
+    summary = Summary(total=len(entries) + len(failed_before))
+    for name in sorted(outcome.keys() | {e.name for e in entries}):
+        got = outcome.get(name)
+        if isinstance(got, Failure):
+            summary.failures.append(got)
+        elif got is None:
+            summary.skipped.append(name)
+    summary.results = [outcome[e.name] for e in entries if isinstance(outcome.get(e.name), builder.BuildResult)]
+    return summary
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split()) or "failed"

@@ -1,0 +1,423 @@
+"""Channels: directories of released packages, usable as they are over any static HTTP server.
+
+    CHANNEL/
+      index.json                                         every package: name, version, size, sha256, key facts
+      packages/PACKAGE/VERSION/PACKAGE-VERSION.tar.gz    the archive, never changed once listed
+      packages/PACKAGE/VERSION/manifest.json             its manifest, to read without unpacking
+      .publish.lock                                      held while publishing
+
+Publishing is atomic and immutable: archives and manifests are written (each
+by a rename) before the index that lists them, and the index is replaced in
+one rename, so a crash leaves the previous index and everything it lists. A
+name and version that is listed already may only be published again with the
+same bytes (a no-op); other bytes are an IntegrityError. A file lock lets
+concurrent publishers into one channel take turns, and both land.
+
+A channel is read from a path, a file:// URL or an http(s):// URL. Remote
+indexes are kept under CACHE/channels/ after a successful setup, so that
+`setup --offline` can use the last one seen; archives go to the
+content-addressed CACHE/archives/.
+"""
+
+import hashlib
+import json
+import re
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote, unquote, urlsplit
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from tfaot_dist import names
+from tfaot_dist.download import cached_archive, check_sha256, download, get_bytes
+from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable
+from tfaot_dist.fsutil import file_lock, sha256_bytes, sha256_file, write_atomic
+from tfaot_dist.package import MANIFEST
+from tfaot_dist.safe_extract import check_name
+
+INDEX = "index.json"
+FORMAT = "tfaot-dist-channel/1"
+LOCK = ".publish.lock"
+RUNTIME = "tfaot-xla-runtime"
+PACKAGE_NAME = re.compile(rf"tfaot-model-{names.MODEL_NAME.pattern}|{RUNTIME}")
+MAX_MANIFEST = 64 << 20
+
+
+def package_name(value, where: str) -> str:
+    if not isinstance(value, str) or not PACKAGE_NAME.fullmatch(value):
+        raise InvalidInput(f"{where}: invalid package name {value!r} (expected tfaot-model-NAME or {RUNTIME})")
+    return value
+
+
+@dataclass(frozen=True)
+class ChannelPackage:
+    """One line of index.json."""
+
+    name: str  # tfaot-model-NAME or tfaot-xla-runtime
+    version: str
+    kind: str  # "model" or "runtime"
+    archive: str  # path relative to the channel
+    size: int
+    sha256: str
+    manifest: str  # path relative to the channel
+    manifest_sha256: str
+    requires: tuple  # ({"name": ..., "version": ...}, ...)
+    tensorflow_version: str
+    batch_sizes: tuple  # () for the runtime
+    signature: dict | None  # inputs and outputs; None for the runtime
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "version": self.version, "kind": self.kind, "archive": self.archive,
+                "size": self.size, "sha256": self.sha256, "manifest": self.manifest,
+                "manifest_sha256": self.manifest_sha256, "requires": [dict(r) for r in self.requires],
+                "tensorflow_version": self.tensorflow_version, "batch_sizes": list(self.batch_sizes),
+                "signature": self.signature}
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.name, self.version
+
+
+# ---------------------------------------------------------------- package archives
+
+
+@dataclass(frozen=True)
+class VerifiedArchive:
+    path: Path
+    sha256: str
+    size: int
+    manifest: dict
+    manifest_bytes: bytes
+
+    @property
+    def name(self) -> str:
+        return self.manifest["package"]
+
+    @property
+    def version(self) -> str:
+        return self.manifest["version"]
+
+
+def verify_archive(path: Path, label: str | None = None) -> VerifiedArchive:
+    """Read a package archive through once, without extracting it: one top directory
+    PACKAGE-VERSION, only directories and regular files, and every file listed in its
+    manifest.json with that sha256 and size (and none unlisted)."""
+    label = label or str(path)
+    found: dict[str, tuple[str, int]] = {}
+    tops: set[str] = set()
+    manifest_bytes = None
+    try:
+        with tarfile.open(path, "r:gz") as tar:
+            for member in tar:
+                name = check_name(member.name, label)
+                top, _, rel = name.partition("/")
+                tops.add(top)
+                if member.isdir():
+                    continue
+                if not member.isfile() or not rel:
+                    raise IntegrityError(f"{label}: unexpected entry {member.name!r} in a package archive")
+                f = tar.extractfile(member)
+                if rel == MANIFEST:
+                    manifest_bytes = f.read(MAX_MANIFEST + 1)
+                    if len(manifest_bytes) > MAX_MANIFEST:
+                        raise IntegrityError(f"{label}: {MANIFEST} is too large")
+                    continue
+                h = hashlib.sha256()
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+                found[rel] = (h.hexdigest(), member.size)
+    except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
+        raise IntegrityError(f"{label}: not a readable .tar.gz ({exc})") from None
+    if manifest_bytes is None:
+        raise IntegrityError(f"{label}: no {MANIFEST} in the archive")
+    try:
+        manifest = json.loads(manifest_bytes)
+    except ValueError as exc:
+        raise IntegrityError(f"{label}: {MANIFEST}: not JSON ({exc})") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
+        raise IntegrityError(f"{label}: {MANIFEST}: no files listed")
+    try:
+        package = package_name(manifest.get("package"), f"{label}: {MANIFEST}: package")
+        version = names.version(manifest.get("version"), f"{label}: {MANIFEST}: version")
+    except InvalidInput as exc:
+        raise IntegrityError(str(exc)) from None
+    if tops != {f"{package}-{version}"}:
+        raise IntegrityError(f"{label}: expected the single top directory {package}-{version}/, "
+                             f"found {', '.join(sorted(tops))}")
+    listed = manifest["files"]
+    for rel in sorted(found.keys() - listed.keys()):
+        raise IntegrityError(f"{label}: {rel} is not listed in the manifest")
+    for rel in sorted(listed):
+        meta = listed[rel]
+        if rel not in found:
+            raise IntegrityError(f"{label}: {rel} is listed in the manifest but missing")
+        if not isinstance(meta, dict) or found[rel] != (meta.get("sha256"), meta.get("size")):
+            raise IntegrityError(f"{label}: {rel}: sha256 or size differs from the manifest")
+    return VerifiedArchive(path, sha256_file(path), path.stat().st_size, manifest, manifest_bytes)
+
+
+def index_line(archive: VerifiedArchive) -> ChannelPackage:
+    """The index entry of a verified archive, with the manifest's key facts."""
+    m = archive.manifest
+    base = f"packages/{archive.name}/{archive.version}"
+    runtime = m.get("kind") == "runtime"
+    sig = m.get("signature")
+    return ChannelPackage(
+        name=archive.name,
+        version=archive.version,
+        kind="runtime" if runtime else "model",
+        archive=f"{base}/{archive.name}-{archive.version}.tar.gz",
+        size=archive.size,
+        sha256=archive.sha256,
+        manifest=f"{base}/{MANIFEST}",
+        manifest_sha256=sha256_bytes(archive.manifest_bytes),
+        requires=tuple({"name": r["name"], "version": r["version"]} for r in m.get("requires", [])),
+        tensorflow_version=str(m.get("tensorflow_version") if runtime
+                               else m.get("toolchain", {}).get("tensorflow_version", "")),
+        batch_sizes=() if runtime else tuple(m.get("compilation", {}).get("batch_sizes", [])),
+        signature=None if runtime or not sig else {"inputs": sig.get("inputs", []),
+                                                   "outputs": sig.get("outputs", [])},
+    )
+
+
+# ---------------------------------------------------------------- publishing
+
+
+@dataclass(frozen=True)
+class Published:
+    name: str
+    version: str
+    status: str  # "published" or "unchanged"
+    sha256: str
+    archive: str  # relative to the channel
+
+
+def publish(dist: Path, channel: Path, log=print) -> list[Published]:
+    """Publish every package archive in dist (models and runtimes) into the channel directory."""
+    if not dist.is_dir():
+        raise InvalidInput(f"--dist: {dist} is not a directory")
+    archives = sorted(p for p in dist.glob("*.tar.gz") if not p.name.startswith("."))
+    if not archives:
+        raise InvalidInput(f"--dist: no package archives (*.tar.gz) in {dist}")
+    verified = []
+    for path in archives:
+        archive = verify_archive(path)
+        if path.name != f"{archive.name}-{archive.version}.tar.gz":
+            raise IntegrityError(f"{path}: holds {archive.name} {archive.version}; expected the file name "
+                                 f"{archive.name}-{archive.version}.tar.gz")
+        verified.append(archive)
+    if channel.exists() and not channel.is_dir():
+        raise InvalidInput(f"--channel: {channel} is not a directory")
+
+    channel.mkdir(parents=True, exist_ok=True)
+    with file_lock(channel / LOCK):
+        index_path = channel / INDEX
+        current = parse_index(index_path.read_bytes(), str(index_path)) if index_path.exists() else []
+        listed = {p.key: p for p in current}
+        plan, out = [], []
+        # Every refusal happens before the first write.
+        for archive in verified:
+            line = index_line(archive)
+            old = listed.get(line.key)
+            if old is None:
+                plan.append((archive, line))
+                out.append(Published(line.name, line.version, "published", line.sha256, line.archive))
+            elif old.sha256 == line.sha256:
+                out.append(Published(line.name, line.version, "unchanged", line.sha256, old.archive))
+            else:
+                raise IntegrityError(f"{archive.path}: {line.name} {line.version} is already in {channel} with "
+                                     f"sha256 {old.sha256}, this one is {line.sha256}; a published version "
+                                     "never changes (raise the version)")
+        if not plan:
+            return out
+        for archive, line in plan:
+            write_atomic(channel / line.manifest, archive.manifest_bytes)
+            write_atomic(channel / line.archive, archive.path.read_bytes())
+            log(f"published {line.name} {line.version} ({line.sha256[:12]})")
+        for _, line in plan:
+            listed[line.key] = line
+        write_atomic(index_path, render_index(listed.values()))
+    return out
+
+
+def render_index(packages) -> str:
+    rows = sorted(packages, key=lambda p: (p.name, Version(p.version)))
+    return json.dumps({"format": FORMAT, "packages": [p.as_dict() for p in rows]}, indent=1, sort_keys=True) + "\n"
+
+
+# ---------------------------------------------------------------- reading
+
+
+def parse_index(data: bytes, label: str) -> list[ChannelPackage]:
+    """index.json, checked field by field; errors name the field and the value."""
+    try:
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidInput(f"{label}: not valid JSON (truncated?): {exc}") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        got = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
+        raise InvalidInput(f"{label}: format: expected {FORMAT!r}, got {got!r}")
+    rows = doc.get("packages")
+    if not isinstance(rows, list):
+        raise InvalidInput(f"{label}: packages: expected a list")
+    out, seen = [], set()
+    for i, row in enumerate(rows):
+        where = f"{label}: packages[{i}]"
+        if not isinstance(row, dict):
+            raise InvalidInput(f"{where}: expected an object")
+
+        def field(key, kind, where=where, row=row):
+            value = row.get(key)
+            if not isinstance(value, kind) or isinstance(value, bool):
+                raise InvalidInput(f"{where}.{key}: expected {kind.__name__}, got {value!r}")
+            return value
+
+        name = package_name(field("name", str), f"{where}.name")
+        version = names.version(field("version", str), f"{where}.version")
+        kind = field("kind", str)
+        if kind not in ("model", "runtime") or (kind == "runtime") != (name == RUNTIME):
+            raise InvalidInput(f"{where}.kind: {kind!r} does not fit {name}")
+        requires = field("requires", list)
+        for r in requires:
+            if not (isinstance(r, dict) and isinstance(r.get("name"), str) and isinstance(r.get("version"), str)):
+                raise InvalidInput(f"{where}.requires: invalid entry {r!r}")
+        sizes = field("batch_sizes", list)
+        if not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in sizes):
+            raise InvalidInput(f"{where}.batch_sizes: expected positive integers, got {sizes!r}")
+        signature = row.get("signature")
+        if signature is not None and not isinstance(signature, dict):
+            raise InvalidInput(f"{where}.signature: expected an object or null")
+        size = field("size", int)
+        if size < 0:
+            raise InvalidInput(f"{where}.size: negative")
+        line = ChannelPackage(
+            name=name, version=version, kind=kind,
+            archive=_rel(field("archive", str), f"{where}.archive"),
+            size=size,
+            sha256=_sha(field("sha256", str), f"{where}.sha256"),
+            manifest=_rel(field("manifest", str), f"{where}.manifest"),
+            manifest_sha256=_sha(field("manifest_sha256", str), f"{where}.manifest_sha256"),
+            requires=tuple(requires),
+            tensorflow_version=field("tensorflow_version", str),
+            batch_sizes=tuple(sizes),
+            signature=signature,
+        )
+        if line.key in seen:
+            raise InvalidInput(f"{where}: {name} {version} is listed twice")
+        seen.add(line.key)
+        out.append(line)
+    return out
+
+
+def _sha(value: str, where: str) -> str:
+    return check_sha256(value, where)
+
+
+_REL = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]*(/[A-Za-z0-9_][A-Za-z0-9._+-]*)*")
+
+
+def _rel(value: str, where: str) -> str:
+    """A path inside the channel: plain segments (versions may hold "+"), no "..", no leading "/"."""
+    if not _REL.fullmatch(value) or ".." in value.split("/"):
+        raise InvalidInput(f"{where}: invalid path {value!r}")
+    return value
+
+
+class Channel:
+    """A channel opened for reading: its packages, and their archives on demand."""
+
+    def __init__(self, location: str, packages: list[ChannelPackage], root: Path | None, base_url: str | None):
+        self.location = location
+        self.packages = packages
+        self.root = root  # a local channel
+        self.base_url = base_url  # a remote one, ending in "/"
+        self._index_bytes: bytes | None = None
+
+    @classmethod
+    def open(cls, location: str, cache: Path, offline: bool = False) -> "Channel":
+        root, base_url = _locate(location)
+        if root is not None:
+            index = root / INDEX
+            if not index.is_file():
+                raise SourceUnavailable(f"{location}: no {INDEX} (not a channel, or nothing published yet)")
+            packages = parse_index(index.read_bytes(), str(index))
+            for p in packages:
+                for rel in (p.archive, p.manifest):
+                    if not (root / rel).is_file():
+                        raise SourceUnavailable(f"{index}: lists {rel}, which is missing from the channel")
+            return cls(location, packages, root, None)
+        saved = _saved_index(cache, base_url)
+        if offline:
+            if not saved.is_file():
+                raise SourceUnavailable(f"offline: no copy of {base_url}{INDEX} in the cache {cache}")
+            return cls(location, parse_index(saved.read_bytes(), f"{saved} (cached {base_url}{INDEX})"),
+                       None, base_url)
+        data = get_bytes(base_url + INDEX)
+        channel = cls(location, parse_index(data, base_url + INDEX), None, base_url)
+        channel._index_bytes = data
+        return channel
+
+    def remember(self, cache: Path) -> None:
+        """Keep this remote index for `--offline` (called once it served its purpose)."""
+        if self.base_url is not None and self._index_bytes is not None:
+            write_atomic(_saved_index(cache, self.base_url), self._index_bytes)
+
+    def versions(self, name: str) -> list[ChannelPackage]:
+        return sorted((p for p in self.packages if p.name == name), key=lambda p: Version(p.version))
+
+    def newest(self, name: str, specifier: SpecifierSet) -> ChannelPackage | None:
+        """The newest version matching (pre-releases only when the specifier names one)."""
+        candidates = {p.version: p for p in self.versions(name)}
+        matching = list(specifier.filter(candidates))
+        if not matching:
+            return None
+        return candidates[max(matching, key=Version)]
+
+    def exact(self, name: str, version: str) -> ChannelPackage | None:
+        return next((p for p in self.packages if p.key == (name, version)), None)
+
+    def fetch(self, package: ChannelPackage, cache: Path, offline: bool = False) -> tuple[Path, bool]:
+        """The archive of package, its sha256 checked against the index: (path, fresh).
+
+        fresh: a new download in a temporary file in cache, which the caller moves into the
+        cache (download.keep) once everything it needs is there, or deletes.
+        """
+        if self.root is not None:
+            path = self.root / package.archive
+            if not path.is_file():
+                raise SourceUnavailable(f"{self.location}: {package.archive} is missing from the channel")
+            got = sha256_file(path)
+            if got != package.sha256:
+                raise IntegrityError(f"{path}: sha256 is {got}, the channel index says {package.sha256}")
+            return path, False
+        cached = cached_archive(cache, package.sha256)
+        if cached.is_file():
+            return cached, False
+        url = self.base_url + quote(package.archive)
+        if offline:
+            raise SourceUnavailable(f"offline: {package.name} {package.version} {url} (sha256 {package.sha256}) "
+                                    f"is not in the cache {cached.parent}")
+        return download(url, cache, package.sha256).path, True
+
+
+def _saved_index(cache: Path, base_url: str) -> Path:
+    return cache / "channels" / sha256_bytes(base_url.encode())[:24] / INDEX
+
+
+def _locate(location: str) -> tuple[Path | None, str | None]:
+    """(local directory, None) or (None, base URL ending in /)."""
+    if location.startswith(("http://", "https://")):
+        from tfaot_dist.download import check_url
+
+        check_url(location, "--channel")
+        return None, location if location.endswith("/") else location + "/"
+    if location.startswith("file://"):
+        parts = urlsplit(location)
+        if parts.netloc not in ("", "localhost"):
+            raise InvalidInput(f"--channel: file URL with a host is not supported: {location!r}")
+        return Path(unquote(parts.path)), None
+    if "://" in location:
+        raise InvalidInput(f"--channel: unsupported channel {location!r} (a directory, file://, http:// or https://)")
+    return Path(location).absolute(), None

@@ -1,0 +1,363 @@
+"""Installing packages from a channel into a user area ($CMSSW_BASE or any directory).
+
+    AREA/tfaot/
+      installed.json                        what is installed; replaced in one rename
+      PACKAGE/VERSION/                      the package tree, every file checked against its manifest,
+                                            plus lib/cmake/PACKAGE/ and lib/pkgconfig/PACKAGE.pc
+      scram.d/TOOL.xml                      tool files, @TOOL_ROOT@ replaced by PACKAGE/VERSION's path
+      lib/cmake/PACKAGE/PACKAGEConfig.cmake forwarders: CMAKE_PREFIX_PATH=AREA/tfaot finds every package
+      lib/pkgconfig/PACKAGE.pc              PKG_CONFIG_PATH=AREA/tfaot/lib/pkgconfig
+      env.sh                                the environment for builds without scram
+      .lock                                 held while the area changes
+
+Everything is fetched and verified before the area is touched, so a refused
+download or archive leaves the area as it was. An upgrade puts the new
+version's directory in place, then switches the tool files, forwarders and
+installed.json (each by a rename), and only then removes the old directory.
+A model needs the exact runtime version it was verified with; one area holds
+one runtime, so models needing different runtimes are refused together.
+"""
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
+
+from tfaot_dist import buildsys, names
+from tfaot_dist import package as pkg
+from tfaot_dist.channel import RUNTIME, Channel, ChannelPackage, VerifiedArchive, verify_archive
+from tfaot_dist.download import keep
+from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable, TfaotError
+from tfaot_dist.fsutil import file_lock, replace_dir, sha256_bytes, temp_sibling, write_atomic
+from tfaot_dist.safe_extract import extract
+
+FORMAT = "tfaot-dist-area/1"
+INSTALLED = "installed.json"
+TOOL_ROOT = "@TOOL_ROOT@"
+# Paths that go into tool files (XML attributes) and env.sh lines as they are.
+SAFE_PATH = re.compile(r"/[A-Za-z0-9._/+,=@~%-]*")
+
+
+class ScramFailed(TfaotError):
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class Installed:
+    name: str
+    version: str
+    status: str  # "installed", "upgraded", "replaced" or "already installed"
+    path: Path
+    previous: str | None = None  # the version it replaced
+
+
+@dataclass
+class Report:
+    results: list[Installed] = field(default_factory=list)
+    environment: dict[str, str] = field(default_factory=dict)  # what to export without scram
+    scram: list[str] = field(default_factory=list)  # tool files given to `scram setup`
+
+
+def area_root(area: Path) -> Path:
+    root = area.absolute() / "tfaot"
+    if not SAFE_PATH.fullmatch(str(root)):
+        bad = sorted({c for c in str(root) if not re.fullmatch(r"[A-Za-z0-9._/+,=@~%-]", c)})
+        raise InvalidInput(f"--area: {area.absolute()}: characters {''.join(bad)!r} cannot go into tool files "
+                           "and environment lines; use another directory")
+    return root
+
+
+def parse_requirement(text: str) -> tuple[str, SpecifierSet]:
+    """'test-simple>=1.0,<2' -> ('tfaot-model-test-simple', >=1.0,<2); a package name works too."""
+    try:
+        req = Requirement(text)
+    except InvalidRequirement as exc:
+        raise InvalidInput(f"{text!r}: invalid requirement ({exc})") from None
+    if req.extras or req.url or req.marker:
+        raise InvalidInput(f"{text!r}: only NAME and version specifiers are allowed (e.g. 'test-simple>=1.0,<2')")
+    name = req.name.lower()
+    if name == RUNTIME or name.startswith("tfaot-model-"):
+        package = name
+    else:
+        package = f"tfaot-model-{names.model_name(name, repr(text))}"
+    return package, req.specifier
+
+
+# ---------------------------------------------------------------- installed.json
+
+
+def read_installed(root: Path) -> dict[str, dict]:
+    path = root / INSTALLED
+    if not path.exists():
+        return {}
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise InvalidInput(f"{path}: unreadable ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("packages"), dict):
+        raise InvalidInput(f"{path}: not a tfaot-dist area file (format {FORMAT!r})")
+    for name, row in doc["packages"].items():
+        if not (isinstance(row, dict) and isinstance(row.get("version"), str) and isinstance(row.get("sha256"), str)
+                and isinstance(row.get("path"), str) and isinstance(row.get("tool_files"), list)):
+            raise InvalidInput(f"{path}: packages.{name}: malformed entry")
+        # These paths reach env.sh and file operations: PACKAGE/VERSION and scram.d/FILE.xml only.
+        if row["path"] != f"{name}/{row['version']}" or not SAFE_PATH.fullmatch("/" + row["path"]):
+            raise InvalidInput(f"{path}: packages.{name}.path: unexpected {row['path']!r}")
+        for tool in row["tool_files"]:
+            if not (isinstance(tool, str) and re.fullmatch(r"scram\.d/[A-Za-z0-9_.+-]+\.xml", tool)):
+                raise InvalidInput(f"{path}: packages.{name}.tool_files: unexpected {tool!r}")
+    return doc["packages"]
+
+
+def list_installed(area: Path) -> list[dict]:
+    root = area_root(area)
+    return [{"name": name, **row, "path": str(root / row["path"])}
+            for name, row in sorted(read_installed(root).items())]
+
+
+def _write_installed(root: Path, state: dict[str, dict]) -> None:
+    write_atomic(root / INSTALLED, json.dumps({"format": FORMAT, "packages": dict(sorted(state.items()))},
+                                              indent=1, sort_keys=True) + "\n")
+
+
+# ---------------------------------------------------------------- setup
+
+
+def setup(requirements: list[str], channel: Channel, area: Path, cache: Path, offline: bool = False,
+          log=print, scram: str | None = None) -> Report:
+    """Install each requirement (newest matching version) with the runtime it needs.
+
+    scram: the scram executable to register tool files with (None: not available).
+    """
+    root = area_root(area)
+    report = Report()
+    for text in requirements:
+        report.results += _setup_one(text, channel, root, cache, offline, log, report, scram)
+    if not offline:
+        channel.remember(cache)
+    report.environment = environment(root, read_installed(root))
+    return report
+
+
+def _setup_one(text: str, channel: Channel, root: Path, cache: Path, offline: bool, log, report: Report,
+               scram: str | None) -> list[Installed]:
+    package, specifier = parse_requirement(text)
+    chosen = channel.newest(package, specifier)
+    if chosen is None:
+        have = ", ".join(p.version for p in channel.versions(package)) or "none"
+        raise InvalidInput(f"{text!r}: no version of {package} matches in {channel.location} (available: {have})")
+    wanted = [*_runtimes_for(chosen, channel), chosen]
+    state = read_installed(root)
+    _check_runtimes(state, wanted)
+
+    todo, out = [], []
+    for p in wanted:
+        row = state.get(p.name)
+        if row and row["version"] == p.version:
+            if row["sha256"] != p.sha256:
+                raise IntegrityError(f"{root / row['path']}: {p.name} {p.version} is installed with sha256 "
+                                     f"{row['sha256']}, {channel.location} has {p.sha256}")
+            out.append(Installed(p.name, p.version, "already installed", root / row["path"]))
+        else:
+            todo.append(p)
+    if not todo:
+        return out
+
+    # Fetch and verify everything before the area (or the cache) changes.
+    verified, fresh = {}, []
+    try:
+        for p in todo:
+            path, is_new = channel.fetch(p, cache, offline)
+            if is_new:
+                fresh.append(path)
+            verified[p.key] = _verified(channel, p, path)
+        for p in todo:
+            if verified[p.key].path in fresh:
+                verified[p.key] = dataclasses.replace(verified[p.key], path=keep(verified[p.key].path, cache, p.sha256))
+    finally:
+        for path in fresh:
+            path.unlink(missing_ok=True)
+
+    root.mkdir(parents=True, exist_ok=True)
+    with file_lock(root / ".lock"):
+        state = read_installed(root)
+        _check_runtimes(state, wanted)
+        old_dirs = []
+        for p in todo:
+            archive = verified[p.key]
+            rel = f"{p.name}/{p.version}"
+            _install_tree(archive, root / rel)
+            previous = state.get(p.name)
+            tool_files = _place_area_files(root, archive.manifest, rel, previous)
+            state[p.name] = {"version": p.version, "kind": p.kind, "sha256": p.sha256, "path": rel,
+                             "requires": [dict(r) for r in p.requires], "tool_files": tool_files,
+                             "channel": channel.location}
+            if previous and previous["path"] != rel:
+                old_dirs.append(root / previous["path"])
+            status = "installed" if not previous else (
+                "upgraded" if _newer(p.version, previous["version"]) else "replaced")
+            out.append(Installed(p.name, p.version, status, root / rel, previous["version"] if previous else None))
+            log(f"{p.name} {p.version}: {status}" + (f" (was {previous['version']})" if previous else ""))
+        _write_installed(root, state)
+        write_atomic(root / "env.sh", env_script(environment(root, state)))
+        for old in old_dirs:
+            shutil.rmtree(old, ignore_errors=True)
+            _remove_empty_parent(old.parent, root)
+        if scram:
+            for p in todo:
+                for tool in state[p.name]["tool_files"]:
+                    _scram_setup(scram, root.parent, root / tool)
+                    report.scram.append(str(root / tool))
+    return out
+
+
+def _runtimes_for(model: ChannelPackage, channel: Channel) -> list[ChannelPackage]:
+    out = []
+    for req in model.requires:
+        found = channel.exact(req["name"], req["version"])
+        if found is None:
+            raise SourceUnavailable(f"{channel.location}: {model.name} {model.version} requires {req['name']} "
+                                    f"{req['version']}, which the channel does not have")
+        out.append(found)
+    return out
+
+
+def _check_runtimes(state: dict[str, dict], wanted: list[ChannelPackage]) -> None:
+    """One runtime per area: every model, installed or coming, must need the same one."""
+    needs: dict[str, list[str]] = {}
+    incoming = {p.name: p for p in wanted}
+    for name, row in state.items():
+        if name not in incoming:
+            for r in row.get("requires", []):
+                needs.setdefault(r["version"], []).append(f"{name} {row['version']}")
+    for p in wanted:
+        for r in p.requires:
+            needs.setdefault(r["version"], []).append(f"{p.name} {p.version}")
+    runtime = incoming.get(RUNTIME)
+    if runtime is not None:
+        needs.setdefault(runtime.version, [])
+    if len(needs) > 1:
+        parts = [f"{RUNTIME} {v} ({', '.join(who) or 'asked for'})" for v, who in sorted(needs.items())]
+        raise InvalidInput(f"one area holds one runtime, these would need several: {'; '.join(parts)}")
+
+
+def _verified(channel: Channel, p: ChannelPackage, path: Path) -> VerifiedArchive:
+    archive = verify_archive(path, f"{p.name} {p.version} from {channel.location}")
+    if (archive.name, archive.version) != p.key:
+        raise IntegrityError(f"{channel.location}: {p.archive} holds {archive.name} {archive.version}")
+    if sha256_bytes(archive.manifest_bytes) != p.manifest_sha256:
+        raise IntegrityError(f"{channel.location}: {p.archive}: its manifest differs from {p.manifest}")
+    return archive
+
+
+def _install_tree(archive: VerifiedArchive, final: Path) -> None:
+    """Extract, check every file against the manifest, add the build-system files, rename into place."""
+    staged = temp_sibling(final)
+    try:
+        extract(archive.path, staged / "x", f"{archive.name} {archive.version}")
+        tree = staged / "x" / f"{archive.name}-{archive.version}"
+        pkg.check_files(tree, archive.manifest)
+        for rel, text in buildsys_files(archive.manifest).items():
+            write_atomic(tree / rel, text)
+        replace_dir(tree, final)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+
+
+def buildsys_files(manifest: dict) -> dict[str, str]:
+    """CMake config and pkg-config file of a package (buildsys.py), unless the package ships them."""
+    name = manifest["package"]
+    if manifest.get("kind") == "runtime":
+        files = {buildsys.cmake_config_path(name): buildsys.render_runtime_cmake_config(manifest),
+                 buildsys.pkgconfig_path(name): buildsys.render_runtime_pkgconfig(manifest)}
+    else:
+        files = {buildsys.cmake_config_path(name): buildsys.render_cmake_config(manifest),
+                 buildsys.pkgconfig_path(name): buildsys.render_pkgconfig(manifest)}
+    return {rel: text for rel, text in files.items() if rel not in manifest.get("files", {})}
+
+
+def _place_area_files(root: Path, manifest: dict, rel: str, previous: dict | None) -> list[str]:
+    """Relocated tool files, the CMake forwarder and the area's .pc; returns the tool files (relative)."""
+    name, version = manifest["package"], manifest["version"]
+    tree = root / rel
+    tools = []
+    for xml in sorted((tree / "etc" / "scram.d").glob("*.xml")):
+        write_atomic(root / "scram.d" / xml.name, xml.read_text().replace(TOOL_ROOT, str(tree)))
+        tools.append(f"scram.d/{xml.name}")
+    for old in (previous or {}).get("tool_files", []):
+        if old not in tools:
+            (root / old).unlink(missing_ok=True)
+
+    cmake = root / buildsys.cmake_config_path(name)
+    write_atomic(cmake, f"# {name} {version}, installed by tfaot-dist setup: the package's own config, "
+                        f"relative to this file.\ninclude(\"${{CMAKE_CURRENT_LIST_DIR}}/../../../{rel}/"
+                        f"{buildsys.cmake_config_path(name)}\")\n")
+    write_atomic(cmake.with_name(f"{name}ConfigVersion.cmake"), _cmake_version(version))
+    pc = (tree / buildsys.pkgconfig_path(name)).read_text()
+    here = "prefix=${pcfiledir}/../.."
+    if here in pc.splitlines():
+        # Same file, its prefix pointing from AREA/tfaot/lib/pkgconfig to the package directory.
+        write_atomic(root / buildsys.pkgconfig_path(name),
+                     "\n".join(f"{here}/{rel}" if line == here else line for line in pc.splitlines()) + "\n")
+    return tools
+
+
+def _cmake_version(version: str) -> str:
+    # find_package(NAME X.Y) accepts this version when it is X.Y or newer.
+    return (f'set(PACKAGE_VERSION "{version}")\n'
+            "if(PACKAGE_FIND_VERSION AND PACKAGE_VERSION VERSION_LESS PACKAGE_FIND_VERSION)\n"
+            "  set(PACKAGE_VERSION_COMPATIBLE FALSE)\n"
+            "else()\n"
+            "  set(PACKAGE_VERSION_COMPATIBLE TRUE)\n"
+            "  if(PACKAGE_FIND_VERSION STREQUAL PACKAGE_VERSION)\n"
+            "    set(PACKAGE_VERSION_EXACT TRUE)\n"
+            "  endif()\n"
+            "endif()\n")
+
+
+def _newer(a: str, b: str) -> bool:
+    from packaging.version import Version
+
+    return Version(a) > Version(b)
+
+
+def _remove_empty_parent(path: Path, root: Path) -> None:
+    if path != root and path.is_dir() and not any(path.iterdir()):
+        path.rmdir()
+
+
+def _scram_setup(scram: str, area: Path, tool: Path) -> None:
+    proc = subprocess.run([scram, "setup", str(tool)], cwd=area, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
+        raise ScramFailed(f"scram setup {tool} failed: {tail[0]}")
+
+
+# ---------------------------------------------------------------- environment
+
+
+def environment(root: Path, state: dict[str, dict]) -> dict[str, str]:
+    """What a build outside scram needs: one prefix for CMake and pkg-config, include and lib dirs."""
+    if not state:
+        return {}
+    trees = [root / row["path"] for _, row in sorted(state.items(), key=lambda kv: kv[1].get("kind") == "runtime")]
+    return {
+        "CMAKE_PREFIX_PATH": str(root),
+        "PKG_CONFIG_PATH": str(root / "lib" / "pkgconfig"),
+        "CPATH": os.pathsep.join(str(t / "include") for t in trees),
+        "LIBRARY_PATH": os.pathsep.join(str(t / "lib") for t in trees),
+    }
+
+
+def env_script(env: dict[str, str]) -> str:
+    lines = ["# The tfaot packages of this area, for builds without scram (written by tfaot-dist setup).",
+             "# Use: source THIS_FILE"]
+    lines += [f'export {k}="{v}${{{k}:+:${k}}}"' for k, v in env.items()]
+    return "\n".join(lines) + "\n"

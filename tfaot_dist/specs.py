@@ -1,0 +1,405 @@
+"""Specs rendered from the registry: cmsBuild specs for CMSDIST, or standard rpm specs.
+
+    tfaot-dist specs --out specs/                                 cmsBuild flavour (default)
+    tfaot-dist specs --flavor rpm --out rpm-specs/ --sources dist/
+    tfaot-dist specs --out specs/ --check                         exit 1 and list stale files
+
+cmsBuild flavour (CMSDIST conventions):
+    tfaot-model-NAME.spec       one per entry: `### RPM external`, the git Source
+                                at the pinned commit, aot_config, `## INCLUDE tfaot-compile`
+    tfaot-compile.file          shared: build with `tfaot-dist compile`, install every file
+    tfaot-models.file           one `Requires:` per model
+    tensorflow-xla-runtime.spec the XLA AOT runtime
+
+rpm flavour: tfaot-model-NAME.spec and tfaot-xla-runtime.spec, standard specs
+whose Source0 is the verified package archive of `tfaot-dist build`; with
+--sources DIST the archives are checked against their manifests and the
+registry and copied into OUT/SOURCES/, ready for
+`rpmbuild -bb --define "_sourcedir OUT/SOURCES" OUT/NAME.spec`.
+
+Version is the entry's version, Release comes from the registry's git
+history (release.py). Rendering is a pure function of the registry, its
+history and the templates: the same inputs give the same bytes. Everything
+is validated and rendered in memory before the first file is written, and
+each file is written atomically, so an error leaves the output as it was.
+"""
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import Version
+
+from tfaot_dist import __version__, builder, names, release
+from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable, UsageError
+from tfaot_dist.fsutil import sha256_file, write_atomic
+from tfaot_dist.registry import DEFAULT_REQUIREMENTS, REQUIREMENT_CHARS, Defaults, ModelEntry, Registry
+from tfaot_dist.render import templates_dir
+from tfaot_dist.textsafe import one_line, render, spec_text
+
+FLAVORS = ("cmsbuild", "rpm")
+CMS_RUNTIME = "tensorflow-xla-runtime"  # the CMSDIST package and scram tool of the runtime
+RPM_RUNTIME = "tfaot-xla-runtime"  # runtime_package.NAME
+TOOL_PACKAGE = "py3-tfaot-dist"  # how CMSDIST would name this tool
+TENSORFLOW_DISTS = ("tensorflow", "tensorflow-cpu", "tensorflow-intel")
+SOURCES = "SOURCES"
+
+# Anything placed in a spec, a shell line or a heredoc: no "%", "$", quotes, backticks, spaces or line breaks.
+SPEC_VALUE = re.compile(r"[A-Za-z0-9._~:/@+,=-]{1,500}")
+_URL_CHARS = r"[A-Za-z0-9._~:/@+-]"
+SCHEME_URL = re.compile(rf"(?:https?|ssh|git|file)://{_URL_CHARS}+")
+ABSOLUTE_PATH = re.compile(rf"/{_URL_CHARS}*")
+SCP_URL = re.compile(r"([A-Za-z0-9._-]+@[A-Za-z0-9.-]+):(" + _URL_CHARS + r"+)")
+EMAIL = re.compile(r"[A-Za-z0-9._+-]+@[A-Za-z0-9.-]+")
+_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+@dataclass
+class SpecsResult:
+    flavor: str
+    out: Path
+    check: bool
+    written: list[str] = field(default_factory=list)  # relative to out
+    unchanged: list[str] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)  # --check: files that differ from a fresh rendering
+    sources: list[str] = field(default_factory=list)  # archives placed in (or checked against) SOURCES/
+    missing_sources: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {"flavor": self.flavor, "out": str(self.out), "check": self.check, "written": self.written,
+                "unchanged": self.unchanged, "stale": self.stale, "sources": self.sources,
+                "missing_sources": self.missing_sources}
+
+
+def generate(registry: Registry, flavor: str, out: Path, check: bool = False, sources: Path | None = None,
+             log=print) -> SpecsResult:
+    """Render every spec of the registry into out (or, with check, compare out with a fresh rendering)."""
+    if flavor not in FLAVORS:
+        raise UsageError(f"--flavor: expected one of {', '.join(FLAVORS)}, got {flavor!r}")
+    if sources is not None and flavor != "rpm":
+        raise UsageError("--sources: only the rpm flavour builds from package archives")
+    files = render_all(registry, flavor)
+    archives = _collect_sources(registry, sources, log) if sources is not None else {}
+    result = SpecsResult(flavor, out, check)
+    result.missing_sources = sorted(name for name, archive in archives.items() if archive is None)
+
+    wanted = {rel: text.encode() for rel, text in files.items()}
+    for rel in sorted(wanted):
+        target = out / rel
+        same = target.is_file() and target.read_bytes() == wanted[rel]
+        if same:
+            result.unchanged.append(rel)
+        elif check:
+            result.stale.append(rel)
+        else:
+            write_atomic(target, wanted[rel])
+            result.written.append(rel)
+    for name, archive in sorted(archives.items()):
+        if archive is None:
+            continue
+        rel = f"{SOURCES}/{name}"
+        result.sources.append(rel)
+        target = out / rel
+        if target.is_file() and sha256_file(target) == sha256_file(archive):
+            result.unchanged.append(rel)
+        elif check:
+            result.stale.append(rel)
+        else:
+            _copy_atomic(archive, target)
+            result.written.append(rel)
+    return result
+
+
+def render_all(registry: Registry, flavor: str) -> dict[str, str]:
+    """Every file of the flavour, relative path -> text. Raises InvalidInput before anything is written."""
+    if not (registry.root / "registry.yaml").is_file() and not registry.models_dir.is_dir():
+        raise InvalidInput(f"{registry.root}: not a registry (no registry.yaml and no models/)")
+    defaults = registry.defaults()
+    tf_version = tensorflow_version(defaults, registry.root / "registry.yaml")
+    for path in sorted(registry.models_dir.glob("*.yaml")):
+        # Registry.load names only the bad name; say which file holds it (quoted if unprintable).
+        shown = path if path.name.isprintable() else f"{path.parent}/{path.name!r}"
+        names.model_name(path.stem, f"{shown}: name")
+    entries = registry.load_all()
+    models = [_model_context(registry, e, defaults, tf_version, flavor) for e in entries]
+    runtime = _runtime_context(registry, defaults, tf_version)
+    common = {"tfaot_dist_version": __version__}
+    files = {}
+    if flavor == "cmsbuild":
+        for m in models:
+            files[f"{m['package']}.spec"] = render("cmsbuild_model.spec.j2", **common, m=m)
+        files["tfaot-compile.file"] = render("tfaot-compile.file.j2", **common, r=runtime,
+                                             tool_package=TOOL_PACKAGE, runtime_package=CMS_RUNTIME)
+        files["tfaot-models.file"] = render("tfaot-models.file.j2", **common, models=models)
+        files[f"{CMS_RUNTIME}.spec"] = render("cmsbuild_runtime.spec.j2", **common, r=runtime,
+                                              tool_package=TOOL_PACKAGE, runtime_package=CMS_RUNTIME)
+    else:
+        for m in models:
+            files[f"{m['package']}.spec"] = render("rpm_model.spec.j2", **common, m=m,
+                                                   runtime_package=RPM_RUNTIME)
+        files[f"{RPM_RUNTIME}.spec"] = render("rpm_runtime.spec.j2", **common, r=runtime,
+                                              runtime_package=RPM_RUNTIME)
+    return files
+
+
+# --- values ---------------------------------------------------------------------------------------
+
+def spec_value(value, where: str) -> str:
+    """An identifier for a spec line: rejected unless every character is harmless there."""
+    if not isinstance(value, str) or not SPEC_VALUE.fullmatch(value):
+        raise InvalidInput(f"{where}: {value!r} cannot be placed in a spec "
+                           f"(allowed: letters, digits and ._~:/@+,=-)")
+    return value
+
+
+def spec_url(url: str, where: str) -> str:
+    """The git URL as a URL (scp-like and plain paths rewritten), checked for spec-safe characters."""
+    if SCHEME_URL.fullmatch(url):
+        return url
+    if ABSOLUTE_PATH.fullmatch(url):
+        return f"file://{url}"
+    if m := SCP_URL.fullmatch(url):
+        return f"ssh://{m.group(1)}/{m.group(2).lstrip('/')}"
+    raise InvalidInput(f"{where}: git URL {url!r} cannot be placed in a spec "
+                       f"(use scheme://host/path with letters, digits and ._~:/@+- only)")
+
+
+def rpm_version(version: str, where: str) -> str:
+    """A PEP 440 version as an rpm Version that sorts the same way (pre and dev releases with "~")."""
+    v = Version(names.version(version, where))
+    if v.epoch:
+        raise InvalidInput(f"{where}: version {version!r} has an epoch, which specs cannot carry")
+    out = ".".join(str(p) for p in v.release)
+    if v.pre:
+        out += f"~{v.pre[0]}{v.pre[1]}"
+    if v.post is not None:
+        out += f".post{v.post}"
+    if v.dev is not None:
+        out += f"~dev{v.dev}"
+    if v.local:
+        out += f"+{v.local}"
+    return spec_value(out, where)
+
+
+def tensorflow_version(defaults: Defaults, where: Path) -> str:
+    """The TensorFlow version the registry pins (e.g. tensorflow-cpu==2.21.0): the runtime's version."""
+    found = []
+    for text in defaults.requirements:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if req.name.lower() in TENSORFLOW_DISTS:
+            pins = [s.version for s in req.specifier if s.operator in ("==", "===") and "*" not in s.version]
+            found.extend(pins)
+            if not pins:
+                raise InvalidInput(f"{where}: toolchain.requirements: {text!r}: specs need TensorFlow "
+                                   f"pinned to one version with ==")
+    if len(found) != 1:
+        raise InvalidInput(f"{where}: toolchain.requirements: specs need exactly one pinned TensorFlow "
+                           f"requirement (one of {', '.join(TENSORFLOW_DISTS)}), found {len(found)}")
+    return rpm_version(str(Version(found[0])), f"{where}: toolchain.requirements")
+
+
+def _entry_version(text: str | None) -> str | None:
+    try:
+        data = yaml.safe_load(text) if text is not None else None
+    except yaml.YAMLError:
+        return None
+    version = data.get("version") if isinstance(data, dict) else None
+    return version if isinstance(version, str) else None
+
+
+def _registry_tf_version(text: str | None) -> str | None:
+    try:
+        data = yaml.safe_load(text) if text is not None else {}
+        reqs = data.get("toolchain", {}).get("requirements", list(DEFAULT_REQUIREMENTS))
+        return tensorflow_version(Defaults(requirements=tuple(reqs)), Path("registry.yaml"))
+    except (yaml.YAMLError, AttributeError, TypeError, InvalidInput):  # unreadable: ends the walk
+        return None
+
+
+def _templates() -> list[Path]:
+    return [templates_dir()]
+
+
+def _changelog(rel: release.Release, version: str) -> list[dict]:
+    out = []
+    for change in rel.changes:
+        t = time.gmtime(change.time)
+        email = change.email if EMAIL.fullmatch(change.email) else "unknown@invalid"
+        author = spec_text(change.author.replace("<", "").replace(">", ""), 80) or "unknown"
+        out.append({
+            "date": f"{_DAYS[t.tm_wday]} {_MONTHS[t.tm_mon - 1]} {t.tm_mday:02d} {t.tm_year}",
+            "author": author,
+            "email": email,
+            "evr": f"{version}-{change.release}",
+            "text": spec_text(change.subject) or "(no subject)",
+            "commit": change.commit[:12],
+        })
+    return out
+
+
+def _model_context(registry: Registry, entry: ModelEntry, defaults: Defaults, tf_version: str,
+                   flavor: str) -> dict:
+    path = entry.path or registry.entry_path(entry.name)
+    where = str(path)
+    version = spec_value(entry.version, f"{where}: version")
+    rpmv = rpm_version(entry.version, f"{where}: version")
+    source = _source_context(entry.source, where)
+    batch_sizes = ""
+    for key, value in entry.overrides.items():
+        if key == "batch_sizes":
+            batch_sizes = ",".join(str(int(bs)) for bs in value)
+        elif flavor == "cmsbuild":
+            # `tfaot-dist compile` takes the batch sizes only; a silently dropped override would change the bytes.
+            raise InvalidInput(f"{where}: overrides.{key}: the cmsBuild flavour can only pass batch_sizes "
+                               f"to `tfaot-dist compile`")
+    rel = release.derive(path, [registry.root / "registry.yaml", *_templates()], entry.version, _entry_version)
+    arch = defaults.target_triple.split("-", 1)[0]
+    return {
+        "name": spec_value(entry.name, f"{where}: name"),
+        "package": spec_value(entry.package, f"{where}: name"),
+        "version": version,
+        "rpm_version": rpmv,
+        "release": rel.number,
+        "changelog": _changelog(rel, rpmv),
+        **source,
+        "aot_config": spec_value(entry.aot_config, f"{where}: aot_config"),
+        "batch_sizes": batch_sizes,
+        "entry_file": spec_value(f"models/{path.name}", f"{where}: name"),
+        "arch": spec_value(arch, f"{registry.root / 'registry.yaml'}: target_triple"),
+        "tf_version": tf_version,
+    }
+
+
+def _source_context(source, where: str) -> dict:
+    """git: URL, ref and commit; archive (http, pinned by sha256): URL and digest."""
+    if hasattr(source, "commit"):
+        return {"kind": "git", "url": spec_url(source.url, f"{where}: source.git"),
+                "ref": spec_value(source.ref, f"{where}: source.ref"),
+                "commit": spec_value(source.commit, f"{where}: source.commit")}
+    url = source.url
+    if not url.startswith(("https://", "http://")) or not SCHEME_URL.fullmatch(url):
+        raise InvalidInput(f"{where}: source.archive: URL {url!r} cannot be placed in a spec "
+                           f"(use http(s)://host/path with letters, digits and ._~:/@+- only)")
+    return {"kind": "archive", "url": url, "sha256": spec_value(source.sha256, f"{where}: source.sha256")}
+
+
+def _runtime_context(registry: Registry, defaults: Defaults, tf_version: str) -> dict:
+    where = registry.root / "registry.yaml"
+    for req in defaults.requirements:
+        if not REQUIREMENT_CHARS.fullmatch(req) or any(c in req for c in "%$`'\"\\"):
+            raise InvalidInput(f"{where}: toolchain.requirements: {req!r} cannot be placed in a spec")
+    rel = release.derive(where, _templates(), tf_version, _registry_tf_version)
+    # The registry defaults the cmsBuild build writes for `tfaot-dist compile` (JSON is YAML).
+    registry_yaml = json.dumps({"toolchain": {"requirements": list(defaults.requirements)},
+                                "target_triple": defaults.target_triple, "target_cpu": defaults.target_cpu},
+                               sort_keys=True)
+    arch = defaults.target_triple.split("-", 1)[0]
+    return {
+        "tf_version": tf_version,
+        "release": rel.number,
+        "changelog": _changelog(rel, tf_version),
+        "registry_yaml": registry_yaml,
+        "arch": spec_value(arch, f"{where}: target_triple"),
+    }
+
+
+# --- sources (rpm flavour) -----------------------------------------------------------------------
+
+def _collect_sources(registry: Registry, dist: Path, log) -> dict[str, Path | None]:
+    """SOURCES name -> verified archive in dist (None: the runtime archive is not there)."""
+    defaults = registry.defaults()
+    tf_version = tensorflow_version(defaults, registry.root / "registry.yaml")
+    out: dict[str, Path | None] = {}
+    runtime_versions = set()
+    for entry in registry.load_all():
+        name = f"{entry.package}-{entry.version}.tar.gz"
+        archive = dist / name
+        if not archive.is_file():
+            raise SourceUnavailable(f"{archive}: package archive not found; run "
+                                    f"`tfaot-dist build --all --dist {dist}` first")
+        manifest = verify_archive(archive, f"{entry.package}-{entry.version}")
+        key = builder.build_key(entry, defaults)
+        if manifest.get("build_key") != key:
+            raise InvalidInput(f"{archive}: built from another state of {entry.path} (build key differs); "
+                               f"run `tfaot-dist build --all --dist {dist}` first")
+        out[name] = archive
+        runtime_versions |= {r.get("version") for r in manifest.get("requires", []) if r.get("name") == RPM_RUNTIME}
+
+    runtime_name = f"{RPM_RUNTIME}-{tf_version}.tar.gz"
+    if len(runtime_versions) > 1:
+        raise InvalidInput(f"{dist}: the packages were verified with different runtimes "
+                           f"({', '.join(sorted(runtime_versions))}); rebuild them on one machine")
+    candidates = ([dist / f"{RPM_RUNTIME}-{v}.tar.gz" for v in runtime_versions] if runtime_versions
+                  else sorted(dist.glob(f"{RPM_RUNTIME}-{tf_version}.tar.gz"))
+                  + sorted(dist.glob(f"{RPM_RUNTIME}-{tf_version}+*.tar.gz")))
+    candidates = [c for c in candidates if c.is_file()]
+    if len(candidates) == 1:
+        archive = candidates[0]
+        version = archive.name.removeprefix(f"{RPM_RUNTIME}-").removesuffix(".tar.gz")
+        if version != tf_version and not version.startswith(f"{tf_version}+"):
+            raise InvalidInput(f"{archive}: runtime for TensorFlow {version}, but the registry pins {tf_version}")
+        verify_archive(archive, archive.name.removesuffix(".tar.gz"))
+        out[runtime_name] = archive
+    else:
+        log(f"no single {RPM_RUNTIME} {tf_version} archive in {dist}: {runtime_name} not placed")
+        out[runtime_name] = None
+    return out
+
+
+def verify_archive(archive: Path, top: str) -> dict:
+    """Read a package archive without extracting it: every file under top/, each with its manifest digest.
+
+    Returns the manifest. Raises IntegrityError on links, stray paths, or any digest difference.
+    """
+    digests, manifest = {}, None
+    try:
+        with tarfile.open(archive, "r:gz") as tar:
+            for member in tar:
+                name = member.name.rstrip("/")
+                if name != top and not name.startswith(f"{top}/") or ".." in name.split("/"):
+                    raise IntegrityError(f"{archive}: member {member.name!r} is outside {top}/")
+                if member.isdir():
+                    continue
+                if not member.isfile():
+                    raise IntegrityError(f"{archive}: member {member.name!r} is not a regular file")
+                data = tar.extractfile(member).read()
+                rel = name.removeprefix(f"{top}/")
+                if rel == "manifest.json":
+                    manifest = json.loads(data)
+                else:
+                    digests[rel] = hashlib.sha256(data).hexdigest()
+    except (OSError, tarfile.TarError, ValueError) as exc:
+        raise IntegrityError(f"{archive}: unreadable package archive: {one_line(str(exc))}") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
+        raise IntegrityError(f"{archive}: no manifest.json in {top}/")
+    listed = {rel: meta.get("sha256") for rel, meta in manifest["files"].items()}
+    if listed != digests:
+        diff = sorted(set(listed) ^ set(digests)) or sorted(r for r in listed if listed[r] != digests[r])
+        raise IntegrityError(f"{archive}: files differ from its manifest: {', '.join(diff[:5])}")
+    return manifest
+
+
+def _copy_atomic(src: Path, dest: Path) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    os.close(fd)
+    try:
+        shutil.copyfile(src, tmp)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

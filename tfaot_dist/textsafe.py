@@ -1,0 +1,66 @@
+"""Escaping free text for each target file, and the Jinja2 environment for non-XML outputs.
+
+Identifiers (names, versions, refs, commits, paths, URLs) are validated against
+strict patterns before they reach a template (names.py, specs.spec_url); free
+text (commit subjects, author names, model descriptions) cannot be validated,
+so it is escaped here for the file it lands in:
+
+    spec_text()        rpm/cmsBuild specs: "%" doubled (no macro), one line
+    pkgconfig_text()   .pc files: no "$" (variables), "#" (comments), "\\" (continuations)
+    one_line()         every target: control characters, line breaks included, become spaces
+
+The environment's finalize hook refuses any value holding a line break, so a
+value that skipped its check still cannot add a line to a spec or a shell
+script.
+"""
+
+import re
+from functools import cache
+
+import jinja2
+
+from tfaot_dist.render import templates_dir
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\x85]")
+_PKGCONFIG_SPECIAL = re.compile(r"[$#\\]")
+MAX_TEXT = 200
+
+
+def one_line(text: str, limit: int = MAX_TEXT) -> str:
+    """Control characters (line breaks included) become spaces; long text is cut."""
+    text = " ".join(_CONTROL.sub(" ", text).split())
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+def spec_text(text: str, limit: int = MAX_TEXT) -> str:
+    """Free text for a spec line: rpm expands every "%", "%%" is a literal one."""
+    return one_line(text, limit).replace("%", "%%")
+
+
+def pkgconfig_text(text: str, limit: int = MAX_TEXT) -> str:
+    """Free text for a pkg-config field: "$" expands, "#" comments, "\\" continues; all become "_"."""
+    return _PKGCONFIG_SPECIAL.sub("_", one_line(text, limit))
+
+
+def _single_line(value):
+    if isinstance(value, str) and ("\n" in value or "\r" in value):
+        raise ValueError(f"refusing to render a value with a line break: {value[:60]!r}")
+    return value
+
+
+@cache
+def environment() -> jinja2.Environment:
+    """Spec, CMake and pkg-config templates: no autoescape (none of them is XML), one line per value."""
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(templates_dir()),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        finalize=_single_line,
+    )
+
+
+def render(template: str, **context) -> str:
+    return environment().get_template(template).render(**context)
