@@ -4,6 +4,10 @@ Run with a Python that has TensorFlow (a tfaot-dist toolchain environment):
 
     python examples/make_models.py OUTPUT_DIR [simple multi ...]
 
+Without names it writes simple and multi; "study" stands for the four
+feed-forward models of the AOT study (study_l12_u128 ... study_l25_u256),
+which the benchmarks use.
+
 Each model is written to OUTPUT_DIR/NAME/saved_model together with an
 aot_config.yaml next to it. The models are untrained: their weights come from
 fixed seeds, which is all tests and benchmarks need.
@@ -80,7 +84,7 @@ def make_study(layers: int, units: int):
             a = tf.keras.layers.BatchNormalization(axis=1)(a)
             a = tf.keras.layers.Activation("selu")(a)
         y = tf.keras.layers.Dense(10, activation="softmax", name="output_0")(a)
-        return tf.keras.Model(inputs=x, outputs=y), f"study model: {layers} layers of {units} units, BatchNorm, SELU"
+        return tf.keras.Model(inputs=x, outputs=y), f"study model, {layers} layers of {units} units, BatchNorm, SELU"
 
     return make
 
@@ -95,7 +99,8 @@ def main(argv):
     if not argv:
         print(__doc__, file=sys.stderr)
         return 2
-    out_dir, names = argv[0], argv[1:] or sorted(MAKERS)
+    out_dir, names = argv[0], argv[1:] or sorted(set(MAKERS) - set(STUDY))
+    names = [n for name in names for n in (sorted(STUDY) if name == "study" else [name])]
     for name in names:
         model, description = MAKERS[name]()
         model_dir = os.path.join(out_dir, name)

@@ -118,7 +118,7 @@ def data_repo(example_models, test_models, tmp_path_factory) -> DataRepo:
 def fresh_cache(path: Path, shared_cache: Path) -> Path:
     """A new cache at path that shares the expensive toolchains and runtime builds."""
     path.mkdir()
-    for shared in ("toolchains", "runtime", "abseil", "downloads"):
+    for shared in ("toolchains", "runtime", "abseil", "downloads", "pch", "bench"):
         (shared_cache / shared).mkdir(parents=True, exist_ok=True)
         (path / shared).symlink_to(shared_cache / shared)
     return path

@@ -12,6 +12,7 @@ import hashlib
 import re
 import threading
 import traceback
+from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,7 +103,7 @@ def load_selected(registry: Registry, names: list[str] | None, shard: Shard | No
 
 def build_many(entries: list[ModelEntry], defaults: Defaults, cache: Path, dist: Path, reporter: Reporter,
                jobs: int = 1, fail_fast: bool = False, offline: bool = False,
-               failed_before: list[Failure] = ()) -> Summary:
+               failed_before: Sequence[Failure] = ()) -> Summary:
     """Build every entry, `jobs` at a time; a failure is recorded and the others go on (unless fail_fast).
 
     failed_before: models that failed before building (entries that did not load).
@@ -128,7 +129,7 @@ def build_many(entries: list[ModelEntry], defaults: Defaults, cache: Path, dist:
             if fail_fast:
                 stop.set()
             return
-        except Exception as exc:  # a bug or an OS error: still only this model's failure
+        except Exception as exc:  # noqa: BLE001 - a bug or an OS error: still only this model's failure
             for line in traceback.format_exc().splitlines():
                 reporter.log(entry.name, line)
             message = _one_line(f"{type(exc).__name__}: {exc}")

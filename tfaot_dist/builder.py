@@ -147,7 +147,7 @@ def _compile(config: AotConfig, package: str, version: str, source: dict, defaul
     root = out / pkg.dir_name(package, version)
     manifest = pkg.assemble(compiled, reference, answer, meta, root)
     runtime = ensure_runtime(toolchain.python, cache, log)
-    manifest["verification"] = verify.verify_package(root, manifest, runtime, work / "verify")
+    manifest["verification"] = verify.verify_package(root, manifest, runtime, work / "verify", cache)
     manifest["requires"] = [runtime_package.requirement(runtime)]
     pkg.write_manifest(root, manifest)
     log(f"verified {package} against TensorFlow at batch sizes {manifest['verification']['batch_sizes']}")

@@ -125,7 +125,7 @@ def verify_archive(path: Path, label: str | None = None) -> VerifiedArchive:
                         raise IntegrityError(f"{label}: {MANIFEST} is too large")
                     continue
                 h = hashlib.sha256()
-                for chunk in iter(lambda: f.read(1 << 20), b""):
+                while chunk := f.read(1 << 20):
                     h.update(chunk)
                 found[rel] = (h.hexdigest(), member.size)
     except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
@@ -328,12 +328,13 @@ def _rel(value: str, where: str) -> str:
 class Channel:
     """A channel opened for reading: its packages, and their archives on demand."""
 
-    def __init__(self, location: str, packages: list[ChannelPackage], root: Path | None, base_url: str | None):
+    def __init__(self, location: str, packages: list[ChannelPackage], root: Path | None = None,
+                 base_url: str | None = None, index_bytes: bytes | None = None):
         self.location = location
         self.packages = packages
         self.root = root  # a local channel
         self.base_url = base_url  # a remote one, ending in "/"
-        self._index_bytes: bytes | None = None
+        self._index_bytes = index_bytes  # a remote index as read, for remember()
 
     @classmethod
     def open(cls, location: str, cache: Path, offline: bool = False) -> "Channel":
@@ -347,17 +348,15 @@ class Channel:
                 for rel in (p.archive, p.manifest):
                     if not (root / rel).is_file():
                         raise SourceUnavailable(f"{index}: lists {rel}, which is missing from the channel")
-            return cls(location, packages, root, None)
+            return cls(location, packages, root=root)
         saved = _saved_index(cache, base_url)
         if offline:
             if not saved.is_file():
                 raise SourceUnavailable(f"offline: no copy of {base_url}{INDEX} in the cache {cache}")
             return cls(location, parse_index(saved.read_bytes(), f"{saved} (cached {base_url}{INDEX})"),
-                       None, base_url)
+                       base_url=base_url)
         data = get_bytes(base_url + INDEX)
-        channel = cls(location, parse_index(data, base_url + INDEX), None, base_url)
-        channel._index_bytes = data
-        return channel
+        return cls(location, parse_index(data, base_url + INDEX), base_url=base_url, index_bytes=data)
 
     def remember(self, cache: Path) -> None:
         """Keep this remote index for `--offline` (called once it served its purpose)."""

@@ -148,7 +148,7 @@ def cmd_setup(args) -> int:
         lines.append(f"registered with scram: {', '.join(Path(t).name for t in report.scram)}")
     elif report.environment:
         lines.append("scram is not on the PATH; for CMake, pkg-config or plain compilers add:")
-        lines += [f'  export {k}="{v}${{{k}:+:${k}}}"' for k, v in report.environment.items()]
+        lines += [f"  {line}" for line in setup_area.export_lines(report.environment)]
         lines.append(f"  (or: source {setup_area.area_root(area) / 'env.sh'})")
     emit(args, {"area": str(area.absolute()), "channel": location,
                 "results": [{"name": r.name, "version": r.version, "status": r.status, "path": str(r.path),
@@ -280,6 +280,81 @@ def cmd_specs(args) -> int:
     return 1 if result.stale else 0
 
 
+def _int_tuple_arg(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma separated integers, got {text!r}") from None
+
+
+def cmd_bench(args) -> int:
+    from tfaot_dist import bench
+
+    protocol = bench.Protocol(warmup=args.warmup, calls=args.calls, batch_sizes=args.batch_sizes,
+                              instances=args.instances, engines=tuple(args.engines.split(",")), rounds=args.rounds,
+                              tf_onednn=not args.tf_no_onednn)
+    result = bench.bench_command(args.target, Registry(args.registry), args.cache, args.dist, protocol,
+                                 args.out.absolute(), args.saved_model, plots=not args.no_plots, log=log)
+    lines = [f"{result['package']} {result['version']}: per-event time [us] (compiled: "
+             f"{','.join(map(str, result['compiled_batch_sizes']))})"]
+    engines = list(result["time"])
+    by = {e: {r["batch_size"]: r["us_per_event"] for r in result["time"][e]} for e in engines}
+    lines.append("batch " + "".join(f"{e:>12}" for e in engines))
+    for bs in args.batch_sizes:
+        lines.append(f"{bs:5} " + "".join(f"{by[e].get(bs, float('nan')):12.3f}" for e in engines))
+    for engine, rows in result["memory"].items():
+        lines += [f"memory {engine}: {r['instances']} instance(s): peak RSS {r['vm_hwm_kb']} kB, "
+                  f"heap {r['heap_bytes'] / 1024:.0f} kB" for r in rows]
+    lines.append(f"results: {result['json']}" + "".join(f"\nplot: {p}" for p in result.get("plots", [])))
+    emit(args, result, "\n".join(lines))
+    return 0
+
+
+def cmd_tune(args) -> int:
+    from tfaot_dist import tune
+
+    report = tune.tune_command(args.target, Registry(args.registry), args.cache, args.dist,
+                               tune.parse_targets(args.targets), args.warmup, args.calls, args.out.absolute(),
+                               write=not args.dry_run, log=log)
+    lines = ["target  default rule -> tuned rule: measured speed-up"]
+    for t, e in sorted(report["targets"].items(), key=lambda kv: int(kv[0])):
+        if e.get("kept"):
+            lines.append(f"{t:>6}  {tune.short(e['default_rule'])} -> {tune.short(e['tuned_rule'])}: "
+                         f"{e['speedup']:.2f}x")
+    lines.append(f"{len(report['rules'])} tuned rules; other targets keep the default rule ({report['json']})")
+    emit(args, report, "\n".join(lines))
+    return 0
+
+
+def _add_performance_commands(sub, common) -> None:
+    s = sub.add_parser("bench", parents=[common], help="time and memory of a package against TensorFlow")
+    s.add_argument("target", metavar="NAME-OR-PATH", help="registry name, package directory or aot_config.yaml")
+    s.add_argument("--out", type=Path, default=Path("bench"), help="results directory (default: ./bench)")
+    s.add_argument("--dist", type=Path, default=Path("dist"), help="where packages are built (default: ./dist)")
+    s.add_argument("--warmup", type=int, default=100, help="warm-up calls per batch size (default: 100)")
+    s.add_argument("--calls", type=int, default=500, help="timed calls per batch size (default: 500)")
+    s.add_argument("--batch-sizes", type=_int_tuple_arg, default=tuple(2**i for i in range(11)),
+                   help="batch sizes to time (default: 1,2,4,...,1024)")
+    s.add_argument("--instances", type=_int_tuple_arg, default=(1, 4, 12),
+                   help="model instances per process for the memory measurement (default: 1,4,12)")
+    s.add_argument("--engines", default="aot,tf-capi,tf-python", help="subset of aot,tf-capi,tf-python")
+    s.add_argument("--rounds", type=int, default=1, help="repeat the timings, keep the fastest (default: 1)")
+    s.add_argument("--saved-model", type=Path, help="the SavedModel of a package directory (TensorFlow engines)")
+    s.add_argument("--tf-no-onednn", action="store_true", help="run TensorFlow with TF_ENABLE_ONEDNN_OPTS=0")
+    s.add_argument("--no-plots", action="store_true", help="write the JSON only")
+    s.set_defaults(func=cmd_bench)
+
+    s = sub.add_parser("tune", parents=[common], help="measure and set the batch rules of a model")
+    s.add_argument("target", metavar="NAME-OR-PATH", help="registry name, package directory or aot_config.yaml")
+    s.add_argument("--targets", default="1-64", help="target batch sizes, e.g. 1-64 or 3,5,9-12 (default: 1-64)")
+    s.add_argument("--out", type=Path, default=Path("bench"), help="report directory (default: ./bench)")
+    s.add_argument("--dist", type=Path, default=Path("dist"), help="where packages are built (default: ./dist)")
+    s.add_argument("--warmup", type=int, default=100, help="warm-up calls per measurement (default: 100)")
+    s.add_argument("--calls", type=int, default=500, help="timed calls per measurement (default: 500)")
+    s.add_argument("--dry-run", action="store_true", help="report only; leave the registry entry as it is")
+    s.set_defaults(func=cmd_tune)
+
+
 def parser() -> argparse.ArgumentParser:
     # --registry and --json go before or after the command; the top level holds the defaults.
     common = argparse.ArgumentParser(add_help=False)
@@ -370,6 +445,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--sources", type=Path, metavar="DIST",
                    help="rpm: verify the package archives in DIST and copy them into OUT/SOURCES")
     s.set_defaults(func=cmd_specs)
+    _add_performance_commands(sub, common)
     return p
 
 

@@ -9,6 +9,7 @@ JSON files are accepted too (JSON is YAML). Every value is validated here,
 so later stages can place them in C++, XML and specs.
 """
 
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -29,9 +30,11 @@ class Compilation:
     # None: not set here; the registry's default (or DEFAULT_TARGET_TRIPLE, generic CPU) applies.
     target_triple: str | None = None
     target_cpu: str | None = None
+    # Default batch rules baked into model.h, e.g. ("5:4,1",); written by `tfaot-dist tune`.
+    batch_rules: tuple[str, ...] = ()
 
     def as_dict(self) -> dict:
-        return {
+        data = {
             "batch_sizes": list(self.batch_sizes),
             "namespace": self.namespace,
             "tf_xla_flags": list(self.tf_xla_flags),
@@ -39,6 +42,9 @@ class Compilation:
             "target_triple": self.target_triple,
             "target_cpu": self.target_cpu,
         }
+        if self.batch_rules:  # only when set: manifests of untuned packages stay as they were
+            data["batch_rules"] = list(self.batch_rules)
+        return data
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,32 @@ def batch_sizes(value, where: str) -> tuple[int, ...]:
     return tuple(sorted(value))
 
 
+BATCH_RULE = re.compile(r"([1-9][0-9]{0,5}):([1-9][0-9]{0,5}(,[1-9][0-9]{0,5}){0,4095})")
+
+
+def batch_rules(value, where: str) -> tuple[str, ...]:
+    """Rule strings "TARGET:SIZE,SIZE,...": the sizes cover the target, only the last one padded.
+
+    Whether the sizes are compiled ones is checked where both are known (the
+    model's constructor refuses a package whose default rule is not).
+    """
+    if not isinstance(value, list):
+        raise InvalidInput(f"{where}: expected a list of batch rules like '5:4,1', got {value!r}")
+    targets = set()
+    for rule in value:
+        m = BATCH_RULE.fullmatch(rule) if isinstance(rule, str) else None
+        if not m:
+            raise InvalidInput(f"{where}: invalid batch rule {rule!r} (expected 'TARGET:SIZE[,SIZE...]', e.g. '5:4,1')")
+        target, sizes = int(m.group(1)), [int(x) for x in m.group(2).split(",")]
+        if not 0 <= sum(sizes) - target < sizes[-1]:
+            raise InvalidInput(f"{where}: batch rule {rule!r}: the sizes must cover {target} with padding only "
+                               "in the last evaluation")
+        if target in targets:
+            raise InvalidInput(f"{where}: two batch rules for target {target}")
+        targets.add(target)
+    return tuple(value)
+
+
 def flag_list(value, where: str) -> tuple[str, ...]:
     if not isinstance(value, list):
         raise InvalidInput(f"{where}: expected a list of flags, got {value!r}")
@@ -103,6 +135,7 @@ def parse_compilation(data, file, prefix: str, partial: bool) -> dict:
         "target_cpu": (str, names.target_cpu),
         "tf_xla_flags": (list, flag_list),
         "xla_flags": (list, flag_list),
+        "batch_rules": (list, batch_rules),
     }
     for key, (kind, check) in checks.items():
         if key in f.data:

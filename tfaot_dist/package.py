@@ -72,7 +72,7 @@ def assemble(compiled: Path, reference: Path, answer: dict, meta: dict, root: Pa
         "batch_sizes": meta["compilation"]["batch_sizes"],
         "inputs": signature["inputs"],
         "outputs": signature["outputs"],
-        "default_rules": [],
+        "default_rules": list(meta["compilation"].get("batch_rules", [])),  # tuned rules (tfaot-dist tune)
         "tfaot_dist_version": __version__,
     }))
     tool = root / "etc" / "scram.d" / f"{package}.xml"

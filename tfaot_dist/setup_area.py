@@ -29,6 +29,7 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 from tfaot_dist import buildsys, names
 from tfaot_dist import package as pkg
@@ -178,9 +179,10 @@ def _setup_one(text: str, channel: Channel, root: Path, cache: Path, offline: bo
             if is_new:
                 fresh.append(path)
             verified[p.key] = _verified(channel, p, path)
-        for p in todo:
+        for p in todo:  # all there and verified: now the downloads may enter the cache
             if verified[p.key].path in fresh:
-                verified[p.key] = dataclasses.replace(verified[p.key], path=keep(verified[p.key].path, cache, p.sha256))
+                kept = keep(verified[p.key].path, cache, p.sha256)
+                verified[p.key] = dataclasses.replace(verified[p.key], path=kept)
     finally:
         for path in fresh:
             path.unlink(missing_ok=True)
@@ -323,8 +325,6 @@ def _cmake_version(version: str) -> str:
 
 
 def _newer(a: str, b: str) -> bool:
-    from packaging.version import Version
-
     return Version(a) > Version(b)
 
 
@@ -334,7 +334,7 @@ def _remove_empty_parent(path: Path, root: Path) -> None:
 
 
 def _scram_setup(scram: str, area: Path, tool: Path) -> None:
-    proc = subprocess.run([scram, "setup", str(tool)], cwd=area, capture_output=True, text=True)
+    proc = subprocess.run([scram, "setup", str(tool)], cwd=area, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
         raise ScramFailed(f"scram setup {tool} failed: {tail[0]}")
@@ -356,8 +356,12 @@ def environment(root: Path, state: dict[str, dict]) -> dict[str, str]:
     }
 
 
+def export_lines(env: dict[str, str]) -> list[str]:
+    """`export NAME="VALUE${NAME:+:$NAME}"`: prepended to what is set already (values are SAFE_PATH checked)."""
+    return [f'export {k}="{v}${{{k}:+:${k}}}"' for k, v in env.items()]
+
+
 def env_script(env: dict[str, str]) -> str:
     lines = ["# The tfaot packages of this area, for builds without scram (written by tfaot-dist setup).",
-             "# Use: source THIS_FILE"]
-    lines += [f'export {k}="{v}${{{k}:+:${k}}}"' for k, v in env.items()]
+             "# Use: source THIS_FILE", *export_lines(env)]
     return "\n".join(lines) + "\n"

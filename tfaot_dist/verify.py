@@ -11,6 +11,7 @@ import math
 import subprocess
 from pathlib import Path
 
+from tfaot_dist import pch
 from tfaot_dist.errors import VerificationFailed
 from tfaot_dist.render import render
 from tfaot_dist.xla_runtime import XlaRuntime, compile_consumer
@@ -34,14 +35,17 @@ def padded_rule(target: int, sizes: list[int]) -> str | None:
     return f"{target}:{','.join([str(largest)] * calls)}"
 
 
-def verify_package(root: Path, manifest: dict, runtime: XlaRuntime, work: Path) -> dict:
-    """Build and run the harness against the package in root; returns the deviation report."""
+def verify_package(root: Path, manifest: dict, runtime: XlaRuntime, work: Path, cache: Path | None = None) -> dict:
+    """Build and run the harness against the package in root; returns the deviation report.
+
+    cache: where the precompiled interface headers live (tfaot_dist.pch); None compiles without.
+    """
     work.mkdir(parents=True)
     package = manifest["package"]
     harness = work / "harness"
     write_harness(manifest, work / "harness.cc")
     compile_consumer(runtime, [work / "harness.cc"], [root / "include", INTERFACE_INCLUDE],
-                     [root / "lib" / f"lib{package}.a"], harness)
+                     [root / "lib" / f"lib{package}.a"], harness, pch.flags(runtime, cache) if cache else ())
     reference = root / manifest["reference"]["dir"]
     cases = manifest["reference"]["cases"]
     run_harness(harness, reference, cases, manifest["compilation"]["batch_sizes"], work / "out")

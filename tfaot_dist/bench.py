@@ -1,0 +1,345 @@
+"""`tfaot-dist bench`: the AOT study's measurements, AOT against TensorFlow, in one run.
+
+Engines, all single-threaded, all fed the same uniform random inputs:
+
+  aot        a C++ program built against the package (tfaot::Model::runFlat),
+             compiled batch sizes and emulated ones (the package's batch rules)
+  tf-capi    the SavedModel in a TensorFlow C API session of the same wheel
+             (TF_LoadSessionFromSavedModel / TF_SessionRun), as CMSSW runs it
+  tf-python  the SavedModel's signature function called from Python
+
+Protocol of the study: per batch size (2^0 .. 2^10) 100 warm-up calls, then
+the mean of 500 timed calls; per-event time = time per call / batch size.
+Rounds repeat the whole sequence and keep the fastest round of each point,
+so a burst of load from other processes on a shared machine does not decide a
+ratio. Memory: peak RSS (VmHWM), RSS and heap in use (mallinfo2) of one
+process holding 1, 4 and 12 model instances (AOT: tfaot::Model objects;
+TensorFlow: sessions), each evaluated once at batch size 1.
+
+Results go to OUT/NAME.json, plots to OUT/NAME_time.png and NAME_memory.png
+(drawn by plot_bench.py in a separate cached environment with matplotlib, so
+neither the tool nor the TensorFlow toolchain depends on it).
+"""
+
+import json
+import os
+import platform
+import re
+import subprocess
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from tfaot_dist import pch
+from tfaot_dist.errors import CompileFailed, InvalidInput
+from tfaot_dist.fsutil import sha256_bytes, write_atomic
+from tfaot_dist.render import render
+from tfaot_dist.toolchain import Toolchain, ensure_toolchain, worker_env
+from tfaot_dist.xla_runtime import XlaRuntime, compile_consumer
+
+ENGINES = ("aot", "tf-capi", "tf-python")
+STUDY_BATCH_SIZES = tuple(2**i for i in range(11))
+PLOT_REQUIREMENTS = ("matplotlib==3.11.2",)
+TF_BENCH = Path(__file__).parent / "worker" / "tf_bench.py"
+CAPI_SOURCE = Path(__file__).parent / "bench_src" / "tf_capi_bench.cc"
+PLOT_SCRIPT = Path(__file__).parent / "plot_bench.py"
+
+
+@dataclass(frozen=True)
+class Protocol:
+    warmup: int = 100
+    calls: int = 500
+    batch_sizes: tuple[int, ...] = STUDY_BATCH_SIZES
+    instances: tuple[int, ...] = (1, 4, 12)
+    engines: tuple[str, ...] = ENGINES
+    rounds: int = 1
+    tf_onednn: bool = True  # TensorFlow as installed (oneDNN on); False: TF_ENABLE_ONEDNN_OPTS=0
+
+
+@dataclass(frozen=True)
+class Target:
+    """What is benchmarked: a built package and, for the TensorFlow engines, its SavedModel."""
+
+    package_root: Path
+    saved_model: Path | None
+    serving_key: str = "serving_default"
+
+    @property
+    def manifest(self) -> dict:
+        return json.loads((self.package_root / "manifest.json").read_text())
+
+
+# ---------------------------------------------------------------- programs
+
+
+def build_aot_program(target: Target, runtime: XlaRuntime, cache: Path, work: Path) -> Path:
+    """The AOT benchmark program of the package (bench_aot.cc.j2), linked from its archive."""
+    manifest = target.manifest
+    comp = manifest["compilation"]
+    src = work / "bench_aot.cc"
+    src.write_text(render("bench_aot.cc.j2", package=manifest["package"], namespace=comp["namespace"],
+                          class_name=comp["class_name"], inputs=manifest["signature"]["inputs"],
+                          outputs=manifest["signature"]["outputs"]))
+    exe = work / "bench_aot"
+    compile_consumer(runtime, [src], [target.package_root / "include", pch.INTERFACE_INCLUDE],
+                     [target.package_root / "lib" / f"lib{manifest['package']}.a"], exe,
+                     pch.flags(runtime, cache))
+    return exe
+
+
+def tensorflow_dir(toolchain: Toolchain) -> Path:
+    out = subprocess.run([str(toolchain.python), "-I", "-c",
+                          "import importlib.util as u; print(list(u.find_spec('tensorflow')"
+                          ".submodule_search_locations)[0])"], capture_output=True, text=True, check=True)
+    return Path(out.stdout.strip())
+
+
+def build_capi_program(toolchain: Toolchain, cache: Path, cxx: str = "g++") -> Path:
+    """tf_capi_bench linked against the wheel's libtensorflow_cc (rpath), cached per toolchain and source."""
+    tf = tensorflow_dir(toolchain)
+    version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
+    key = sha256_bytes(json.dumps([toolchain.key, str(tf), version, CAPI_SOURCE.read_text()]).encode())[:20]
+    exe = cache / "bench" / f"tf-capi-{key}" / "tf_capi_bench"
+    if exe.is_file():
+        return exe
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    staged = exe.parent / f".{exe.name}.{os.getpid()}.tmp"
+    cmd = [cxx, "-std=c++17", "-O2", f"-I{tf / 'include'}", str(CAPI_SOURCE), "-o", str(staged),
+           str(tf / "libtensorflow_cc.so.2"), str(tf / "libtensorflow_framework.so.2"), f"-Wl,-rpath,{tf}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise CompileFailed(f"building the TensorFlow C API benchmark failed: {proc.stderr.strip()[-1500:]}")
+    os.replace(staged, exe)
+    return exe
+
+
+def tf_env(tmp: Path, protocol: Protocol) -> dict:
+    env = worker_env(tmp)
+    if protocol.tf_onednn:
+        env.pop("TF_ENABLE_ONEDNN_OPTS", None)  # TensorFlow's own default
+    return env
+
+
+# ---------------------------------------------------------------- runs
+
+
+def _json_lines(cmd: list[str], env: dict | None, what: str, timeout: float = 7200) -> list[dict]:
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+        raise CompileFailed(f"{what} failed: {tail}")
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+def run_tf_python(toolchain: Toolchain, target: Target, protocol: Protocol, work: Path, sizes) -> dict:
+    work.mkdir(parents=True, exist_ok=True)
+    req = {"saved_model": str(target.saved_model), "serving_key": target.serving_key,
+           "batch_sizes": list(sizes), "warmup": protocol.warmup, "calls": protocol.calls,
+           "result": str(work / "result.json")}
+    (work / "request.json").write_text(json.dumps(req))
+    tmp = work / "tmp"
+    tmp.mkdir(exist_ok=True)
+    proc = subprocess.run([str(toolchain.python), "-I", str(TF_BENCH), str(work / "request.json")],
+                          env=tf_env(tmp, protocol), capture_output=True, text=True, timeout=7200)
+    try:
+        answer = json.loads((work / "result.json").read_text())
+    except (OSError, ValueError):
+        raise CompileFailed(f"TensorFlow benchmark died (exit {proc.returncode}): "
+                            f"{(proc.stderr.strip().splitlines() or [''])[-1]}") from None
+    if not answer.get("ok"):
+        raise CompileFailed(f"TensorFlow benchmark failed: {answer.get('message')}")
+    return answer
+
+
+def write_capi_spec(path: Path, target: Target, info: dict) -> Path:
+    manifest = target.manifest
+    shapes = {t["name"]: t for t in manifest["signature"]["inputs"]}
+    lines = [f"saved_model {target.saved_model}"]
+    for t in info["signature"]["inputs"]:
+        spec = shapes[t["name"]]
+        lines.append(" ".join(["input", t["op"], str(t["index"]), spec["dtype"], *map(str, spec["shape"])]))
+    for t in info["signature"]["outputs"]:
+        lines.append(f"output {t['op']} {t['index']}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def model_data_bytes(binary: Path) -> dict:
+    """Bytes of the model's constant buffers (weights) linked into a program, each address counted once."""
+    out = subprocess.run(["nm", "-S", "--defined-only", str(binary)], capture_output=True, text=True,
+                         check=True).stdout
+    buffers = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 4 and parts[3].endswith("_constant_buffer_contents"):
+            buffers[parts[0]] = int(parts[1], 16)
+    return {"constant_buffers": len(buffers), "bytes": sum(buffers.values()),
+            "binary_bytes": binary.stat().st_size}
+
+
+def run(target: Target, protocol: Protocol, toolchain: Toolchain, runtime: XlaRuntime, cache: Path,
+        out_dir: Path, log=print, plots: bool = True) -> dict:
+    """Measure every engine of protocol on target; writes OUT/NAME.json (and plots); returns the result."""
+    manifest = target.manifest
+    name = manifest["package"].removeprefix("tfaot-model-")
+    compiled = sorted(manifest["compilation"]["batch_sizes"])
+    engines = [e for e in protocol.engines if e == "aot" or target.saved_model is not None]
+    unknown = sorted(set(protocol.engines) - set(ENGINES))
+    if unknown:
+        raise InvalidInput(f"unknown engines {unknown}; known: {', '.join(ENGINES)}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    result = {
+        "package": manifest["package"], "version": manifest["version"],
+        "compiled_batch_sizes": compiled,
+        "target_cpu": manifest["compilation"].get("target_cpu") or "generic",
+        "protocol": asdict(protocol), "engines": engines, "host": host_info(),
+        "time": {e: [] for e in engines}, "memory": {e: [] for e in engines if e != "tf-python"},
+    }
+    with tempfile.TemporaryDirectory(prefix="tfaot-bench-") as tmp_dir:
+        work = Path(tmp_dir)
+        log(f"building the AOT benchmark of {manifest['package']}")
+        aot = build_aot_program(target, runtime, cache, work)
+        result["binary"] = model_data_bytes(aot)
+        info = None
+        if target.saved_model is not None:
+            # Signature tensors of the C API graph and the weights, from TensorFlow itself (no timing).
+            info = run_tf_python(toolchain, target, Protocol(warmup=0, calls=0), work / "tf-info", [])
+            result["weights"] = info["weights"]
+            result["tensorflow_version"] = info["tensorflow_version"]
+            result["binary"]["bytes_per_weight_byte"] = result["binary"]["bytes"] / max(1, info["weights"]["bytes"])
+        capi = spec = None
+        if "tf-capi" in engines:
+            capi = build_capi_program(toolchain, cache)
+            spec = write_capi_spec(work / "capi.spec", target, info)
+        env = tf_env(work, protocol)
+        sizes = [str(bs) for bs in protocol.batch_sizes]
+        for r in range(protocol.rounds):
+            for engine in engines:
+                log(f"round {r + 1}/{protocol.rounds}: timing {engine} at batch sizes {','.join(sizes)}")
+                if engine == "aot":
+                    rows = _json_lines([str(aot), "time", str(protocol.warmup), str(protocol.calls), *sizes],
+                                       None, "AOT benchmark")
+                elif engine == "tf-capi":
+                    rows = _json_lines([str(capi), "time", str(spec), str(protocol.warmup), str(protocol.calls),
+                                        *sizes], env, "TensorFlow C API benchmark")
+                else:
+                    rows = run_tf_python(toolchain, target, protocol, work / f"py{r}", protocol.batch_sizes)["timings"]
+                _keep_fastest(result["time"][engine], rows)
+        for engine in result["memory"]:
+            for n in protocol.instances:
+                log(f"memory of {n} {engine} instance(s)")
+                if engine == "aot":
+                    rows = _json_lines([str(aot), "mem", str(n), "1"], None, "AOT memory benchmark")
+                else:
+                    rows = _json_lines([str(capi), "mem", str(spec), str(n), "1"], env, "TensorFlow memory benchmark")
+                result["memory"][engine] += rows
+    for engine, rows in result["time"].items():
+        for row in rows:
+            row["us_per_event"] = row["seconds_per_call"] / row["batch_size"] * 1e6
+            if engine == "aot":
+                row["compiled"] = row["batch_size"] in compiled
+    result["ratios"] = ratios(result)
+    path = out_dir / f"{name}.json"
+    write_atomic(path, json.dumps(result, indent=1, sort_keys=True) + "\n")
+    result["json"] = str(path)
+    if plots:
+        result["plots"] = [str(p) for p in plot(path, out_dir, cache, log)]
+    return result
+
+
+def _keep_fastest(rows: list[dict], new: list[dict]) -> None:
+    by_bs = {r["batch_size"]: r for r in rows}
+    for row in new:
+        old = by_bs.get(row["batch_size"])
+        if old is None:
+            rows.append(row)
+            by_bs[row["batch_size"]] = row
+        elif row["seconds_per_call"] < old["seconds_per_call"]:
+            old.update(row)
+
+
+def ratios(result: dict) -> dict:
+    """The study's comparisons: TF time / AOT time per batch size, TF memory / AOT memory per instances."""
+    out = {}
+    aot = {r["batch_size"]: r["seconds_per_call"] for r in result["time"].get("aot", [])}
+    for engine in ("tf-capi", "tf-python"):
+        other = {r["batch_size"]: r["seconds_per_call"] for r in result["time"].get(engine, [])}
+        common = sorted(set(aot) & set(other))
+        if common:
+            out[f"time_{engine}_over_aot"] = {str(bs): other[bs] / aot[bs] for bs in common}
+    mem_aot = {r["instances"]: r for r in result["memory"].get("aot", [])}
+    mem_tf = {r["instances"]: r for r in result["memory"].get("tf-capi", [])}
+    common = sorted(set(mem_aot) & set(mem_tf))
+    if common:
+        out["peak_rss_tf-capi_over_aot"] = {str(n): mem_tf[n]["vm_hwm_kb"] / mem_aot[n]["vm_hwm_kb"] for n in common}
+        out["heap_tf-capi_over_aot"] = {str(n): mem_tf[n]["heap_bytes"] / max(1, mem_aot[n]["heap_bytes"])
+                                        for n in common}
+    return out
+
+
+def host_info() -> dict:
+    cpu = ""
+    try:
+        m = re.search(r"^model name\s*:\s*(.*)$", Path("/proc/cpuinfo").read_text(), re.MULTILINE)
+        cpu = m.group(1) if m else ""
+    except OSError:
+        pass
+    return {"machine": platform.machine(), "cpu": cpu, "cores": len(os.sched_getaffinity(0)),
+            "load_average": list(os.getloadavg())}
+
+
+def plot(result_json: Path, out_dir: Path, cache: Path, log=print) -> list[Path]:
+    """Draw the study's plots with matplotlib from its own cached environment."""
+    env = ensure_toolchain(cache, PLOT_REQUIREMENTS, log)
+    with tempfile.TemporaryDirectory(prefix="tfaot-plot-") as tmp:
+        proc = subprocess.run([str(env.python), "-I", str(PLOT_SCRIPT), str(result_json), str(out_dir)],
+                              capture_output=True, text=True, env={**worker_env(Path(tmp)), "MPLBACKEND": "Agg",
+                                                                     "MPLCONFIGDIR": tmp})
+    if proc.returncode != 0:
+        raise CompileFailed(f"plotting failed: {(proc.stderr.strip().splitlines() or [''])[-1]}")
+    return [Path(line) for line in proc.stdout.split()]
+
+
+def resolve_target(spec: str, registry, cache: Path, dist: Path, saved_model: Path | None = None, log=print):
+    """NAME (registry entry, built if needed), a package directory, or an aot_config.yaml (compiled into dist).
+
+    Returns (Target, ModelEntry or None). A package directory has no SavedModel
+    unless saved_model is given: then only the AOT engine runs.
+    """
+    from tfaot_dist import builder
+    from tfaot_dist.config import load_aot_config
+    from tfaot_dist.models import load_source_config
+    from tfaot_dist.registry import Defaults
+    from tfaot_dist.resolve import fetch_source
+
+    defaults = registry.defaults() if (registry.root / "registry.yaml").exists() else Defaults()
+    path = Path(spec)
+    if path.is_dir():
+        if not (path / "manifest.json").is_file():
+            raise InvalidInput(f"{path}: not a package directory (no manifest.json)")
+        return Target(path.absolute(), saved_model.absolute() if saved_model else None), None
+    if path.is_file():
+        config = load_aot_config(path.absolute())
+        package = builder.compile_config(path.absolute(), dist.absolute(), defaults, cache, log)
+        return Target(package.root, saved_model or config.saved_model, config.serving_key), None
+    entry = registry.load(spec)
+    built = builder.build_entry(entry, defaults, cache, dist.absolute(), log)
+    if saved_model is None:
+        config = load_source_config(fetch_source(entry.source, cache), entry.aot_config).with_overrides(entry.overrides)
+        saved_model, key = config.saved_model, config.serving_key
+    else:
+        key = "serving_default"
+    return Target(built.package.root, saved_model, key), entry
+
+
+def bench_command(spec: str, registry, cache: Path, dist: Path, protocol: Protocol, out_dir: Path,
+                  saved_model: Path | None = None, plots: bool = True, log=print) -> dict:
+    """`tfaot-dist bench`: resolve spec to a package (and SavedModel), then run()."""
+    from tfaot_dist.registry import Defaults
+    from tfaot_dist.xla_runtime import ensure_runtime
+
+    target, _ = resolve_target(spec, registry, cache, dist, saved_model, log)
+    defaults = registry.defaults() if (registry.root / "registry.yaml").exists() else Defaults()
+    toolchain = ensure_toolchain(cache, defaults.requirements, log)
+    runtime = ensure_runtime(toolchain.python, cache, log)
+    return run(target, protocol, toolchain, runtime, cache, out_dir, log, plots)

@@ -1,0 +1,75 @@
+"""Can this machine run a package? Its XLA target CPU against the host's /proc/cpuinfo flags.
+
+A package compiled with `compilation.target_cpu` (recorded in its manifest)
+contains instructions of that CPU; on an older CPU the first evaluation dies
+with SIGILL. `setup` should call check_package() and refuse (or warn about) a
+package the host cannot run. The generic target ("" = x86-64 baseline, what the
+registry defaults to) runs everywhere; that is the safe choice for distributed
+packages. Unknown CPU names are reported as not checkable, never as fine.
+
+The requirements are the x86-64 micro-architecture levels of the psABI, with
+the Linux /proc/cpuinfo names of the features (pni = SSE3, abm = LZCNT).
+"""
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_V1: frozenset[str] = frozenset({"cmov", "cx8", "fpu", "fxsr", "mmx", "syscall", "sse", "sse2"})
+_V2 = _V1 | {"cx16", "lahf_lm", "popcnt", "pni", "sse4_1", "sse4_2", "ssse3"}
+_V3 = _V2 | {"avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave"}
+_V4 = _V3 | {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}
+
+# LLVM CPU names (what tfcompile's target_cpu takes) -> cpuinfo flags they need.
+REQUIRED_FLAGS: dict[str, frozenset[str]] = {
+    "": _V1, "generic": _V1, "x86-64": _V1,
+    "x86-64-v2": _V2, "nehalem": _V2, "westmere": _V2 | {"pclmulqdq", "aes"},
+    "sandybridge": _V2 | {"avx", "pclmulqdq", "aes"}, "ivybridge": _V2 | {"avx", "f16c", "pclmulqdq", "aes"},
+    "x86-64-v3": _V3, "haswell": _V3, "broadwell": _V3 | {"adx", "rdseed"}, "skylake": _V3 | {"adx", "rdseed"},
+    "znver1": _V3 | {"adx", "rdseed"}, "znver2": _V3 | {"adx", "rdseed"}, "znver3": _V3 | {"adx", "rdseed", "vaes"},
+    "x86-64-v4": _V4, "skylake-avx512": _V4, "cascadelake": _V4 | {"avx512_vnni"},
+    "icelake-server": _V4 | {"avx512_vnni", "avx512vbmi", "avx512_vbmi2"},
+    "sapphirerapids": _V4 | {"avx512_vnni", "avx512_bf16", "amx_tile"},
+    "znver4": _V4 | {"avx512_vnni", "avx512_bf16", "avx512vbmi"},
+}
+
+
+@dataclass(frozen=True)
+class Check:
+    target_cpu: str
+    ok: bool
+    missing: list[str] = field(default_factory=list)  # required flags the host lacks
+    unknown: bool = False  # target_cpu is not in REQUIRED_FLAGS: cannot be checked
+
+    @property
+    def message(self) -> str:
+        name = self.target_cpu or "generic x86-64"
+        if self.unknown:
+            return f"target CPU '{name}' is unknown to this check; the package may not run here"
+        if self.missing:
+            return f"compiled for '{name}', but this CPU lacks {', '.join(self.missing)}"
+        return f"compiled for '{name}': this CPU can run it"
+
+
+def host_flags(cpuinfo: str | None = None) -> set[str]:
+    """The feature flags every core of the host has (the first 'flags' line of /proc/cpuinfo)."""
+    text = cpuinfo if cpuinfo is not None else Path("/proc/cpuinfo").read_text()
+    m = re.search(r"^flags\s*:\s*(.*)$", text, re.MULTILINE)
+    return set(m.group(1).split()) if m else set()
+
+
+def check_host(target_cpu: str, cpuinfo: str | None = None) -> Check:
+    required = REQUIRED_FLAGS.get(target_cpu.strip().lower())
+    if required is None:
+        return Check(target_cpu, ok=False, unknown=True)
+    missing = sorted(required - host_flags(cpuinfo))
+    return Check(target_cpu, ok=not missing, missing=missing)
+
+
+def check_package(manifest: dict, cpuinfo: str | None = None) -> Check:
+    """check_host() for a package manifest (compilation.target_cpu; x86-64 triples only)."""
+    comp = manifest.get("compilation", {})
+    triple = comp.get("target_triple") or "x86_64-pc-linux"
+    if not triple.startswith("x86_64"):
+        return Check(comp.get("target_cpu") or "", ok=False, unknown=True)
+    return check_host(comp.get("target_cpu") or "", cpuinfo)

@@ -1,0 +1,72 @@
+"""A cached precompiled header for the C++ programs tfaot-dist builds against a package.
+
+Every build compiles a verification harness (and `bench`/`tune` compile their
+own programs). Most of that time is parsing the same headers: the Abseil, XLA
+and TensorFlow headers that tfcompile's generated headers include, and the
+tfaot interface. They do not depend on the model, so they are precompiled once
+per (runtime, compiler, flags, interface headers) into
+
+    CACHE/pch/<key>/tfaot_pch.h(.gch)
+
+and a consumer compile gets `-include tfaot_pch.h` in front. If GCC finds the
+.gch unusable (other flags) it reads tfaot_pch.h as text instead: slower, never
+wrong, so the flags returned here are always safe to pass.
+"""
+
+import hashlib
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+from tfaot_dist.fsutil import file_lock, replace_dir, temp_sibling, write_atomic
+from tfaot_dist.xla_runtime import CODEGEN_HEADERS, XlaRuntime
+
+INTERFACE_INCLUDE = Path(__file__).parent / "runtime" / "include"
+HEADER = "tfaot_pch.h"
+MARKER = "COMPLETE"
+# The standard headers of the generated harnesses, after everything tfcompile's headers include.
+_STD_HEADERS = ("cstdint", "cstdio", "cstdlib", "cstring", "chrono", "fstream", "iostream", "memory", "random",
+                "stdexcept", "string", "tuple", "vector")
+
+
+def header_text() -> str:
+    lines = ["// Precompiled by tfaot-dist: what every consumer of a model package includes."]
+    lines += [f'#include "{h}"' for h in CODEGEN_HEADERS]
+    lines += ['#include "tfaot/Model.h"']
+    lines += [f"#include <{h}>" for h in _STD_HEADERS]
+    return "\n".join(lines) + "\n"
+
+
+def _key(runtime: XlaRuntime, opt: str) -> str:
+    version = subprocess.run([runtime.compiler, "--version"], capture_output=True, text=True).stdout
+    interface = {p.relative_to(INTERFACE_INCLUDE).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+                 for p in sorted(INTERFACE_INCLUDE.rglob("*.h"))}
+    identity = {"runtime": runtime.key, "compiler": version, "flags": [*runtime.cxxflags, opt],
+                "interface": interface, "header": header_text()}
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def flags(runtime: XlaRuntime, cache: Path, opt: str = "-O2", log=lambda message: None) -> list[str]:
+    """Compiler flags that include the cached precompiled header, building it on first use.
+
+    Returns [] if it cannot be built (the consumer then compiles as before).
+    """
+    final = cache / "pch" / _key(runtime, opt)
+    if not (final / MARKER).is_file():
+        with file_lock(final.parent / f"{final.name}.lock"):
+            if not (final / MARKER).is_file():
+                log(f"precompiling the interface headers ({final.name})")
+                staged = temp_sibling(final)
+                (staged / HEADER).write_text(header_text())
+                proc = subprocess.run(
+                    [runtime.compiler, *runtime.cxxflags, opt, "-w", f"-I{INTERFACE_INCLUDE}",
+                     f"-I{runtime.include_dir}", "-x", "c++-header", str(staged / HEADER),
+                     "-o", str(staged / f"{HEADER}.gch")], capture_output=True, text=True)
+                if proc.returncode != 0:
+                    shutil.rmtree(staged, ignore_errors=True)
+                    log(f"precompiled header not built: {proc.stderr.strip().splitlines()[-1:]}")
+                    return []
+                write_atomic(staged / MARKER, "")
+                replace_dir(staged, final)
+    return [f"-I{final}", "-include", HEADER]

@@ -1,0 +1,93 @@
+"""Plots of a `tfaot-dist bench` result, in the style of the AOT study.
+
+Run in an environment with matplotlib (tfaot_dist.bench makes a cached one):
+
+    python plot_bench.py RESULT.json OUT_DIR
+
+Writes NAME_time.png (time per event against batch size, log-log, one line per
+engine; AOT solid with filled markers at compiled batch sizes and open ones
+at emulated sizes, TensorFlow dotted) and NAME_memory.png (peak RSS and heap
+against the number of model instances). Prints the paths written.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+STYLE = {
+    "aot": {"label": "AOT (tfaot::Model, C++)", "linestyle": "-", "color": "tab:blue"},
+    "tf-capi": {"label": "TensorFlow C API session", "linestyle": ":", "color": "tab:orange"},
+    "tf-python": {"label": "TensorFlow, Python call", "linestyle": "-.", "color": "tab:green"},
+}
+
+
+def main(argv: list[str]) -> int:
+    result = json.loads(Path(argv[1]).read_text())
+    out = Path(argv[2])
+    name = result["package"].removeprefix("tfaot-model-")
+    title = f"{result['package']} {result['version']} (compiled: {','.join(map(str, result['compiled_batch_sizes']))})"
+    written = []
+
+    fig, ax = plt.subplots(figsize=(7, 5))
+    for engine, rows in result["time"].items():
+        rows = sorted(rows, key=lambda r: r["batch_size"])
+        style = STYLE.get(engine, {"label": engine, "linestyle": "--", "color": None})
+        xs = [r["batch_size"] for r in rows]
+        ys = [r["us_per_event"] for r in rows]
+        ax.plot(xs, ys, linestyle=style["linestyle"], color=style["color"], label=style["label"])
+        if engine == "aot":
+            comp = [(x, y) for x, y, r in zip(xs, ys, rows) if r.get("compiled")]
+            emul = [(x, y) for x, y, r in zip(xs, ys, rows) if not r.get("compiled")]
+            if comp:
+                ax.plot(*zip(*comp), "o", color=style["color"], label="AOT compiled batch size")
+            if emul:
+                ax.plot(*zip(*emul), "o", mfc="none", color=style["color"], label="AOT emulated (batch rules)")
+        else:
+            ax.plot(xs, ys, "s", ms=3, color=style["color"])
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("batch size")
+    ax.set_ylabel("time per event [µs]")
+    proto = result["protocol"]
+    ax.set_title(f"{title}\nsingle thread, {proto['warmup']} warm-up + {proto['calls']} timed calls", fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = out / f"{name}_time.png"
+    fig.savefig(path, dpi=120)
+    written.append(path)
+    plt.close(fig)
+
+    if result.get("memory"):
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4.5))
+        for engine, rows in result["memory"].items():
+            rows = sorted(rows, key=lambda r: r["instances"])
+            style = STYLE.get(engine, {"label": engine, "linestyle": "--", "color": None})
+            xs = [r["instances"] for r in rows]
+            ax1.plot(xs, [r["vm_hwm_kb"] / 1024 for r in rows], marker="o", linestyle=style["linestyle"],
+                     color=style["color"], label=style["label"])
+            ax2.plot(xs, [r["heap_bytes"] / 2**20 for r in rows], marker="o", linestyle=style["linestyle"],
+                     color=style["color"], label=style["label"])
+        for ax, what in ((ax1, "peak RSS of the process [MiB]"), (ax2, "heap in use [MiB]")):
+            ax.set_yscale("log")
+            ax.set_xlabel("model instances in the process (AOT models / TF sessions)")
+            ax.set_ylabel(what)
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=8)
+        fig.suptitle(title, fontsize=9)
+        fig.tight_layout()
+        path = out / f"{name}_memory.png"
+        fig.savefig(path, dpi=120)
+        written.append(path)
+        plt.close(fig)
+    print("\n".join(str(p) for p in written))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,89 @@
+"""The Python side of `tfaot-dist bench`: a SavedModel called from Python with TensorFlow.
+
+Runs inside a toolchain environment as `python -I tf_bench.py REQUEST.json`
+(standard library, TensorFlow and NumPy only, like tf_worker.py) and writes its
+answer as JSON to the path named in the request ("result"):
+
+  signature   input and output tensors of the serving signature in the graph a
+              C API session loads (op name and output index), for tf_capi_bench
+  weights     number and bytes of the SavedModel's variables
+  timings     seconds per call of the signature function for each batch size,
+              single-threaded (intra- and inter-op parallelism 1)
+
+Inputs are uniform random numbers in [-2, 2), like the C++ benchmarks.
+"""
+
+import json
+import os
+import sys
+import time
+import traceback
+
+
+def main(argv):
+    with open(argv[1]) as f:
+        req = json.load(f)
+    try:
+        answer = {"ok": True, **run(req)}
+    except Exception as exc:  # report, never hang the caller on a traceback
+        answer = {"ok": False, "message": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+    tmp = req["result"] + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(answer, f)
+    os.replace(tmp, req["result"])
+    return 0
+
+
+def run(req):
+    import numpy as np
+    import tensorflow as tf
+    from tensorflow.python.tools import saved_model_utils
+
+    tf.get_logger().setLevel("ERROR")
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+
+    key = req["serving_key"]
+    meta = saved_model_utils.get_meta_graph_def(req["saved_model"], "serve")
+    sig = meta.signature_def[key]
+
+    def tensor(info):
+        op, _, index = info.name.partition(":")
+        return {"op": op, "index": int(index or 0)}
+
+    signature = {
+        "inputs": [{"name": n, **tensor(sig.inputs[n])} for n in sorted(sig.inputs)],
+        "outputs": [{"name": n, **tensor(sig.outputs[n])} for n in sorted(sig.outputs)],
+    }
+    loaded = tf.saved_model.load(req["saved_model"], tags=["serve"])
+    fn = loaded.signatures[key]
+    variables = list(getattr(loaded, "variables", []))
+    weights = {"count": len(variables), "bytes": int(sum(v.numpy().nbytes for v in variables))}
+
+    specs = fn.structured_input_signature[1]
+    timings = []
+    for bs in req.get("batch_sizes", []):
+        rng = np.random.default_rng(12345)
+        feeds = {}
+        for name in sorted(specs):
+            spec = specs[name]
+            shape = [bs] + spec.shape.as_list()[1:]
+            values = rng.uniform(-2.0, 2.0, size=shape)
+            feeds[name] = tf.constant(values > 0 if spec.dtype == tf.bool else values.astype(spec.dtype.as_numpy_dtype))
+        for _ in range(req["warmup"]):
+            fn(**feeds)
+        start = time.perf_counter()
+        for _ in range(req["calls"]):
+            fn(**feeds)
+        seconds = (time.perf_counter() - start) / max(1, req["calls"])
+        timings.append({"batch_size": bs, "seconds_per_call": seconds, "calls": req["calls"],
+                        "warmup": req["warmup"]})
+    return {"signature": signature, "weights": weights, "timings": timings,
+            "tensorflow_version": tf.__version__}
+
+
+if __name__ == "__main__":
+    code = main(sys.argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # the answer is on disk: skip TensorFlow's slow teardown
