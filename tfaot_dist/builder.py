@@ -8,17 +8,20 @@ Finished packages are cached under CACHE/builds/<key>/ and copied into the
 output directory; both moves are atomic renames.
 """
 
+import contextlib
 import json
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from tfaot_dist import __version__, package as pkg, runtime_package, verify
 from tfaot_dist.config import AotConfig, load_aot_config
 from tfaot_dist.models import load_source_config
-from tfaot_dist.errors import CompileFailed, SourceUnavailable
+from tfaot_dist.errors import CompileFailed, SourceUnavailable, TfaotError
 from tfaot_dist.fsutil import (
-    file_lock, replace_dir, sha256_bytes, sha256_file, temp_sibling, tree_digest,
+    copy_atomic, file_lock, remove_stale_siblings, replace_dir, sha256_bytes, sha256_file, temp_sibling,
+    tree_digest,
 )
 from tfaot_dist.registry import Defaults, ModelEntry
 from tfaot_dist.render import templates_digest
@@ -70,17 +73,19 @@ def build_entry(entry: ModelEntry, defaults: Defaults, cache: Path, dist: Path, 
     status = "cached"
     # Fetched before the lock is taken: a source that cannot be had leaves the build cache as it was.
     src = None if _existing(cached_dir / dest.name, key) else fetch_source(entry.source, cache, offline)
-    with file_lock(cache / "builds" / f"{key}.lock"):
+    # The lock lives outside builds/ so that a build that fails leaves builds/ as it was.
+    with file_lock(cache / "locks" / f"build-{key}.lock"):
         if not _existing(cached_dir / dest.name, key):
             status = "built"
+            remove_stale_siblings(cached_dir)
             src = src or fetch_source(entry.source, cache, offline)
             if offline:
                 _require_cached_toolchain(cache, defaults)
             config = load_source_config(src, entry.aot_config).with_overrides(entry.overrides)
             source = {**entry.source.as_dict(), "url": entry.source.url, "aot_config": entry.aot_config}
-            staged = temp_sibling(cached_dir)
-            _compile(config, entry.package, entry.version, source, defaults, cache, staged, log, key)
-            replace_dir(staged, cached_dir)
+            with staging(cached_dir) as staged:
+                _compile(config, entry.package, entry.version, source, defaults, cache, staged, log, key)
+                replace_dir(staged, cached_dir)
     built = _existing(cached_dir / dest.name, key)
     _publish_copy(built, dest)
     return BuildResult(entry.name, _existing(dest, key), status, key)
@@ -100,13 +105,32 @@ def compile_config(config_path: Path, output_dir: Path, defaults: Defaults, cach
     package = f"tfaot-model-{name or config.name.lower().replace('_', '-')}"
     version = version or config.version
     source = {"aot_config": config_path.name, "saved_model_sha256": tree_digest(config.saved_model)}
-    staged = temp_sibling(output_dir / pkg.dir_name(package, version))
-    _compile(config, package, version, source, defaults, cache, staged, log, key=None)
-    built = staged / pkg.dir_name(package, version)
-    dest = output_dir / built.name
-    _publish_copy(_load(built), dest)
-    shutil.rmtree(staged, ignore_errors=True)
+    dest = output_dir / pkg.dir_name(package, version)
+    with staging(dest) as staged:
+        _compile(config, package, version, source, defaults, cache, staged, log, key=None)
+        _publish_copy(_load(staged / dest.name), dest)
+        shutil.rmtree(staged)
     return _load(dest)
+
+
+@contextlib.contextmanager
+def staging(final: Path):
+    """A temporary sibling of final to build in. On an error it goes, so that the cache or output
+    directory is as it was; if the error message names a log in it, it moves to the system's
+    temporary space instead, and the message names it there."""
+    staged = temp_sibling(final)
+    try:
+        yield staged
+    except TfaotError as exc:
+        if not staged.exists() or str(staged) not in str(exc):
+            shutil.rmtree(staged, ignore_errors=True)
+            raise
+        kept = Path(tempfile.mkdtemp(prefix=f"tfaot-dist-failed-{final.name}-")) / "build"
+        shutil.move(staged, kept)
+        raise type(exc)(str(exc).replace(str(staged), str(kept))) from None
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
 
 
 def _compile(config: AotConfig, package: str, version: str, source: dict, defaults: Defaults,
@@ -206,11 +230,18 @@ def _existing(root: Path, key: str) -> pkg.Package | None:
 
 
 def _publish_copy(built: pkg.Package, dest: Path) -> None:
-    """Copy a finished package directory and archive to dest, each by an atomic rename."""
-    staged = temp_sibling(dest)
-    shutil.copytree(built.root, staged / "pkg")
-    replace_dir(staged / "pkg", dest)
-    shutil.rmtree(staged, ignore_errors=True)
-    tmp_archive = dest.parent / f".{dest.name}.tar.gz.tmp"
-    shutil.copyfile(built.archive, tmp_archive)
-    tmp_archive.replace(dest.parent / f"{dest.name}.tar.gz")
+    """Copy a finished package directory and archive to dest, each by an atomic rename.
+
+    The archive goes first: a process killed in between leaves the old directory,
+    whose build key no longer matches, so the next build copies both again.
+    Concurrent builds into one output directory take turns on a lock.
+    """
+    archive = dest.parent / f"{dest.name}.tar.gz"
+    with file_lock(dest.parent / f".{dest.name}.lock"):
+        remove_stale_siblings(dest)
+        remove_stale_siblings(archive)
+        copy_atomic(built.archive, archive)
+        staged = temp_sibling(dest)
+        shutil.copytree(built.root, staged / "pkg")
+        replace_dir(staged / "pkg", dest)
+        shutil.rmtree(staged, ignore_errors=True)

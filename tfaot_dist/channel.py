@@ -33,7 +33,7 @@ from packaging.version import Version
 from tfaot_dist import names
 from tfaot_dist.download import cached_archive, check_sha256, download, get_bytes
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable
-from tfaot_dist.fsutil import file_lock, sha256_bytes, sha256_file, write_atomic
+from tfaot_dist.fsutil import file_lock, remove_stale_siblings, sha256_bytes, sha256_file, write_atomic
 from tfaot_dist.package import MANIFEST
 from tfaot_dist.safe_extract import check_name
 
@@ -232,7 +232,10 @@ def publish(dist: Path, channel: Path, log=print) -> list[Published]:
                                      "never changes (raise the version)")
         if not plan:
             return out
+        remove_stale_siblings(index_path)
         for archive, line in plan:
+            remove_stale_siblings(channel / line.manifest)
+            remove_stale_siblings(channel / line.archive)
             write_atomic(channel / line.manifest, archive.manifest_bytes)
             write_atomic(channel / line.archive, archive.path.read_bytes())
             log(f"published {line.name} {line.version} ({line.sha256[:12]})")
@@ -361,7 +364,11 @@ class Channel:
     def remember(self, cache: Path) -> None:
         """Keep this remote index for `--offline` (called once it served its purpose)."""
         if self.base_url is not None and self._index_bytes is not None:
-            write_atomic(_saved_index(cache, self.base_url), self._index_bytes)
+            saved = _saved_index(cache, self.base_url)
+            saved.parent.mkdir(parents=True, exist_ok=True)
+            with file_lock(saved.parent / ".lock"):
+                remove_stale_siblings(saved)
+                write_atomic(saved, self._index_bytes)
 
     def versions(self, name: str) -> list[ChannelPackage]:
         return sorted((p for p in self.packages if p.name == name), key=lambda p: Version(p.version))

@@ -247,8 +247,12 @@ def cmd_verify(args) -> int:
         text = f"{entry.package} {entry.version}: rebuilt bit-identical ({data['archive_sha256']})"
     else:
         package = reproduce.check_installed(entry, args.dist.absolute())
-        data = {"package": package.name, "version": package.version, "files": len(package.manifest["files"])}
-        text = f"{package.name} {package.version}: {data['files']} files match the manifest"
+        report = reproduce.check_numbers(package, reg.defaults(), args.cache, log)
+        data = {"package": package.name, "version": package.version, "files": len(package.manifest["files"]),
+                "verification": report}
+        worst = max((o["max_abs"] for o in report["outputs"].values()), default=0.0)
+        text = (f"{package.name} {package.version}: {data['files']} files match the manifest; outputs agree with "
+                f"TensorFlow at batch sizes {report['batch_sizes']} (max abs deviation {worst:.3g})")
     emit(args, data, text)
     return 0
 
@@ -428,7 +432,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--table", action="store_true", help="print every op")
     s.set_defaults(func=cmd_check)
 
-    s = sub.add_parser("verify", parents=[common], help="check a built package, or rebuild it and compare")
+    s = sub.add_parser("verify", parents=[common], help="check a built package's files and numbers, or rebuild it and compare")
     s.add_argument("name", metavar="NAME")
     s.add_argument("--dist", type=Path, default=Path("dist"), help="output directory (default: ./dist)")
     s.add_argument("--rebuild", action="store_true", help="rebuild from scratch and compare file by file")

@@ -143,7 +143,8 @@ def download(url: str, directory: Path, expected_sha256: str | None = None) -> D
     The caller renames the file into place (or deletes it); on any error nothing is left behind.
     """
     directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=".download-", suffix=".tmp", dir=directory)
+    remove_dead_downloads(directory)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".download-{os.getpid()}-", suffix=".tmp", dir=directory)
     os.close(fd)
     tmp = Path(tmp_name)
     try:
@@ -161,6 +162,24 @@ def download(url: str, directory: Path, expected_sha256: str | None = None) -> D
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
         raise
+
+
+def remove_dead_downloads(directory: Path) -> None:
+    """Delete the temporary files of downloads whose process is gone (killed mid-download)."""
+    for path in directory.glob(".download-*-*.tmp"):
+        pid = path.name.split("-")[1]
+        if pid.isdigit() and not _alive(int(pid)):
+            path.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def cached_archive(cache: Path, sha256: str) -> Path:

@@ -7,6 +7,7 @@ never half of either.
 
 import contextlib
 import fcntl
+import glob
 import gzip
 import hashlib
 import io
@@ -68,10 +69,37 @@ def write_atomic(path: Path, data: bytes | str) -> None:
         raise
 
 
+def copy_atomic(src: Path, path: Path) -> None:
+    """Copy src to path through a temporary sibling and a rename."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        shutil.copyfile(src, tmp)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
 def temp_sibling(path: Path) -> Path:
     """A fresh empty directory next to path, for building what will replace it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+
+
+def remove_stale_siblings(path: Path) -> None:
+    """Remove what temp_sibling(path) and write_atomic(path) left behind in processes that died.
+
+    Only correct while holding the lock under which those temporaries are made:
+    then none of them belongs to a live process.
+    """
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        if stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale, ignore_errors=True)
+        else:
+            stale.unlink(missing_ok=True)
 
 
 def replace_dir(staged: Path, final: Path) -> None:

@@ -19,7 +19,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tfaot_dist.fsutil import file_lock, replace_dir, temp_sibling, write_atomic
+from tfaot_dist.fsutil import file_lock, remove_stale_siblings, replace_dir, temp_sibling, write_atomic
 from tfaot_dist.xla_runtime import CODEGEN_HEADERS, XlaRuntime
 
 INTERFACE_INCLUDE = Path(__file__).parent / "runtime" / "include"
@@ -57,6 +57,7 @@ def flags(runtime: XlaRuntime, cache: Path, opt: str = "-O2", log=lambda message
         with file_lock(final.parent / f"{final.name}.lock"):
             if not (final / MARKER).is_file():
                 log(f"precompiling the interface headers ({final.name})")
+                remove_stale_siblings(final)
                 staged = temp_sibling(final)
                 (staged / HEADER).write_text(header_text())
                 proc = subprocess.run(

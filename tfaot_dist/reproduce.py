@@ -1,6 +1,8 @@
 """`verify NAME [--rebuild]`: is the package in the output directory what its entry builds?
 
-Without --rebuild: every file matches the manifest's digests. With --rebuild:
+Without --rebuild: every file matches the manifest's digests, and the package's
+objects, linked with this machine's runtime, reproduce the TensorFlow outputs
+it ships (the check every build makes, run again). With --rebuild:
 build the entry again from nothing but the shared toolchain and runtime (a
 fresh temporary cache, so the source is fetched again, and a fresh output
 directory) and compare the two packages file by file and archive to archive.
@@ -11,10 +13,12 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from tfaot_dist import builder, package as pkg
+from tfaot_dist import builder, package as pkg, verify
 from tfaot_dist.errors import InvalidInput, VerificationFailed
 from tfaot_dist.fsutil import sha256_file, tree_files
 from tfaot_dist.registry import Defaults, ModelEntry
+from tfaot_dist.toolchain import ensure_toolchain
+from tfaot_dist.xla_runtime import ensure_runtime
 
 # Cache entries that are expensive and keyed by their contents: shared with the rebuild.
 SHARED_CACHE_DIRS = ("toolchains", "runtime", "abseil", "downloads")
@@ -27,6 +31,15 @@ def check_installed(entry: ModelEntry, dist: Path) -> pkg.Package:
     manifest = pkg.read_manifest(root)
     pkg.check_files(root, manifest)
     return pkg.Package(entry.package, entry.version, root, root.parent / f"{root.name}.tar.gz", manifest)
+
+
+def check_numbers(package: pkg.Package, defaults: Defaults, cache: Path, log=print) -> dict:
+    """Link the package's objects into the verification harness again and compare every output
+    with the reference TensorFlow outputs in the package; VerificationFailed names the first miss."""
+    toolchain = ensure_toolchain(cache, defaults.requirements, log)
+    runtime = ensure_runtime(toolchain.python, cache, log)
+    with tempfile.TemporaryDirectory(prefix="tfaot-verify-") as tmp_dir:
+        return verify.verify_package(package.root, package.manifest, runtime, Path(tmp_dir) / "work", cache)
 
 
 def rebuild_and_compare(entry: ModelEntry, defaults: Defaults, cache: Path, dist: Path, log=print) -> dict:

@@ -27,7 +27,7 @@ import git
 from tfaot_dist import names
 from tfaot_dist.download import cached_archive, download, keep
 from tfaot_dist.errors import InvalidInput, SourceUnavailable
-from tfaot_dist.fsutil import file_lock, replace_dir, sha256_bytes, temp_sibling
+from tfaot_dist.fsutil import file_lock, remove_stale_siblings, replace_dir, sha256_bytes, temp_sibling
 from tfaot_dist.safe_extract import extract
 
 # Transports that cannot run commands: ext:: and fd:: are never allowed.
@@ -80,12 +80,22 @@ class GitSources:
         return self.cache / "git" / f"{sha256_bytes(url.encode())[:24]}.git"
 
     def _mirror(self, url: str) -> git.Repo:
+        """The bare mirror of url; called under its lock, so no git process of ours is using it."""
         path = self._mirror_path(url)
-        if not (path / "HEAD").exists():
-            path.mkdir(parents=True, exist_ok=True)
+        repo = None
+        if (path / "HEAD").exists() and (path / "config").exists():
+            try:
+                repo = git.Repo(path)
+            except git.GitError:  # left half-made by a process that was killed
+                repo = None
+        if repo is None:
+            shutil.rmtree(path, ignore_errors=True)
+            path.mkdir(parents=True)
             repo = git.Repo.init(path, bare=True)
-        else:
-            repo = git.Repo(path)
+        # A git killed mid-fetch leaves its lock files (shallow.lock, refs/...lock), which would
+        # make every later fetch fail.
+        for stale in [*path.glob("*.lock"), *path.glob("refs/**/*.lock")]:
+            stale.unlink(missing_ok=True)
         repo.git.update_environment(**git_env())
         return repo
 
@@ -142,6 +152,7 @@ class GitSources:
                     raise SourceUnavailable(f"{url}: cannot fetch: {_last_line(exc.stderr)}") from None
             if not _has_commit(repo, commit):
                 raise SourceUnavailable(f"{url}: commit {commit} is not available")
+        remove_stale_siblings(tree)
         staged = temp_sibling(tree)
         data = repo.git.archive("--format=tar", commit, stdout_as_string=False)
         _extract_git_archive(data, staged / "tree")

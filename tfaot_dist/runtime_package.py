@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 
 from tfaot_dist import __version__, buildsys, package as pkg
-from tfaot_dist.fsutil import file_lock, replace_dir, sha256_file, temp_sibling, tree_files
+from tfaot_dist.fsutil import file_lock, remove_stale_siblings, replace_dir, sha256_file, temp_sibling, tree_files
 from tfaot_dist.render import render
 from tfaot_dist.xla_runtime import XlaRuntime
 
@@ -44,6 +44,8 @@ def ensure_runtime_package(runtime: XlaRuntime, dist: Path) -> tuple[pkg.Package
     with file_lock(dist / f".{root.name}.lock"):
         if not (root / pkg.MANIFEST).is_file() or not archive.is_file():
             status = "built"
+            remove_stale_siblings(root)
+            remove_stale_siblings(archive)
             staged = temp_sibling(root)
             _assemble(runtime, version, staged / root.name)
             pkg.write_archive(staged / root.name, staged / archive.name)

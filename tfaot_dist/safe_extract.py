@@ -10,6 +10,7 @@ archive with an IntegrityError naming it.
 import os
 import posixpath
 import stat
+import struct
 import tarfile
 import zipfile
 from pathlib import Path
@@ -18,6 +19,7 @@ from tfaot_dist.errors import IntegrityError
 
 MAX_ENTRIES = 100_000
 MAX_BYTES = 16 << 30
+_EOCD_SEARCH = 22 + 0xFFFF  # the end record and the longest comment
 
 
 def extract(archive: Path, dest: Path, label: str | None = None, max_entries: int = MAX_ENTRIES,
@@ -77,7 +79,31 @@ def _checked_tar_members(tar: tarfile.TarFile, label: str, max_entries: int, max
     return members
 
 
+def zip_entry_count(archive: Path) -> int | None:
+    """The entry count that a zip's end records announce, read before zipfile parses (and holds in
+    memory) the whole central directory; None if the records are not found."""
+    size = archive.stat().st_size
+    with open(archive, "rb") as f:
+        f.seek(max(0, size - _EOCD_SEARCH))
+        tail = f.read()
+        at = tail.rfind(b"PK\x05\x06")
+        if at < 0 or len(tail) - at < 22:
+            return None
+        count = struct.unpack_from("<H", tail, at + 10)[0]
+        if count != 0xFFFF or at < 20 or tail[at - 20:at - 16] != b"PK\x06\x07":
+            return count
+        zip64_end = struct.unpack_from("<Q", tail, at - 12)[0]  # the zip64 locator points at it
+        f.seek(zip64_end)
+        record = f.read(56)
+        if len(record) < 56 or record[:4] != b"PK\x06\x06":
+            return None
+        return struct.unpack_from("<Q", record, 32)[0]
+
+
 def _extract_zip(archive: Path, dest: Path, label: str, max_entries: int, max_bytes: int) -> None:
+    announced = zip_entry_count(archive)
+    if announced is not None and announced > max_entries:
+        raise IntegrityError(f"{label}: more than {max_entries} entries ({announced} announced)")
     try:
         zf = zipfile.ZipFile(archive)
     except (zipfile.BadZipFile, OSError) as exc:

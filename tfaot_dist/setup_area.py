@@ -31,9 +31,9 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from tfaot_dist import buildsys, names
+from tfaot_dist import buildsys, cpu_target, names
 from tfaot_dist import package as pkg
-from tfaot_dist.channel import RUNTIME, Channel, ChannelPackage, VerifiedArchive, verify_archive
+from tfaot_dist.channel import PACKAGE_NAME, RUNTIME, Channel, ChannelPackage, VerifiedArchive, verify_archive
 from tfaot_dist.download import keep
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable, TfaotError
 from tfaot_dist.fsutil import file_lock, replace_dir, sha256_bytes, temp_sibling, write_atomic
@@ -169,6 +169,9 @@ def _setup_one(text: str, channel: Channel, root: Path, cache: Path, offline: bo
         else:
             todo.append(p)
     if not todo:
+        root.mkdir(parents=True, exist_ok=True)
+        with file_lock(root / ".lock"):
+            _repair(root, read_installed(root))
         return out
 
     # Fetch and verify everything before the area (or the cache) changes.
@@ -186,11 +189,17 @@ def _setup_one(text: str, channel: Channel, root: Path, cache: Path, offline: bo
     finally:
         for path in fresh:
             path.unlink(missing_ok=True)
+    for p in todo:
+        # Only a warning: areas are often prepared on one machine and used on others.
+        check = cpu_target.check_package(verified[p.key].manifest)
+        if p.kind == "model" and not check.ok:
+            log(f"warning: {p.name} {p.version}: {check.message}")
 
     root.mkdir(parents=True, exist_ok=True)
     with file_lock(root / ".lock"):
         state = read_installed(root)
         _check_runtimes(state, wanted)
+        _repair(root, state)
         old_dirs = []
         for p in todo:
             archive = verified[p.key]
@@ -218,6 +227,52 @@ def _setup_one(text: str, channel: Channel, root: Path, cache: Path, offline: bo
                     _scram_setup(scram, root.parent, root / tool)
                     report.scram.append(str(root / tool))
     return out
+
+
+def _repair(root: Path, state: dict[str, dict]) -> None:
+    """Bring the area back to what installed.json says after a setup that was killed half-way.
+
+    Called under the area's lock, so no temporary file belongs to a live process: they go,
+    with package directories and area files of versions that are not installed, and the
+    tool files and forwarders of installed ones are written again where they differ.
+    """
+    for pattern in (".*.tmp", "*/.*.tmp", "lib/*/.*.tmp", "lib/cmake/*/.*.tmp"):
+        for stale in root.glob(pattern):
+            if stale.is_dir() and not stale.is_symlink():
+                shutil.rmtree(stale, ignore_errors=True)
+            else:
+                stale.unlink(missing_ok=True)
+    for package_dir in root.iterdir():
+        if not (package_dir.is_dir() and PACKAGE_NAME.fullmatch(package_dir.name)):
+            continue
+        listed = state.get(package_dir.name, {}).get("path")
+        for version_dir in package_dir.iterdir():
+            if f"{package_dir.name}/{version_dir.name}" != listed:
+                shutil.rmtree(version_dir, ignore_errors=True)
+        _remove_empty_parent(package_dir, root)
+    tools = {tool for row in state.values() for tool in row["tool_files"]}
+    for tool in (root / "scram.d").glob("*.xml"):
+        if f"scram.d/{tool.name}" not in tools:
+            tool.unlink()
+    for cmake in (root / "lib" / "cmake").glob("*"):
+        if cmake.name not in state:
+            shutil.rmtree(cmake, ignore_errors=True)
+    for pc in (root / "lib" / "pkgconfig").glob("*.pc"):
+        if pc.stem not in state:
+            pc.unlink()
+    for name, row in sorted(state.items()):
+        try:
+            manifest = pkg.read_manifest(root / row["path"])
+        except (OSError, ValueError, TfaotError):
+            continue  # damaged by hand: left for the user to see, not rewritten
+        _place_area_files(root, manifest, row["path"], row)
+    if state:
+        _write_if_changed(root / "env.sh", env_script(environment(root, state)))
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    if not path.is_file() or path.read_text() != text:
+        write_atomic(path, text)
 
 
 def _runtimes_for(model: ChannelPackage, channel: Channel) -> list[ChannelPackage]:
@@ -291,22 +346,22 @@ def _place_area_files(root: Path, manifest: dict, rel: str, previous: dict | Non
     tree = root / rel
     tools = []
     for xml in sorted((tree / "etc" / "scram.d").glob("*.xml")):
-        write_atomic(root / "scram.d" / xml.name, xml.read_text().replace(TOOL_ROOT, str(tree)))
+        _write_if_changed(root / "scram.d" / xml.name, xml.read_text().replace(TOOL_ROOT, str(tree)))
         tools.append(f"scram.d/{xml.name}")
     for old in (previous or {}).get("tool_files", []):
         if old not in tools:
             (root / old).unlink(missing_ok=True)
 
     cmake = root / buildsys.cmake_config_path(name)
-    write_atomic(cmake, f"# {name} {version}, installed by tfaot-dist setup: the package's own config, "
+    _write_if_changed(cmake, f"# {name} {version}, installed by tfaot-dist setup: the package's own config, "
                         f"relative to this file.\ninclude(\"${{CMAKE_CURRENT_LIST_DIR}}/../../../{rel}/"
                         f"{buildsys.cmake_config_path(name)}\")\n")
-    write_atomic(cmake.with_name(f"{name}ConfigVersion.cmake"), _cmake_version(version))
+    _write_if_changed(cmake.with_name(f"{name}ConfigVersion.cmake"), _cmake_version(version))
     pc = (tree / buildsys.pkgconfig_path(name)).read_text()
     here = "prefix=${pcfiledir}/../.."
     if here in pc.splitlines():
         # Same file, its prefix pointing from AREA/tfaot/lib/pkgconfig to the package directory.
-        write_atomic(root / buildsys.pkgconfig_path(name),
+        _write_if_changed(root / buildsys.pkgconfig_path(name),
                      "\n".join(f"{here}/{rel}" if line == here else line for line in pc.splitlines()) + "\n")
     return tools
 
@@ -347,7 +402,9 @@ def environment(root: Path, state: dict[str, dict]) -> dict[str, str]:
     """What a build outside scram needs: one prefix for CMake and pkg-config, include and lib dirs."""
     if not state:
         return {}
-    trees = [root / row["path"] for _, row in sorted(state.items(), key=lambda kv: kv[1].get("kind") == "runtime")]
+    # Models by name, then the runtime: the same lines whatever order the packages came in.
+    trees = [root / row["path"] for _, row in sorted(state.items(), key=lambda kv: (kv[1].get("kind") == "runtime",
+                                                                                    kv[0]))]
     return {
         "CMAKE_PREFIX_PATH": str(root),
         "PKG_CONFIG_PATH": str(root / "lib" / "pkgconfig"),

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tfaot_dist import errors
-from tfaot_dist.fsutil import file_lock, replace_dir, sha256_bytes, temp_sibling, write_atomic
+from tfaot_dist.fsutil import file_lock, remove_stale_siblings, replace_dir, sha256_bytes, temp_sibling, write_atomic
 
 WORKER = Path(__file__).parent / "worker" / "tf_worker.py"
 READY = "toolchain.json"
@@ -62,6 +62,7 @@ def ensure_toolchain(cache: Path, requirements: tuple[str, ...], log=print) -> T
         if found:
             return found
         log(f"creating toolchain {key}: {' '.join(requirements)}")
+        remove_stale_siblings(root)
         staged = temp_sibling(root)
         try:
             _run([sys.executable, "-m", "venv", str(staged)], "create venv")

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tfaot_dist.errors import CompileFailed
-from tfaot_dist.fsutil import replace_dir, sha256_file, temp_sibling, write_atomic
+from tfaot_dist.fsutil import remove_stale_siblings, replace_dir, sha256_file, temp_sibling, write_atomic
 
 # Bump when anything below changes the bytes of a build (flags, file
 # selection, layout), so old cache entries are not reused.
@@ -309,7 +309,7 @@ def ensure_runtime(toolchain_python: Path, cache_dir: Path, log: Log = print, *,
         found = _load_complete(final, key)  # another process may have finished it
         if found:
             return found
-        _remove_stale_siblings(final)
+        remove_stale_siblings(final)
         jobs = jobs or max(1, len(os.sched_getaffinity(0)))
         abseil = _ensure_abseil(Path(toolchain_python), cc, cache_dir, log, jobs)
         log(f"building XLA AOT runtime {key} ({jobs} jobs)")
@@ -355,7 +355,7 @@ def _ensure_abseil(python: Path, cc: _Compiler, cache_dir: Path, log: Log, jobs:
     with _lock(cache_dir / "abseil" / f"{key}.lock", log):
         if (final / MARKER).is_file():
             return final
-        _remove_stale_siblings(final)
+        remove_stale_siblings(final)
         sdist = _ensure_sdist(python, cache_dir, log)
         log(f"building Abseil from {sdist.name} ({jobs} jobs)")
         t0 = time.monotonic()
@@ -700,12 +700,6 @@ def _load_complete(root: Path, key: str) -> XlaRuntime | None:
     except (OSError, ValueError, KeyError):
         return None
     return runtime if runtime.key == key else None
-
-
-def _remove_stale_siblings(final: Path) -> None:
-    """Staging directories of builds that died (we hold the lock, so none is live)."""
-    for stale in final.parent.glob(f".{final.name}.*.tmp"):
-        shutil.rmtree(stale, ignore_errors=True)
 
 
 class _lock:
