@@ -3,6 +3,7 @@
     server = Server(root)            serves root/ like any static server (python -m http.server)
     server.fail(path, 2)             the next 2 GETs of path answer 500, then it is served
     server.truncate(path)            announces the full length, sends half, closes
+    server.reset(path)               announces the full length, sends half, resets the connection (RST)
     server.replace(path, data)       serves other bytes than the file holds
     server.url(path)                 http://127.0.0.1:PORT/path
     server.hits[path]                GETs seen per path
@@ -13,6 +14,7 @@ refused_url() is a port nobody listens on; SilentServer accepts connections
 
 import collections
 import socket
+import struct
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -25,6 +27,7 @@ class Server:
         self.hits: collections.Counter = collections.Counter()
         self.failures: dict[str, int] = {}
         self.truncated: set[str] = set()
+        self.resets: set[str] = set()
         self.replaced: dict[str, bytes] = {}
         owner = self
 
@@ -44,6 +47,14 @@ class Server:
                     return
                 if path in owner.replaced:
                     self._send(owner.replaced[path], len(owner.replaced[path]))
+                    return
+                if path in owner.resets:
+                    data = (owner.root / path.lstrip("/")).read_bytes()
+                    self._send(data[: len(data) // 2], len(data))
+                    # Linger on, timeout 0: close() sends RST instead of FIN.
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    self.connection.close()
+                    self.close_connection = True
                     return
                 if path in owner.truncated:
                     data = (owner.root / path.lstrip("/")).read_bytes()
@@ -77,6 +88,9 @@ class Server:
 
     def truncate(self, path: str) -> None:
         self.truncated.add("/" + path.lstrip("/"))
+
+    def reset(self, path: str) -> None:
+        self.resets.add("/" + path.lstrip("/"))
 
     def replace(self, path: str, data: bytes) -> None:
         self.replaced["/" + path.lstrip("/")] = data

@@ -135,7 +135,8 @@ def test_archive_source_retries_5xx_then_verifies_and_caches(archive_server, cac
 
 
 @pytest.mark.parametrize("case, code, requests", [
-    ("wrong bytes", 7, 1), ("not found", 4, 1), ("truncated", 4, 3), ("refused", 4, 0), ("silent", 4, 0),
+    ("wrong bytes", 7, 1), ("not found", 4, 1), ("truncated", 4, 3), ("reset", 4, 3), ("refused", 4, 0),
+    ("silent", 4, 0),
 ])
 def test_archive_source_failures_leave_everything_unchanged(case, code, requests, run, registry, cache, tmp_path,
                                                             archive_server, monkeypatch):
@@ -149,6 +150,8 @@ def test_archive_source_failures_leave_everything_unchanged(case, code, requests
         url = archive_server.url("nothing-here.tar.gz")
     elif case == "truncated":
         archive_server.truncate("data-1.0.tar.gz")
+    elif case == "reset":
+        archive_server.reset("data-1.0.tar.gz")
     elif case == "refused":
         url = refused_url("data.tar.gz")
     else:
@@ -164,7 +167,8 @@ def test_archive_source_failures_leave_everything_unchanged(case, code, requests
     assert snapshot(registry, cache, tmp_path / "dist") == before
     assert url.split("/")[-1] in line
     expected = {"wrong bytes": f"expected {sha}", "not found": "HTTP 404", "truncated": "truncated",
-                "refused": "Connection refused", "silent": "no answer within 0.5 s"}[case]
+                "reset": "Connection reset by peer", "refused": "Connection refused",
+                "silent": "no answer within 0.5 s"}[case]
     assert expected in line, line
     if requests:
         assert archive_server.count(url.split("/")[-1]) == requests

@@ -717,7 +717,7 @@ def test_sources_refuses_a_tampered_archive(built, tmp_path, capsys):
     archive.write_bytes(gzip.compress(raw.getvalue()))
     _, err = specs_cli(capsys, built / "registry", "--flavor", "rpm", "--out", tmp_path / "out", "--sources", dist,
                        expect=INTEGRITY)
-    assert "files differ from its manifest: include/tfaot-model-test-simple/model.h" in err
+    assert "include/tfaot-model-test-simple/model.h: sha256 or size differs from the manifest" in err
     assert not (tmp_path / "out").exists()
 
 

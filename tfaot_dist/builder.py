@@ -106,10 +106,14 @@ def compile_config(config_path: Path, output_dir: Path, defaults: Defaults, cach
     version = version or config.version
     source = {"aot_config": config_path.name, "saved_model_sha256": tree_digest(config.saved_model)}
     dest = output_dir / pkg.dir_name(package, version)
-    with staging(dest) as staged:
-        _compile(config, package, version, source, defaults, cache, staged, log, key=None)
-        _publish_copy(_load(staged / dest.name), dest)
-        shutil.rmtree(staged)
+    # Staged under another name than dest's: _publish_copy clears dest's temporaries.
+    work = output_dir / f"{dest.name}-compiling"
+    with file_lock(output_dir / f".{work.name}.lock"):
+        remove_stale_siblings(work)
+        with staging(work) as staged:
+            _compile(config, package, version, source, defaults, cache, staged, log, key=None)
+            _publish_copy(_load(staged / dest.name), dest)
+            shutil.rmtree(staged)
     return _load(dest)
 
 

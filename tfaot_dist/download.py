@@ -101,8 +101,9 @@ def _attempt(url: str, sink, limit: int | None) -> tuple[str, int]:
                     raise IntegrityError(f"{url}: larger than {limit} bytes")
                 h.update(chunk)
                 sink(chunk)
-    except (requests.exceptions.ChunkedEncodingError, urllib3.exceptions.ProtocolError):
-        raise _Retry("connection closed before the end of the body (truncated)") from None
+    except (requests.exceptions.ChunkedEncodingError, urllib3.exceptions.ProtocolError) as exc:
+        how = "reset (Connection reset by peer)" if "Connection reset" in str(exc) else "closed"
+        raise _Retry(f"connection {how} before the end of the body (truncated)") from None
     except (requests.Timeout, urllib3.exceptions.ReadTimeoutError):
         raise _Retry(f"no answer within {timeout():g} s") from None
     except requests.ConnectionError as exc:

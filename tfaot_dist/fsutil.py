@@ -54,27 +54,27 @@ def tree_digest(root: Path) -> str:
 
 
 def write_atomic(path: Path, data: bytes | str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    _replace_atomic(path, lambda f: f.write(data.encode() if isinstance(data, str) else data))
 
 
 def copy_atomic(src: Path, path: Path) -> None:
     """Copy src to path through a temporary sibling and a rename."""
+    def copy(f):
+        with open(src, "rb") as s:
+            shutil.copyfileobj(s, f, 1 << 20)
+
+    _replace_atomic(path, copy)
+
+
+def _replace_atomic(path: Path, fill) -> None:
+    """fill(file) writes a temporary sibling, which then replaces path in one rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
     try:
-        shutil.copyfile(src, tmp)
+        with os.fdopen(fd, "wb") as f:
+            fill(f)
+            f.flush()
+            os.fsync(f.fileno())
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:

@@ -24,13 +24,8 @@ is validated and rendered in memory before the first file is written, and
 each file is written atomically, so an error leaves the output as it was.
 """
 
-import hashlib
 import json
-import os
 import re
-import shutil
-import tarfile
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,10 +36,11 @@ from packaging.version import Version
 
 from tfaot_dist import __version__, builder, names, release
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable, UsageError
-from tfaot_dist.fsutil import sha256_file, write_atomic
+from tfaot_dist.channel import verify_archive
+from tfaot_dist.fsutil import copy_atomic, sha256_file, write_atomic
 from tfaot_dist.registry import DEFAULT_REQUIREMENTS, REQUIREMENT_CHARS, Defaults, ModelEntry, Registry
 from tfaot_dist.render import templates_dir
-from tfaot_dist.textsafe import one_line, render, spec_text
+from tfaot_dist.textsafe import render, spec_text
 
 FLAVORS = ("cmsbuild", "rpm")
 CMS_RUNTIME = "tensorflow-xla-runtime"  # the CMSDIST package and scram tool of the runtime
@@ -115,7 +111,7 @@ def generate(registry: Registry, flavor: str, out: Path, check: bool = False, so
         elif check:
             result.stale.append(rel)
         else:
-            _copy_atomic(archive, target)
+            copy_atomic(archive, target)
             result.written.append(rel)
     return result
 
@@ -330,7 +326,10 @@ def _collect_sources(registry: Registry, dist: Path, log) -> dict[str, Path | No
         if not archive.is_file():
             raise SourceUnavailable(f"{archive}: package archive not found; run "
                                     f"`tfaot-dist build --all --dist {dist}` first")
-        manifest = verify_archive(archive, f"{entry.package}-{entry.version}")
+        verified = verify_archive(archive)
+        if (verified.name, verified.version) != (entry.package, entry.version):
+            raise IntegrityError(f"{archive}: holds {verified.name} {verified.version}")
+        manifest = verified.manifest
         key = builder.build_key(entry, defaults)
         if manifest.get("build_key") != key:
             raise InvalidInput(f"{archive}: built from another state of {entry.path} (build key differs); "
@@ -351,55 +350,11 @@ def _collect_sources(registry: Registry, dist: Path, log) -> dict[str, Path | No
         version = archive.name.removeprefix(f"{RPM_RUNTIME}-").removesuffix(".tar.gz")
         if version != tf_version and not version.startswith(f"{tf_version}+"):
             raise InvalidInput(f"{archive}: runtime for TensorFlow {version}, but the registry pins {tf_version}")
-        verify_archive(archive, archive.name.removesuffix(".tar.gz"))
+        if verify_archive(archive).name != RPM_RUNTIME:
+            raise IntegrityError(f"{archive}: not a {RPM_RUNTIME} package")
         out[runtime_name] = archive
     else:
         log(f"no single {RPM_RUNTIME} {tf_version} archive in {dist}: {runtime_name} not placed")
         out[runtime_name] = None
     return out
 
-
-def verify_archive(archive: Path, top: str) -> dict:
-    """Read a package archive without extracting it: every file under top/, each with its manifest digest.
-
-    Returns the manifest. Raises IntegrityError on links, stray paths, or any digest difference.
-    """
-    digests, manifest = {}, None
-    try:
-        with tarfile.open(archive, "r:gz") as tar:
-            for member in tar:
-                name = member.name.rstrip("/")
-                if name != top and not name.startswith(f"{top}/") or ".." in name.split("/"):
-                    raise IntegrityError(f"{archive}: member {member.name!r} is outside {top}/")
-                if member.isdir():
-                    continue
-                if not member.isfile():
-                    raise IntegrityError(f"{archive}: member {member.name!r} is not a regular file")
-                data = tar.extractfile(member).read()
-                rel = name.removeprefix(f"{top}/")
-                if rel == "manifest.json":
-                    manifest = json.loads(data)
-                else:
-                    digests[rel] = hashlib.sha256(data).hexdigest()
-    except (OSError, tarfile.TarError, ValueError) as exc:
-        raise IntegrityError(f"{archive}: unreadable package archive: {one_line(str(exc))}") from None
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
-        raise IntegrityError(f"{archive}: no manifest.json in {top}/")
-    listed = {rel: meta.get("sha256") for rel, meta in manifest["files"].items()}
-    if listed != digests:
-        diff = sorted(set(listed) ^ set(digests)) or sorted(r for r in listed if listed[r] != digests[r])
-        raise IntegrityError(f"{archive}: files differ from its manifest: {', '.join(diff[:5])}")
-    return manifest
-
-
-def _copy_atomic(src: Path, dest: Path) -> None:
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
-    os.close(fd)
-    try:
-        shutil.copyfile(src, tmp)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
