@@ -14,6 +14,10 @@ TFAOT_DIST_KILL_TRIALS (default 4) is the number of trials per command and TFAOT
     TFAOT_DIST_KILL_TRIALS=30 scripts/test -k kill -s
 
 which prints one line per command: trials, kills that hit a running process, and the outcomes seen.
+
+A kill at a random moment rarely lands in the few microseconds between two renames, so the
+`test_crash_at_*` tests also stop each command exactly there (TFAOT_DIST_CRASH_AT names a
+fsutil.crash_point, where the process kills itself with SIGKILL).
 """
 
 import collections
@@ -29,11 +33,12 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import fresh_cache, snapshot
 
 from tfaot_dist import package as pkg
 from tfaot_dist.channel import verify_archive
-from tfaot_dist.fsutil import sha256_file, tree_digest
+from tfaot_dist.fsutil import CRASH_AT, sha256_file, tree_digest
 from tfaot_dist.setup_area import buildsys_files, read_installed
 
 TRIALS = int(os.environ.get("TFAOT_DIST_KILL_TRIALS", "4"))
@@ -46,10 +51,19 @@ def command(*args) -> list[str]:
     return [sys.executable, "-m", "tfaot_dist", *map(str, args)]
 
 
-def env_for(cache: Path) -> dict:
+def env_for(cache: Path, crash_at: str | None = None) -> dict:
     env = {**os.environ, "TFAOT_DIST_CACHE": str(cache)}
     env.pop("GITHUB_ACTIONS", None)
+    env.pop(CRASH_AT, None)
+    if crash_at:
+        env[CRASH_AT] = crash_at
     return env
+
+
+def crashed(cache: Path, point: str, *args) -> None:
+    """Run the command until it kills itself at the crash point."""
+    proc = subprocess.run(command(*args), env=env_for(cache, point), capture_output=True, text=True)
+    assert proc.returncode == -signal.SIGKILL, f"did not reach {point}: exit {proc.returncode}\n{proc.stderr}"
 
 
 def finish(cache: Path, *args) -> float:
@@ -121,12 +135,12 @@ def crash_registry(tmp_path_factory, data_repo) -> Path:
 
 
 @pytest.fixture(scope="module")
-def crash_reference(crash_registry, tmp_path_factory, shared_cache, toolchain) -> tuple[dict, float]:
-    """The uninterrupted build: digests of everything in its output directory, and its duration."""
+def crash_reference(crash_registry, tmp_path_factory, shared_cache, toolchain) -> tuple[dict, float, Path]:
+    """The uninterrupted build: digests of everything in its output directory, its duration, its cache."""
     root = tmp_path_factory.mktemp("crash-reference")
     cache = fresh_cache(root / "cache", shared_cache)
     seconds = finish(cache, "--registry", crash_registry, "build", "--all", "--dist", root / "dist")
-    return dist_digests(root / "dist"), seconds
+    return dist_digests(root / "dist"), seconds, cache
 
 
 def dist_digests(dist: Path) -> dict[str, str]:
@@ -160,7 +174,7 @@ def check_build_cache(cache: Path, reference: dict[str, str]) -> int:
 
 
 def test_kill_build_at_random_moments(crash_registry, crash_reference, tmp_path, shared_cache):
-    reference, seconds = crash_reference
+    reference, seconds, _ = crash_reference
     rng = random.Random(SEED)
     tally = Tally("build --all")
     cache = None
@@ -178,13 +192,13 @@ def test_kill_build_at_random_moments(crash_registry, crash_reference, tmp_path,
         tally.add(was_killed, f"{len(seen)} in dist/{finished} in cache")
         finish(cache, *args)
         assert dist_digests(dist) == reference
-        assert temporaries(dist, cache / "builds", cache / "sources") == []
+        assert temporaries(dist, cache) == []
     tally.report()
 
 
 def test_two_builds_on_one_cache_at_once(crash_registry, crash_reference, tmp_path, shared_cache):
     """Same cache, same output directory: both succeed, each model is compiled once."""
-    reference, _ = crash_reference
+    reference, _, _ = crash_reference
     cache = fresh_cache(tmp_path / "cache", shared_cache)
     dist = tmp_path / "dist"
     procs = [subprocess.Popen(command("--registry", crash_registry, "--json", "build", "--all", "--dist",
@@ -201,6 +215,40 @@ def test_two_builds_on_one_cache_at_once(crash_registry, crash_reference, tmp_pa
     assert dist_digests(dist) == reference
     assert check_build_cache(cache, reference) == 2
     assert temporaries(dist, cache) == []
+
+
+@pytest.fixture(scope="module")
+def changed_registry(crash_registry, crash_reference, tmp_path_factory) -> Path:
+    """crash_registry with crash-simple at batch sizes 1 and 2: the same package name and version
+    from another build key. Built once into crash_reference's cache."""
+    reg = tmp_path_factory.mktemp("crash-registry-changed")
+    shutil.copytree(crash_registry, reg, dirs_exist_ok=True)
+    entry = reg / "models" / "crash-simple.yaml"
+    doc = yaml.safe_load(entry.read_text())
+    doc["overrides"]["batch_sizes"] = [1, 2]
+    entry.write_text(yaml.safe_dump(doc, sort_keys=False))
+    finish(crash_reference[2], "--registry", reg, "build", "crash-simple", "--dist", tmp_path_factory.mktemp("d"))
+    return reg
+
+
+@pytest.mark.parametrize("point", ["dist_archive", "replace_dir", "dist_dir"])
+def test_crash_at_each_step_of_copying_into_dist(point, crash_registry, changed_registry, crash_reference, tmp_path):
+    """The output directory has the reference packages; a build of the other state of crash-simple
+    dies at `point` while it replaces them. The next build of the reference state must not take
+    what it finds for up to date: the old directory's build key is the one it asks for."""
+    reference, _, cache = crash_reference
+    dist = tmp_path / "dist"
+    finish(cache, "--registry", crash_registry, "build", "--all", "--dist", dist)
+    crashed(cache, point, "--registry", changed_registry, "build", "crash-simple", "--dist", dist)
+    seen = dist_digests(dist)  # whatever is there is complete
+    assert seen != reference
+    proc = subprocess.run(command("--registry", crash_registry, "--json", "build", "--all", "--dist", dist),
+                          env=env_for(cache), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    statuses = {row["name"]: row["status"] for row in json.loads(proc.stdout)["results"]}
+    assert statuses == {"crash-simple": "cached", "crash-two": "up to date"}
+    assert dist_digests(dist) == reference
+    assert temporaries(dist) == []
 
 
 # ---------------------------------------------------------------- publish
@@ -246,12 +294,13 @@ def test_kill_publish_at_random_moments(built, tmp_path, cache):
     tally = Tally("publish")
     for i in range(TRIALS):
         channel = tmp_path / f"channel-{i}"
-        if rng.random() < 0.5:
+        grown = rng.random() < 0.5
+        if grown:
             shutil.copytree(base, channel)  # adds test-multi to a channel that has the others
         was_killed = killed(cache, rng.uniform(0, seconds), "publish", "--channel", channel, "--dist", built / "dist")
         if (channel / "index.json").exists():
             check_channel(channel)
-            assert index_of(channel) in (old, new)
+            assert index_of(channel) in ((old, new) if grown else (new,))
             tally.add(was_killed, f"{len(index_of(channel))} listed")
         else:
             tally.add(was_killed, "no index yet")
@@ -259,6 +308,17 @@ def test_kill_publish_at_random_moments(built, tmp_path, cache):
         assert index_of(channel) == new and check_channel(channel) == 3
         assert temporaries(channel) == []
     tally.report()
+
+
+def test_crash_before_the_index_is_replaced(built, tmp_path, cache):
+    simple, _ = split_dist(built, tmp_path)
+    channel = tmp_path / "channel"
+    finish(cache, "publish", "--channel", channel, "--dist", simple)
+    old = index_of(channel)
+    crashed(cache, "publish_index", "publish", "--channel", channel, "--dist", built / "dist")
+    assert index_of(channel) == old and check_channel(channel) == 2
+    finish(cache, "publish", "--channel", channel, "--dist", built / "dist")
+    assert check_channel(channel) == 3 and temporaries(channel) == []
 
 
 def test_concurrent_publishes_both_land(built, tmp_path, cache):
@@ -278,30 +338,60 @@ def test_concurrent_publishes_both_land(built, tmp_path, cache):
 # ---------------------------------------------------------------- setup
 
 
+def check_tree(tree: Path) -> None:
+    """An installed package: its manifest's files with their digests, the build-system files
+    setup adds, nothing else."""
+    manifest = pkg.read_manifest(tree)
+    listed = manifest["files"]
+    present = {p.relative_to(tree).as_posix() for p in tree.rglob("*") if p.is_file()}
+    assert present == set(listed) | set(buildsys_files(manifest)) | {pkg.MANIFEST}, tree
+    for rel, meta in listed.items():
+        assert sha256_file(tree / rel) == meta["sha256"], rel
+
+
 def check_area(area: Path) -> int:
-    """installed.json parses; each package it lists matches its manifest (plus the build-system files
-    setup adds); each tool file points into a listed package. Returns how many are listed."""
+    """Each package installed.json lists is complete, with its tool files; every tool file and
+    CMake forwarder points at a complete package (one a killed setup placed may not be listed
+    yet). Returns how many packages are listed."""
     root = area / "tfaot"
-    if not (root / "installed.json").exists():
-        return 0
-    state = read_installed(root)
-    trees = set()
-    for name, row in state.items():
-        tree = root / row["path"]
-        manifest = pkg.read_manifest(tree)
-        extra = set(buildsys_files(manifest))
-        listed = {rel: meta for rel, meta in manifest["files"].items()}
-        present = {p.relative_to(tree).as_posix() for p in tree.rglob("*") if p.is_file()}
-        assert present == set(listed) | extra | {pkg.MANIFEST}, name
-        for rel, meta in listed.items():
-            assert sha256_file(tree / rel) == meta["sha256"], rel
+    state = read_installed(root) if (root / "installed.json").exists() else {}
+    for row in state.values():
+        check_tree(root / row["path"])
         for tool in row["tool_files"]:
             assert (root / tool).is_file()
-        trees.add(str(tree))
-    for tool in (root / "scram.d").glob("*.xml"):
-        pointed = set(re.findall(re.escape(str(root)) + r"/[^/\"]+/[^/\"]+", tool.read_text()))
-        assert pointed and pointed <= trees, (tool, pointed, trees)
+    pointers = [*(root / "scram.d").glob("*.xml"), *(root / "lib" / "cmake").glob("*/*Config.cmake")]
+    for pointer in pointers:
+        text = pointer.read_text()
+        trees = set(re.findall(re.escape(str(root)) + r"/([^/\"]+/[^/\"]+)", text))
+        trees |= set(re.findall(r"\.\./\.\./\.\./([^/\"]+/[^/\"]+)/", text))  # the forwarders' relative path
+        assert len(trees) == 1, (pointer, text)
+        check_tree(root / trees.pop())
     return len(state)
+
+
+@pytest.mark.parametrize("before", [(), ("test-simple",)])
+def test_crash_before_installed_json_is_replaced(before, built, tmp_path, cache):
+    """Tool files and forwarders are in place, installed.json does not list them yet."""
+    channel = tmp_path / "channel"
+    finish(cache, "publish", "--channel", channel, "--dist", built / "dist")
+    reference = tmp_path / "reference"
+    finish(cache, "setup", "test-simple", "test-multi", "--channel", channel, "--area", reference)
+    area = tmp_path / "area"
+    for name in before:
+        finish(cache, "setup", name, "--channel", channel, "--area", area)
+    crashed(cache, "setup_listed", "setup", "test-simple", "test-multi", "--channel", channel, "--area", area)
+    assert check_area(area) == 2 * len(before)  # test-simple and its runtime, or nothing
+    placed = "test-multi" if before else "test-simple"  # the first one setup installs
+    assert (area / "tfaot" / "scram.d" / f"tfaot-model-{placed}.xml").exists()  # placed, not listed
+    finish(cache, "setup", "test-simple", "test-multi", "--channel", channel, "--area", area)
+    assert check_area(area) == 3
+    assert snapshot(area) == relocated(snapshot(reference), str(reference), str(area))
+
+
+def relocated(state: dict, old: str, new: str) -> dict:
+    """A snapshot of an area as it would be at another path."""
+    return {path.replace(old, new): data.replace(old.encode(), new.encode()) if isinstance(data, bytes) else data
+            for path, data in state.items()}
 
 
 def test_kill_setup_at_random_moments(built, tmp_path, cache, shared_cache):

@@ -20,8 +20,8 @@ from tfaot_dist.config import AotConfig, load_aot_config
 from tfaot_dist.models import load_source_config
 from tfaot_dist.errors import CompileFailed, SourceUnavailable, TfaotError
 from tfaot_dist.fsutil import (
-    copy_atomic, file_lock, remove_stale_siblings, replace_dir, sha256_bytes, sha256_file, temp_sibling,
-    tree_digest,
+    copy_atomic, crash_point, file_lock, remove_stale_siblings, replace_dir, sha256_bytes, sha256_file,
+    temp_sibling, tree_digest, write_atomic,
 )
 from tfaot_dist.registry import Defaults, ModelEntry
 from tfaot_dist.render import templates_digest
@@ -65,7 +65,7 @@ def build_entry(entry: ModelEntry, defaults: Defaults, cache: Path, dist: Path, 
     """offline: use the cache only (sources, toolchain); what is missing is a SourceUnavailable error."""
     key = build_key(entry, defaults)
     dest = dist / pkg.dir_name(entry.package, entry.version)
-    current = _existing(dest, key)
+    current = _current(dest, key)
     if current:
         return BuildResult(entry.name, current, "up to date", key)
 
@@ -86,9 +86,8 @@ def build_entry(entry: ModelEntry, defaults: Defaults, cache: Path, dist: Path, 
             with staging(cached_dir) as staged:
                 _compile(config, entry.package, entry.version, source, defaults, cache, staged, log, key)
                 replace_dir(staged, cached_dir)
-    built = _existing(cached_dir / dest.name, key)
-    _publish_copy(built, dest)
-    return BuildResult(entry.name, _existing(dest, key), status, key)
+    package = _publish_copy(_existing(cached_dir / dest.name, key), dest, key)
+    return BuildResult(entry.name, package, status, key)
 
 
 def compile_config(config_path: Path, output_dir: Path, defaults: Defaults, cache: Path, log=print,
@@ -112,9 +111,9 @@ def compile_config(config_path: Path, output_dir: Path, defaults: Defaults, cach
         remove_stale_siblings(work)
         with staging(work) as staged:
             _compile(config, package, version, source, defaults, cache, staged, log, key=None)
-            _publish_copy(_load(staged / dest.name), dest)
+            package = _publish_copy(_load(staged / dest.name), dest, None)
             shutil.rmtree(staged)
-    return _load(dest)
+    return package
 
 
 @contextlib.contextmanager
@@ -233,19 +232,49 @@ def _existing(root: Path, key: str) -> pkg.Package | None:
     return found if found.manifest.get("build_key") == key else None
 
 
-def _publish_copy(built: pkg.Package, dest: Path) -> None:
-    """Copy a finished package directory and archive to dest, each by an atomic rename.
+def _publish_copy(built: pkg.Package, dest: Path, key: str | None) -> pkg.Package:
+    """Copy a finished package directory and archive to dest, each by an atomic rename; returns it.
 
-    The archive goes first: a process killed in between leaves the old directory,
-    whose build key no longer matches, so the next build copies both again.
-    Concurrent builds into one output directory take turns on a lock.
+    The marker that makes them current (`_current`) goes first and comes back last, so a
+    process killed in between leaves a package the next build copies again, even if the old
+    directory's key is the one asked for then. Concurrent builds into one output directory
+    take turns on a lock; the second finds the package current.
     """
     archive = dest.parent / f"{dest.name}.tar.gz"
     with file_lock(dest.parent / f".{dest.name}.lock"):
+        current = _current(dest, key) if key else None
+        if current:
+            return current
+        marker = _marker(dest)
         remove_stale_siblings(dest)
         remove_stale_siblings(archive)
+        remove_stale_siblings(marker)
+        marker.unlink(missing_ok=True)
         copy_atomic(built.archive, archive)
+        crash_point("dist_archive")
         staged = temp_sibling(dest)
         shutil.copytree(built.root, staged / "pkg")
         replace_dir(staged / "pkg", dest)
         shutil.rmtree(staged, ignore_errors=True)
+        crash_point("dist_dir")
+        write_atomic(marker, json.dumps({"build_key": key, "archive_sha256": built.archive_sha256,
+                                         "archive_size": built.archive.stat().st_size}) + "\n")
+        return _load(dest)
+
+
+def _marker(dest: Path) -> Path:
+    return dest.parent / f".{dest.name}.current"
+
+
+def _current(dest: Path, key: str) -> pkg.Package | None:
+    """The package at dest if it was built with key and its archive and directory were both copied
+    completely (the marker _publish_copy writes last says so)."""
+    try:
+        marker = json.loads(_marker(dest).read_text())
+    except (OSError, ValueError):
+        return None
+    found = _existing(dest, key)
+    if found is None or not isinstance(marker, dict) or marker.get("build_key") != key:
+        return None
+    # The size, not the digest: a check of every package must stay cheap (build --all).
+    return found if marker.get("archive_size") == found.archive.stat().st_size else None

@@ -22,7 +22,9 @@ content-addressed CACHE/archives/.
 import hashlib
 import json
 import re
+import shutil
 import tarfile
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
@@ -33,7 +35,7 @@ from packaging.version import Version
 from tfaot_dist import names
 from tfaot_dist.download import cached_archive, check_sha256, download, get_bytes
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable
-from tfaot_dist.fsutil import file_lock, remove_stale_siblings, sha256_bytes, sha256_file, write_atomic
+from tfaot_dist.fsutil import copy_atomic, crash_point, file_lock, remove_stale_siblings, sha256_bytes, sha256_file, write_atomic
 from tfaot_dist.package import MANIFEST
 from tfaot_dist.safe_extract import check_name
 
@@ -90,6 +92,7 @@ class VerifiedArchive:
     size: int
     manifest: dict
     manifest_bytes: bytes
+    label: str = ""  # how errors name it (the path, unless it was checked as a copy)
 
     @property
     def name(self) -> str:
@@ -155,7 +158,7 @@ def verify_archive(path: Path, label: str | None = None) -> VerifiedArchive:
             raise IntegrityError(f"{label}: {rel} is listed in the manifest but missing")
         if not isinstance(meta, dict) or found[rel] != (meta.get("sha256"), meta.get("size")):
             raise IntegrityError(f"{label}: {rel}: sha256 or size differs from the manifest")
-    return VerifiedArchive(path, sha256_file(path), path.stat().st_size, manifest, manifest_bytes)
+    return VerifiedArchive(path, sha256_file(path), path.stat().st_size, manifest, manifest_bytes, label)
 
 
 def index_line(archive: VerifiedArchive) -> ChannelPackage:
@@ -201,15 +204,24 @@ def publish(dist: Path, channel: Path, log=print) -> list[Published]:
     archives = sorted(p for p in dist.glob("*.tar.gz") if not p.name.startswith("."))
     if not archives:
         raise InvalidInput(f"--dist: no package archives (*.tar.gz) in {dist}")
-    verified = []
-    for path in archives:
-        archive = verify_archive(path)
-        if path.name != f"{archive.name}-{archive.version}.tar.gz":
-            raise IntegrityError(f"{path}: holds {archive.name} {archive.version}; expected the file name "
-                                 f"{archive.name}-{archive.version}.tar.gz")
-        verified.append(archive)
     if channel.exists() and not channel.is_dir():
         raise InvalidInput(f"--channel: {channel} is not a directory")
+    # Private copies: a build writing into dist meanwhile cannot change what is checked,
+    # hashed and published between the three reads.
+    with tempfile.TemporaryDirectory(prefix="tfaot-publish-") as copies:
+        verified = []
+        for path in archives:
+            copy = Path(copies) / path.name
+            shutil.copyfile(path, copy)
+            archive = verify_archive(copy, str(path))
+            if path.name != f"{archive.name}-{archive.version}.tar.gz":
+                raise IntegrityError(f"{path}: holds {archive.name} {archive.version}; expected the file name "
+                                     f"{archive.name}-{archive.version}.tar.gz")
+            verified.append(archive)
+        return _publish_verified(verified, channel, log)
+
+
+def _publish_verified(verified: list[VerifiedArchive], channel: Path, log) -> list[Published]:
 
     channel.mkdir(parents=True, exist_ok=True)
     with file_lock(channel / LOCK):
@@ -227,7 +239,7 @@ def publish(dist: Path, channel: Path, log=print) -> list[Published]:
             elif old.sha256 == line.sha256:
                 out.append(Published(line.name, line.version, "unchanged", line.sha256, old.archive))
             else:
-                raise IntegrityError(f"{archive.path}: {line.name} {line.version} is already in {channel} with "
+                raise IntegrityError(f"{archive.label}: {line.name} {line.version} is already in {channel} with "
                                      f"sha256 {old.sha256}, this one is {line.sha256}; a published version "
                                      "never changes (raise the version)")
         if not plan:
@@ -237,10 +249,11 @@ def publish(dist: Path, channel: Path, log=print) -> list[Published]:
             remove_stale_siblings(channel / line.manifest)
             remove_stale_siblings(channel / line.archive)
             write_atomic(channel / line.manifest, archive.manifest_bytes)
-            write_atomic(channel / line.archive, archive.path.read_bytes())
+            copy_atomic(archive.path, channel / line.archive)
             log(f"published {line.name} {line.version} ({line.sha256[:12]})")
         for _, line in plan:
             listed[line.key] = line
+        crash_point("publish_index")
         write_atomic(index_path, render_index(listed.values()))
     return out
 

@@ -13,10 +13,12 @@ TFAOT_DIST_HTTP_RETRIES (default 3) is the number of attempts.
 """
 
 import contextlib
+import fcntl
 import hashlib
 import os
 import re
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,15 +143,23 @@ def get_bytes(url: str, limit: int = 64 << 20) -> bytes:
 def download(url: str, directory: Path, expected_sha256: str | None = None) -> Downloaded:
     """Stream url into a new temporary file in directory; verified if expected_sha256 is given.
 
-    The caller renames the file into place (or deletes it); on any error nothing is left behind.
+    The caller moves the file into the cache with keep() or deletes it with discard(); until
+    then this process holds a lock on it, so that no other process takes it for the leftover
+    of a killed one. On any error nothing is left behind.
     """
     directory.mkdir(parents=True, exist_ok=True)
     remove_dead_downloads(directory)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".download-{os.getpid()}-", suffix=".tmp", dir=directory)
-    os.close(fd)
-    tmp = Path(tmp_name)
+    # Created under a name that cleaners leave alone for a minute, locked, then renamed:
+    # a .tmp download that nobody holds a lock on has no live owner.
+    fd, new_name = tempfile.mkstemp(prefix=".download-", suffix=".new", dir=directory)
+    held = os.fdopen(fd, "wb")
+    fcntl.flock(held, fcntl.LOCK_EX)
+    tmp = Path(new_name).with_suffix(".tmp")
+    os.rename(new_name, tmp)
+    with _held_lock:
+        _held[tmp] = held
     try:
-        with open(tmp, "wb") as f:
+        with open(tmp, "r+b") as f:
             def start():
                 f.seek(0)  # a retry starts the file again
                 f.truncate()
@@ -160,27 +170,42 @@ def download(url: str, directory: Path, expected_sha256: str | None = None) -> D
             raise IntegrityError(f"{url}: sha256 is {digest}, expected {expected_sha256} ({size} bytes received)")
         return Downloaded(tmp, digest, size)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
+        discard(tmp)
         raise
 
 
+_held: dict[Path, object] = {}  # our downloads not yet kept or discarded -> their locked file
+_held_lock = threading.Lock()
+
+
+def _release(path: Path) -> None:
+    with _held_lock:
+        held = _held.pop(path, None)
+    if held is not None:
+        held.close()
+
+
+def discard(downloaded: Path) -> None:
+    """Delete a download that is not wanted (after a refusal)."""
+    downloaded.unlink(missing_ok=True)
+    _release(downloaded)
+
+
 def remove_dead_downloads(directory: Path) -> None:
-    """Delete the temporary files of downloads whose process is gone (killed mid-download)."""
-    for path in directory.glob(".download-*-*.tmp"):
-        pid = path.name.split("-")[1]
-        if pid.isdigit() and not _alive(int(pid)):
-            path.unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
+    """Delete the temporary files of downloads whose process is gone (killed mid-download):
+    .tmp files nobody holds a lock on, and .new files a download died with in the instant
+    between creating and locking them."""
+    for path in directory.glob(".download-*.tmp"):
+        try:
+            with open(path, "rb") as f:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                path.unlink(missing_ok=True)
+        except (BlockingIOError, FileNotFoundError):
+            continue
+    for path in directory.glob(".download-*.new"):
+        with contextlib.suppress(FileNotFoundError):
+            if time.time() - path.stat().st_mtime > 60:
+                path.unlink()
 
 
 def cached_archive(cache: Path, sha256: str) -> Path:
@@ -192,6 +217,7 @@ def keep(downloaded: Path, cache: Path, sha256: str) -> Path:
     final = cached_archive(cache, sha256)
     final.parent.mkdir(parents=True, exist_ok=True)
     os.replace(downloaded, final)
+    _release(downloaded)
     return final
 
 

@@ -12,12 +12,17 @@ import gzip
 import hashlib
 import io
 import os
+import re
+import signal
 import shutil
 import tarfile
 import tempfile
+import time
 from pathlib import Path
 
 from tfaot_dist.errors import IntegrityError
+
+CRASH_AT = "TFAOT_DIST_CRASH_AT"
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -95,11 +100,43 @@ def remove_stale_siblings(path: Path) -> None:
     Only correct while holding the lock under which those temporaries are made:
     then none of them belongs to a live process.
     """
+    # Exactly the names tempfile makes (8 characters), not those of path.name + ".1" and others.
+    own = re.compile(rf"\.{re.escape(path.name)}\.[a-z0-9_]{{8}}\.tmp")
     for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        if not own.fullmatch(stale.name):
+            continue
         if stale.is_dir() and not stale.is_symlink():
             shutil.rmtree(stale, ignore_errors=True)
         else:
             stale.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def owned_temp_dir(parent: Path, prefix: str):
+    """A temporary directory in parent, for work that takes no lock: its owner holds a lock on
+    the file `owner` in it while it lives, so that those of processes that died can be told
+    apart and are removed (here, before a new one is made)."""
+    parent.mkdir(parents=True, exist_ok=True)
+    for path in parent.glob(f"{glob.escape(prefix)}*.tmp"):
+        try:
+            with open(path / "owner", "rb") as f:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                shutil.rmtree(path, ignore_errors=True)
+        except (BlockingIOError, FileNotFoundError, NotADirectoryError):
+            continue
+    for path in parent.glob(f"{glob.escape(prefix)}*.new"):  # died before taking its lock
+        with contextlib.suppress(FileNotFoundError):
+            if time.time() - path.stat().st_mtime > 60:
+                shutil.rmtree(path, ignore_errors=True)
+    new = Path(tempfile.mkdtemp(prefix=prefix, suffix=".new", dir=parent))
+    with open(new / "owner", "wb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        path = new.with_suffix(".tmp")
+        os.rename(new, path)  # only now a name that others check
+        try:
+            yield path
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def replace_dir(staged: Path, final: Path) -> None:
@@ -107,10 +144,18 @@ def replace_dir(staged: Path, final: Path) -> None:
     if final.exists():
         old = temp_sibling(final)
         os.rename(final, old / "old")
+        crash_point("replace_dir")
         os.rename(staged, final)
         shutil.rmtree(old, ignore_errors=True)
     else:
         os.rename(staged, final)
+
+
+def crash_point(name: str) -> None:
+    """Die here, as kill -9 would, when TFAOT_DIST_CRASH_AT names this point (for the crash tests:
+    the windows between two renames are too short for a kill at a random time to find)."""
+    if os.environ.get(CRASH_AT) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 @contextlib.contextmanager

@@ -18,16 +18,16 @@ import os
 import re
 import shutil
 import tarfile
-import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import git
 
 from tfaot_dist import names
-from tfaot_dist.download import cached_archive, download, keep
+from tfaot_dist.download import cached_archive, discard, download, keep
 from tfaot_dist.errors import InvalidInput, SourceUnavailable
-from tfaot_dist.fsutil import file_lock, remove_stale_siblings, replace_dir, sha256_bytes, temp_sibling
+from tfaot_dist.fsutil import file_lock, owned_temp_dir, remove_stale_siblings, replace_dir, sha256_bytes, temp_sibling
 from tfaot_dist.safe_extract import extract
 
 # Transports that cannot run commands: ext:: and fd:: are never allowed.
@@ -53,6 +53,13 @@ def git_env() -> dict:
         "GIT_SSH_COMMAND": "ssh -o BatchMode=yes",
         "GIT_CONFIG_NOSYSTEM": "1",
         "LC_ALL": "C",
+        # No gc or maintenance left running in the background of a fetch: when our call returns,
+        # no git of ours works in the mirror any more (see GitSources._mirror).
+        "GIT_CONFIG_COUNT": "2",
+        "GIT_CONFIG_KEY_0": "gc.auto",
+        "GIT_CONFIG_VALUE_0": "0",
+        "GIT_CONFIG_KEY_1": "maintenance.auto",
+        "GIT_CONFIG_VALUE_1": "false",
     }
 
 
@@ -93,7 +100,8 @@ class GitSources:
             path.mkdir(parents=True)
             repo = git.Repo.init(path, bare=True)
         # A git killed mid-fetch leaves its lock files (shallow.lock, refs/...lock), which would
-        # make every later fetch fail.
+        # make every later fetch fail. A git whose parent alone was killed may still be running.
+        _wait_for_other_processes_in(path)
         for stale in [*path.glob("*.lock"), *path.glob("refs/**/*.lock")]:
             stale.unlink(missing_ok=True)
         repo.git.update_environment(**git_env())
@@ -181,23 +189,24 @@ class ArchiveSources:
                 raise SourceUnavailable(f"offline: source archive {url} (sha256 {sha256}) is not in the cache "
                                         f"{cached.parent}")
             downloaded = download(url, self.cache, sha256).path
-        staged = Path(tempfile.mkdtemp(prefix=".source-", suffix=".tmp", dir=self.cache))
         try:
-            extract(downloaded or cached, staged / "unpacked", f"{url} (sha256 {sha256[:12]})")
-            os.rename(_source_root(staged / "unpacked"), staged / "tree")
-            (staged / ".complete").write_text(pin + "\n")
-            if downloaded:
-                keep(downloaded, self.cache, sha256)
-            tree.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                os.rename(staged, tree)
-            except OSError:
-                if not (tree / ".complete").exists():  # not another process that was faster
-                    raise
+            with owned_temp_dir(self.cache, ".source-") as staged:
+                result = staged / "result"
+                extract(downloaded or cached, staged / "unpacked", f"{url} (sha256 {sha256[:12]})")
+                result.mkdir()
+                os.rename(_source_root(staged / "unpacked"), result / "tree")
+                (result / ".complete").write_text(pin + "\n")
+                if downloaded:
+                    keep(downloaded, self.cache, sha256)
+                tree.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    os.rename(result, tree)
+                except OSError:
+                    if not (tree / ".complete").exists():  # not another process that was faster
+                        raise
         finally:
-            shutil.rmtree(staged, ignore_errors=True)
             if downloaded:
-                downloaded.unlink(missing_ok=True)
+                discard(downloaded)
         return ResolvedSource(url, "", pin, tree / "tree")
 
 
@@ -207,6 +216,27 @@ def _source_root(unpacked: Path) -> Path:
     if len(entries) == 1 and entries[0].is_dir() and not entries[0].is_symlink():
         return entries[0]
     return unpacked
+
+
+def _wait_for_other_processes_in(path: Path, timeout: float = 300) -> None:
+    """Wait (at most timeout) while a process that is not our child works in path: a git whose
+    parent was killed (git runs with the repository as its directory)."""
+    deadline = time.monotonic() + timeout
+    here = str(path.resolve())
+    while time.monotonic() < deadline:
+        busy = False
+        for proc in Path("/proc").glob("[0-9]*"):
+            try:
+                target = os.readlink(proc / "cwd")
+                parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):  # gone, or another user's
+                continue
+            if (target == here or target.startswith(here + "/")) and parent != os.getpid():
+                busy = True
+                break
+        if not busy:
+            return
+        time.sleep(0.5)
 
 
 def _has_commit(repo: git.Repo, commit: str) -> bool:

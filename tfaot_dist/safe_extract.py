@@ -79,31 +79,40 @@ def _checked_tar_members(tar: tarfile.TarFile, label: str, max_entries: int, max
     return members
 
 
-def zip_entry_count(archive: Path) -> int | None:
-    """The entry count that a zip's end records announce, read before zipfile parses (and holds in
-    memory) the whole central directory; None if the records are not found."""
+def zip_entry_count(archive: Path, stop_after: int = MAX_ENTRIES) -> int | None:
+    """The number of entries in a zip's central directory, counted record by record (the count in
+    its end record may lie) and only up to stop_after + 1, before zipfile parses (and holds in
+    memory) all of them; None if there is no end record."""
     size = archive.stat().st_size
-    with open(archive, "rb") as f:
+    with open(archive, "rb", buffering=1 << 20) as f:
         f.seek(max(0, size - _EOCD_SEARCH))
         tail = f.read()
         at = tail.rfind(b"PK\x05\x06")
         if at < 0 or len(tail) - at < 22:
             return None
-        count = struct.unpack_from("<H", tail, at + 10)[0]
-        if count != 0xFFFF or at < 20 or tail[at - 20:at - 16] != b"PK\x06\x07":
-            return count
-        zip64_end = struct.unpack_from("<Q", tail, at - 12)[0]  # the zip64 locator points at it
-        f.seek(zip64_end)
-        record = f.read(56)
-        if len(record) < 56 or record[:4] != b"PK\x06\x06":
-            return None
-        return struct.unpack_from("<Q", record, 32)[0]
+        directory_size, directory_offset = struct.unpack_from("<II", tail, at + 12)
+        if at >= 20 and tail[at - 20:at - 16] == b"PK\x06\x07":  # zip64: the locator points at its end record
+            f.seek(struct.unpack_from("<Q", tail, at - 12)[0])
+            record = f.read(56)
+            if len(record) == 56 and record[:4] == b"PK\x06\x06":
+                directory_size, directory_offset = struct.unpack_from("<QQ", record, 40)
+        f.seek(directory_offset)
+        count = consumed = 0
+        while consumed < directory_size and count <= stop_after:
+            header = f.read(46)
+            if len(header) < 46 or header[:4] != b"PK\x01\x02":
+                break  # zipfile reports the damage
+            name, extra, comment = struct.unpack_from("<HHH", header, 28)
+            f.seek(name + extra + comment, os.SEEK_CUR)
+            consumed += 46 + name + extra + comment
+            count += 1
+        return count
 
 
 def _extract_zip(archive: Path, dest: Path, label: str, max_entries: int, max_bytes: int) -> None:
-    announced = zip_entry_count(archive)
-    if announced is not None and announced > max_entries:
-        raise IntegrityError(f"{label}: more than {max_entries} entries ({announced} announced)")
+    counted = zip_entry_count(archive, max_entries)
+    if counted is not None and counted > max_entries:
+        raise IntegrityError(f"{label}: more than {max_entries} entries")
     try:
         zf = zipfile.ZipFile(archive)
     except (zipfile.BadZipFile, OSError) as exc:

@@ -16,6 +16,9 @@ version's directory in place, then switches the tool files, forwarders and
 installed.json (each by a rename), and only then removes the old directory.
 A model needs the exact runtime version it was verified with; one area holds
 one runtime, so models needing different runtimes are refused together.
+installed.json is the truth: a setup killed half-way leaves files it does not
+list, which the next setup removes or rewrites (_repair) before it changes
+anything.
 """
 
 import dataclasses
@@ -34,9 +37,9 @@ from packaging.version import Version
 from tfaot_dist import buildsys, cpu_target, names
 from tfaot_dist import package as pkg
 from tfaot_dist.channel import PACKAGE_NAME, RUNTIME, Channel, ChannelPackage, VerifiedArchive, verify_archive
-from tfaot_dist.download import keep
+from tfaot_dist.download import discard, keep
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable, TfaotError
-from tfaot_dist.fsutil import file_lock, replace_dir, sha256_bytes, temp_sibling, write_atomic
+from tfaot_dist.fsutil import crash_point, file_lock, replace_dir, sha256_bytes, temp_sibling, write_atomic
 from tfaot_dist.safe_extract import extract
 
 FORMAT = "tfaot-dist-area/1"
@@ -111,6 +114,8 @@ def read_installed(root: Path) -> dict[str, dict]:
         # These paths reach env.sh and file operations: PACKAGE/VERSION and scram.d/FILE.xml only.
         if row["path"] != f"{name}/{row['version']}" or not SAFE_PATH.fullmatch("/" + row["path"]):
             raise InvalidInput(f"{path}: packages.{name}.path: unexpected {row['path']!r}")
+        if not isinstance(row.get("scram", False), bool):
+            raise InvalidInput(f"{path}: packages.{name}.scram: expected true or false")
         for tool in row["tool_files"]:
             if not (isinstance(tool, str) and re.fullmatch(r"scram\.d/[A-Za-z0-9_.+-]+\.xml", tool)):
                 raise InvalidInput(f"{path}: packages.{name}.tool_files: unexpected {tool!r}")
@@ -171,7 +176,7 @@ def _setup_one(text: str, channel: Channel, root: Path, cache: Path, offline: bo
     if not todo:
         root.mkdir(parents=True, exist_ok=True)
         with file_lock(root / ".lock"):
-            _repair(root, read_installed(root))
+            _repair(root, read_installed(root), scram, report)
         return out
 
     # Fetch and verify everything before the area (or the cache) changes.
@@ -188,7 +193,7 @@ def _setup_one(text: str, channel: Channel, root: Path, cache: Path, offline: bo
                 verified[p.key] = dataclasses.replace(verified[p.key], path=kept)
     finally:
         for path in fresh:
-            path.unlink(missing_ok=True)
+            discard(path)
     for p in todo:
         # Only a warning: areas are often prepared on one machine and used on others.
         check = cpu_target.check_package(verified[p.key].manifest)
@@ -199,9 +204,17 @@ def _setup_one(text: str, channel: Channel, root: Path, cache: Path, offline: bo
     with file_lock(root / ".lock"):
         state = read_installed(root)
         _check_runtimes(state, wanted)
-        _repair(root, state)
-        old_dirs = []
+        _repair(root, state, scram, report)
+        old_dirs, installed = [], []
         for p in todo:
+            row = state.get(p.name)
+            if row and row["version"] == p.version:  # a setup running at the same time was first
+                if row["sha256"] != p.sha256:
+                    raise IntegrityError(f"{root / row['path']}: {p.name} {p.version} is installed with sha256 "
+                                         f"{row['sha256']}, {channel.location} has {p.sha256}")
+                out.append(Installed(p.name, p.version, "already installed", root / row["path"]))
+                continue
+            installed.append(p)
             archive = verified[p.key]
             rel = f"{p.name}/{p.version}"
             _install_tree(archive, root / rel)
@@ -216,25 +229,36 @@ def _setup_one(text: str, channel: Channel, root: Path, cache: Path, offline: bo
                 "upgraded" if _newer(p.version, previous["version"]) else "replaced")
             out.append(Installed(p.name, p.version, status, root / rel, previous["version"] if previous else None))
             log(f"{p.name} {p.version}: {status}" + (f" (was {previous['version']})" if previous else ""))
+        crash_point("setup_listed")
         _write_installed(root, state)
         write_atomic(root / "env.sh", env_script(environment(root, state)))
         for old in old_dirs:
             shutil.rmtree(old, ignore_errors=True)
             _remove_empty_parent(old.parent, root)
         if scram:
-            for p in todo:
-                for tool in state[p.name]["tool_files"]:
-                    _scram_setup(scram, root.parent, root / tool)
-                    report.scram.append(str(root / tool))
+            _register(scram, root, state, [p.name for p in installed], report)
     return out
 
 
-def _repair(root: Path, state: dict[str, dict]) -> None:
+def _register(scram: str, root: Path, state: dict[str, dict], names: list[str], report: Report) -> None:
+    """`scram setup` each tool file of names, then record that in installed.json (so that a setup
+    killed before it, or one run where scram was missing, is completed by the next)."""
+    for name in names:
+        for tool in state[name]["tool_files"]:
+            _scram_setup(scram, root.parent, root / tool)
+            report.scram.append(str(root / tool))
+        state[name]["scram"] = True
+    if names:
+        _write_installed(root, state)
+
+
+def _repair(root: Path, state: dict[str, dict], scram: str | None, report: Report) -> None:
     """Bring the area back to what installed.json says after a setup that was killed half-way.
 
     Called under the area's lock, so no temporary file belongs to a live process: they go,
     with package directories and area files of versions that are not installed, and the
-    tool files and forwarders of installed ones are written again where they differ.
+    tool files and forwarders of installed ones are written again where they differ. With
+    scram, installed packages whose tool files it has not taken yet are registered.
     """
     for pattern in (".*.tmp", "*/.*.tmp", "lib/*/.*.tmp", "lib/cmake/*/.*.tmp"):
         for stale in root.glob(pattern):
@@ -268,6 +292,8 @@ def _repair(root: Path, state: dict[str, dict]) -> None:
         _place_area_files(root, manifest, row["path"], row)
     if state:
         _write_if_changed(root / "env.sh", env_script(environment(root, state)))
+    if scram:
+        _register(scram, root, state, [name for name, row in sorted(state.items()) if not row.get("scram")], report)
 
 
 def _write_if_changed(path: Path, text: str) -> None:
