@@ -291,7 +291,8 @@ def test_a_source_archive_bomb_fails_the_build_and_leaves_the_cache(run, registr
     bomb_tar_gz(root / "bomb.tar.gz", 10**6)
     server = Server(root)
     try:
-        write_entry(registry, "bomb", {"archive": server.url("bomb.tar.gz"), "sha256": sha256_file(root / "bomb.tar.gz")})
+        write_entry(registry, "bomb", {"archive": server.url("bomb.tar.gz"),
+                                       "sha256": sha256_file(root / "bomb.tar.gz")})
         before = snapshot(registry, cache, tmp_path / "dist")
         line = run.error("build", "bomb", "--dist", tmp_path / "dist", expect=7)
     finally:

@@ -257,8 +257,7 @@ def _publish_copy(built: pkg.Package, dest: Path, key: str | None) -> pkg.Packag
         replace_dir(staged / "pkg", dest)
         shutil.rmtree(staged, ignore_errors=True)
         crash_point("dist_dir")
-        write_atomic(marker, json.dumps({"build_key": key, "archive_sha256": built.archive_sha256,
-                                         "archive_size": built.archive.stat().st_size}) + "\n")
+        write_atomic(marker, json.dumps({"build_key": key, "archive_size": archive.stat().st_size}) + "\n")
         return _load(dest)
 
 

@@ -35,7 +35,9 @@ from packaging.version import Version
 from tfaot_dist import names
 from tfaot_dist.download import cached_archive, check_sha256, download, get_bytes
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable
-from tfaot_dist.fsutil import copy_atomic, crash_point, file_lock, remove_stale_siblings, sha256_bytes, sha256_file, write_atomic
+from tfaot_dist.fsutil import (
+    copy_atomic, crash_point, file_lock, remove_stale_siblings, sha256_bytes, sha256_file, write_atomic,
+)
 from tfaot_dist.package import MANIFEST
 from tfaot_dist.safe_extract import check_name
 
@@ -222,7 +224,6 @@ def publish(dist: Path, channel: Path, log=print) -> list[Published]:
 
 
 def _publish_verified(verified: list[VerifiedArchive], channel: Path, log) -> list[Published]:
-
     channel.mkdir(parents=True, exist_ok=True)
     with file_lock(channel / LOCK):
         index_path = channel / INDEX

@@ -432,7 +432,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--table", action="store_true", help="print every op")
     s.set_defaults(func=cmd_check)
 
-    s = sub.add_parser("verify", parents=[common], help="check a built package's files and numbers, or rebuild it and compare")
+    s = sub.add_parser("verify", parents=[common],
+                       help="check a built package's files and numbers, or rebuild it and compare")
     s.add_argument("name", metavar="NAME")
     s.add_argument("--dist", type=Path, default=Path("dist"), help="output directory (default: ./dist)")
     s.add_argument("--rebuild", action="store_true", help="rebuild from scratch and compare file by file")

@@ -380,15 +380,15 @@ def _place_area_files(root: Path, manifest: dict, rel: str, previous: dict | Non
 
     cmake = root / buildsys.cmake_config_path(name)
     _write_if_changed(cmake, f"# {name} {version}, installed by tfaot-dist setup: the package's own config, "
-                        f"relative to this file.\ninclude(\"${{CMAKE_CURRENT_LIST_DIR}}/../../../{rel}/"
-                        f"{buildsys.cmake_config_path(name)}\")\n")
+                             f"relative to this file.\ninclude(\"${{CMAKE_CURRENT_LIST_DIR}}/../../../{rel}/"
+                             f"{buildsys.cmake_config_path(name)}\")\n")
     _write_if_changed(cmake.with_name(f"{name}ConfigVersion.cmake"), _cmake_version(version))
     pc = (tree / buildsys.pkgconfig_path(name)).read_text()
     here = "prefix=${pcfiledir}/../.."
     if here in pc.splitlines():
         # Same file, its prefix pointing from AREA/tfaot/lib/pkgconfig to the package directory.
         _write_if_changed(root / buildsys.pkgconfig_path(name),
-                     "\n".join(f"{here}/{rel}" if line == here else line for line in pc.splitlines()) + "\n")
+                          "\n".join(f"{here}/{rel}" if line == here else line for line in pc.splitlines()) + "\n")
     return tools
 
 
