@@ -119,6 +119,22 @@ class Tally:
               f"running, all recovered; states seen after the kill: {seen}", file=sys.stderr)
 
 
+def test_only_the_temporaries_of_that_name_are_stale(tmp_path):
+    """Cleaning up after tfaot-model-x-1.0 under its lock must not touch what a build of
+    tfaot-model-x-1.0.1 (under another lock) is writing."""
+    from tfaot_dist.fsutil import remove_stale_siblings, temp_sibling, write_atomic
+
+    final = tmp_path / "tfaot-model-x-1.0"
+    mine = [temp_sibling(final), tmp_path / ".tfaot-model-x-1.0.abcd_123.tmp"]
+    mine[1].write_text("left by a killed write_atomic")
+    others = [temp_sibling(tmp_path / "tfaot-model-x-1.0.1"), tmp_path / ".tfaot-model-x-1.0.tar.gz.abcdefgh.tmp"]
+    others[1].write_text("another file's")
+    write_atomic(tmp_path / "tfaot-model-x-1.0.json", "{}")
+    remove_stale_siblings(final)
+    assert [p.exists() for p in mine + others] == [False, False, True, True]
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["tfaot-model-x-1.0.json"]
+
+
 # ---------------------------------------------------------------- build
 
 

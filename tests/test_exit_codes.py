@@ -1,5 +1,9 @@
 """One failure of each class through the command line: its own exit code, one error line that
-names what is wrong, and registry, cache and output directory exactly as they were.
+names what is wrong, and the registry, the finished builds of the cache, the output directory
+and the channel exactly as they were. (A compile failure keeps the fetched source and the
+toolchain in the cache: both are right, content-addressed, and expensive to get again; the
+failures before any fetch, in test_hostile_registry.py and test_distribution.py, compare the
+whole cache.)
 
 The many cases of each class are in test_hostile_registry.py, test_add_model.py, test_config.py,
 test_specs.py and test_distribution.py; this file is the table of the classes.
