@@ -151,12 +151,15 @@ def crash_registry(tmp_path_factory, data_repo) -> Path:
 
 
 @pytest.fixture(scope="module")
-def crash_reference(crash_registry, tmp_path_factory, shared_cache, toolchain) -> tuple[dict, float, Path]:
-    """The uninterrupted build: digests of everything in its output directory, its duration, its cache."""
+def crash_reference(crash_registry, tmp_path_factory, shared_cache, toolchain) -> tuple[dict, dict, Path]:
+    """The uninterrupted build: digests of everything in its output directory, its cache, and how
+    long it takes with a cold build cache and with a warm one (copying finished packages)."""
     root = tmp_path_factory.mktemp("crash-reference")
     cache = fresh_cache(root / "cache", shared_cache)
-    seconds = finish(cache, "--registry", crash_registry, "build", "--all", "--dist", root / "dist")
-    return dist_digests(root / "dist"), seconds, cache
+    cold = finish(cache, "--registry", crash_registry, "build", "--all", "--dist", root / "dist")
+    warm = finish(cache, "--registry", crash_registry, "build", "--all", "--dist", root / "dist-warm")
+    assert dist_digests(root / "dist-warm") == dist_digests(root / "dist")
+    return dist_digests(root / "dist"), {"cold": cold, "warm": warm}, cache
 
 
 def dist_digests(dist: Path) -> dict[str, str]:
@@ -197,11 +200,12 @@ def test_kill_build_at_random_moments(crash_registry, crash_reference, tmp_path,
     for i in range(TRIALS):
         # Mostly a cold build cache (the kill lands in fetching, compiling or verifying); sometimes a
         # warm one, where the build copies finished packages into a new output directory.
-        if cache is None or rng.random() < 0.7:
+        cold = cache is None or rng.random() < 0.7
+        if cold:
             cache = fresh_cache(tmp_path / f"cache-{i}", shared_cache)
         dist = tmp_path / f"dist-{i}"
         args = ("--registry", crash_registry, "build", "--all", "--dist", dist)
-        was_killed = killed(cache, rng.uniform(0, seconds), *args)
+        was_killed = killed(cache, rng.uniform(0, seconds["cold" if cold else "warm"]), *args)
         seen = dist_digests(dist) if dist.exists() else {}
         assert {k: reference[k] for k in seen} == seen
         finished = check_build_cache(cache, reference)
@@ -416,20 +420,34 @@ def test_kill_setup_at_random_moments(built, tmp_path, cache, shared_cache):
     channel = tmp_path / "channel"
     finish(cache, "publish", "--channel", channel, "--dist", built / "dist")
     server = Server(channel)
+
+    def setup_both(area):
+        return "setup", "test-simple", "test-multi", "--channel", server.url(), "--area", area
+
+    def prepare(area: Path, has_simple: bool, new_cache: bool, name: str) -> Path:
+        """The area of a trial (empty, or with test-simple); returns the cache the trial uses."""
+        if has_simple:
+            finish(cache, "setup", "test-simple", "--channel", server.url(), "--area", area)
+        return fresh_cache(tmp_path / name, shared_cache) if new_cache else cache
+
     try:
         area = tmp_path / "area"
-        args = ("setup", "test-simple", "test-multi", "--channel", server.url(), "--area", area)
-        seconds = finish(fresh_cache(tmp_path / "ref-cache", shared_cache), *args)
+        finish(fresh_cache(tmp_path / "ref-cache", shared_cache), *setup_both(area))
         reference = snapshot(area)
+        seconds = {}  # how long each kind of trial takes uninterrupted, measured the first time
         rng = random.Random(SEED + 2)
         tally = Tally("setup")
         for i in range(TRIALS):
             shutil.rmtree(area)
-            if rng.random() < 0.4:  # an area that has test-simple already
-                finish(cache, "setup", "test-simple", "--channel", server.url(), "--area", area)
-            # A new cache downloads the archives (killed mid-download too); an old one has them.
-            trial_cache = fresh_cache(tmp_path / f"cache-{i}", shared_cache) if rng.random() < 0.6 else cache
-            was_killed = killed(trial_cache, rng.uniform(0, seconds), *args)
+            # An area that has test-simple already, or none; a new cache that downloads the archives
+            # (killed mid-download too), or an old one that has them.
+            kind = (rng.random() < 0.4, rng.random() < 0.6)
+            if kind not in seconds:
+                measure = tmp_path / f"measure-{len(seconds)}"
+                seconds[kind] = finish(prepare(measure, *kind, f"measure-cache-{len(seconds)}"), *setup_both(measure))
+            trial_cache = prepare(area, *kind, f"cache-{i}")
+            args = setup_both(area)
+            was_killed = killed(trial_cache, rng.uniform(0, seconds[kind]), *args)
             tally.add(was_killed, f"{check_area(area)} installed")
             finish(trial_cache, *args)
             assert check_area(area) == 3
