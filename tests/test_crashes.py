@@ -29,6 +29,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -78,22 +79,23 @@ def killed(cache: Path, delay: float, *args) -> bool:
     """Start the command and SIGKILL its process group (TensorFlow workers, compilers) after delay.
 
     Returns False if it had finished by then (it must have succeeded)."""
-    proc = subprocess.Popen(command(*args), env=env_for(cache), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        proc.wait(timeout=delay)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        proc.stderr.close()
-        return True
-    err = proc.stderr.read().decode()
-    proc.stderr.close()
-    assert proc.returncode == 0, err
+    # stderr to a file, not a pipe: a full pipe would stall the command at a moment of its choosing.
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(command(*args), env=env_for(cache), stdout=subprocess.DEVNULL, stderr=err,
+                                start_new_session=True)
+        try:
+            proc.wait(timeout=delay)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return True
+        err.seek(0)
+        assert proc.returncode == 0, err.read().decode()
     return False
 
 
 def temporaries(*roots: Path) -> list[str]:
+    """Every .NAME.XXXXXXXX.tmp below roots: what a writer stages before its rename."""
     found = []
     for root in roots:
         for dirpath, dirnames, filenames in os.walk(root):
