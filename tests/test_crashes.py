@@ -309,8 +309,11 @@ def test_kill_publish_at_random_moments(built, tmp_path, cache):
     simple, _ = split_dist(built, tmp_path)
     base = tmp_path / "base"
     finish(cache, "publish", "--channel", base, "--dist", simple)
-    full = tmp_path / "full"
-    seconds = finish(cache, "publish", "--channel", full, "--dist", built / "dist")
+    # How long each kind of trial takes uninterrupted: into a new channel, or adding test-multi.
+    full, grown_full = tmp_path / "full", tmp_path / "grown"
+    shutil.copytree(base, grown_full)
+    seconds = {grown: finish(cache, "publish", "--channel", channel, "--dist", built / "dist")
+               for grown, channel in ((False, full), (True, grown_full))}
     old, new = index_of(base), index_of(full)
     rng = random.Random(SEED + 1)
     tally = Tally("publish")
@@ -319,7 +322,8 @@ def test_kill_publish_at_random_moments(built, tmp_path, cache):
         grown = rng.random() < 0.5
         if grown:
             shutil.copytree(base, channel)  # adds test-multi to a channel that has the others
-        was_killed = killed(cache, rng.uniform(0, seconds), "publish", "--channel", channel, "--dist", built / "dist")
+        was_killed = killed(cache, rng.uniform(0, seconds[grown]), "publish", "--channel", channel, "--dist",
+                            built / "dist")
         if (channel / "index.json").exists():
             check_channel(channel)
             assert index_of(channel) in ((old, new) if grown else (new,))
