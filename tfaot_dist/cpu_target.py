@@ -5,7 +5,8 @@ contains instructions of that CPU; on an older CPU the first evaluation dies
 with SIGILL. `setup` calls check_package() and warns about a package the host
 cannot run (the area may be meant for other machines). The generic target
 ("" = x86-64 baseline, what the registry defaults to) runs everywhere; that is
-the safe choice for distributed packages. Unknown CPU names are reported as not checkable, never as fine.
+the safe choice for distributed packages. Unknown CPU names are reported as not
+checkable, never as fine.
 
 The requirements are the x86-64 micro-architecture levels of the psABI, with
 the Linux /proc/cpuinfo names of the features (pni = SSE3, abm = LZCNT).

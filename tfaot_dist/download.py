@@ -12,12 +12,9 @@ TFAOT_DIST_HTTP_TIMEOUT (seconds, default 30) bounds connecting and each read;
 TFAOT_DIST_HTTP_RETRIES (default 3) is the number of attempts.
 """
 
-import contextlib
-import fcntl
 import hashlib
 import os
 import re
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -28,11 +25,13 @@ import urllib3
 
 from tfaot_dist import __version__
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable
+from tfaot_dist.fsutil import claim_temp, remove_abandoned
 
 TIMEOUT_ENV = "TFAOT_DIST_HTTP_TIMEOUT"
 RETRIES_ENV = "TFAOT_DIST_HTTP_RETRIES"
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_ATTEMPTS = 3
+DOWNLOAD_PREFIX = ".download-"
 BACKOFF = 0.5  # seconds before the second attempt, doubled each time after
 CHUNK = 1 << 16
 SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -144,28 +143,22 @@ def download(url: str, directory: Path, expected_sha256: str | None = None) -> D
     """Stream url into a new temporary file in directory; verified if expected_sha256 is given.
 
     The caller moves the file into the cache with keep() or deletes it with discard(); until
-    then this process holds a lock on it, so that no other process takes it for the leftover
-    of a killed one. On any error nothing is left behind.
+    then this process holds its lock (fsutil.claim_temp), so that no other process takes it for
+    the leftover of a killed one. On any error nothing is left behind.
     """
     directory.mkdir(parents=True, exist_ok=True)
-    remove_dead_downloads(directory)
-    # Created under a name that cleaners leave alone for a minute, locked, then renamed:
-    # a .tmp download that nobody holds a lock on has no live owner.
-    fd, new_name = tempfile.mkstemp(prefix=".download-", suffix=".new", dir=directory)
-    held = os.fdopen(fd, "wb")
-    fcntl.flock(held, fcntl.LOCK_EX)
-    tmp = Path(new_name).with_suffix(".tmp")
-    os.rename(new_name, tmp)
+    remove_abandoned(directory, DOWNLOAD_PREFIX)
+    tmp, held = claim_temp(directory, DOWNLOAD_PREFIX)
     with _held_lock:
         _held[tmp] = held
     try:
-        with open(tmp, "r+b") as f:
-            def start():
-                f.seek(0)  # a retry starts the file again
-                f.truncate()
-                return f.write
+        def start():
+            held.seek(0)  # a retry starts the file again
+            held.truncate()
+            return held.write
 
-            digest, size = _with_retries(url, start, None)
+        digest, size = _with_retries(url, start, None)
+        held.flush()
         if expected_sha256 is not None and digest != expected_sha256:
             raise IntegrityError(f"{url}: sha256 is {digest}, expected {expected_sha256} ({size} bytes received)")
         return Downloaded(tmp, digest, size)
@@ -189,23 +182,6 @@ def discard(downloaded: Path) -> None:
     """Delete a download that is not wanted (after a refusal)."""
     downloaded.unlink(missing_ok=True)
     _release(downloaded)
-
-
-def remove_dead_downloads(directory: Path) -> None:
-    """Delete the temporary files of downloads whose process is gone (killed mid-download):
-    .tmp files nobody holds a lock on, and .new files a download died with in the instant
-    between creating and locking them."""
-    for path in directory.glob(".download-*.tmp"):
-        try:
-            with open(path, "rb") as f:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                path.unlink(missing_ok=True)
-        except (BlockingIOError, FileNotFoundError):
-            continue
-    for path in directory.glob(".download-*.new"):
-        with contextlib.suppress(FileNotFoundError):
-            if time.time() - path.stat().st_mtime > 60:
-                path.unlink()
 
 
 def cached_archive(cache: Path, sha256: str) -> Path:

@@ -103,40 +103,65 @@ def remove_stale_siblings(path: Path) -> None:
     # Exactly the names tempfile makes (8 characters), not those of path.name + ".1" and others.
     own = re.compile(rf"\.{re.escape(path.name)}\.[a-z0-9_]{{8}}\.tmp")
     for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
-        if not own.fullmatch(stale.name):
+        if own.fullmatch(stale.name):
+            remove_entry(stale)
+
+
+def claim_temp(parent: Path, prefix: str, directory: bool = False):
+    """A new temporary file or directory PREFIX*.tmp in parent, for work that takes no lock.
+
+    Returns (path, held): held is an open file with an exclusive lock (the file itself, or
+    `owner` in the directory) that marks the temporary as live until it is closed, so that
+    remove_abandoned() can tell it from the leftover of a process that died. It is made
+    under a .new name and locked before it gets the name that remove_abandoned looks at.
+    """
+    if directory:
+        new = Path(tempfile.mkdtemp(prefix=prefix, suffix=".new", dir=parent))
+        held = open(new / "owner", "wb")
+    else:
+        fd, name = tempfile.mkstemp(prefix=prefix, suffix=".new", dir=parent)
+        new, held = Path(name), os.fdopen(fd, "w+b")
+    fcntl.flock(held, fcntl.LOCK_EX)
+    path = new.with_suffix(".tmp")
+    os.rename(new, path)
+    return path, held
+
+
+def remove_abandoned(parent: Path, prefix: str) -> None:
+    """Remove the claim_temp() temporaries of processes that died: *.tmp nobody holds the lock
+    of, and *.new left in the instant between making and locking one (after a minute)."""
+    for path in parent.glob(f"{glob.escape(prefix)}*.tmp"):
+        try:
+            with open(path / "owner" if path.is_dir() else path, "rb") as f:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                remove_entry(path)
+        except (BlockingIOError, FileNotFoundError, NotADirectoryError):
             continue
-        if stale.is_dir() and not stale.is_symlink():
-            shutil.rmtree(stale, ignore_errors=True)
-        else:
-            stale.unlink(missing_ok=True)
+    for path in parent.glob(f"{glob.escape(prefix)}*.new"):
+        with contextlib.suppress(FileNotFoundError):
+            if time.time() - path.stat().st_mtime > 60:
+                remove_entry(path)
 
 
 @contextlib.contextmanager
 def owned_temp_dir(parent: Path, prefix: str):
-    """A temporary directory in parent, for work that takes no lock: its owner holds a lock on
-    the file `owner` in it while it lives, so that those of processes that died can be told
-    apart and are removed (here, before a new one is made)."""
+    """A claim_temp() directory for the with-block; abandoned ones are removed first."""
     parent.mkdir(parents=True, exist_ok=True)
-    for path in parent.glob(f"{glob.escape(prefix)}*.tmp"):
-        try:
-            with open(path / "owner", "rb") as f:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                shutil.rmtree(path, ignore_errors=True)
-        except (BlockingIOError, FileNotFoundError, NotADirectoryError):
-            continue
-    for path in parent.glob(f"{glob.escape(prefix)}*.new"):  # died before taking its lock
-        with contextlib.suppress(FileNotFoundError):
-            if time.time() - path.stat().st_mtime > 60:
-                shutil.rmtree(path, ignore_errors=True)
-    new = Path(tempfile.mkdtemp(prefix=prefix, suffix=".new", dir=parent))
-    with open(new / "owner", "wb") as held:
-        fcntl.flock(held, fcntl.LOCK_EX)
-        path = new.with_suffix(".tmp")
-        os.rename(new, path)  # only now a name that others check
+    remove_abandoned(parent, prefix)
+    path, held = claim_temp(parent, prefix, directory=True)
+    with held:
         try:
             yield path
         finally:
             shutil.rmtree(path, ignore_errors=True)
+
+
+def remove_entry(path: Path) -> None:
+    """Remove a file, link or directory tree."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def replace_dir(staged: Path, final: Path) -> None:

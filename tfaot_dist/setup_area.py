@@ -39,7 +39,9 @@ from tfaot_dist import package as pkg
 from tfaot_dist.channel import PACKAGE_NAME, RUNTIME, Channel, ChannelPackage, VerifiedArchive, verify_archive
 from tfaot_dist.download import discard, keep
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable, TfaotError
-from tfaot_dist.fsutil import crash_point, file_lock, replace_dir, sha256_bytes, temp_sibling, write_atomic
+from tfaot_dist.fsutil import (
+    crash_point, file_lock, remove_entry, replace_dir, sha256_bytes, temp_sibling, write_atomic,
+)
 from tfaot_dist.safe_extract import extract
 
 FORMAT = "tfaot-dist-area/1"
@@ -262,10 +264,7 @@ def _repair(root: Path, state: dict[str, dict], scram: str | None, report: Repor
     """
     for pattern in (".*.tmp", "*/.*.tmp", "lib/*/.*.tmp", "lib/cmake/*/.*.tmp"):
         for stale in root.glob(pattern):
-            if stale.is_dir() and not stale.is_symlink():
-                shutil.rmtree(stale, ignore_errors=True)
-            else:
-                stale.unlink(missing_ok=True)
+            remove_entry(stale)
     for package_dir in root.iterdir():
         if not (package_dir.is_dir() and PACKAGE_NAME.fullmatch(package_dir.name)):
             continue
@@ -284,10 +283,10 @@ def _repair(root: Path, state: dict[str, dict], scram: str | None, report: Repor
     for pc in (root / "lib" / "pkgconfig").glob("*.pc"):
         if pc.stem not in state:
             pc.unlink()
-    for name, row in sorted(state.items()):
+    for _, row in sorted(state.items()):
         try:
             manifest = pkg.read_manifest(root / row["path"])
-        except (OSError, ValueError, TfaotError):
+        except IntegrityError:
             continue  # damaged by hand: left for the user to see, not rewritten
         _place_area_files(root, manifest, row["path"], row)
     if state:
