@@ -225,7 +225,7 @@ namespace tfaot_dist {
     // throws std::invalid_argument if targetSize is 0 or no sizes are available
     static BatchRule makeDefaultRule(std::size_t targetSize, const std::vector<std::size_t>& availableSizes) {
       if (targetSize == 0) {
-        throw std::invalid_argument("tfaot: cannot create a default batch rule for target batch size 0");
+        throw std::invalid_argument("tfaot: cannot create a default batch rule for target batch size 0: it must be positive");
       }
       if (availableSizes.empty()) {
         throw std::invalid_argument("tfaot: cannot create a default batch rule for target batch size " +
