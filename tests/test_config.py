@@ -193,3 +193,25 @@ def test_registry_overrides_still_refuse_unknown_keys(tmp_path):
         parse_compilation({"colour": 1}, tmp_path / "m.yaml", "overrides", True)
     with pytest.raises(InvalidInput, match="overrides.namespace: expected a string, got None"):
         parse_compilation({"namespace": None}, tmp_path / "m.yaml", "overrides", True)
+
+
+def test_compile_of_an_upstream_shaped_config_warns_and_maps_the_version(run, example_models, tmp_path):
+    """`compile` of a config as cms-tfaot writes them, with a free-form version and a key we do not know:
+    one warning naming the key, a note on the version, and the package under the mapped PEP 440 version."""
+    import json
+    import shutil
+
+    model = tmp_path / "simple"
+    shutil.copytree(example_models / "simple" / "saved_model", model / "saved_model")
+    (model / "aot_config.yaml").write_text(
+        UPSTREAM_TEST_MODEL.replace("test_multi", "simple").replace('"1.0.0"', '"2024-05_final"')
+        .replace("  xla_flags: []\n", "  xla_flags: []\n  bogus_option: 1\n").replace("[1, 2, 4]", "[1]"))
+    out, err = run("compile", "--aot-config", model / "aot_config.yaml", "--output-directory", tmp_path / "out",
+                   "--json")
+    printed = out + err
+    assert printed.count("unknown keys ignored: compilation.bogus_option") == 1
+    assert "model.version '2024-05_final' is not a PEP 440 version; the package version is 0+2024.5.final" in printed
+    root = Path(json.loads(out)["dir"])
+    assert root.name == "tfaot-model-simple-0+2024.5.final"
+    manifest = json.loads((root / "manifest.json").read_text())
+    assert manifest["version"] == "0+2024.5.final" and manifest["compilation"]["namespace"] == "tfaot_model"
