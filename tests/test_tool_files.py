@@ -11,7 +11,6 @@ ship that way and check those conventions.
 """
 
 import json
-import os
 import re
 import tarfile
 import xml.etree.ElementTree as ET
