@@ -135,7 +135,8 @@ def test_runtime_command_places_the_runtime_package(run, tmp_path):
     assert root.name == f"tfaot-xla-runtime-{result['version']}"
     manifest = json.loads((root / "manifest.json").read_text())
     assert manifest["kind"] == "runtime" and manifest["libs"] == ["lib/libtf_xla_runtime.a", "lib/libtfaot_absl.a"]
-    for rel in ("include/tfaot/Model.h", "etc/scram.d/tensorflow-xla-runtime.xml",
+    for rel in ("include/tfaot/Model.h", "etc/scram.d/tfaot-xla-runtime.xml",
+                "include/eigen3/unsupported/Eigen/CXX11/Tensor", "include/third_party/eigen3/Eigen/Core",
                 "lib/pkgconfig/tfaot-xla-runtime.pc", "lib/cmake/tfaot-xla-runtime/tfaot-xla-runtimeConfig.cmake"):
         assert rel in manifest["files"], rel
     assert sha256_file(Path(result["archive"])) == result["sha256"]

@@ -55,8 +55,6 @@ def test_json_config_and_all_fields(config_dir):
 BAD = [
     ("model: [", "malformed YAML"),
     ("- a\n- b\n", "expected a mapping"),
-    (GOOD + "extra: 1\n", "extra: unknown key"),
-    (GOOD.replace("  name: test\n", "  name: test\n  colour: red\n"), "model.colour: unknown key"),
     (GOOD.replace("  name: test\n", ""), "model.name: required field is missing"),
     (GOOD.replace('  version: "1.0.0"\n', ""), "model.version: required field is missing"),
     (GOOD.replace("  batch_sizes: [4, 1, 2]\n", "  namespace: x\n"), "compilation.batch_sizes: required"),
@@ -72,8 +70,11 @@ BAD = [
     (GOOD.replace("name: test", "name: Bad-Name"), "model.name: invalid C++ identifier"),
     (GOOD.replace("name: test", "name: class"), "model.name: 'class' is reserved"),
     (GOOD.replace("name: test", "name: 'a;b'"), "model.name: invalid C++ identifier"),
-    (GOOD.replace('"1.0.0"', '"one"'), "model.version: invalid version 'one'"),
     (GOOD.replace('"1.0.0"', "1.5"), "model.version: expected a string or an integer"),
+    (GOOD.replace('"1.0.0"', '""'), "model.version: expected a non-empty version"),
+    (GOOD.replace('"1.0.0"', '"a\\tb"'), "model.version: invalid text"),
+    (GOOD.replace("  name: test\n", "  name: null\n"), "model.name: expected a string, got None"),
+    (GOOD.replace("[4, 1, 2]", "null"), "compilation.batch_sizes: expected a list, got None"),
     (GOOD + "  namespace: 'a::b'\n", "compilation.namespace: invalid C++ identifier"),
     (GOOD + "  xla_flags: ['--x; rm -rf /']\n", "compilation.xla_flags: invalid flag"),
     (GOOD + "  xla_flags: '--a'\n", "compilation.xla_flags: expected a list"),
@@ -104,3 +105,113 @@ def test_saved_model_dir_without_saved_model_pb(config_dir):
 def test_missing_file(tmp_path):
     with pytest.raises(InvalidInput, match="file not found"):
         load_aot_config(tmp_path / "nope.yaml")
+
+
+# The shape of cms-tfaot's test_models/{simple,multi}/aot_config.yaml (the configs cmsdist compiles):
+# every optional key written out, namespace null, empty flag lists.
+UPSTREAM_TEST_MODEL = """\
+model:
+  name: test_multi
+  version: "1.0.0"
+  saved_model: ./saved_model
+  serving_key: serving_default
+  author: Some Author
+  description: Multi input/output test model.
+compilation:
+  batch_sizes: [1, 2, 4]
+  namespace: null
+  tf_xla_flags: []
+  xla_flags: []
+"""
+
+
+def test_upstream_test_model_config_loads_with_defaults(config_dir):
+    config = load_aot_config(write(config_dir, UPSTREAM_TEST_MODEL))
+    assert config.name == "test_multi"
+    assert config.compilation.namespace == "tfaot_model"
+    assert config.compilation.tf_xla_flags == () and config.compilation.xla_flags == ()
+    assert config.compilation.batch_sizes == (1, 2, 4)
+    assert config.version == config.model_version == "1.0.0"
+    assert config.warnings == ()
+
+
+@pytest.mark.parametrize("empty", ["null", "''", "[]"])
+def test_null_or_empty_means_the_default(config_dir, empty):
+    text = ("model:\n  name: m\n  version: '1'\n"
+            f"  saved_model: {empty}\n  serving_key: {empty}\n  author: {empty}\n  description: {empty}\n"
+            f"compilation:\n  batch_sizes: [1]\n  namespace: {empty}\n  tf_xla_flags: {empty}\n"
+            f"  xla_flags: {empty}\n  target_triple: {empty}\n  target_cpu: {empty}\n")
+    config = load_aot_config(write(config_dir, text))
+    assert config.saved_model == (config_dir / "saved_model").resolve()
+    assert config.serving_key == "serving_default"
+    assert (config.author, config.description) == ("", "")
+    assert config.compilation.namespace == "tfaot_model"
+    assert config.compilation.target_triple is None and config.compilation.target_cpu is None
+
+
+# The seed documentation's example: a free-form model.version and keys of later upstream versions.
+SEED_EXAMPLE = """\
+model:
+  name: my_model
+  version: "2024-05_final"
+  saved_model: saved_model
+  serving_key: serving_default
+  author: A. Physicist
+  description: Jet tagger
+  checksum: abc
+compilation:
+  batch_sizes: [1, 2, 4, 8]
+  namespace: tfaot_model
+  tf_xla_flags: []
+  xla_flags: []
+  bogus_option: true
+extra_section: {a: 1}
+"""
+
+
+def test_any_model_version_and_unknown_keys_warn(config_dir):
+    path = write(config_dir, SEED_EXAMPLE)
+    config = load_aot_config(path)
+    assert config.model_version == "2024-05_final"
+    assert config.version == "0+2024.5.final"
+    assert config.warnings == (
+        f"{path}: unknown keys ignored: extra_section, model.checksum, compilation.bogus_option",)
+
+
+@pytest.mark.parametrize("written, pep440", [("1.0.0", "1.0.0"), ("v2", "2"), ("1.0-rc1", "1.0rc1"),
+                                             ("release candidate", "0+release.candidate"), ("é", "0")])
+def test_package_version_of_a_model_version(written, pep440):
+    from packaging.version import Version
+    from tfaot_dist.config import package_version
+    assert package_version(written) == pep440
+    assert str(Version(pep440)) == pep440
+
+
+def test_registry_overrides_still_refuse_unknown_keys(tmp_path):
+    from tfaot_dist.config import parse_compilation
+    with pytest.raises(InvalidInput, match="overrides.colour: unknown key"):
+        parse_compilation({"colour": 1}, tmp_path / "m.yaml", "overrides", True)
+    with pytest.raises(InvalidInput, match="overrides.namespace: expected a string, got None"):
+        parse_compilation({"namespace": None}, tmp_path / "m.yaml", "overrides", True)
+
+
+def test_compile_of_an_upstream_shaped_config_warns_and_maps_the_version(run, example_models, tmp_path):
+    """`compile` of a config as cms-tfaot writes them, with a free-form version and a key we do not know:
+    one warning naming the key, a note on the version, and the package under the mapped PEP 440 version."""
+    import json
+    import shutil
+
+    model = tmp_path / "simple"
+    shutil.copytree(example_models / "simple" / "saved_model", model / "saved_model")
+    (model / "aot_config.yaml").write_text(
+        UPSTREAM_TEST_MODEL.replace("test_multi", "simple").replace('"1.0.0"', '"2024-05_final"')
+        .replace("  xla_flags: []\n", "  xla_flags: []\n  bogus_option: 1\n").replace("[1, 2, 4]", "[1]"))
+    out, err = run("compile", "--aot-config", model / "aot_config.yaml", "--output-directory", tmp_path / "out",
+                   "--json")
+    printed = out + err
+    assert printed.count("unknown keys ignored: compilation.bogus_option") == 1
+    assert "model.version '2024-05_final' is not a PEP 440 version; the package version is 0+2024.5.final" in printed
+    root = Path(json.loads(out)["dir"])
+    assert root.name == "tfaot-model-simple-0+2024.5.final"
+    manifest = json.loads((root / "manifest.json").read_text())
+    assert manifest["version"] == "0+2024.5.final" and manifest["compilation"]["namespace"] == "tfaot_model"

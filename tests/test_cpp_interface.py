@@ -4,10 +4,17 @@ The models "simple" and "multi" are compiled for batch sizes 1, 2 and 4 by
 `tfaot-dist compile` (through the real toolchain, verified on the way), and the
 test links their objects with the cached XLA runtime. model.h is rendered here
 again with extra default rules, to test the template's rule handling too.
+
+The CMSSW contract is tested with a double of CMSSW's PhysicsTools/TensorFlowAOT
+interface written for these tests (tests/cpp/cmssw: the declarations are the
+contract's facts, the code is ours), compiled with CMSSW's compiler flags
+against the packages as shipped (their own model.h, the runtime package's
+headers as system headers, as scram's SYSTEM_INCLUDE makes them).
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -16,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from conftest import fresh_cache
-from tfaot_dist import builder
+from tfaot_dist import builder, runtime_package, scram_tool
 from tfaot_dist.registry import Defaults
 from tfaot_dist.render import render_model_header
 from tfaot_dist.xla_runtime import ensure_runtime
@@ -24,6 +31,27 @@ from tfaot_dist.xla_runtime import ensure_runtime
 ROOT = Path(__file__).resolve().parent.parent
 INTERFACE_INCLUDE = ROOT / "tfaot_dist" / "runtime" / "include"
 TEST_SOURCE = ROOT / "tests" / "cpp" / "test_interface.cc"
+CMSSW_DOUBLE = ROOT / "tests" / "cpp" / "cmssw"
+CMSSW_SOURCES = [CMSSW_DOUBLE / "PhysicsTools" / "TensorFlowAOT" / "src" / "Batching.cc",
+                 CMSSW_DOUBLE / "PhysicsTools" / "TensorFlowAOT" / "src" / "Wrapper.cc",
+                 ROOT / "tests" / "cpp" / "cmssw_consumer.cc", ROOT / "tests" / "cpp" / "cmssw_second_unit.cc"]
+
+# CMSSW's C++ flags (cmsdist scram-tools.file/tools/gcc: gcc-cxxcompiler.xml and env.sh), without -std;
+# -Werror on top, so that any warning they leave a warning fails the build too.
+CMSSW_CXXFLAGS = [
+    "-O2", "-pthread", "-pipe", "-fPIC", "-DGNU_GCC", "-D_GNU_SOURCE", "-fvisibility-inlines-hidden",
+    "-fno-math-errno", "-felide-constructors", "-Wall", "-Wextra", "-Wreturn-type", "-Wunused", "-Wparentheses",
+    "-Wnon-virtual-dtor", "-Wpessimizing-move", "-Wclass-memaccess", "-Wno-non-template-friend", "-Wno-long-long",
+    "-Wno-cast-function-type", "-Wno-unused-but-set-parameter", "-Wno-ignored-qualifiers", "-Wno-unused-parameter",
+    "-Wno-unused-local-typedefs", "-Wno-attributes", "-Wno-psabi", "-Werror=main", "-Werror=pointer-arith",
+    "-Werror=overlength-strings", "-Werror=return-type", "-Werror=missing-braces", "-Werror=unused-value",
+    "-Werror=unused-label", "-Werror=address", "-Werror=format", "-Werror=sign-compare", "-Werror=write-strings",
+    "-Werror=delete-non-virtual-dtor", "-Werror=strict-aliasing", "-Werror=narrowing",
+    "-Werror=unused-but-set-variable", "-Werror=reorder", "-Werror=unused-variable", "-Werror=conversion-null",
+    "-Werror=return-local-addr", "-Werror=switch", "-Werror=format-contains-nul", "-Werror=type-limits",
+    "-Werror=overflow", "-Werror",
+]
+CMSSW_FLAGS = ["-std=c++20", *CMSSW_CXXFLAGS]
 
 
 @pytest.fixture(scope="module")
@@ -265,3 +293,167 @@ def test_render_escapes_strings():
     assert "std::vector<std::int64_t>{}" in text
     assert "bs * std::size_t{1} * 2 * 3 * sizeof(std::int64_t)" in text
     assert '#include "tfaot-model-x/x_bs8.h"' in text
+
+
+# --- the CMSSW contract -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def runtime_root(toolchain, shared_cache, tmp_path_factory) -> Path:
+    """The runtime package as shipped (include/ with tfaot/ and the eigen3 paths, lib/, tool file)."""
+    runtime = ensure_runtime(toolchain.python, shared_cache, print)
+    package, _ = runtime_package.ensure_runtime_package(runtime, tmp_path_factory.mktemp("runtime-dist"))
+    return package.root
+
+
+def _tool(root: Path, name: str) -> scram_tool.ToolFile:
+    return scram_tool.parse((root / "etc" / "scram.d" / f"{name}.xml").read_text())
+
+
+def _link_inputs(packages: dict[str, Path], runtime_root: Path) -> list[str]:
+    """Archives and flags as scram links a user of the model tools: libraries, then every tool's LDFLAGS."""
+    manifest = json.loads((runtime_root / "manifest.json").read_text())
+    tools = [_tool(root, f"tfaot-model-{name}") for name, root in packages.items()]
+    tools.append(_tool(runtime_root, scram_tool.RUNTIME_TOOL))
+    archives = [str(root / "lib" / f"libtfaot-model-{name}.a") for name, root in packages.items()]
+    archives += [str(runtime_root / lib) for lib in manifest["libs"]]
+    return [*archives, *manifest["system_libs"], *(flag for t in tools for flag in t.flags.get("LDFLAGS", []))]
+
+
+def _cmssw_includes(packages: dict[str, Path], runtime_root: Path, runtime_flag: str = "-isystem") -> list[str]:
+    return [f"-I{CMSSW_DOUBLE}", *(f"-I{root / 'include'}" for root in packages.values()),
+            runtime_flag, str(runtime_root / "include")]
+
+
+def _compile_objects(sources: list[Path], flags: list[str], out: Path) -> list[Path]:
+    objects = []
+    for src in sources:
+        obj = out / f"{src.stem}.o"
+        proc = _run([_gxx(), *flags, "-c", str(src), "-o", str(obj)])
+        assert proc.returncode == 0 and proc.stderr == "", f"{src.name}:\n{proc.stderr[-6000:]}"
+        objects.append(obj)
+    return objects
+
+
+def test_runtime_tool_makes_tensorflow_headers_system_headers(runtime_root):
+    tool = _tool(runtime_root, scram_tool.RUNTIME_TOOL)
+    assert tool.flags["SYSTEM_INCLUDE"] == ["1"]
+    assert not [f for flags in tool.flags.values() for f in flags if f.startswith(("-std=", "-D_GLIBCXX"))]
+    for path in ("eigen3/unsupported/Eigen/CXX11/Tensor", "third_party/eigen3/unsupported/Eigen/CXX11/Tensor",
+                 "eigen3/Eigen/Core", "tensorflow/compiler/tf2xla/xla_compiled_cpu_function.h",
+                 "tensorflow/core/platform/types.h", "tfaot/Model.h"):
+        assert (runtime_root / "include" / path).is_file(), path
+
+
+def test_cmssw_contract_consumer_matches_tensorflow(packages, runtime_root, tmp_path):
+    """CMSSW's tfaot::Model<W> (its contract, in our double) runs the packages' model.h unchanged,
+    built warning-free with CMSSW's flags, at compiled (1, 2, 4) and emulated (3, 7) batch sizes."""
+    objects = _compile_objects(CMSSW_SOURCES, [*CMSSW_FLAGS, *_cmssw_includes(packages, runtime_root)], tmp_path)
+    exe = tmp_path / "cmssw_consumer"
+    proc = _run([_gxx(), *CMSSW_FLAGS, *map(str, objects), *_link_inputs(packages, runtime_root), "-o", str(exe)])
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr[-6000:]
+    refs = {name: root / "share" / f"tfaot-model-{name}" / "reference" for name, root in packages.items()}
+    sizes = sorted(int(p.name[2:]) for p in refs["simple"].iterdir())
+    assert sizes == [1, 2, 3, 4, 7]
+    proc = _run([str(exe), str(refs["simple"]), str(refs["multi"]), *map(str, sizes)], timeout=120)
+    print(proc.stdout)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for n in sizes:
+        assert f"batch size {n}: simple ok, multi ok" in proc.stdout
+    assert "names tfaot_model_simple tfaot_model_multi" in proc.stdout
+    assert "throws UnknownBatchSize" in proc.stdout and "throws UnknownResult" in proc.stdout
+    assert "second unit: 0 failures" in proc.stdout and proc.stdout.rstrip().endswith("0 failures")
+
+
+def test_without_system_include_tensorflow_headers_break_cmssw_flags(packages, runtime_root, tmp_path):
+    """Why the runtime tool sets SYSTEM_INCLUDE: with -I, TensorFlow's own headers fail CMSSW's flags."""
+    src = CMSSW_SOURCES[-1]
+    proc = _run([_gxx(), *CMSSW_FLAGS, *_cmssw_includes(packages, runtime_root, "-I"), "-fsyntax-only", str(src)])
+    assert proc.returncode != 0
+    assert re.search(r"/include/(tsl|tensorflow|xla|absl)/\S+: error:", proc.stderr), proc.stderr[-3000:]
+
+
+OUR_PLUGIN = """
+#include "tfaot/Model.h"
+#include "tfaot-model-multi/model.h"
+#include "tfaot-model-simple/model.h"
+
+std::size_t plugin(std::size_t n);
+std::size_t plugin(std::size_t n) {
+  tfaot::Model<tfaot_model::simple> simple;
+  tfaot::Model<tfaot_model::multi> multi;
+  tfaot::FloatArrays a;
+  std::tie(a) = simple.run<tfaot::FloatArrays>(static_cast<int>(n), tfaot::FloatArrays(n, std::vector<float>(4)));
+  tfaot::FloatArrays b;
+  tfaot::BoolArrays c;
+  std::tie(b, c) = multi.run<tfaot::FloatArrays, tfaot::BoolArrays>(static_cast<int>(n), a,
+                                                                      tfaot::DoubleArrays(n, std::vector<double>(4)));
+  return a.size() + b.size() + c.size();
+}
+"""
+
+
+@pytest.mark.parametrize("contract", ["cmssw", "ours"])
+def test_plugin_library_exports_no_runtime_symbols(packages, runtime_root, tmp_path, contract):
+    """A plugin library linked as the tools say exports none of the symbols the runtime's archives
+    define (XLA runtime, Abseil), so another TensorFlow's runtime in the process (a release's
+    libtf_xla_runtime.so) cannot interpose on them, nor they on it; without the tools' LDFLAGS it
+    would export them. (Weak symbols that headers instantiate in the plugin's own objects, such as
+    vtables, follow the plugin's own visibility settings, as for any CMSSW plugin.)
+    """
+    if contract == "cmssw":
+        flags = [*CMSSW_FLAGS, *_cmssw_includes(packages, runtime_root)]
+        objects = _compile_objects(CMSSW_SOURCES[:2] + CMSSW_SOURCES[3:], flags, tmp_path)
+    else:
+        src = tmp_path / "plugin.cc"
+        src.write_text(OUR_PLUGIN)
+        flags = [*CMSSW_FLAGS, *(f"-I{root / 'include'}" for root in packages.values()),
+                 "-isystem", str(runtime_root / "include")]
+        objects = _compile_objects([src], flags, tmp_path)
+    manifest = json.loads((runtime_root / "manifest.json").read_text())
+    runtime_defined = set()
+    for lib in manifest["libs"]:
+        nm = _run(["nm", "--defined-only", str(runtime_root / lib)])
+        runtime_defined |= {parts[2] for line in nm.stdout.splitlines()
+                            if len(parts := line.split()) == 3 and parts[1] in "TDBR"}
+    assert len(runtime_defined) > 1000
+
+    def exported(link: list[str], name: str) -> set[str]:
+        lib = tmp_path / name
+        proc = _run([_gxx(), "-shared", *CMSSW_FLAGS, *map(str, objects), *link, "-o", str(lib)])
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        nm = _run(["nm", "-D", "--defined-only", str(lib)])
+        return {parts[2] for line in nm.stdout.splitlines() if len(parts := line.split()) == 3} & runtime_defined
+
+    inputs = _link_inputs(packages, runtime_root)
+    leaked = exported(inputs, "libplugin.so")
+    assert leaked == set(), "\n".join(sorted(leaked)[:50])
+    without = [flag for flag in inputs if not flag.startswith("-Wl,--exclude-libs")]
+    assert len(without) < len(inputs) and len(exported(without, "libplugin_unguarded.so")) > 100
+
+
+@pytest.mark.parametrize("std", ["c++17", "c++20"])
+def test_our_interface_under_cmssw_flags(build, std, toolchain, shared_cache):
+    """tfaot-dist's own interface (not a system header here) and model.h: clean under CMSSW's flags
+    in C++17 and C++20, and the test program still passes."""
+    rt = ensure_runtime(toolchain.python, shared_cache, print)
+    exe = build["tmp"] / f"test_interface_{std.replace('+', 'p')}"
+    cmd = [_gxx(), f"-std={std}", *CMSSW_CXXFLAGS, f"-I{INTERFACE_INCLUDE}", f"-I{build['tmp'] / 'include'}",
+           "-isystem", str(rt.include_dir), str(TEST_SOURCE), *map(str, build["objects"]), *build["ldflags"],
+           "-o", str(exe)]
+    proc = _run(cmd)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr[-6000:]
+    proc = _run([str(exe), str(build["refs"]["simple"]), str(build["refs"]["multi"])], timeout=120)
+    assert proc.returncode == 0 and " 0 failures" in proc.stdout, proc.stdout[-4000:] + proc.stderr[-2000:]
+
+
+def test_interface_gives_way_to_cmssw_in_one_unit(build, toolchain, shared_cache, tmp_path):
+    """Both interfaces in one translation unit: no redefinition; tfaot:: is CMSSW's, ours tfaot_dist::."""
+    rt = ensure_runtime(toolchain.python, shared_cache, print)
+    src = tmp_path / "both.cc"
+    src.write_text('#include "tfaot/Model.h"\n#include "PhysicsTools/TensorFlowAOT/interface/Model.h"\n'
+                   "static_assert(TFAOT_DIST_CMSSW_INTERFACE == 1);\n"
+                   "tfaot_dist::BatchRule ours();\ntfaot::BatchRule theirs();\n")
+    proc = _run([_gxx(), *CMSSW_FLAGS, f"-I{INTERFACE_INCLUDE}", f"-I{CMSSW_DOUBLE}", "-isystem",
+                 str(rt.include_dir), "-fsyntax-only", str(src)])
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr[-4000:]

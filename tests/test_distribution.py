@@ -722,7 +722,7 @@ def test_setup_resolves_versions_upgrades_and_calls_scram(fleet, run, tmp_path, 
         assert [(r["name"], r["version"]) for r in json.loads(out)["results"]][-1] == ("tfaot-model-fleet-01",
                                                                                       "1.0.0")
         assert calls.read_text().splitlines() == [
-            f"{area} setup {tfaot}/scram.d/tensorflow-xla-runtime.xml",
+            f"{area} setup {tfaot}/scram.d/tfaot-xla-runtime.xml",
             f"{area} setup {tfaot}/scram.d/tfaot-model-fleet-01.xml"]
 
         out, _ = run("setup", "fleet-01", "--channel", server.url(), "--area", area, "--json")

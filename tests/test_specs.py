@@ -426,13 +426,14 @@ def test_a_value_with_a_line_break_is_never_rendered():
 
 
 @pytest.mark.parametrize("template, extra", [
-    ("scram_tool.xml.j2", {"url": HOSTILE, "libs": [HOSTILE], "base_var": "X_BASE", "uses": [HOSTILE]}),
-    ("runtime_tool.xml.j2", {"tool": HOSTILE, "libs": [HOSTILE], "system_libs": ["m"], "cxxflags": HOSTILE,
+    ("scram_tool.xml.j2", {"url": HOSTILE, "libs": [HOSTILE], "base_var": "X_BASE", "uses": [HOSTILE],
+                           "ldflags": [HOSTILE]}),
+    ("runtime_tool.xml.j2", {"tool": HOSTILE, "libs": [HOSTILE], "system_libs": ["m"], "ldflags": [HOSTILE],
                              "base_var": "X_BASE"}),
 ])
 def test_tool_files_escape_hostile_text(template, extra):
     text = render(template, package=HOSTILE, version=HOSTILE, root="@TOOL_ROOT@", **extra)
-    tool = ET.fromstring(text.split("\n", 1)[1])  # after the XML declaration line
+    (tool,) = ET.fromstringlist(["<root>", text, "</root>"])  # as scram reads it
     assert tool.tag == "tool" and tool.get("version") == HOSTILE
     assert not tool.findall(".//evil")
     assert all(el.tag in {"tool", "info", "lib", "client", "environment", "use", "flags"} for el in tool.iter())
@@ -484,12 +485,16 @@ def test_pkgconfig_flags_on_a_moved_tree(tmp_path):
     shutil.move(tmp_path / "first", moved)  # relocatable: nothing remembers the old place
     model, runtime = moved / "model", moved / "runtime"
     flags = pkg_config("--define-prefix", "--cflags", "--libs", "tfaot-model-test-simple", path=[model, runtime])
-    assert flags.split() == [f"-I{model}/include", f"-I{runtime}/include", "-std=c++17",
+    # No -std= (the consumer's own stays), TensorFlow's headers as system headers.
+    assert flags.split() == [f"-I{model}/include", "-isystem", f"{runtime}/include",
                              "-D_GLIBCXX_USE_CXX11_ABI=1", f"-L{model}/lib", "-ltfaot-model-test-simple",
-                             f"-L{runtime}/lib", "-ltf_xla_runtime", "-ltfaot_absl", "-lpthread", "-lm"]
+                             f"-L{runtime}/lib", "-ltf_xla_runtime", "-ltfaot_absl", "-lpthread", "-lm",
+                             "-Wl,--exclude-libs,libtf_xla_runtime.a:libtfaot_absl.a"]
     # Without --define-prefix the paths follow ${pcfiledir}: the same directories.
     plain = pkg_config("--cflags", "--libs", "tfaot-model-test-simple", path=[model, runtime]).split()
-    assert [os.path.normpath(f[2:]) for f in plain if f[:2] in ("-I", "-L")] == [
+    dirs = [f[2:] for f in plain if f[:2] in ("-I", "-L")]
+    dirs.insert(1, plain[plain.index("-isystem") + 1])
+    assert [os.path.normpath(d) for d in dirs] == [
         str(model / "include"), str(runtime / "include"), str(model / "lib"), str(runtime / "lib")]
     assert pkg_config("--modversion", "tfaot-model-test-simple", path=[model, runtime]) == "1.0.0"
     assert pkg_config("--print-requires", "tfaot-model-test-simple", path=[model, runtime]) == \

@@ -102,6 +102,9 @@ def compile_config(config_path: Path, output_dir: Path, defaults: Defaults, cach
     if batch_sizes:
         config = config.with_overrides({"batch_sizes": batch_sizes})
     package = f"tfaot-model-{name or config.name.lower().replace('_', '-')}"
+    if not version and config.version != config.model_version:
+        log(f"note: model.version {config.model_version!r} is not a PEP 440 version; "
+            f"the package version is {config.version} (--version sets another)")
     version = version or config.version
     source = {"aot_config": config_path.name, "saved_model_sha256": tree_digest(config.saved_model)}
     dest = output_dir / pkg.dir_name(package, version)
@@ -145,6 +148,8 @@ def _compile(config: AotConfig, package: str, version: str, source: dict, defaul
     work = out / "work"
     compiled, reference = work / "compiled", work / "reference"
     compiled.mkdir(parents=True)
+    for warning in config.warnings:
+        log(f"warning: {warning}")
     log(f"compiling {package} {version} for batch sizes {list(comp.batch_sizes)}")
     answer = run_worker(toolchain, {
         "op": "compile",

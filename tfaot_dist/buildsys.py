@@ -5,7 +5,10 @@
     lib/cmake/tfaot-xla-runtime/tfaot-xla-runtimeConfig.cmake  target tfaot::xla-runtime
     lib/pkgconfig/tfaot-xla-runtime.pc
 
-All four are relocatable: CMake paths are relative to CMAKE_CURRENT_LIST_DIR,
+The runtime's include directory is a system include directory for consumers
+(-isystem; CMake's INTERFACE_SYSTEM_INCLUDE_DIRECTORIES), as scram's
+SYSTEM_INCLUDE makes it in CMSSW: no warning flag of a consumer fires inside
+TensorFlow's headers. All four are relocatable: CMake paths are relative to CMAKE_CURRENT_LIST_DIR,
 pkg-config paths to ${pcfiledir} (so `pkg-config --define-prefix` works too).
 Each function takes a manifest (package.py / runtime_package.py) and returns
 the file's text; every value is checked against a strict pattern first, so
@@ -16,7 +19,7 @@ import re
 
 from packaging.version import InvalidVersion, Version
 
-from tfaot_dist import __version__, names
+from tfaot_dist import __version__, names, scram_tool
 from tfaot_dist.errors import InvalidInput
 from tfaot_dist.textsafe import pkgconfig_text, render
 
@@ -105,8 +108,13 @@ def render_runtime_cmake_config(runtime_manifest: dict) -> str:
 
 
 def render_runtime_pkgconfig(runtime_manifest: dict) -> str:
-    """lib/pkgconfig/tfaot-xla-runtime.pc."""
+    """lib/pkgconfig/tfaot-xla-runtime.pc.
+
+    No -std= in Cflags: pkg-config cannot say "at least C++17", and a later -std=c++17
+    would take C++20 away from the consumer (the headers compile under both).
+    """
     facts = _runtime_facts(runtime_manifest)
+    facts["cxxflags"] = [flag for flag in facts["cxxflags"] if not flag.startswith("-std=")]
     return render("runtime_pkgconfig.pc.j2", **facts, tfaot_dist_version=__version__)
 
 
@@ -157,10 +165,13 @@ def _runtime_facts(manifest: dict) -> dict:
         libs.append({"path": path, "name": name, "target": f"tfaot::xla-runtime-{name}"})
     if not libs:
         raise InvalidInput("runtime manifest: libs: no static library listed")
+    # A shared library linking the runtime exports none of its symbols (see scram_tool.py).
+    link_options = [scram_tool.exclude_libs([f"lib{lib['name']}.a" for lib in libs])]
     tf = manifest.get("tensorflow_version", "")
     description = "XLA AOT runtime of tfaot-model packages" + (f" (TensorFlow {tf})" if tf else "")
     return {"package": package, "version": version, "cxxflags": cxxflags, "system_libs": system_libs,
-            "libs": libs, "include_dir": "include", "lib_dir": "lib", "description": pkgconfig_text(description)}
+            "libs": libs, "include_dir": "include", "lib_dir": "lib", "description": pkgconfig_text(description),
+            "link_options": link_options}
 
 
 def _each(values, pattern: re.Pattern, field: str) -> list[str]:

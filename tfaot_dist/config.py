@@ -5,13 +5,18 @@
     compilation:  batch_sizes (required), namespace (tfaot_model),
                   tf_xla_flags, xla_flags, target_triple, target_cpu
 
-JSON files are accepted too (JSON is YAML). Every value is validated here,
-so later stages can place them in C++, XML and specs.
+Read with upstream's meaning (cms-tfaot's loader): a null or empty value means
+the default, model.version is any non-empty string (the model's own version;
+packages get a PEP 440 one), and unknown keys are noted as warnings, not
+refused. JSON files are accepted too (JSON is YAML). Every value is validated
+here, so later stages can place them in C++, XML and specs.
 """
 
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
 
 from tfaot_dist import names
 from tfaot_dist.errors import InvalidInput
@@ -51,12 +56,14 @@ class Compilation:
 class AotConfig:
     path: Path
     name: str  # C++ class name of the model
-    version: str
+    version: str  # PEP 440, what `compile` names the package by default (see package_version)
     saved_model: Path  # absolute
     serving_key: str = "serving_default"
     author: str = ""
     description: str = ""
     compilation: Compilation = field(default_factory=lambda: Compilation(batch_sizes=(1,)))
+    model_version: str = ""  # model.version as written (any text); version is its PEP 440 form
+    warnings: tuple[str, ...] = ()  # e.g. unknown keys: upstream ignores them, we say so
 
     def with_overrides(self, overrides: dict) -> "AotConfig":
         """Apply validated registry overrides of compilation settings."""
@@ -120,12 +127,46 @@ def flag_list(value, where: str) -> tuple[str, ...]:
     return tuple(names.xla_flag(v, where) for v in value)
 
 
+def package_version(model_version: str) -> str:
+    """A PEP 440 version for model.version: itself when it is one (normalized), else 0+LABEL.
+
+    "1.0.0" -> "1.0.0", "v2" -> "2", "2024-05_final" -> "0+2024.5.final" (the alphanumeric runs
+    as a local label, so versions of one model still sort as their text suggests).
+    """
+    try:
+        return str(Version(model_version))
+    except InvalidVersion:
+        local = ".".join(re.findall(r"[A-Za-z0-9]+", model_version)).lower()[:100]
+        return str(Version(f"0+{local}")) if local else "0"
+
+
+def _unknown_keys(f: Fields, known: tuple[str, ...]) -> list[str]:
+    """Take the keys upstream's schema does not know out of f; return them as 'section.key'."""
+    unknown = sorted((k for k in f.data if k not in known), key=str)
+    for key in unknown:
+        del f.data[key]
+    return [f"{f.prefix}.{k}" if f.prefix else str(k) for k in unknown]
+
+
+def _drop_empty(f: Fields, keys: tuple[str, ...]) -> None:
+    """Upstream's meaning of null or empty: use the default (the key as if absent)."""
+    for key in keys:
+        if key in f.data and (f.data[key] is None or f.data[key] == "" or f.data[key] == []):
+            del f.data[key]
+
+
+COMPILATION_KEYS = ("batch_sizes", "namespace", "target_triple", "target_cpu", "tf_xla_flags", "xla_flags",
+                    "batch_rules")
+
+
 def parse_compilation(data, file, prefix: str, partial: bool) -> dict:
     """Validated compilation settings as a dict of Compilation fields.
 
     partial=True parses registry overrides, where every field is optional.
     """
     f = Fields(data, file, prefix)
+    if not partial:  # an upstream AOT config: null/empty means the default
+        _drop_empty(f, ("namespace", "target_triple", "target_cpu", "tf_xla_flags", "xla_flags", "batch_rules"))
     out = {}
     if "batch_sizes" in f.data or not partial:
         out["batch_sizes"] = batch_sizes(f.take("batch_sizes", list, required=True), f.at("batch_sizes"))
@@ -152,13 +193,20 @@ def load_aot_config(path: Path, label: str | None = None, within: Path | None = 
     data = load_mapping(path, label)
     where = label or path
     top = Fields(data, where)
+    unknown = _unknown_keys(top, ("model", "compilation"))
     model = Fields(top.take("model", dict, required=True), where, "model")
-    compilation = parse_compilation(top.take("compilation", dict, required=True), where, "compilation", False)
+    unknown += _unknown_keys(model, ("name", "version", "saved_model", "serving_key", "author", "description"))
+    _drop_empty(model, ("saved_model", "serving_key", "author", "description"))
+    comp = Fields(top.take("compilation", dict, required=True), where, "compilation")
+    unknown += _unknown_keys(comp, COMPILATION_KEYS)
+    compilation = parse_compilation(comp.data, where, "compilation", False)
     top.done()
 
     name = names.cpp_identifier(model.take("name", str, required=True), model.at("name"))
-    version = model.take("version", (str, int), required=True)
-    version = names.version(str(version), model.at("version"))
+    model_version = model.take("version", (str, int), required=True)
+    model_version = names.free_text(str(model_version).strip(), model.at("version"))
+    if not model_version:
+        raise InvalidInput(f"{model.at('version')}: expected a non-empty version")
     saved_model_rel = model.take("saved_model", str, "./saved_model")
     serving_key = model.take("serving_key", str, "serving_default")
     if not names.CPP_IDENTIFIER.fullmatch(serving_key) and not names.REL_PATH.fullmatch(serving_key):
@@ -177,10 +225,12 @@ def load_aot_config(path: Path, label: str | None = None, within: Path | None = 
     return AotConfig(
         path=path.resolve(),
         name=name,
-        version=version,
+        version=package_version(model_version),
         saved_model=saved_model,
         serving_key=serving_key,
         author=author,
         description=description,
         compilation=Compilation(**compilation),
+        model_version=model_version,
+        warnings=(f"{where}: unknown keys ignored: {', '.join(unknown)}",) if unknown else (),
     )

@@ -17,13 +17,12 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfaot_dist import __version__, buildsys, constants
+from tfaot_dist import __version__, buildsys, constants, scram_tool
 from tfaot_dist.errors import CompileFailed, IntegrityError
 from tfaot_dist.fsutil import reproducible_targz, sha256_file, tree_files, write_atomic
-from tfaot_dist.render import render, render_model_header
+from tfaot_dist.render import render_model_header
 
 MANIFEST = "manifest.json"
-RUNTIME_TOOL = "tensorflow-xla-runtime"
 # Templates whose output is part of a model package (and so of its build key).
 TEMPLATES = ("model.h.j2", "scram_tool.xml.j2", "verify_harness.cc.j2", "cmake_config.cmake.j2", "pkgconfig.pc.j2")
 ORDER_NOTE = "arguments and results are ordered by signature key name (Python str sort)"
@@ -77,16 +76,7 @@ def assemble(compiled: Path, reference: Path, answer: dict, meta: dict, root: Pa
     }))
     tool = root / "etc" / "scram.d" / f"{package}.xml"
     tool.parent.mkdir(parents=True)
-    tool.write_text(render(
-        "scram_tool.xml.j2",
-        package=package,
-        version=meta["version"],
-        url=meta["source"].get("url", ""),
-        libs=[package],
-        base_var=package.upper().replace("-", "_") + "_BASE",
-        root="@TOOL_ROOT@",
-        uses=[RUNTIME_TOOL],
-    ))
+    tool.write_text(scram_tool.render_model_tool(package, meta["version"], meta["source"].get("url", "")))
     for rel, text in ((buildsys.cmake_config_path(package), buildsys.render_cmake_config(meta)),
                       (buildsys.pkgconfig_path(package), buildsys.render_pkgconfig(meta))):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -2,8 +2,9 @@
 
     tfaot-xla-runtime-VERSION/
       include/              TensorFlow/XLA/Abseil headers the generated code needs, and tfaot/ (the C++ interface)
+      include/eigen3/, include/third_party/eigen3/   the paths CMSSW and TensorFlow name Eigen by
       lib/                  libtf_xla_runtime.a, libtfaot_absl.a
-      etc/scram.d/tensorflow-xla-runtime.xml
+      etc/scram.d/tfaot-xla-runtime.xml
       licenses/
       manifest.json
 
@@ -16,13 +17,17 @@ with in their manifest ("requires").
 import shutil
 from pathlib import Path
 
-from tfaot_dist import __version__, buildsys, package as pkg
+from tfaot_dist import __version__, buildsys, package as pkg, scram_tool
 from tfaot_dist.fsutil import file_lock, remove_stale_siblings, replace_dir, sha256_file, temp_sibling, tree_files
-from tfaot_dist.render import render
 from tfaot_dist.xla_runtime import XlaRuntime
 
 NAME = "tfaot-xla-runtime"
-SCRAM_TOOL = "tensorflow-xla-runtime"
+# Its own tool name, never the release's tensorflow-xla-runtime (see scram_tool.py).
+SCRAM_TOOL = scram_tool.RUNTIME_TOOL
+# Where CMSSW (Wrapper.h: "third_party/eigen3/unsupported/Eigen/CXX11/Tensor") and
+# cmsdist's eigen tool ("eigen3/Eigen/...") find Eigen; the shipped copy is include/Eigen.
+EIGEN_ALIASES = ("eigen3", "third_party/eigen3")
+EIGEN_MODULE_DIRS = ("Eigen", "unsupported/Eigen", "unsupported/Eigen/CXX11")
 INTERFACE_INCLUDE = Path(__file__).parent / "runtime" / "include"
 
 
@@ -64,20 +69,11 @@ def _assemble(runtime: XlaRuntime, version: str, root: Path) -> None:
         shutil.copyfile(lib, root / "lib" / lib.name)
     if (runtime.root / "licenses").is_dir():
         shutil.copytree(runtime.root / "licenses", root / "licenses")
-    libs = [lib.name.removeprefix("lib").removesuffix(".a") for lib in runtime.libs]
+    _eigen_aliases(root / "include")
     tool = root / "etc" / "scram.d" / f"{SCRAM_TOOL}.xml"
     tool.parent.mkdir(parents=True)
-    tool.write_text(render(
-        "runtime_tool.xml.j2",
-        package=NAME,
-        tool=SCRAM_TOOL,
-        version=version,
-        libs=libs,
-        system_libs=[flag.removeprefix("-l") for flag in runtime.ldflags if flag.startswith("-l")],
-        cxxflags=" ".join(runtime.cxxflags),
-        base_var="TFAOT_XLA_RUNTIME_BASE",
-        root="@TOOL_ROOT@",
-    ))
+    tool.write_text(scram_tool.render_runtime_tool(runtime.tensorflow_version, [lib.name for lib in runtime.libs],
+                                                   list(runtime.ldflags)))
     facts = {"package": NAME, "version": version, "tensorflow_version": runtime.tensorflow_version,
              "cxxflags": runtime.cxxflags, "libs": [f"lib/{lib.name}" for lib in runtime.libs],
              "system_libs": runtime.ldflags}
@@ -102,3 +98,16 @@ def _assemble(runtime: XlaRuntime, version: str, root: Path) -> None:
                   for rel in tree_files(root)},
     }
     pkg.write_manifest(root, manifest)
+
+
+def _eigen_aliases(include: Path) -> None:
+    """One forwarding header per Eigen module header under each alias path (no links: archives stay plain)."""
+    for module_dir in EIGEN_MODULE_DIRS:
+        if not (include / module_dir).is_dir():
+            continue
+        for module in sorted(p for p in (include / module_dir).iterdir() if p.is_file()):
+            rel = f"{module_dir}/{module.name}"
+            for alias in EIGEN_ALIASES:
+                forward = include / alias / rel
+                forward.parent.mkdir(parents=True, exist_ok=True)
+                forward.write_text(f"// {alias}/{rel}: the Eigen shipped with tfaot-xla-runtime\n#include <{rel}>\n")

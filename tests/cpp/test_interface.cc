@@ -229,7 +229,7 @@ static void testBatchStrategy() {
   strategy.setRule(BatchRule("3:1,1,1"));  // replaces
   TEST_CHECK(strategy.nRules() == 2);
   TEST_CHECK(strategy.getRule(3).nSizes() == 3);
-  TEST_CHECK((strategy.targets() == std::vector<int>{3, 5}));
+  TEST_CHECK((strategy.targets() == std::vector<std::size_t>{3, 5}));
   TEST_CHECK(strategy.toString() == "3:1,1,1 5:2,2,2");
   TEST_CHECK(strategy.removeRule(3));
   TEST_CHECK(!strategy.removeRule(3));
@@ -246,6 +246,17 @@ static void testBatchStrategy() {
   EXPECT_THROW(std::invalid_argument, BatchStrategy::makeDefaultRule(3, {}), "no compiled batch sizes");
   TEST_CHECK(strategy.setDefaultRule(9, {2, 4}).toString() == "9:2,2,2,2,2");
   TEST_CHECK(strategy.hasRule(9));
+
+  // CMSSW's API: rules from strings, sizes as size_t
+  strategy.setRule(std::string("6:4,4"));
+  TEST_CHECK(strategy.getRule(6).getLastPadding() == 2);
+  strategy.setRule("8:4,4");
+  TEST_CHECK(strategy.getRule(8).nSizes() == 2);
+  const BatchRule implicit = std::string("3:2,2");
+  const std::size_t target = implicit.getBatchSize();
+  TEST_CHECK(target == 3);
+  const std::vector<std::size_t> available = {2, 4};
+  TEST_CHECK(strategy.setDefaultRule(std::size_t{5}, available).toString() == "5:2,2,2");
 }
 
 // ---------------------------------------------------------------------------
@@ -436,7 +447,7 @@ static void testSimple() {
   // description
   TEST_CHECK(model.name() == "simple");
   TEST_CHECK(model.package() == "tfaot-model-simple");
-  TEST_CHECK((model.batchSizes() == std::vector<int>{1, 2, 4}));
+  TEST_CHECK((model.batchSizes() == std::vector<std::size_t>{1, 2, 4}));
   TEST_CHECK(model.nInputs() == 1 && model.nOutputs() == 1);
   TEST_CHECK((model.inputNames() == std::vector<std::string>{"input_0"}));
   TEST_CHECK((model.outputNames() == std::vector<std::string>{"output_0"}));

@@ -32,6 +32,8 @@ set_target_properties(tfaot::xla-runtime-tfaot_absl PROPERTIES
 add_library(tfaot::xla-runtime INTERFACE IMPORTED)
 set_target_properties(tfaot::xla-runtime PROPERTIES
   INTERFACE_INCLUDE_DIRECTORIES "${_tfaot_prefix}/include"
+  INTERFACE_SYSTEM_INCLUDE_DIRECTORIES "${_tfaot_prefix}/include"
+  INTERFACE_LINK_OPTIONS "-Wl,--exclude-libs,libtf_xla_runtime.a:libtfaot_absl.a"
   INTERFACE_COMPILE_FEATURES "cxx_std_17"
   INTERFACE_COMPILE_DEFINITIONS "_GLIBCXX_USE_CXX11_ABI=1"
   INTERFACE_LINK_LIBRARIES "tfaot::xla-runtime-tf_xla_runtime")

@@ -27,7 +27,7 @@
 
 #include "tfaot/Util.h"
 
-namespace tfaot {
+namespace tfaot_dist {
 
   class BatchRule {
   public:
@@ -36,15 +36,16 @@ namespace tfaot {
     // throws std::invalid_argument unless
     //   targetSize > 0, sizes not empty, all sizes > 0,
     //   lastPadding < sizes.back() and sum(sizes) - lastPadding == targetSize
-    BatchRule(int targetSize, std::vector<std::size_t> sizes, std::size_t lastPadding = 0)
+    BatchRule(std::size_t targetSize, std::vector<std::size_t> sizes, std::size_t lastPadding = 0)
         : batchSize_(targetSize), sizes_(std::move(sizes)), lastPadding_(lastPadding) {
       validate("");
     }
 
     // rule string "TARGET:SIZE[,SIZE...]", e.g. "5:2,2,2"; the padding of the
     // last size is sum(sizes) - TARGET; whitespace around numbers is ignored;
-    // throws std::invalid_argument for malformed strings and invalid rules
-    explicit BatchRule(const std::string& rule) : batchSize_(0), lastPadding_(0) {
+    // throws std::invalid_argument for malformed strings and invalid rules.
+    // Implicit, as CMSSW's: a string can stand where a rule is expected.
+    BatchRule(const std::string& rule) : batchSize_(0), lastPadding_(0) {
       const std::string ctx = "batch rule '" + rule + "': ";
       const std::size_t colon = rule.find(':');
       if (colon == std::string::npos) {
@@ -57,28 +58,26 @@ namespace tfaot {
       while (true) {
         const std::size_t comma = rule.find(',', start);
         const std::string token = rule.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        const int size = parseNumber(token, ctx, "composite batch size");
-        sizes_.push_back(static_cast<std::size_t>(size));
-        sum += static_cast<std::size_t>(size);
+        const std::size_t size = parseNumber(token, ctx, "composite batch size");
+        sizes_.push_back(size);
+        sum += size;
         if (comma == std::string::npos) {
           break;
         }
         start = comma + 1;
       }
-      if (batchSize_ <= 0) {
-        throw std::invalid_argument("tfaot: invalid " + ctx + "the target batch size must be positive, got " +
-                                    std::to_string(batchSize_));
+      if (batchSize_ == 0) {
+        throw std::invalid_argument("tfaot: invalid " + ctx + "the target batch size must be positive, got 0");
       }
       if (std::find(sizes_.begin(), sizes_.end(), std::size_t(0)) != sizes_.end()) {
         throw std::invalid_argument("tfaot: invalid " + ctx + "composite batch sizes must be positive");
       }
-      const std::size_t target = static_cast<std::size_t>(batchSize_);
-      if (sum < target) {
+      if (sum < batchSize_) {
         throw std::invalid_argument("tfaot: invalid " + ctx + "the composite batch sizes sum up to " +
                                     std::to_string(sum) + ", which is less than the target batch size " +
                                     std::to_string(batchSize_));
       }
-      lastPadding_ = sum - target;
+      lastPadding_ = sum - batchSize_;
       if (lastPadding_ >= sizes_.back()) {
         throw std::invalid_argument("tfaot: invalid " + ctx + "the composite batch sizes sum up to " +
                                     std::to_string(sum) + ", exceeding the target batch size " +
@@ -90,7 +89,7 @@ namespace tfaot {
     }
 
     // the target batch size
-    int getBatchSize() const { return batchSize_; }
+    std::size_t getBatchSize() const { return batchSize_; }
 
     // the composite batch sizes, in evaluation order
     const std::vector<std::size_t>& getSizes() const { return sizes_; }
@@ -119,12 +118,12 @@ namespace tfaot {
     bool operator!=(const BatchRule& other) const { return !(*this == other); }
 
   private:
-    int batchSize_;
+    std::size_t batchSize_;
     std::vector<std::size_t> sizes_;
     std::size_t lastPadding_;
 
     // parses a non-negative decimal number that fits into an int
-    static int parseNumber(const std::string& text, const std::string& ctx, const char* what) {
+    static std::size_t parseNumber(const std::string& text, const std::string& ctx, const char* what) {
       const std::size_t b = text.find_first_not_of(" \t");
       const std::size_t e = text.find_last_not_of(" \t");
       const std::string s = b == std::string::npos ? std::string() : text.substr(b, e - b + 1);
@@ -144,13 +143,13 @@ namespace tfaot {
           throw std::invalid_argument("tfaot: invalid " + ctx + what + " '" + s + "' is too large");
         }
       }
-      return static_cast<int>(value);
+      return static_cast<std::size_t>(value);
     }
 
     void validate(const std::string& ctx) const {
       const std::string prefix = "tfaot: invalid " + (ctx.empty() ? "batch rule: " : ctx);
-      if (batchSize_ <= 0) {
-        throw std::invalid_argument(prefix + "the target batch size must be positive, got " +
+      if (batchSize_ == 0 || batchSize_ > static_cast<std::size_t>(INT_MAX)) {
+        throw std::invalid_argument(prefix + "the target batch size must be positive and fit an int, got " +
                                     std::to_string(batchSize_));
       }
       if (sizes_.empty()) {
@@ -172,7 +171,7 @@ namespace tfaot {
                                     " must be smaller than the last composite batch size " +
                                     std::to_string(sizes_.back()));
       }
-      if (sum - lastPadding_ != static_cast<std::size_t>(batchSize_)) {
+      if (sum - lastPadding_ != batchSize_) {
         throw std::invalid_argument(prefix + "composite batch sizes " + detail::join(sizes_) + " with padding " +
                                     std::to_string(lastPadding_) + " cover " + std::to_string(sum - lastPadding_) +
                                     " rows, but the target batch size is " + std::to_string(batchSize_));
@@ -187,17 +186,16 @@ namespace tfaot {
   class BatchStrategy {
   public:
     // registers a rule for its target batch size, replacing an existing one
-    void setRule(const BatchRule& rule) {
-      const int target = rule.getBatchSize();
-      rules_.erase(target);
-      rules_.emplace(target, rule);
-    }
+    void setRule(const BatchRule& rule) { rules_.insert_or_assign(rule.getBatchSize(), rule); }
+
+    // registers the rule of a rule string, e.g. "5:2,2,2" (see BatchRule)
+    void setRule(const std::string& rule) { setRule(BatchRule(rule)); }
 
     // whether a rule for the target batch size exists
-    bool hasRule(int batchSize) const { return rules_.find(batchSize) != rules_.end(); }
+    bool hasRule(std::size_t batchSize) const { return rules_.find(batchSize) != rules_.end(); }
 
     // the rule for the target batch size; throws std::out_of_range if there is none
-    const BatchRule& getRule(int batchSize) const {
+    const BatchRule& getRule(std::size_t batchSize) const {
       const auto it = rules_.find(batchSize);
       if (it == rules_.end()) {
         throw std::out_of_range("tfaot: no batch rule for target batch size " + std::to_string(batchSize) +
@@ -207,14 +205,14 @@ namespace tfaot {
     }
 
     // removes the rule of a target batch size, returns whether there was one
-    bool removeRule(int batchSize) { return rules_.erase(batchSize) > 0; }
+    bool removeRule(std::size_t batchSize) { return rules_.erase(batchSize) > 0; }
 
     // number of rules
     std::size_t nRules() const { return rules_.size(); }
 
     // target batch sizes that have a rule, ascending
-    std::vector<int> targets() const {
-      std::vector<int> result;
+    std::vector<std::size_t> targets() const {
+      std::vector<std::size_t> result;
       for (const auto& item : rules_) {
         result.push_back(item.first);
       }
@@ -224,32 +222,28 @@ namespace tfaot {
     // the default rule: the target itself if it is a compiled size, otherwise
     // the smallest compiled size repeated until the target is reached or
     // exceeded, zero-padding the last evaluation;
-    // throws std::invalid_argument if targetSize <= 0 or no sizes are available
-    static BatchRule makeDefaultRule(int targetSize, const std::vector<int>& availableSizes) {
-      if (targetSize <= 0) {
-        throw std::invalid_argument("tfaot: cannot create a default batch rule for target batch size " +
-                                    std::to_string(targetSize) + ": it must be positive");
+    // throws std::invalid_argument if targetSize is 0 or no sizes are available
+    static BatchRule makeDefaultRule(std::size_t targetSize, const std::vector<std::size_t>& availableSizes) {
+      if (targetSize == 0) {
+        throw std::invalid_argument("tfaot: cannot create a default batch rule for target batch size 0: it must be positive");
       }
       if (availableSizes.empty()) {
         throw std::invalid_argument("tfaot: cannot create a default batch rule for target batch size " +
                                     std::to_string(targetSize) + ": no compiled batch sizes available");
       }
       if (std::find(availableSizes.begin(), availableSizes.end(), targetSize) != availableSizes.end()) {
-        return BatchRule(targetSize, {static_cast<std::size_t>(targetSize)}, 0);
+        return BatchRule(targetSize, {targetSize}, 0);
       }
-      const int smallest = *std::min_element(availableSizes.begin(), availableSizes.end());
-      if (smallest <= 0) {
-        throw std::invalid_argument("tfaot: cannot create a default batch rule: invalid compiled batch size " +
-                                    std::to_string(smallest));
+      const std::size_t smallest = *std::min_element(availableSizes.begin(), availableSizes.end());
+      if (smallest == 0) {
+        throw std::invalid_argument("tfaot: cannot create a default batch rule: invalid compiled batch size 0");
       }
-      const std::size_t target = static_cast<std::size_t>(targetSize);
-      const std::size_t s = static_cast<std::size_t>(smallest);
-      const std::size_t n = (target + s - 1) / s;
-      return BatchRule(targetSize, std::vector<std::size_t>(n, s), n * s - target);
+      const std::size_t n = (targetSize + smallest - 1) / smallest;
+      return BatchRule(targetSize, std::vector<std::size_t>(n, smallest), n * smallest - targetSize);
     }
 
     // creates, registers and returns the default rule of a target batch size
-    const BatchRule& setDefaultRule(int targetSize, const std::vector<int>& availableSizes) {
+    const BatchRule& setDefaultRule(std::size_t targetSize, const std::vector<std::size_t>& availableSizes) {
       setRule(makeDefaultRule(targetSize, availableSizes));
       return rules_.find(targetSize)->second;
     }
@@ -264,9 +258,18 @@ namespace tfaot {
     }
 
   private:
-    std::map<int, BatchRule> rules_;
+    std::map<std::size_t, BatchRule> rules_;
   };
 
+}  // namespace tfaot_dist
+
+// Outside CMSSW the interface is also reachable as tfaot::... (tfaot::Model,
+// tfaot::FloatArrays, ...). Inside CMSSW that namespace belongs to CMSSW's own
+// PhysicsTools/TensorFlowAOT interface: ours gives way and stays tfaot_dist::.
+#if !TFAOT_DIST_CMSSW_INTERFACE
+namespace tfaot {
+  using namespace tfaot_dist;
 }  // namespace tfaot
+#endif
 
 #endif  // TFAOT_BATCHING_H

@@ -5,7 +5,7 @@
  * tfaot-dist C++ interface: tfaot::Model<W>, the entry point for evaluating a
  * model compiled ahead of time by tfaot-dist.
  *
- * Header-only, C++17, standard library only. This header is enough:
+ * Header-only, C++17 or newer, standard library only. This header is enough:
  *
  *   #include "tfaot/Model.h"
  *   #include "tfaot-model-NAME/model.h"
@@ -14,6 +14,9 @@
  *   tfaot::FloatArrays input = {{0, 1, 2, 3}};
  *   tfaot::FloatArrays output;
  *   std::tie(output) = model.run<tfaot::FloatArrays>(1, input);
+ *
+ * Inside CMSSW (see tfaot/Util.h) this class is tfaot_dist::Model, and a
+ * package's model.h serves CMSSW's own tfaot::Model instead.
  *
  * Positional inputs and outputs follow the order of model.inputNames() and
  * model.outputNames() (the package's manifest lists the same order). Check
@@ -61,7 +64,7 @@
 #include "tfaot/Batching.h"
 #include "tfaot/Util.h"
 
-namespace tfaot {
+namespace tfaot_dist {
 
   namespace detail {
 
@@ -110,7 +113,7 @@ namespace tfaot {
 
     // creates the model and registers the package's default batch rules; no
     // buffers are allocated until a batch size is first evaluated
-    Model() : name_(W::name()), package_(W::package()), batchSizes_(W::batchSizes()) {
+    Model() : name_(W::name()), package_(W::package()) {
       describe(inputs_, W::inputNames(), W::inputDTypes(), W::inputShapes(), numInputs, "input",
                static_cast<InputTypes*>(nullptr));
       describe(outputs_, W::outputNames(), W::outputDTypes(), W::outputShapes(), numOutputs, "output",
@@ -121,10 +124,17 @@ namespace tfaot {
       for (const TensorInfo& t : outputs_) {
         outputNames_.push_back(t.name);
       }
+      for (int bs : W::batchSizes()) {
+        if (bs <= 0) {
+          throw std::logic_error("tfaot: model '" + name_ + "' declares an invalid compiled batch size " +
+                                 std::to_string(bs));
+        }
+        batchSizes_.push_back(static_cast<std::size_t>(bs));
+      }
       std::sort(batchSizes_.begin(), batchSizes_.end());
       batchSizes_.erase(std::unique(batchSizes_.begin(), batchSizes_.end()), batchSizes_.end());
-      if (batchSizes_.empty() || batchSizes_.front() <= 0) {
-        throw std::logic_error("tfaot: model '" + name_ + "' declares no valid compiled batch sizes");
+      if (batchSizes_.empty()) {
+        throw std::logic_error("tfaot: model '" + name_ + "' declares no compiled batch sizes");
       }
       for (const std::string& rule : W::defaultRules()) {
         try {
@@ -149,8 +159,8 @@ namespace tfaot {
     const std::string& package() const { return package_; }
 
     // compiled batch sizes, ascending
-    const std::vector<int>& batchSizes() const { return batchSizes_; }
-    bool hasBatchSize(int batchSize) const {
+    const std::vector<std::size_t>& batchSizes() const { return batchSizes_; }
+    bool hasBatchSize(std::size_t batchSize) const {
       return std::find(batchSizes_.begin(), batchSizes_.end(), batchSize) != batchSizes_.end();
     }
 
@@ -194,7 +204,7 @@ namespace tfaot {
     // replaces the whole strategy; throws std::invalid_argument if a rule uses
     // a batch size the model was not compiled for (the strategy is then unchanged)
     void setBatchStrategy(const BatchStrategy& strategy) {
-      for (int target : strategy.targets()) {
+      for (std::size_t target : strategy.targets()) {
         checkRule(strategy.getRule(target));
       }
       strategy_ = strategy;
@@ -207,14 +217,14 @@ namespace tfaot {
       checkRule(rule);
       strategy_.setRule(rule);
     }
-    void setBatchRule(int batchSize, const std::vector<std::size_t>& sizes, std::size_t lastPadding = 0) {
+    void setBatchRule(std::size_t batchSize, const std::vector<std::size_t>& sizes, std::size_t lastPadding = 0) {
       setBatchRule(BatchRule(batchSize, sizes, lastPadding));
     }
     void setBatchRule(const std::string& rule) { setBatchRule(BatchRule(rule)); }
 
     // the rule used for a target batch size; creates and registers the default
     // rule (see BatchStrategy::makeDefaultRule) if there is none yet
-    const BatchRule& ensureRule(int batchSize) {
+    const BatchRule& ensureRule(std::size_t batchSize) {
       if (!strategy_.hasRule(batchSize)) {
         return strategy_.setDefaultRule(batchSize, batchSizes_);
       }
@@ -386,7 +396,7 @@ namespace tfaot {
     W wrapper_;
     std::string name_;
     std::string package_;
-    std::vector<int> batchSizes_;
+    std::vector<std::size_t> batchSizes_;
     std::vector<TensorInfo> inputs_;
     std::vector<TensorInfo> outputs_;
     std::vector<std::string> inputNames_;
@@ -399,7 +409,7 @@ namespace tfaot {
     // read(bs, offset, n) copies n result rows to rows [offset, offset + n)
     template <typename Fill, typename Read>
     void runBatched(int batchSize, Fill&& fill, Read&& read) {
-      const BatchRule& rule = ensureRule(batchSize);
+      const BatchRule& rule = ensureRule(static_cast<std::size_t>(batchSize));
       const std::vector<std::size_t>& sizes = rule.getSizes();
       std::size_t offset = 0;
       for (std::size_t c = 0; c < sizes.size(); c++) {
@@ -421,7 +431,7 @@ namespace tfaot {
 
     void checkRule(const BatchRule& rule) const {
       for (std::size_t s : rule.getSizes()) {
-        if (!hasBatchSize(static_cast<int>(s))) {
+        if (!hasBatchSize(s)) {
           throw std::invalid_argument("tfaot: batch rule '" + rule.toString() + "' uses batch size " +
                                       std::to_string(s) + ", but model '" + name_ +
                                       "' was compiled for batch sizes " + detail::join(batchSizes_) + " only");
@@ -537,6 +547,12 @@ namespace tfaot {
     }
   };
 
+}  // namespace tfaot_dist
+
+#if !TFAOT_DIST_CMSSW_INTERFACE
+namespace tfaot {
+  using namespace tfaot_dist;
 }  // namespace tfaot
+#endif
 
 #endif  // TFAOT_MODEL_H

@@ -5,8 +5,17 @@
  * tfaot-dist C++ interface: array types, data types, tensor descriptions and
  * non-owning buffer views used by tfaot::Model<W>.
  *
- * Header-only, C++17, standard library only. Include "tfaot/Model.h" to get
- * the whole interface.
+ * Header-only, C++17 or newer, standard library only. Include "tfaot/Model.h"
+ * to get the whole interface.
+ *
+ * Namespaces: the interface lives in tfaot_dist::. Outside CMSSW it is also
+ * reachable as tfaot:: (a using-directive). Inside CMSSW, tfaot:: is CMSSW's
+ * own interface (PhysicsTools/TensorFlowAOT), which the generated model.h then
+ * serves instead (see model.h); ours gives way so that both can be seen in one
+ * translation unit without redefinitions. TFAOT_DIST_CMSSW_INTERFACE says which
+ * case applies: define it to 1 or 0 before including any tfaot header, or leave
+ * it to the default, 1 when "PhysicsTools/TensorFlowAOT/interface/Wrapper.h" is
+ * on the include path.
  */
 
 #include <array>
@@ -23,7 +32,18 @@
 // for; Model<W> refuses (at compile time) wrappers of another version.
 #define TFAOT_WRAPPER_CONTRACT_VERSION 1
 
-namespace tfaot {
+#ifndef TFAOT_DIST_CMSSW_INTERFACE
+#if defined(__has_include)
+#if __has_include("PhysicsTools/TensorFlowAOT/interface/Wrapper.h")
+#define TFAOT_DIST_CMSSW_INTERFACE 1
+#endif
+#endif
+#endif
+#ifndef TFAOT_DIST_CMSSW_INTERFACE
+#define TFAOT_DIST_CMSSW_INTERFACE 0
+#endif
+
+namespace tfaot_dist {
 
   inline constexpr int wrapperContractVersion = TFAOT_WRAPPER_CONTRACT_VERSION;
 
@@ -214,6 +234,15 @@ namespace tfaot {
 
   }  // namespace detail
 
+}  // namespace tfaot_dist
+
+// Outside CMSSW the interface is also reachable as tfaot::... (tfaot::Model,
+// tfaot::FloatArrays, ...). Inside CMSSW that namespace belongs to CMSSW's own
+// PhysicsTools/TensorFlowAOT interface: ours gives way and stays tfaot_dist::.
+#if !TFAOT_DIST_CMSSW_INTERFACE
+namespace tfaot {
+  using namespace tfaot_dist;
 }  // namespace tfaot
+#endif
 
 #endif  // TFAOT_UTIL_H
