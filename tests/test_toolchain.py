@@ -66,4 +66,5 @@ def test_tensorflow_toolchain_scripts_run(toolchain):
     _venv_works_as_a_venv(toolchain.root)
     out = subprocess.run([str(toolchain.root / "bin" / "saved_model_cli"), "--help"], capture_output=True,
                          text=True, timeout=300)
-    assert out.returncode == 0 and "aot_compile_cpu" in out.stdout, out.stderr[-500:]
+    # absl's --help exits 1 after printing its usage; a script whose interpreter is gone exits 127.
+    assert out.returncode in (0, 1) and "USAGE:" in out.stdout and "saved_model_cli" in out.stdout, out.stderr[-500:]
