@@ -143,7 +143,7 @@ def test_catalogue_in_headless_chromium(published):
         description = manifests[("tfaot-model-test-simple", "1.0.0")]["model"]["description"]
         assert visible(description.split()[0]) and "tfaot-model-test-simple" in visible(description.split()[0])
         assert visible("no-such-model") == []
-        assert browser.eval("document.getElementById('count').textContent") == f"0 of {len(listed)} shown"
+        assert browser.eval("document.getElementById('count').textContent") == f"0 of {len(listed)} packages shown"
         assert sorted(visible("")) == sorted(listed)
 
         # Every link on the index and on each version page resolves over HTTP.

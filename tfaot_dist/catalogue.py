@@ -123,7 +123,7 @@ def _version_page(row, manifest: dict) -> str:
         "description": _text(manifest.get("model", {}).get("description", "")),
         "author": _text(manifest.get("model", {}).get("author", "")),
         "inputs": inputs, "outputs": outputs,
-        "order": _text(signature.get("order", "")),
+        "order": _text(signature.get("order", "")[:1].upper() + signature.get("order", "")[1:]),
         "compilation": {k: _text(", ".join(map(str, v)) if isinstance(v, list) else str(v))
                         for k, v in sorted(compilation.items()) if v not in ("", [], None)},
         "verification": {
@@ -155,7 +155,7 @@ def _tensor(t: dict) -> dict:
 def _cpp_call(cls: str, inputs: list[dict], outputs: list[dict]) -> str:
     """The tfaot::Model call with its argument and result types in positional order."""
     results = ", ".join(o["cxx"] for o in outputs)
-    lines = [f"tfaot::Model<{cls}> model;"]
+    lines = [f"tfaot::Model<{cls}> model;", "const int batchSize = ...;  // rows of every input"]
     lines += [f"{i['cxx']} {_ident(i['name'])} = ...;  // input {n}: {i['dtype']} {i['shape']}"
               for n, i in enumerate(inputs)]
     args = ", ".join(["batchSize", *(_ident(i["name"]) for i in inputs)])
@@ -259,7 +259,7 @@ INDEX_TEMPLATE = """\
       r.classList.toggle("hidden", !hit);
       if (hit) { shown++; }
     });
-    count.textContent = shown + " of " + rows.length + " shown";
+    count.textContent = shown + " of " + rows.length + " packages shown";
   }
   box.addEventListener("input", filter);
   filter();
