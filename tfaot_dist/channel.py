@@ -253,7 +253,6 @@ def _publish_verified(verified: list[VerifiedArchive], channel: Path, log) -> li
             remove_stale_siblings(channel / line.archive)
             write_atomic(channel / line.manifest, archive.manifest_bytes)
             copy_atomic(archive.path, channel / line.archive)
-            log(f"published {line.name} {line.version} ({line.sha256[:12]})")
         for _, line in plan:
             listed[line.key] = line
         _write_catalogue(channel, listed, manifests)
