@@ -60,7 +60,7 @@ def load_entry(reg: Registry, name: str):
 def did_you_mean(name: str, known: list[str], listing: str) -> str:
     import difflib
 
-    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.7)
     if close:
         return f"; did you mean {' or '.join(close)}?"
     return f" (all names: {listing})"
