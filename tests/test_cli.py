@@ -102,3 +102,13 @@ def test_publish_and_setup_say_each_status_once(built, run, tmp_path):
     out, err = run("setup", "test-simple", "--channel", channel, "--area", area)
     assert "tfaot-model-test-simple 1.0.0: installed" in out
     assert "tfaot-model-test-simple 1.0.0" not in err
+
+
+def test_the_test_command_runs_only_the_file_it_is_given():
+    from conftest import REPO
+
+    proc = subprocess.run([str(REPO / "scripts" / "test"), "tests/test_toolchain.py", "--collect-only", "-q"],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    collected = [line for line in proc.stdout.splitlines() if "::" in line]
+    assert collected and all(line.startswith("tests/test_toolchain.py::") for line in collected), proc.stdout
