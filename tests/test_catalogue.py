@@ -170,3 +170,46 @@ def test_catalogue_in_headless_chromium(published):
             f'tfaot-dist setup "test-multi==1.0.0" --channel {server.url("")} --area $CMSSW_BASE')
         browser.screenshot(SCREENSHOT.with_name("catalogue-page.png"))
         assert browser.errors == []
+
+
+README_TF = """
+import sys, numpy as np, tensorflow as tf
+fn = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+x = np.arange(8).reshape(2, 4)
+res = fn(input_0=tf.constant(x.astype(np.float32)), input_1=tf.constant(x.astype(np.float64)))
+for y, b in zip(res["output_0"].numpy(), res["output_1"].numpy()):
+    print(f"{y[0]:.9g} {y[1]:.9g} {int(b[0])} {int(b[1])}")
+"""
+
+
+def test_readme_cpp_example_builds_with_pkg_config_and_matches_tensorflow(built, run, tmp_path, example_models,
+                                                                           toolchain):
+    """The README's C++ snippet and pkg-config line, as written, against an area set up from a channel."""
+    import re
+    import subprocess
+
+    from conftest import REPO
+    from tfaot_dist.toolchain import worker_env
+
+    readme = (REPO / "README.md").read_text().split("## Using a package from C++", 1)[1]
+    snippet = re.search(r"```cpp\n(.*?)```", readme, re.S).group(1)
+    compile_line = next(line for line in re.search(r"pkg-config:\n\n```\n(.*?)```", readme, re.S).group(1)
+                        .splitlines() if line.startswith("g++"))
+    includes = [line for line in snippet.splitlines() if line.startswith("#include")]
+    body = [line for line in snippet.splitlines() if line and not line.startswith("#include")]
+    program = "\n".join(["#include <cstdio>", *includes, "int main() {", *body,
+                         "  for (int r = 0; r < 2; r++) std::printf(\"%.9g %.9g %d %d\\n\", output_0[r][0], "
+                         "output_0[r][1], int(output_1[r][0]), int(output_1[r][1]));", "}"])
+    ch, area = tmp_path / "channel", tmp_path / "area"
+    run("publish", "--channel", ch, "--dist", built / "dist")
+    run("setup", "test-multi", "--channel", ch, "--area", area)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "my_program.cc").write_text(program)
+    env = {"PATH": "/usr/bin:/bin", "PKG_CONFIG_PATH": str(area / "tfaot" / "lib" / "pkgconfig")}
+    subprocess.run(["bash", "-c", compile_line], cwd=work, env=env, check=True, timeout=600)
+    aot = subprocess.run([str(work / "my_program")], capture_output=True, text=True, check=True).stdout.split()
+    tf = subprocess.run([str(toolchain.python), "-I", "-c", README_TF, str(example_models / "multi" / "saved_model")],
+                        env=worker_env(tmp_path), capture_output=True, text=True, check=True).stdout.split()
+    assert len(aot) == len(tf) == 8
+    assert all(abs(float(a) - float(t)) <= 1e-5 for a, t in zip(aot, tf)), (aot, tf)
