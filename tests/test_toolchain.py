@@ -60,6 +60,13 @@ def test_scripts_and_activate_point_at_the_final_directory(tmp_path):
     _venv_works_as_a_venv(tc.root)
     out = subprocess.run([str(tc.root / "bin" / "f2py"), "-v"], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip()[0].isdigit(), out.stderr
+    # A cache that shares the toolchains through a symlink (as the tests' caches do) leaves them naming
+    # the real directory, which outlives the symlink.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "toolchains").symlink_to(tmp_path / "toolchains")
+    ensure_toolchain(other, SMALL)
+    _venv_works_as_a_venv(tc.root)
 
 
 def test_tensorflow_toolchain_scripts_run(toolchain):

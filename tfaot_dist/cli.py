@@ -68,9 +68,8 @@ def did_you_mean(name: str, known: list[str], listing: str) -> str:
 
 def source_url(text: str) -> str:
     """--source: a relative path to a local repository becomes a file:// URL of its absolute path."""
-    import re
-
-    if "://" in text or text.startswith(("/", "-")) or re.fullmatch(r"[A-Za-z0-9._-]+@[^:]+:.*", text):
+    # A colon before the first slash: a URL, user@host:path or a transport (ext::): git's rules apply.
+    if ":" in text.split("/", 1)[0] or text.startswith(("/", "-")):
         return text
     path = Path(text)
     if not path.is_dir():

@@ -8,10 +8,12 @@ an environment that exists is complete. One that no longer runs is rebuilt.
 """
 
 import json
+import os
 import platform
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,13 +56,15 @@ def toolchain_key(requirements: tuple[str, ...]) -> str:
 def ensure_toolchain(cache: Path, requirements: tuple[str, ...], log=print) -> Toolchain:
     key = toolchain_key(requirements)
     root = cache / "toolchains" / key
+    # Scripts name the real directory: CACHE/toolchains may be a symlink to a shared one.
+    real = (cache / "toolchains").resolve() / key
     found = _load(root, requirements)
-    if found and _built_at(root) == str(root):
+    if found and _built_at(root) == str(real):
         return found
     with file_lock(cache / "toolchains" / f"{key}.lock"):
         found = _load(root, requirements)
         if found:
-            _point_scripts_at(root, _built_at(root))  # environments made before the scripts were fixed
+            _point_scripts_at(root, _built_at(root), real)  # environments made before the scripts were fixed
             return found
         log(f"creating toolchain {key}: {' '.join(requirements)}")
         remove_stale_siblings(root)
@@ -73,7 +77,7 @@ def ensure_toolchain(cache: Path, requirements: tuple[str, ...], log=print) -> T
             frozen = _run([py, "-m", "pip", "freeze", "--all"], "pip freeze").split()
             write_atomic(staged / READY, json.dumps(
                 {"key": key, "requirements": list(requirements), "installed": sorted(frozen)}, indent=1))
-            _point_scripts_at(staged, str(staged), root)
+            _point_scripts_at(staged, str(staged), real)
             replace_dir(staged, root)
         except BaseException:
             import shutil
@@ -123,9 +127,12 @@ def _point_scripts_at(venv: Path, built_at: str, final: Path | None = None) -> N
             continue
         data = path.read_bytes()
         if old in data:
-            mode = path.stat().st_mode
-            write_atomic(path, data.replace(old, new))
-            path.chmod(mode)
+            # Executable before the rename: another process may run this script at any moment.
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data.replace(old, new))
+                os.fchmod(f.fileno(), path.stat().st_mode & 0o7777)
+            os.replace(tmp, path)
 
 
 def _run(cmd: list[str], what: str) -> str:
