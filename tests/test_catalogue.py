@@ -11,7 +11,7 @@ import pytest
 
 from browser import Browser
 from httpserve import Server
-from tfaot_dist import catalogue, channel as channel_mod
+from tfaot_dist import catalogue
 from tfaot_dist.channel import RUNTIME, parse_index
 
 SCREENSHOT = Path("/tmp/catalogue.png")
