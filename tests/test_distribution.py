@@ -750,7 +750,7 @@ def test_setup_resolves_versions_upgrades_and_calls_scram(fleet, run, tmp_path, 
 
 
 @pytest.mark.parametrize("case, code, message", [
-    ("unknown model", 3, "no version of tfaot-model-nosuch matches"),
+    ("unknown model", 3, "tfaot-model-nosuch is not in the channel"),
     ("bad requirement", 3, "invalid requirement"),
     ("wrong bytes", 7, "sha256 is"),
     ("archive missing", 4, "HTTP 404"),

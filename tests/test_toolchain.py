@@ -42,3 +42,36 @@ def test_worker_environment_is_sanitized(tmp_path, monkeypatch):
     assert env["TMPDIR"] == str(tmp_path) and env["TF_CPP_MIN_LOG_LEVEL"] == "3"
     assert env["TF_XLA_FLAGS"] == "--tf_xla_min_cluster_size=4"
     assert env["XLA_FLAGS"] == "--xla_cpu_enable_fast_math=false"
+
+
+def _venv_works_as_a_venv(root):
+    """Its scripts run and its activate script names the directory it lives in."""
+    shell = subprocess.run(["bash", "-c", '. "$1/bin/activate" && echo "$VIRTUAL_ENV" && command -v python',
+                            "activate", str(root)], capture_output=True, text=True, check=True).stdout.split()
+    assert shell == [str(root), str(root / "bin" / "python")]
+    for script in (root / "bin").iterdir():
+        if script.is_file() and not script.is_symlink() and script.read_bytes().startswith(b"#!"):
+            shebang = script.read_text().splitlines()[0]
+            assert shebang.startswith(f"#!{root}/bin/python") or "python" not in shebang, (script, shebang)
+
+
+def test_scripts_and_activate_point_at_the_final_directory(tmp_path):
+    tc = ensure_toolchain(tmp_path, SMALL)
+    _venv_works_as_a_venv(tc.root)
+    out = subprocess.run([str(tc.root / "bin" / "f2py"), "-v"], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip()[0].isdigit(), out.stderr
+    # A cache that shares the toolchains through a symlink (as the tests' caches do) leaves them naming
+    # the real directory, which outlives the symlink.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "toolchains").symlink_to(tmp_path / "toolchains")
+    ensure_toolchain(other, SMALL)
+    _venv_works_as_a_venv(tc.root)
+
+
+def test_tensorflow_toolchain_scripts_run(toolchain):
+    _venv_works_as_a_venv(toolchain.root)
+    out = subprocess.run([str(toolchain.root / "bin" / "saved_model_cli"), "--help"], capture_output=True,
+                         text=True, timeout=300)
+    # absl's --help exits 1 after printing its usage; a script whose interpreter is gone exits 127.
+    assert out.returncode in (0, 1) and "USAGE:" in out.stdout and "saved_model_cli" in out.stdout, out.stderr[-500:]

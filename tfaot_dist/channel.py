@@ -243,7 +243,9 @@ def _publish_verified(verified: list[VerifiedArchive], channel: Path, log) -> li
                 raise IntegrityError(f"{archive.label}: {line.name} {line.version} is already in {channel} with "
                                      f"sha256 {old.sha256}, this one is {line.sha256}; a published version "
                                      "never changes (raise the version)")
+        manifests = {line.key: archive.manifest for archive, line in plan}
         if not plan:
+            _write_catalogue(channel, listed, manifests)  # a channel from before the catalogue gets one
             return out
         remove_stale_siblings(index_path)
         for archive, line in plan:
@@ -251,12 +253,27 @@ def _publish_verified(verified: list[VerifiedArchive], channel: Path, log) -> li
             remove_stale_siblings(channel / line.archive)
             write_atomic(channel / line.manifest, archive.manifest_bytes)
             copy_atomic(archive.path, channel / line.archive)
-            log(f"published {line.name} {line.version} ({line.sha256[:12]})")
         for _, line in plan:
             listed[line.key] = line
-        crash_point("publish_index")
-        write_atomic(index_path, render_index(listed.values()))
+        _write_catalogue(channel, listed, manifests)
     return out
+
+
+def _write_catalogue(channel: Path, listed: dict, manifests: dict) -> None:
+    """Version pages, then index.json, then index.html (catalogue.py says why in this order)."""
+    from tfaot_dist import catalogue
+
+    for line in listed.values():
+        if line.key not in manifests:
+            manifests[line.key] = json.loads((channel / line.manifest).read_bytes())
+    rows = list(listed.values())
+    catalogue.write(channel, rows, manifests, "pages")
+    crash_point("publish_index")
+    index = render_index(rows)
+    if not (channel / INDEX).is_file() or (channel / INDEX).read_text() != index:
+        write_atomic(channel / INDEX, index)
+    crash_point("publish_catalogue")
+    catalogue.write(channel, rows, manifests, "index")
 
 
 def render_index(packages) -> str:

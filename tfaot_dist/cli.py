@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from tfaot_dist import __version__, builder, models
-from tfaot_dist.errors import TfaotError, UsageError
+from tfaot_dist.errors import InvalidInput, SourceUnavailable, TfaotError, UsageError
 from tfaot_dist.registry import Defaults, Registry
 
 
@@ -29,13 +29,96 @@ def emit(args, data, text: str) -> None:
         print(text)
 
 
+EXIT_CODES = """\
+exit codes:
+  0  success                      5  compilation failed
+  1  specs --check: stale files   6  verification against TensorFlow failed
+  2  usage error                  7  integrity failure (digest mismatch, unsafe archive)
+  3  invalid input                8  toolchain environment cannot be created
+  4  source unavailable (git repository, archive, channel)"""
+
+
+def registry_of(args) -> Registry:
+    """The --registry directory, which must exist (only add-model and init create one)."""
+    if not args.registry.is_dir():
+        raise InvalidInput(f"--registry: {args.registry} is not a registry directory (it does not exist; "
+                           f"create one with `tfaot-dist init {args.registry}`)")
+    return Registry(args.registry)
+
+
+def load_entry(reg: Registry, name: str):
+    """A registry entry by name; an unknown name gets the closest registered names as a suggestion."""
+    from tfaot_dist import names
+
+    names.model_name(name, "NAME")
+    if not reg.entry_path(name).exists():
+        raise InvalidInput(f"{name}: no such model in {reg.models_dir}" + did_you_mean(name, reg.names(),
+                                                                                          "tfaot-dist list"))
+    return reg.load(name)
+
+
+def did_you_mean(name: str, known: list[str], listing: str) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.7)
+    if close:
+        return f"; did you mean {' or '.join(close)}?"
+    return f" (all names: {listing})"
+
+
+def source_url(text: str) -> str:
+    """--source: a relative path to a local repository becomes a file:// URL of its absolute path."""
+    # A colon before the first slash: a URL, user@host:path or a transport (ext::): git's rules apply.
+    if ":" in text.split("/", 1)[0] or text.startswith(("/", "-")):
+        return text
+    path = Path(text)
+    if not path.is_dir():
+        raise SourceUnavailable(f"--source: {text}: no such directory (a relative --source is a path to a local "
+                                "git repository; remote ones need https://, ssh://, git:// or user@host:path)")
+    return path.resolve().as_uri()
+
+
+def cmd_init(args) -> int:
+    from tfaot_dist.fsutil import write_atomic
+
+    root = (args.directory or args.registry).absolute()
+    config = root / "registry.yaml"
+    if config.exists():
+        emit(args, {"registry": str(root), "status": "exists"}, f"{root}: already a registry, left as it was")
+        return 0
+    if root.exists() and not root.is_dir():
+        raise InvalidInput(f"{root}: exists and is not a directory")
+    (root / "models").mkdir(parents=True, exist_ok=True)
+    write_atomic(config, INIT_REGISTRY)
+    Registry(root).defaults()  # what was written reads back
+    emit(args, {"registry": str(root), "status": "created"},
+         f"created registry {root} (registry.yaml, models/); next: tfaot-dist --registry {args.directory or root} "
+         "add-model NAME --source REPO --aot-config PATH")
+    return 0
+
+
+INIT_REGISTRY = """\
+# Defaults for every model of this registry; entries live in models/NAME.yaml
+# (tfaot-dist add-model writes them).
+toolchain:
+  # What the isolated TensorFlow environment installs; changing it rebuilds every package.
+  requirements: ["tensorflow-cpu==2.21.0"]
+# Generic x86-64 code runs on every user's CPU; a newer target_cpu makes packages
+# that crash (SIGILL) on older machines.
+target_triple: x86_64-pc-linux
+target_cpu: ""
+"""
+
+
 def cmd_add_model(args) -> int:
     overrides = {}
     if args.batch_sizes:
         from tfaot_dist.config import batch_sizes
 
         overrides["batch_sizes"] = batch_sizes(_int_list(args.batch_sizes, "--batch-sizes"), "--batch-sizes")
-    entry = models.add_model(Registry(args.registry), args.cache, args.name, args.source, args.ref,
+    if not args.registry.exists():
+        log(f"creating registry {args.registry}")
+    entry = models.add_model(Registry(args.registry), args.cache, args.name, source_url(args.source), args.ref,
                              args.aot_config, args.model_version, overrides, log)
     path = Registry(args.registry).entry_path(entry.name)
     emit(args, {"entry": entry.as_dict(), "path": str(path)},
@@ -44,16 +127,18 @@ def cmd_add_model(args) -> int:
 
 
 def cmd_list(args) -> int:
-    entries = Registry(args.registry).load_all()
+    reg = registry_of(args)
+    entries = reg.load_all()
     rows = [e.as_dict() for e in entries]
-    text = "\n".join(f"{e.name:30} {e.version:12} {e.source.pin[:12]} {e.source.url}" for e in entries)
+    text = "\n".join(f"{e.name:30} {e.version:12} {e.source.pin[:12]} {e.source.url}" for e in entries) or (
+        f"no models in {reg.root} (add one with tfaot-dist add-model)")
     emit(args, {"models": rows}, text)
     return 0
 
 
 def cmd_show(args) -> int:
-    reg = Registry(args.registry)
-    entry = reg.load(args.name)
+    reg = registry_of(args)
+    entry = load_entry(reg, args.name)
     data = {"entry": entry.as_dict(), "path": str(entry.path), "package": entry.package,
             "build_key": builder.build_key(entry, reg.defaults())}
     emit(args, data, "\n".join(f"{k}: {v}" for k, v in data.items()))
@@ -64,14 +149,18 @@ def cmd_build(args) -> int:
     from tfaot_dist import buildall
     from tfaot_dist.progress import make_reporter
 
-    reg = Registry(args.registry)
     if args.all == bool(args.names):
         raise UsageError("build: name models or give --all (not both)")
+    reg = registry_of(args)
+    for name in args.names:
+        load_entry(reg, name)
     shard = buildall.parse_shard(args.shard) if args.shard else None
     entries, failed = buildall.load_selected(reg, None if args.all else args.names, shard)
     defaults = reg.defaults()
     if shard:
         log(f"shard {shard}: {len(entries) + len(failed)} models")
+    if not entries and not failed:
+        log(f"nothing to build: no models in {reg.root}" + (f" for shard {shard}" if shard else ""))
     summary = buildall.build_many(entries, defaults, args.cache, args.dist.absolute(),
                                   make_reporter(len(entries) + len(failed)), jobs=args.jobs,
                                   fail_fast=args.fail_fast, offline=args.offline, failed_before=failed)
@@ -142,8 +231,15 @@ def cmd_setup(args) -> int:
     if not location:
         raise UsageError("setup: give --channel (or set TFAOT_DIST_CHANNEL)")
     ch = Channel.open(location, args.cache, args.offline)
+    for text in args.requirements:
+        package, _ = setup_area.parse_requirement(text)
+        if not ch.versions(package):
+            known = sorted({p.name.removeprefix("tfaot-model-") for p in ch.packages if p.kind == "model"})
+            raise InvalidInput(f"{text!r}: {package} is not in the channel {location}" + did_you_mean(
+                package.removeprefix("tfaot-model-"), known, f"tfaot-dist setup --list --channel {location}"))
     report = setup_area.setup(args.requirements, ch, area, args.cache, args.offline, log, shutil.which("scram"))
-    lines = [f"{r.name} {r.version}: {r.status} ({r.path})" for r in report.results]
+    lines = [f"{r.name} {r.version}: {r.status}{f' (was {r.previous})' if r.previous else ''} ({r.path})"
+             for r in report.results]
     if report.scram:
         lines.append(f"registered with scram: {', '.join(Path(t).name for t in report.scram)}")
     elif report.environment:
@@ -194,7 +290,7 @@ def _int_list(text: str, option: str) -> list[int]:
     try:
         return [int(x) for x in text.split(",")]
     except ValueError:
-        raise UsageError(f"{option}: expected comma separated integers, got {text!r}") from None
+        raise InvalidInput(f"{option}: expected comma separated integers, got {text!r}") from None
 
 
 def cmd_check(args) -> int:
@@ -211,7 +307,7 @@ def cmd_check(args) -> int:
     else:
         from tfaot_dist.resolve import fetch_source
 
-        entry = reg.load(args.target)
+        entry = load_entry(registry_of(args), args.target)
         src = fetch_source(entry.source, args.cache)
         config = models.load_source_config(src, entry.aot_config)
         saved_model, serving_key = config.saved_model, config.serving_key
@@ -231,8 +327,6 @@ def cmd_check(args) -> int:
     emit(args, {"saved_model": str(saved_model), "signature": answer["signature"], "ops": ops,
                 "incompatible": bad}, "\n".join(lines))
     if bad:
-        from tfaot_dist.errors import InvalidInput
-
         raise InvalidInput(f"{saved_model}: ops XLA cannot compile on CPU: {', '.join(bad)}")
     return 0
 
@@ -240,8 +334,8 @@ def cmd_check(args) -> int:
 def cmd_verify(args) -> int:
     from tfaot_dist import reproduce
 
-    reg = Registry(args.registry)
-    entry = reg.load(args.name)
+    reg = registry_of(args)
+    entry = load_entry(reg, args.name)
     if args.rebuild:
         data = reproduce.rebuild_and_compare(entry, reg.defaults(), args.cache, args.dist.absolute(), log)
         text = f"{entry.package} {entry.version}: rebuilt bit-identical ({data['archive_sha256']})"
@@ -274,7 +368,7 @@ def cmd_toolchain(args) -> int:
 def cmd_specs(args) -> int:
     from tfaot_dist import specs
 
-    result = specs.generate(Registry(args.registry), args.flavor, args.out.absolute(), check=args.check,
+    result = specs.generate(registry_of(args), args.flavor, args.out.absolute(), check=args.check,
                             sources=args.sources.absolute() if args.sources else None, log=log)
     if args.check:
         text = "\n".join(f"stale: {args.out / rel}" for rel in result.stale) or f"{args.out}: up to date"
@@ -330,8 +424,30 @@ def cmd_tune(args) -> int:
     return 0
 
 
+def _command(sub, common, name: str, summary: str, description: str, examples: list[str]):
+    """A subcommand whose --help has a description, examples, the exit codes and the cache location."""
+    import textwrap
+
+    epilog = "examples:\n" + "\n".join(f"  {e}" for e in examples) + "\n\n" + EXIT_CODES + "\n\n" + cache_note()
+    return sub.add_parser(name, parents=[common], help=summary, description=textwrap.fill(description, 79),
+                          epilog=epilog,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def cache_note() -> str:
+    return (f"cache: {default_cache()}\n  ($TFAOT_DIST_CACHE, default ~/.cache/tfaot-dist): TensorFlow toolchains, the "
+            "XLA runtime,\n  fetched sources and finished builds. Shared safely by concurrent runs (file locks);\n"
+            "  deleting it costs the first-run build again (about 15 minutes on 2 cores).")
+
+
 def _add_performance_commands(sub, common) -> None:
-    s = sub.add_parser("bench", parents=[common], help="time and memory of a package against TensorFlow")
+    s = _command(sub, common, "bench", "time and memory of a package against TensorFlow",
+                 "Time a package's compiled model per batch size against a TensorFlow C API session of the same "
+                 "wheel and the Python call, and measure peak memory with several instances. Writes "
+                 "OUT/NAME.json and NAME_time.png / NAME_memory.png.",
+                 ["tfaot-dist bench test-simple", "tfaot-dist bench dist/tfaot-model-test-simple-1.0.0 "
+                  "--saved-model data/simple/saved_model", "tfaot-dist bench my/aot_config.yaml --calls 50 "
+                  "--warmup 10 --batch-sizes 1,8 --engines aot,tf-capi --no-plots"])
     s.add_argument("target", metavar="NAME-OR-PATH", help="registry name, package directory or aot_config.yaml")
     s.add_argument("--out", type=Path, default=Path("bench"), help="results directory (default: ./bench)")
     s.add_argument("--dist", type=Path, default=Path("dist"), help="where packages are built (default: ./dist)")
@@ -348,7 +464,12 @@ def _add_performance_commands(sub, common) -> None:
     s.add_argument("--no-plots", action="store_true", help="write the JSON only")
     s.set_defaults(func=cmd_bench)
 
-    s = sub.add_parser("tune", parents=[common], help="measure and set the batch rules of a model")
+    s = _command(sub, common, "tune", "measure and set the batch rules of a model",
+                 "Time each compiled batch size, pick the cheapest composition for every target batch size and "
+                 "keep only rules measured faster than the default. For a registry entry the rules are written "
+                 "to its overrides: batch_rules and the package is rebuilt.",
+                 ["tfaot-dist tune test-simple --targets 1-64", "tfaot-dist tune test-simple --targets 3,5,9-12 "
+                  "--dry-run", "tfaot-dist tune my/aot_config.yaml --calls 100 --warmup 10"])
     s.add_argument("target", metavar="NAME-OR-PATH", help="registry name, package directory or aot_config.yaml")
     s.add_argument("--targets", default="1-64", help="target batch sizes, e.g. 1-64 or 3,5,9-12 (default: 1-64)")
     s.add_argument("--out", type=Path, default=Path("bench"), help="report directory (default: ./bench)")
@@ -367,31 +488,69 @@ def parser() -> argparse.ArgumentParser:
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                         help="print results as JSON on stdout")
 
-    p = argparse.ArgumentParser(prog="tfaot-dist", description="Build, verify and distribute AOT compiled "
-                                "TensorFlow models as C++ packages.")
+    p = argparse.ArgumentParser(
+        prog="tfaot-dist", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Build, verify and distribute AOT compiled TensorFlow models as C++ packages.\n"
+                    "`tfaot-dist COMMAND --help` explains each command with examples.",
+        epilog="a first session:\n  tfaot-dist init registry\n  tfaot-dist add-model my-model --source "
+               "https://host/org/data.git --aot-config my/aot_config.yaml\n  tfaot-dist build --all\n"
+               "  tfaot-dist publish --channel /srv/channel\n  tfaot-dist setup my-model --channel "
+               "http://host/channel/ --area $CMSSW_BASE\n\n" + EXIT_CODES + "\n\n" + cache_note())
     p.add_argument("--version", action="version", version=f"tfaot-dist {__version__}")
     p.add_argument("--registry", type=Path, default=Path("registry"), help="registry directory (default: ./registry)")
     p.add_argument("--json", action="store_true", help="print results as JSON on stdout")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    s = sub.add_parser("add-model", parents=[common], help="register a model from a git data repository")
-    s.add_argument("name", metavar="NAME", help="package is tfaot-model-NAME")
-    s.add_argument("--source", required=True, help="git URL of the data repository")
-    s.add_argument("--ref", default="HEAD", help="branch, tag or commit (default: HEAD)")
-    s.add_argument("--aot-config", required=True, help="path of aot_config.yaml inside the repository")
-    s.add_argument("--version", dest="model_version", help="package version (default: model.version)")
+    s = _command(sub, common, "init", "create an empty registry",
+                 "Create a registry directory: registry.yaml with the defaults (TensorFlow requirements, "
+                 "generic x86-64 target) and an empty models/. An existing registry is left as it is.",
+                 ["tfaot-dist init", "tfaot-dist init my-registry", "tfaot-dist --registry my-registry init"])
+    s.add_argument("directory", metavar="DIR", nargs="?", type=Path,
+                   help="where to create it (default: --registry, i.e. ./registry)")
+    s.set_defaults(func=cmd_init)
+
+    s = _command(sub, common, "add-model", "register a model from a git data repository",
+                 "Resolve --ref to a commit, read the AOT config there, load the SavedModel with TensorFlow to "
+                 "check its signature and ops, and write models/NAME.yaml pinned to that commit. Creates the "
+                 "registry if it does not exist. Nothing is compiled yet (see build).",
+                 ["tfaot-dist add-model my-model --source https://github.com/org/data.git --ref v1 "
+                  "--aot-config my/aot_config.yaml", "tfaot-dist add-model my-model --source ../data-repo "
+                  "--aot-config my/aot_config.yaml --batch-sizes 1,2,4", "tfaot-dist add-model my-model "
+                  "--source git@host:org/data.git --aot-config cfg.yaml --version 1.1.0"])
+    s.add_argument("name", metavar="NAME", help="model name (lower case, digits, - and _): the package is "
+                   "tfaot-model-NAME")
+    s.add_argument("--source", required=True, metavar="URL-OR-PATH",
+                   help="git repository: https://, ssh://, git://, file://, user@host:path, or a local path "
+                   "(recorded as file:// with its absolute path)")
+    s.add_argument("--ref", default="HEAD", help="branch, tag or commit to pin (default: HEAD)")
+    s.add_argument("--aot-config", required=True, metavar="PATH",
+                   help="path of aot_config.yaml inside the repository")
+    s.add_argument("--version", dest="model_version", help="package version, PEP 440 (default: model.version "
+                   "of the AOT config)")
     s.add_argument("--batch-sizes", help="override compilation.batch_sizes, e.g. 1,2,4")
     s.set_defaults(func=cmd_add_model)
 
-    s = sub.add_parser("list", parents=[common], help="list registered models")
+    s = _command(sub, common, "list", "list registered models",
+                 "One line per registry entry: name, version, pinned commit (or archive digest), source.",
+                 ["tfaot-dist list", "tfaot-dist --registry other/registry list --json"])
     s.set_defaults(func=cmd_list)
 
-    s = sub.add_parser("show", parents=[common], help="show one registry entry")
-    s.add_argument("name", metavar="NAME")
+    s = _command(sub, common, "show", "show one registry entry",
+                 "The entry as the registry holds it, its package name and its build key (a digest of "
+                 "everything that goes into the package: a changed key means a rebuild).",
+                 ["tfaot-dist show test-simple", "tfaot-dist show test-simple --json"])
+    s.add_argument("name", metavar="NAME", help="registered model name (see list)")
     s.set_defaults(func=cmd_show)
 
-    s = sub.add_parser("build", parents=[common], help="compile and package models that changed")
-    s.add_argument("names", nargs="*", metavar="NAME")
+    s = _command(sub, common, "build", "compile and package models that changed",
+                 "Compile each named model (or --all) with XLA AOT for its batch sizes, verify the result "
+                 "against TensorFlow, and write tfaot-model-NAME-VERSION/ and its .tar.gz to --dist, together "
+                 "with the XLA runtime package. Unchanged models (same build key) come from the cache. The "
+                 "first build on a machine creates the TensorFlow toolchain and builds Abseil and the XLA "
+                 "runtime (about 15 minutes on 2 cores, network needed).",
+                 ["tfaot-dist build test-simple", "tfaot-dist build --all --jobs 2",
+                  "tfaot-dist build --all --shard 2/8 --dist out/"])
+    s.add_argument("names", nargs="*", metavar="NAME", help="registered models to build (or --all)")
     s.add_argument("--all", action="store_true", help="every registered model")
     s.add_argument("--dist", type=Path, default=Path("dist"), help="output directory (default: ./dist)")
     s.add_argument("--jobs", "-j", type=int, default=1, metavar="N", help="models built at once (default: 1)")
@@ -400,13 +559,27 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--offline", action="store_true", help="use the cache only; fail naming what is missing")
     s.set_defaults(func=cmd_build)
 
-    s = sub.add_parser("publish", parents=[common], help="add the package archives of a dist directory to a channel")
+    s = _command(sub, common, "publish", "add the package archives of a dist directory to a channel",
+                 "Verify every archive in --dist against its manifest and add it to the channel directory: "
+                 "packages/NAME/VERSION/, index.json and a browsable catalogue (index.html, one page per "
+                 "version). A published version never changes: the same bytes again are a no-op, other bytes "
+                 "exit 7. Serve the directory with any static HTTP server.",
+                 ["tfaot-dist publish --channel /srv/channel", "tfaot-dist publish --channel _work/channel "
+                  "--dist _work/dist", "python3 -m http.server -d /srv/channel 8000   # then open "
+                  "http://127.0.0.1:8000/"])
     s.add_argument("--channel", required=True, metavar="DIR", help="channel directory (serve it over HTTP as is)")
     s.add_argument("--dist", type=Path, default=Path("dist"), help="directory of built packages (default: ./dist)")
     s.set_defaults(func=cmd_publish)
 
-    s = sub.add_parser("setup", parents=[common], help="install models (and their runtime) from a channel")
-    s.add_argument("requirements", nargs="*", metavar="NAME", help="e.g. test-simple or 'test-simple>=1.0,<2'")
+    s = _command(sub, common, "setup", "install models (and their runtime) from a channel",
+                 "Download the newest matching version of each model and the runtime it was verified with, "
+                 "check every file against the manifest, and install them under AREA/tfaot/ with SCRAM tool "
+                 "files, CMake configs, pkg-config files and env.sh.",
+                 ["tfaot-dist setup test-simple --channel http://127.0.0.1:8000/ --area $CMSSW_BASE",
+                  "tfaot-dist setup 'test-simple>=1.0,<2' --channel /srv/channel --area ~/area",
+                  "tfaot-dist setup --list --channel http://127.0.0.1:8000/   # what is available"])
+    s.add_argument("requirements", nargs="*", metavar="NAME", help="model name with optional PEP 440 version "
+                   "specifiers, e.g. test-simple or 'test-simple>=1.0,<2'")
     s.add_argument("--channel", metavar="URL-OR-DIR", help="channel: directory, file://, http(s):// "
                    "(default: $TFAOT_DIST_CHANNEL)")
     s.add_argument("--area", type=Path, help="user area (default: $CMSSW_BASE)")
@@ -414,35 +587,66 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--offline", action="store_true", help="use the cache only; fail naming what is missing")
     s.set_defaults(func=cmd_setup)
 
-    s = sub.add_parser("compile", parents=[common], help="compile a local aot_config.yaml, no registry")
-    s.add_argument("--aot-config", type=Path, required=True)
-    s.add_argument("--output-directory", type=Path, required=True)
+    s = _command(sub, common, "compile", "compile a local aot_config.yaml, no registry",
+                 "Compile and verify the model an AOT config describes, without a registry or git: the "
+                 "package directory tfaot-model-NAME-VERSION/ and its .tar.gz go to --output-directory. "
+                 "Registry defaults (TensorFlow version, target) are used when ./registry exists.",
+                 ["tfaot-dist compile --aot-config simple/aot_config.yaml --output-directory out/",
+                  "tfaot-dist compile --aot-config cfg.yaml --output-directory out/ --batch-sizes 1,8 "
+                  "--name my-model --version 0.1"])
+    s.add_argument("--aot-config", type=Path, required=True, metavar="FILE",
+                   help="the model's aot_config.yaml; the paths in it are relative to its directory")
+    s.add_argument("--output-directory", type=Path, required=True, metavar="DIR",
+                   help="where the package directory and archive are written (created if missing)")
     s.add_argument("--name", help="package is tfaot-model-NAME (default: model.name)")
     s.add_argument("--version", dest="model_version", help="package version (default: model.version)")
     s.add_argument("--batch-sizes", help="override compilation.batch_sizes, e.g. 1,2,4")
     s.set_defaults(func=cmd_compile)
 
-    s = sub.add_parser("runtime", parents=[common], help="place the XLA runtime package in a directory")
-    s.add_argument("--output-directory", type=Path, required=True)
+    s = _command(sub, common, "runtime", "place the XLA runtime package in a directory",
+                 "Build (once, cached) the XLA AOT runtime library of the registry's TensorFlow version and "
+                 "write its package tfaot-xla-runtime-VERSION/ and .tar.gz. build does this too.",
+                 ["tfaot-dist runtime --output-directory dist/", "tfaot-dist --registry my-registry runtime "
+                  "--output-directory out/ --json"])
+    s.add_argument("--output-directory", type=Path, required=True, metavar="DIR",
+                   help="where the runtime package and archive are written")
     s.set_defaults(func=cmd_runtime)
 
-    s = sub.add_parser("check", parents=[common], help="list the ops of a model and whether XLA compiles them")
+    s = _command(sub, common, "check", "list the ops of a model and whether XLA compiles them",
+                 "Load the SavedModel's serving function with TensorFlow and report, op by op, whether XLA "
+                 "can compile it for CPU. Exit 3 if any cannot.",
+                 ["tfaot-dist check path/to/saved_model --table", "tfaot-dist check my/aot_config.yaml",
+                  "tfaot-dist check test-simple   # a registered model"])
     s.add_argument("target", metavar="PATH-OR-NAME", help="SavedModel dir, aot_config.yaml or registry name")
-    s.add_argument("--serving-key", default="serving_default")
+    s.add_argument("--serving-key", default="serving_default",
+                   help="signature of a SavedModel directory (default: serving_default)")
     s.add_argument("--table", action="store_true", help="print every op")
     s.set_defaults(func=cmd_check)
 
-    s = sub.add_parser("verify", parents=[common],
-                       help="check a built package's files and numbers, or rebuild it and compare")
-    s.add_argument("name", metavar="NAME")
+    s = _command(sub, common, "verify", "check a built package's files and numbers, or rebuild it and compare",
+                 "Without --rebuild: every file of the built package against its manifest, and its objects "
+                 "linked again into the verification harness to compare with TensorFlow. With --rebuild: build "
+                 "the entry again in a fresh cache and name the first file that differs.",
+                 ["tfaot-dist verify test-simple", "tfaot-dist verify test-simple --rebuild"])
+    s.add_argument("name", metavar="NAME", help="registered model name")
     s.add_argument("--dist", type=Path, default=Path("dist"), help="output directory (default: ./dist)")
     s.add_argument("--rebuild", action="store_true", help="rebuild from scratch and compare file by file")
     s.set_defaults(func=cmd_verify)
 
-    s = sub.add_parser("toolchain", parents=[common], help="create (if needed) and show the TensorFlow toolchain")
+    s = _command(sub, common, "toolchain", "create (if needed) and show the TensorFlow toolchain",
+                 "The isolated venv with TensorFlow that compiles models (TensorFlow is never installed into "
+                 "tfaot-dist's own environment). Created on first use under CACHE/toolchains/KEY (about "
+                 "1.6 GB, a few minutes, network needed); KEY digests the requirements and the Python.",
+                 ["tfaot-dist toolchain", "$(tfaot-dist toolchain --python) -c 'import tensorflow'",
+                  ". \"$(dirname \"$(tfaot-dist toolchain --python)\")/activate\"; saved_model_cli --help"])
     s.add_argument("--python", action="store_true", help="print only the path of its Python")
     s.set_defaults(func=cmd_toolchain)
-    s = sub.add_parser("specs", parents=[common], help="render cmsBuild or rpm specs of the registry")
+
+    s = _command(sub, common, "specs", "render cmsBuild or rpm specs of the registry",
+                 "Render the packaging specs of every registry entry from spec_templates/ (byte-identical for "
+                 "the same registry and history).",
+                 ["tfaot-dist specs --out specs/", "tfaot-dist specs --out specs/ --check   # exit 1: stale",
+                  "tfaot-dist specs --flavor rpm --out rpm-specs/ --sources dist/"])
     s.add_argument("--out", type=Path, required=True, help="output directory of the specs")
     s.add_argument("--flavor", choices=["cmsbuild", "rpm"], default="cmsbuild",
                    help="cmsbuild: CMSDIST specs (default); rpm: standard rpm specs")

@@ -41,7 +41,8 @@ _URL = re.compile(
 
 def check_git_url(url, where: str) -> str:
     if not isinstance(url, str) or "::" in url or url.startswith("-") or not _URL.fullmatch(url):
-        raise InvalidInput(f"{where}: unsupported git URL {url!r} (use https://, ssh://, git://, file:// or a path)")
+        raise InvalidInput(f"{where}: unsupported git URL {url!r} (use https://, ssh://, git://, file://, "
+                           "user@host:path or an absolute path)")
     return url
 
 

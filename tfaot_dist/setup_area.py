@@ -230,7 +230,6 @@ def _setup_one(text: str, channel: Channel, root: Path, cache: Path, offline: bo
             status = "installed" if not previous else (
                 "upgraded" if _newer(p.version, previous["version"]) else "replaced")
             out.append(Installed(p.name, p.version, status, root / rel, previous["version"] if previous else None))
-            log(f"{p.name} {p.version}: {status}" + (f" (was {previous['version']})" if previous else ""))
         crash_point("setup_listed")
         _write_installed(root, state)
         write_atomic(root / "env.sh", env_script(environment(root, state)))

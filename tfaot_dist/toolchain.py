@@ -8,10 +8,12 @@ an environment that exists is complete. One that no longer runs is rebuilt.
 """
 
 import json
+import os
 import platform
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,12 +56,15 @@ def toolchain_key(requirements: tuple[str, ...]) -> str:
 def ensure_toolchain(cache: Path, requirements: tuple[str, ...], log=print) -> Toolchain:
     key = toolchain_key(requirements)
     root = cache / "toolchains" / key
+    # Scripts name the real directory: CACHE/toolchains may be a symlink to a shared one.
+    real = (cache / "toolchains").resolve() / key
     found = _load(root, requirements)
-    if found:
+    if found and _built_at(root) == str(real):
         return found
     with file_lock(cache / "toolchains" / f"{key}.lock"):
         found = _load(root, requirements)
         if found:
+            _point_scripts_at(root, _built_at(root), real)  # environments made before the scripts were fixed
             return found
         log(f"creating toolchain {key}: {' '.join(requirements)}")
         remove_stale_siblings(root)
@@ -72,6 +77,7 @@ def ensure_toolchain(cache: Path, requirements: tuple[str, ...], log=print) -> T
             frozen = _run([py, "-m", "pip", "freeze", "--all"], "pip freeze").split()
             write_atomic(staged / READY, json.dumps(
                 {"key": key, "requirements": list(requirements), "installed": sorted(frozen)}, indent=1))
+            _point_scripts_at(staged, str(staged), real)
             replace_dir(staged, root)
         except BaseException:
             import shutil
@@ -96,6 +102,37 @@ def _load(root: Path, requirements: tuple[str, ...]) -> Toolchain | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return Toolchain(data["key"], root, tuple(requirements), tuple(data["installed"]))
+
+
+def _built_at(venv: Path) -> str:
+    """The directory the venv's scripts name (VIRTUAL_ENV in bin/activate)."""
+    try:
+        for line in (venv / "bin" / "activate").read_text().splitlines():
+            if line.startswith("VIRTUAL_ENV="):
+                return line.partition("=")[2].strip().strip("'\"")
+    except OSError:
+        pass
+    return str(venv)
+
+
+def _point_scripts_at(venv: Path, built_at: str, final: Path | None = None) -> None:
+    """Venvs hard-code the directory they were made in (script shebangs, activate's VIRTUAL_ENV):
+    rewrite it to the directory the venv lives in once renamed, so its scripts run."""
+    final = final or venv
+    if built_at == str(final):
+        return
+    old, new = built_at.encode(), str(final).encode()
+    for path in sorted((venv / "bin").iterdir()):
+        if path.is_symlink() or not path.is_file():
+            continue
+        data = path.read_bytes()
+        if old in data:
+            # Executable before the rename: another process may run this script at any moment.
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data.replace(old, new))
+                os.fchmod(f.fileno(), path.stat().st_mode & 0o7777)
+            os.replace(tmp, path)
 
 
 def _run(cmd: list[str], what: str) -> str:

@@ -1,0 +1,115 @@
+"""The first hour of a new user: help, init, messages that say what happened, one exit code per kind."""
+
+import argparse
+import subprocess
+import sys
+
+import pytest
+
+from tfaot_dist import cli
+from tfaot_dist.registry import Registry
+
+from conftest import snapshot
+
+USAGE, INVALID, UNAVAILABLE = 2, 3, 4
+
+
+def subcommands() -> dict[str, argparse.ArgumentParser]:
+    action = next(a for a in cli.parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+def test_every_command_and_option_has_help():
+    top = cli.parser()
+    action = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    assert {c.dest for c in action._choices_actions} == set(action.choices)
+    assert all(c.help for c in action._choices_actions)
+    for name, sub in subcommands().items():
+        for a in sub._actions:
+            assert a.help and a.help != argparse.SUPPRESS, f"{name} {a.option_strings or a.dest}: no help"
+        text = sub.format_help()
+        assert sub.description and len(sub.description) > 40, name
+        examples = text.split("examples:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+        assert 2 <= len(examples) <= 3, (name, examples)
+        assert all("tfaot-dist" in e or "http.server" in e for e in examples), (name, examples)
+        assert "exit codes:" in text and "4  source unavailable" in text and "cache: " in text, name
+
+
+def test_help_runs_as_a_program():
+    out = subprocess.run([sys.executable, "-m", "tfaot_dist", "compile", "--help"], capture_output=True,
+                         text=True, check=True).stdout
+    assert "--aot-config FILE" in out and "relative to its directory" in out and "--output-directory DIR" in out
+
+
+def test_init_creates_a_registry_others_read(tmp_path, run):
+    target = tmp_path / "new" / "reg"
+    out, _ = run("init", target)
+    assert f"created registry {target}" in out
+    assert (target / "models").is_dir()
+    defaults = Registry(target).defaults()
+    assert defaults.requirements == ("tensorflow-cpu==2.21.0",) and defaults.target_cpu == ""
+    before = snapshot(target)
+    out, _ = run("init", target)
+    assert "already a registry, left as it was" in out and snapshot(target) == before
+    out, _ = run("--registry", target, "list")
+    assert out.strip() == f"no models in {target} (add one with tfaot-dist add-model)"
+
+
+@pytest.mark.parametrize("args", [("list",), ("build", "--all"), ("show", "x"), ("specs", "--out", "specs")])
+def test_a_missing_registry_is_an_error_naming_it(tmp_path, run, args):
+    missing = tmp_path / "no-such-registry"
+    line = run.error("--registry", missing, *args, expect=INVALID)
+    assert f"--registry: {missing} is not a registry directory" in line and f"tfaot-dist init {missing}" in line
+    assert not missing.exists() and not (tmp_path / "specs").exists()
+
+
+def test_typos_get_a_suggestion(run, registry):
+    for name in ("test-simple", "test-multi"):
+        (registry / "models" / f"{name}.yaml").write_text("name: x\n")  # names() only; never loaded here
+    assert "did you mean test-simple?" in run.error("show", "test-simpel", expect=INVALID)
+    assert "did you mean test-simple" in run.error("build", "test-simpl", expect=INVALID)
+    line = run.error("show", "zzz", expect=INVALID)
+    assert "zzz: no such model" in line and "tfaot-dist list" in line
+
+
+def test_batch_size_errors_share_one_exit_code(run):
+    assert "expected comma separated integers, got '1,two'" in run.error(
+        "compile", "--aot-config", "x.yaml", "--output-directory", "out", "--batch-sizes", "1,two", expect=INVALID)
+
+
+def test_relative_source_path(run, data_repo, registry, cache, tmp_path, monkeypatch):
+    line = run.error("add-model", "m", "--source", "mydata", "--aot-config", "simple/aot_config.yaml",
+                     expect=UNAVAILABLE)
+    assert "--source: mydata: no such directory" in line and "unsupported" not in line
+    repo = data_repo.bare
+    monkeypatch.chdir(repo.parent)
+    out, _ = run("add-model", "m", "--source", repo.name, "--aot-config", "simple/aot_config.yaml")
+    entry = Registry(registry).load("m")
+    assert entry.source.url == repo.resolve().as_uri()
+
+
+def test_publish_and_setup_say_each_status_once(built, run, tmp_path):
+    channel = tmp_path / "channel"
+    out, err = run("publish", "--channel", channel, "--dist", built / "dist")
+    assert "tfaot-model-test-simple 1.0.0: published" in out
+    assert "test-simple" not in err
+    area = tmp_path / "area"
+    line = run.error("setup", "test-simpel", "--channel", channel, "--area", area, expect=INVALID)
+    assert "did you mean test-simple?" in line
+    line = run.error("setup", "nothing-like-it", "--channel", channel, "--area", area, expect=INVALID)
+    assert f"tfaot-dist setup --list --channel {channel}" in line
+    assert not area.exists()
+    out, err = run("setup", "test-simple", "--channel", channel, "--area", area)
+    assert "tfaot-model-test-simple 1.0.0: installed" in out
+    assert "tfaot-model-test-simple 1.0.0" not in err
+
+
+def test_the_test_command_runs_only_the_file_it_is_given():
+    from conftest import REPO
+
+    proc = subprocess.run([str(REPO / "scripts" / "test"), "tests/test_toolchain.py", "--collect-only", "-q"],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    # pytest -qq --collect-only: one "FILE: COUNT" line per collected file.
+    files = [line.split(":")[0] for line in proc.stdout.splitlines() if line.startswith("tests/")]
+    assert files == ["tests/test_toolchain.py"], proc.stdout

@@ -1,0 +1,358 @@
+"""A static HTML catalogue of a channel, for people: what is in it, and how to use each package.
+
+    CHANNEL/index.html                           every model: latest version, description, TensorFlow,
+                                                 batch sizes, size; a search box that filters the rows
+    CHANNEL/catalogue.css                        the one style sheet
+    CHANNEL/packages/PACKAGE/VERSION/index.html  one page per package version
+
+The pages are a function of the index rows and the package manifests only
+(render()), so any channel that has an index can render them. Everything is
+plain HTML and CSS; the only script is inline (the search box, and the
+channel's URL in the setup command taken from the page's own address):
+nothing is fetched from elsewhere. Every value is HTML-escaped by Jinja2's
+autoescape; links are relative paths built from validated names and versions,
+or http(s) URLs.
+
+Consistency with index.json (see write()): a version's page depends only on
+its own row and manifest, so it never changes once written, and it is written
+before the index that lists the version, like its archive. index.html is
+written after index.json from the same rows. So every package index.html
+lists is in index.json and has its page; a version's page exists before any
+listing links to it (a crash in between leaves an unlinked page, as it leaves
+an unlisted archive; the next publish writes the same bytes again).
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote, urlsplit
+
+import jinja2
+from packaging.version import Version
+
+from tfaot_dist.fsutil import remove_stale_siblings, write_atomic
+from tfaot_dist.textsafe import one_line
+
+INDEX_PAGE = "index.html"
+STYLE = "catalogue.css"
+CXX_TYPES = {"float32": "tfaot::FloatArrays", "float64": "tfaot::DoubleArrays", "int32": "tfaot::Int32Arrays",
+             "int64": "tfaot::Int64Arrays", "bool": "tfaot::BoolArrays"}
+
+
+def page_path(name: str, version: str) -> str:
+    """The page of a package version, relative to the channel (next to its archive)."""
+    return f"packages/{name}/{version}/{INDEX_PAGE}"
+
+
+@dataclass(frozen=True)
+class Row:
+    """What the listing shows of one package (its newest version)."""
+
+    name: str
+    model: str  # NAME of tfaot-model-NAME
+    kind: str
+    latest: str
+    older: tuple[str, ...]
+    description: str
+    tensorflow: str
+    batch_sizes: str
+    size: str
+    search: str  # lower-case text the search box matches
+
+
+def render(rows, manifests: dict) -> dict[str, str]:
+    """{path relative to the channel: text} for the catalogue of the index rows.
+
+    rows: ChannelPackage values (index.json); manifests: {(name, version): manifest dict}.
+    """
+    pages = {STYLE: CSS}
+    for row in rows:
+        pages[page_path(row.name, row.version)] = _version_page(row, manifests.get(row.key, {}))
+    pages[INDEX_PAGE] = _index_page(rows, manifests)
+    return pages
+
+
+def write(channel: Path, rows, manifests: dict, stage: str) -> None:
+    """Write the catalogue of rows into a channel directory (under the publish lock).
+
+    stage "pages": the version pages and the style sheet, before index.json is replaced;
+    stage "index": index.html, after it. Files already holding the same bytes are left alone.
+    """
+    for rel, text in render(rows, manifests).items():
+        if (rel == INDEX_PAGE) != (stage == "index"):
+            continue
+        path = channel / rel
+        data = text.encode()
+        if path.is_file() and path.read_bytes() == data:
+            continue
+        remove_stale_siblings(path)
+        write_atomic(path, data)
+
+
+def _index_page(rows, manifests: dict) -> str:
+    by_name: dict[str, list] = {}
+    for row in rows:
+        by_name.setdefault(row.name, []).append(row)
+    listing = []
+    for name in sorted(by_name):
+        versions = sorted(by_name[name], key=lambda r: Version(r.version), reverse=True)
+        newest = versions[0]
+        meta = manifests.get(newest.key, {})
+        description = _text(meta.get("model", {}).get("description", "")) if newest.kind == "model" else (
+            "XLA runtime library the models link against")
+        model = name.removeprefix("tfaot-model-")
+        listing.append(Row(
+            name=name, model=model, kind=newest.kind, latest=newest.version,
+            older=tuple(r.version for r in versions[1:]), description=description,
+            tensorflow=newest.tensorflow_version, batch_sizes=", ".join(map(str, newest.batch_sizes)),
+            size=_size(newest.size), search=f"{name} {description}".lower()))
+    return _env().from_string(INDEX_TEMPLATE).render(
+        rows=listing, models=sum(r.kind == "model" for r in listing), style=STYLE, page_path=page_path)
+
+
+def _version_page(row, manifest: dict) -> str:
+    signature = manifest.get("signature") or {}
+    inputs = [_tensor(t) for t in signature.get("inputs", [])]
+    outputs = [_tensor(t) for t in signature.get("outputs", [])]
+    compilation = manifest.get("compilation", {})
+    source = manifest.get("source", {})
+    model = row.name.removeprefix("tfaot-model-")
+    cls = f"{compilation.get('namespace', 'tfaot_model')}::{compilation.get('class_name', 'model')}"
+    verification = manifest.get("verification", {})
+    context = {
+        "row": row, "model": model, "style": STYLE, "depth": "../../../",
+        "description": _text(manifest.get("model", {}).get("description", "")),
+        "author": _text(manifest.get("model", {}).get("author", "")),
+        "inputs": inputs, "outputs": outputs,
+        "order": _text(signature.get("order", "")[:1].upper() + signature.get("order", "")[1:]),
+        "compilation": {k: _text(", ".join(map(str, v)) if isinstance(v, list) else str(v))
+                        for k, v in sorted(compilation.items()) if v not in ("", [], None)},
+        "verification": {
+            "tolerance": verification.get("tolerance"),
+            "batch_sizes": ", ".join(map(str, verification.get("batch_sizes", []))),
+            "paths": [_text(p) for p in verification.get("paths", [])],
+            "outputs": [(_text(k), _num(v.get("max_abs")), _num(v.get("max_rel")))
+                        for k, v in sorted(verification.get("outputs", {}).items()) if isinstance(v, dict)],
+        },
+        "source": [(_text(k), _text(str(v)), _link(v)) for k, v in sorted(source.items()) if v],
+        "digests": [("archive sha256", row.sha256), ("archive size", f"{row.size} bytes ({_size(row.size)})"),
+                    ("manifest sha256", row.manifest_sha256)]
+                   + [(f"{_text(k)} sha256", _text(str(v))) for k, v in sorted(manifest.get("digests", {}).items())]
+                   + ([("build key", _text(manifest["build_key"]))] if manifest.get("build_key") else []),
+        "requires": [f"{_text(r['name'])} {_text(r['version'])}" for r in row.requires],
+        "cpp_class": _text(cls),
+        "cpp_call": _cpp_call(cls, inputs, outputs),
+    }
+    return _env().from_string(VERSION_TEMPLATE).render(**context)
+
+
+def _tensor(t: dict) -> dict:
+    shape = t.get("shape", [])
+    return {"name": _text(str(t.get("name", ""))), "dtype": _text(str(t.get("dtype", ""))),
+            "shape": "[" + ", ".join(["batch", *map(str, shape)]) + "]",
+            "cxx": CXX_TYPES.get(t.get("dtype"), "?")}
+
+
+def _cpp_call(cls: str, inputs: list[dict], outputs: list[dict]) -> str:
+    """The tfaot::Model call with its argument and result types in positional order."""
+    results = ", ".join(o["cxx"] for o in outputs)
+    lines = [f"tfaot::Model<{cls}> model;", "const int batchSize = ...;  // rows of every input"]
+    lines += [f"{i['cxx']} {_ident(i['name'])} = ...;  // input {n}: {i['dtype']} {i['shape']}"
+              for n, i in enumerate(inputs)]
+    args = ", ".join(["batchSize", *(_ident(i["name"]) for i in inputs)])
+    lines.append(f"auto [{', '.join(_ident(o['name']) for o in outputs)}] = model.run<{results}>({args});")
+    return _text("\n".join(lines), limit=4000, keep_lines=True)
+
+
+def _ident(name: str) -> str:
+    out = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+    return out if out and not out[0].isdigit() else f"v_{out}"
+
+
+def _text(value, limit: int = 2000, keep_lines: bool = False) -> str:
+    text = str(value)
+    if keep_lines:
+        return "\n".join(one_line(line, limit) for line in text.split("\n"))
+    return one_line(text, limit)
+
+
+def _num(value) -> str:
+    return f"{value:.3g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
+
+
+def _link(value) -> str | None:
+    """A URL that may become a link: http(s) only (no javascript:, no file: of the publisher's machine)."""
+    if isinstance(value, str) and urlsplit(value).scheme in ("http", "https"):
+        return value
+    return None
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n} B"
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
+                             lstrip_blocks=True)
+    env.filters["urlpath"] = lambda p: quote(p, safe="/")
+    return env
+
+
+CSS = """\
+body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 72rem; padding: 0 1rem; color: #1d2330; }
+h1 { font-size: 1.6rem; margin-bottom: .2rem; } h2 { font-size: 1.15rem; margin-top: 2rem; }
+.sub { color: #5a6478; margin-top: 0; }
+input[type=search] { width: 100%; box-sizing: border-box; font-size: 1rem; padding: .5rem .7rem;
+  border: 1px solid #b8c0cc; border-radius: 6px; margin: 1rem 0; }
+table { border-collapse: collapse; width: 100%; font-size: .92rem; }
+th, td { text-align: left; padding: .4rem .6rem; border-bottom: 1px solid #e1e5eb; vertical-align: top; }
+th { background: #f2f4f7; } tr.hidden { display: none; }
+td.num { text-align: right; white-space: nowrap; } code, pre { font-family: ui-monospace, monospace; }
+pre { background: #f6f8fa; border: 1px solid #e1e5eb; border-radius: 6px; padding: .8rem; overflow-x: auto; }
+a { color: #0b5cad; } .older { color: #5a6478; font-size: .85rem; } .tag { font-size: .8rem; color: #5a6478; }
+dl { display: grid; grid-template-columns: max-content auto; gap: .3rem 1rem; } dt { font-weight: 600; }
+dd { margin: 0; word-break: break-all; } #count { color: #5a6478; font-size: .9rem; }
+"""
+
+INDEX_TEMPLATE = """\
+<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>tfaot-dist channel</title>
+<link rel="icon" href="data:,">
+<link rel="stylesheet" href="{{ style }}">
+</head>
+<body>
+<h1>AOT compiled TensorFlow models</h1>
+<p class="sub">{{ models }} model{{ "s" if models != 1 }} in this channel. Install one with
+<code>tfaot-dist setup NAME --channel <span class="channel-url">CHANNEL_URL</span> --area $CMSSW_BASE</code>.</p>
+<input type="search" id="search" placeholder="Search models by name or description" aria-label="Search models">
+<p id="count"></p>
+<table id="packages">
+<thead><tr><th>Model</th><th>Latest version</th><th>Description</th><th>TensorFlow</th><th>Batch sizes</th><th>Size</th></tr></thead>
+<tbody>
+{% for r in rows %}
+<tr data-search="{{ r.search }}" data-package="{{ r.name }}">
+<td><a href="{{ page_path(r.name, r.latest) | urlpath }}">{{ r.name }}</a>{% if r.kind == "runtime" %} <span class="tag">runtime</span>{% endif %}
+{% if r.older %}<div class="older">older: {% for v in r.older %}<a href="{{ page_path(r.name, v) | urlpath }}">{{ v }}</a>{{ ", " if not loop.last }}{% endfor %}</div>{% endif %}</td>
+<td>{{ r.latest }}</td><td>{{ r.description }}</td><td>{{ r.tensorflow }}</td><td>{{ r.batch_sizes }}</td><td class="num">{{ r.size }}</td>
+</tr>
+{% endfor %}
+</tbody>
+</table>
+<p class="tag">Machine-readable: <a href="index.json">index.json</a>.</p>
+<script>
+(function () {
+  var base = location.href.replace(/[?#].*$/, "").replace(/[^\\/]*$/, "");
+  document.querySelectorAll(".channel-url").forEach(function (e) { e.textContent = base; });
+  var box = document.getElementById("search"), count = document.getElementById("count");
+  var rows = Array.prototype.slice.call(document.querySelectorAll("#packages tbody tr"));
+  function filter() {
+    var words = box.value.toLowerCase().split(/\\s+/).filter(Boolean), shown = 0;
+    rows.forEach(function (r) {
+      var hit = words.every(function (w) { return r.dataset.search.indexOf(w) >= 0; });
+      r.classList.toggle("hidden", !hit);
+      if (hit) { shown++; }
+    });
+    count.textContent = shown + " of " + rows.length + " packages shown";
+  }
+  box.addEventListener("input", filter);
+  filter();
+})();
+</script>
+</body>
+</html>
+"""
+
+VERSION_TEMPLATE = """\
+<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{ row.name }} {{ row.version }}</title>
+<link rel="icon" href="data:,">
+<link rel="stylesheet" href="{{ depth }}{{ style }}">
+</head>
+<body>
+<p><a href="{{ depth }}index.html">&larr; all models</a></p>
+<h1>{{ row.name }} <span class="sub">{{ row.version }}</span></h1>
+{% if description %}<p class="sub" id="description">{{ description }}{% if author %} ({{ author }}){% endif %}</p>{% endif %}
+
+<h2>Install</h2>
+{% if row.kind == "model" %}
+<pre id="setup">tfaot-dist setup "{{ model }}=={{ row.version }}" --channel <span class="channel-url">CHANNEL_URL</span> --area $CMSSW_BASE</pre>
+{% else %}
+<p><code>tfaot-dist setup</code> installs the runtime a model was verified with together with the model.</p>
+{% endif %}
+<p>Archive: <a id="archive" href="{{ row.archive.removeprefix("packages/" ~ row.name ~ "/" ~ row.version ~ "/") | urlpath }}">{{ row.archive.rsplit("/", 1)[-1] }}</a>
+({{ digests[1][1] }}), <a href="{{ row.manifest.rsplit("/", 1)[-1] | urlpath }}">manifest.json</a>.
+TensorFlow {{ row.tensorflow_version }}.{% if requires %} Requires {{ requires | join(", ") }}.{% endif %}</p>
+
+{% if row.kind == "model" %}
+<h2>Signature</h2>
+<p>{{ order }}. Pass inputs to <code>run()</code> in this order; results come back in this order.</p>
+<table id="signature">
+<thead><tr><th>#</th><th>Kind</th><th>Name</th><th>dtype</th><th>Shape</th><th>C++ type</th></tr></thead>
+<tbody>
+{% for t in inputs %}<tr><td>{{ loop.index0 }}</td><td>input</td><td><code>{{ t.name }}</code></td><td>{{ t.dtype }}</td><td>{{ t.shape }}</td><td><code>{{ t.cxx }}</code></td></tr>
+{% endfor %}
+{% for t in outputs %}<tr><td>{{ loop.index0 }}</td><td>output</td><td><code>{{ t.name }}</code></td><td>{{ t.dtype }}</td><td>{{ t.shape }}</td><td><code>{{ t.cxx }}</code></td></tr>
+{% endfor %}
+</tbody>
+</table>
+
+<h2>Compilation</h2>
+<dl id="compilation">
+{% for k, v in compilation.items() %}<dt>{{ k }}</dt><dd>{{ v }}</dd>
+{% endfor %}
+</dl>
+
+<h2>Verification against TensorFlow</h2>
+<p>Batch sizes {{ verification.batch_sizes }}, tolerance {{ verification.tolerance }}{% if verification.paths %}; checked through {{ verification.paths | join("; ") }}{% endif %}.</p>
+<table id="verification">
+<thead><tr><th>Output</th><th>max abs error</th><th>max rel error</th></tr></thead>
+<tbody>
+{% for name, a, r in verification.outputs %}<tr><td><code>{{ name }}</code></td><td class="num">{{ a }}</td><td class="num">{{ r }}</td></tr>
+{% endfor %}
+</tbody>
+</table>
+
+<h2>Use it</h2>
+<p>In CMSSW, <code>BuildFile.xml</code>:</p>
+<pre id="cmssw">&lt;use name="{{ row.name }}"/&gt;</pre>
+<p>With CMake (after <code>setup</code>, <code>CMAKE_PREFIX_PATH=$CMSSW_BASE/tfaot</code>):</p>
+<pre id="cmake">find_package({{ row.name }} {{ row.version }} REQUIRED)
+target_link_libraries(my_program PRIVATE tfaot::model-{{ model }})</pre>
+<p>With pkg-config: <code>pkg-config --cflags --libs {{ row.name }}</code>. In C++:</p>
+<pre id="cpp">#include "tfaot/Model.h"
+#include "{{ row.name }}/model.h"
+
+{{ cpp_call }}</pre>
+{% endif %}
+
+<h2>Source</h2>
+<dl id="source">
+{% for k, v, link in source %}<dt>{{ k }}</dt><dd>{% if link %}<a href="{{ link }}">{{ v }}</a>{% else %}<code>{{ v }}</code>{% endif %}</dd>
+{% endfor %}
+</dl>
+
+<h2>Digests</h2>
+<dl id="digests">
+{% for k, v in digests %}<dt>{{ k }}</dt><dd><code>{{ v }}</code></dd>
+{% endfor %}
+</dl>
+<script>
+(function () {
+  var base = new URL("{{ depth }}", location.href).href;
+  document.querySelectorAll(".channel-url").forEach(function (e) { e.textContent = base; });
+})();
+</script>
+</body>
+</html>
+"""
