@@ -2,9 +2,14 @@
 
 The toolchain (and the XLA runtime) are expensive, so they live in the shared
 cache ($TFAOT_DIST_CACHE, default ~/.cache/tfaot-dist) and are built on first
-use. Each test that needs a cache of its own gets a fresh directory whose
-`toolchains` and `runtime` entries link to the shared ones, so that checks
-like "the cache is unchanged" see only what the test did.
+use. Each test that needs a cache of its own gets a fresh directory; for a test
+marked `tf` its `toolchains` and `runtime` entries link to the shared ones, so
+that checks like "the cache is unchanged" see only what the test did.
+
+Two tiers: a test is marked `tf` when it needs the TensorFlow toolchain, either
+explicitly or because a fixture it uses needs it (marked here at collection).
+`scripts/test --fast` sets TFAOT_DIST_FAST=1 and runs `-m "not tf"`; there any
+attempt to create or use a toolchain fails the test, so a missing marker shows.
 """
 
 import os
@@ -27,6 +32,34 @@ sys.path.insert(0, str(REPO / "examples"))
 import make_data_repo  # noqa: E402
 
 GIT_ENV = {**os.environ, **make_data_repo.GIT_IDENTITY}
+FAST = os.environ.get("TFAOT_DIST_FAST") == "1"
+TF_MARKER = "tf"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `tf` every test whose fixtures need the toolchain, and the `slow` ones (they compile)."""
+    for item in items:
+        if "toolchain" in getattr(item, "fixturenames", ()) or item.get_closest_marker("slow"):
+            item.add_marker(TF_MARKER)
+
+
+def refuse_toolchain(*args, **kwargs):
+    pytest.fail("this test needs the TensorFlow toolchain but runs in the fast tier (TFAOT_DIST_FAST=1): "
+                f"mark it @pytest.mark.{TF_MARKER}", pytrace=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fast_tier_guard():
+    """In the fast tier, every reference to ensure_toolchain (in any loaded module) refuses."""
+    if not FAST:
+        yield
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        for module in list(sys.modules.values()):
+            for name, value in list(getattr(module, "__dict__", {}).items()):
+                if value is ensure_toolchain:
+                    patch.setattr(module, name, refuse_toolchain)
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -36,6 +69,8 @@ def shared_cache() -> Path:
 
 @pytest.fixture(scope="session")
 def toolchain(shared_cache):
+    if FAST:
+        refuse_toolchain()
     return ensure_toolchain(shared_cache, DEFAULT_REQUIREMENTS, lambda m: print(m, file=sys.stderr))
 
 
@@ -126,8 +161,14 @@ def fresh_cache(path: Path, shared_cache: Path) -> Path:
 
 
 @pytest.fixture
-def cache(tmp_path, shared_cache, toolchain) -> Path:
-    return fresh_cache(tmp_path / "cache", shared_cache)
+def cache(request, tmp_path, shared_cache) -> Path:
+    """A fresh cache; for a test marked `tf` it shares the toolchain and runtime (created if need be)."""
+    if request.node.get_closest_marker(TF_MARKER):
+        request.getfixturevalue("toolchain")
+        return fresh_cache(tmp_path / "cache", shared_cache)
+    path = tmp_path / "cache"
+    path.mkdir()
+    return path
 
 
 @pytest.fixture

@@ -128,6 +128,7 @@ def test_compile_local_config(run, example_models, tmp_path):
     assert manifest["compilation"]["batch_sizes"] == [1, 2]
 
 
+@pytest.mark.tf
 def test_runtime_command_places_the_runtime_package(run, tmp_path):
     out, _ = run("runtime", "--output-directory", tmp_path / "rt", "--json")
     result = json.loads(out)

@@ -2,11 +2,14 @@
 
 import subprocess
 
+import pytest
+
 from tfaot_dist.toolchain import ensure_toolchain, toolchain_key, worker_env
 
 SMALL = ("numpy",)  # a real, quick environment; the TensorFlow one is tested everywhere else
 
 
+@pytest.mark.tf  # creates a toolchain (with numpy only)
 def test_created_reused_and_rebuilt_when_broken(tmp_path):
     log = []
     first = ensure_toolchain(tmp_path, SMALL, log.append)

@@ -129,7 +129,7 @@ def build_many(entries: list[ModelEntry], defaults: Defaults, cache: Path, dist:
             if fail_fast:
                 stop.set()
             return
-        except Exception as exc:  # noqa: BLE001 - a bug or an OS error: still only this model's failure
+        except Exception as exc:  # a bug or an OS error: still only this model's failure
             for line in traceback.format_exc().splitlines():
                 reporter.log(entry.name, line)
             message = _one_line(f"{type(exc).__name__}: {exc}")
@@ -143,7 +143,7 @@ def build_many(entries: list[ModelEntry], defaults: Defaults, cache: Path, dist:
 
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="build") as pool:
         pending = list(entries)
-        running: set[Future] = set()
+        running: set[Future[None]] = set()
         while pending or running:
             while pending and len(running) < jobs and not stop.is_set():
                 running.add(pool.submit(one, pending.pop(0)))
@@ -161,7 +161,7 @@ def build_many(entries: list[ModelEntry], defaults: Defaults, cache: Path, dist:
             summary.failures.append(got)
         elif got is None:
             summary.skipped.append(name)
-    summary.results = [outcome[e.name] for e in entries if isinstance(outcome.get(e.name), builder.BuildResult)]
+    summary.results = [got for e in entries if isinstance(got := outcome.get(e.name), builder.BuildResult)]
     return summary
 
 

@@ -40,6 +40,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tfaot_dist.errors import CompileFailed
 
@@ -82,7 +83,7 @@ class SizeReport:
 class Report:
     sizes: list[SizeReport] = field(default_factory=list)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         defined = sum(s.defined for s in self.sizes)
         return {
             "format": FORMAT_VERSION,

@@ -13,12 +13,14 @@ import hashlib
 import io
 import os
 import re
-import signal
 import shutil
+import signal
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from tfaot_dist.errors import IntegrityError
 
@@ -64,14 +66,14 @@ def write_atomic(path: Path, data: bytes | str) -> None:
 
 def copy_atomic(src: Path, path: Path) -> None:
     """Copy src to path through a temporary sibling and a rename."""
-    def copy(f):
+    def copy(f: BinaryIO) -> None:
         with open(src, "rb") as s:
             shutil.copyfileobj(s, f, 1 << 20)
 
     _replace_atomic(path, copy)
 
 
-def _replace_atomic(path: Path, fill) -> None:
+def _replace_atomic(path: Path, fill: Callable[[BinaryIO], object]) -> None:
     """fill(file) writes a temporary sibling, which then replaces path in one rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -107,7 +109,7 @@ def remove_stale_siblings(path: Path) -> None:
             remove_entry(stale)
 
 
-def claim_temp(parent: Path, prefix: str, directory: bool = False):
+def claim_temp(parent: Path, prefix: str, directory: bool = False) -> tuple[Path, BinaryIO]:
     """A new temporary file or directory PREFIX*.tmp in parent, for work that takes no lock.
 
     Returns (path, held): held is an open file with an exclusive lock (the file itself, or
@@ -117,7 +119,7 @@ def claim_temp(parent: Path, prefix: str, directory: bool = False):
     """
     if directory:
         new = Path(tempfile.mkdtemp(prefix=prefix, suffix=".new", dir=parent))
-        held = open(new / "owner", "wb")
+        held: BinaryIO = open(new / "owner", "wb")  # noqa: SIM115 - returned open: it holds the lock
     else:
         fd, name = tempfile.mkstemp(prefix=prefix, suffix=".new", dir=parent)
         new, held = Path(name), os.fdopen(fd, "w+b")
@@ -144,7 +146,7 @@ def remove_abandoned(parent: Path, prefix: str) -> None:
 
 
 @contextlib.contextmanager
-def owned_temp_dir(parent: Path, prefix: str):
+def owned_temp_dir(parent: Path, prefix: str) -> Iterator[Path]:
     """A claim_temp() directory for the with-block; abandoned ones are removed first."""
     parent.mkdir(parents=True, exist_ok=True)
     remove_abandoned(parent, prefix)
@@ -184,7 +186,7 @@ def crash_point(name: str) -> None:
 
 
 @contextlib.contextmanager
-def file_lock(path: Path):
+def file_lock(path: Path) -> Iterator[None]:
     """An exclusive advisory lock held for the with-block (released if the process dies)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as f:
@@ -204,7 +206,7 @@ def reproducible_targz(src: Path, top: str) -> bytes:
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
         dirs = sorted({str(Path(rel).parent) for rel in tree_files(src)} - {"."})
         all_dirs = sorted({p for d in dirs for p in _parents(d)})
-        for d in [""] + all_dirs:
+        for d in ["", *all_dirs]:
             info = tarfile.TarInfo(f"{top}/{d}".rstrip("/"))
             info.type, info.mode = tarfile.DIRTYPE, 0o755
             _normalize(info)

@@ -36,24 +36,24 @@ CPP_KEYWORDS = frozenset(
 )
 
 
-def _check(pattern: re.Pattern, value, where: str, what: str):
+def _check(pattern: re.Pattern[str], value: object, where: str, what: str) -> str:
     if not isinstance(value, str) or not pattern.fullmatch(value):
         raise InvalidInput(f"{where}: invalid {what} {value!r}")
     return value
 
 
-def model_name(value, where: str) -> str:
+def model_name(value: object, where: str) -> str:
     return _check(MODEL_NAME, value, where, "model name (expected ^[a-z0-9][a-z0-9-]{0,62}$)")
 
 
-def cpp_identifier(value, where: str) -> str:
-    _check(CPP_IDENTIFIER, value, where, "C++ identifier")
+def cpp_identifier(value: object, where: str) -> str:
+    value = _check(CPP_IDENTIFIER, value, where, "C++ identifier")
     if value in CPP_KEYWORDS or value.startswith("__") or re.match(r"_[A-Z]", value):
         raise InvalidInput(f"{where}: {value!r} is reserved in C++")
     return value
 
 
-def version(value, where: str) -> str:
+def version(value: object, where: str) -> str:
     if not isinstance(value, str):
         raise InvalidInput(f"{where}: version must be a quoted string, got {value!r}")
     try:
@@ -65,39 +65,39 @@ def version(value, where: str) -> str:
     return value
 
 
-def git_ref(value, where: str) -> str:
-    _check(GIT_REF, value, where, "git ref")
+def git_ref(value: object, where: str) -> str:
+    value = _check(GIT_REF, value, where, "git ref")
     if ".." in value or value.endswith((".lock", "/", ".")) or "//" in value:
         raise InvalidInput(f"{where}: invalid git ref {value!r}")
     return value
 
 
-def commit_sha(value, where: str) -> str:
+def commit_sha(value: object, where: str) -> str:
     return _check(COMMIT_SHA, value, where, "commit (expected 40 lowercase hex digits)")
 
 
-def rel_path(value, where: str) -> str:
-    _check(REL_PATH, value, where, "relative path")
+def rel_path(value: object, where: str) -> str:
+    value = _check(REL_PATH, value, where, "relative path")
     if any(part in ("..", ".") for part in value.split("/")):
         raise InvalidInput(f"{where}: path {value!r} must not contain '.' or '..' segments")
     return value
 
 
-def target_triple(value, where: str) -> str:
+def target_triple(value: object, where: str) -> str:
     return _check(TARGET_TRIPLE, value, where, "target triple")
 
 
-def target_cpu(value, where: str) -> str:
+def target_cpu(value: object, where: str) -> str:
     if value == "":
         return value
     return _check(TARGET_CPU, value, where, "target cpu")
 
 
-def xla_flag(value, where: str) -> str:
+def xla_flag(value: object, where: str) -> str:
     return _check(XLA_FLAG, value, where, "flag (expected --name or --name=value)")
 
 
-def free_text(value, where: str) -> str:
+def free_text(value: object, where: str) -> str:
     if not isinstance(value, str):
         raise InvalidInput(f"{where}: expected a string, got {type(value).__name__}")
     return _check(FREE_TEXT, value, where, "text (one line, at most 500 characters)")

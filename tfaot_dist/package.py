@@ -16,6 +16,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tfaot_dist import __version__, buildsys, constants, scram_tool
 from tfaot_dist.errors import CompileFailed, IntegrityError
@@ -34,7 +35,7 @@ class Package:
     version: str
     root: Path  # the package directory
     archive: Path  # the .tar.gz next to it
-    manifest: dict
+    manifest: dict[str, Any]
 
     @property
     def archive_sha256(self) -> str:
@@ -45,7 +46,7 @@ def dir_name(package: str, version: str) -> str:
     return f"{package}-{version}"
 
 
-def assemble(compiled: Path, reference: Path, answer: dict, meta: dict, root: Path) -> dict:
+def assemble(compiled: Path, reference: Path, answer: dict[str, Any], meta: dict[str, Any], root: Path) -> dict[str, Any]:
     """Lay out a package in root from the worker's output; returns the manifest written."""
     package, class_name = meta["package"], meta["compilation"]["class_name"]
     include = root / "include" / package
@@ -95,18 +96,19 @@ def assemble(compiled: Path, reference: Path, answer: dict, meta: dict, root: Pa
     return manifest
 
 
-def write_manifest(root: Path, manifest: dict) -> None:
+def write_manifest(root: Path, manifest: dict[str, Any]) -> None:
     write_atomic(root / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
 
 
-def read_manifest(root: Path) -> dict:
+def read_manifest(root: Path) -> dict[str, Any]:
     try:
-        return json.loads((root / MANIFEST).read_text())
+        manifest: dict[str, Any] = json.loads((root / MANIFEST).read_text())
     except (OSError, ValueError) as exc:
         raise IntegrityError(f"{root / MANIFEST}: unreadable manifest: {exc}") from None
+    return manifest
 
 
-def check_files(root: Path, manifest: dict) -> None:
+def check_files(root: Path, manifest: dict[str, Any]) -> None:
     """Every file listed is present with its digest, and nothing else is there."""
     listed = set(manifest.get("files", {}))
     present = set(tree_files(root)) - {MANIFEST}

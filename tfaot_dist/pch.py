@@ -20,7 +20,7 @@ import subprocess
 from pathlib import Path
 
 from tfaot_dist.fsutil import file_lock, remove_stale_siblings, replace_dir, temp_sibling, write_atomic
-from tfaot_dist.xla_runtime import CODEGEN_HEADERS, XlaRuntime
+from tfaot_dist.xla_runtime import CODEGEN_HEADERS, Log, XlaRuntime
 
 INTERFACE_INCLUDE = Path(__file__).parent / "runtime" / "include"
 HEADER = "tfaot_pch.h"
@@ -47,7 +47,7 @@ def _key(runtime: XlaRuntime, opt: str) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
 
 
-def flags(runtime: XlaRuntime, cache: Path, opt: str = "-O2", log=lambda message: None) -> list[str]:
+def flags(runtime: XlaRuntime, cache: Path, opt: str = "-O2", log: Log = lambda message: None) -> list[str]:
     """Compiler flags that include the cached precompiled header, building it on first use.
 
     Returns [] if it cannot be built (the consumer then compiles as before).

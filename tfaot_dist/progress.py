@@ -7,10 +7,12 @@
 Builds run in parallel threads, so the reporters serialise their writes.
 """
 
+import contextlib
 import os
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from typing import Protocol, TextIO
 
 
@@ -24,9 +26,10 @@ class Reporter(Protocol):
     def close(self) -> None: ...
 
 
-def make_reporter(total: int, stream: TextIO | None = None, env: dict | None = None) -> Reporter:
+def make_reporter(total: int, stream: TextIO | None = None, env: Mapping[str, str] | None = None) -> Reporter:
     stream = stream or sys.stderr
-    env = os.environ if env is None else env
+    if env is None:
+        env = os.environ
     if env.get("GITHUB_ACTIONS") == "true":
         return GithubReporter(total, stream)
     if stream.isatty() and not env.get("CI") and env.get("TERM", "") not in ("", "dumb"):
@@ -95,10 +98,8 @@ class TerminalReporter(_Base):
     def _status(self) -> None:
         running = ", ".join(sorted(self.started))
         width = 200
-        try:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
             width = os.get_terminal_size(self.stream.fileno()).columns or width  # 0: size not set
-        except (OSError, ValueError, AttributeError):
-            pass
         line = f"{self._counter()} building: {running}" if running else ""
         self._write(f"\r\x1b[K{line[: max(10, width - 1)]}")
 

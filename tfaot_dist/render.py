@@ -5,9 +5,11 @@ an element or attribute; all other values were validated before they got here.
 """
 
 import hashlib
+from collections.abc import Iterable
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import jinja2
 
@@ -31,7 +33,7 @@ def environment() -> jinja2.Environment:
     )
 
 
-def render(template: str, **context) -> str:
+def render(template: str, **context: Any) -> str:
     return environment().get_template(template).render(tfaot_dist_version=__version__, **context)
 
 
@@ -40,7 +42,7 @@ MODEL_HEADER_KEYS = frozenset(
 )
 
 
-def render_model_header(context: dict) -> str:
+def render_model_header(context: dict[str, Any]) -> str:
     """PACKAGE/model.h, the wrapper class of tfaot::Model<W> (contract in runtime/include/tfaot/Model.h).
 
     context: package, namespace, class_name, batch_sizes (sorted), inputs and
@@ -53,7 +55,7 @@ def render_model_header(context: dict) -> str:
     return environment().get_template("model.h.j2").render(**context)
 
 
-def templates_digest(names) -> str:
+def templates_digest(names: Iterable[str]) -> str:
     """Digest of the named templates (those that shape a package): part of each build key."""
     h = hashlib.sha256()
     root = templates_dir()

@@ -12,13 +12,15 @@ import json
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
-from tfaot_dist import builder, package as pkg, verify
+from tfaot_dist import builder, verify
+from tfaot_dist import package as pkg
 from tfaot_dist.errors import InvalidInput, VerificationFailed
 from tfaot_dist.fsutil import sha256_file, tree_files
 from tfaot_dist.registry import Defaults, ModelEntry
 from tfaot_dist.toolchain import ensure_toolchain
-from tfaot_dist.xla_runtime import ensure_runtime
+from tfaot_dist.xla_runtime import Log, ensure_runtime
 
 # Cache entries that are expensive and keyed by their contents: shared with the rebuild.
 SHARED_CACHE_DIRS = ("toolchains", "runtime", "abseil", "downloads")
@@ -33,7 +35,7 @@ def check_installed(entry: ModelEntry, dist: Path) -> pkg.Package:
     return pkg.Package(entry.package, entry.version, root, root.parent / f"{root.name}.tar.gz", manifest)
 
 
-def check_numbers(package: pkg.Package, defaults: Defaults, cache: Path, log=print) -> dict:
+def check_numbers(package: pkg.Package, defaults: Defaults, cache: Path, log: Log = print) -> dict[str, Any]:
     """Link the package's objects into the verification harness again and compare every output
     with the reference TensorFlow outputs in the package; VerificationFailed names the first miss."""
     toolchain = ensure_toolchain(cache, defaults.requirements, log)
@@ -42,7 +44,7 @@ def check_numbers(package: pkg.Package, defaults: Defaults, cache: Path, log=pri
         return verify.verify_package(package.root, package.manifest, runtime, Path(tmp_dir) / "work", cache)
 
 
-def rebuild_and_compare(entry: ModelEntry, defaults: Defaults, cache: Path, dist: Path, log=print) -> dict:
+def rebuild_and_compare(entry: ModelEntry, defaults: Defaults, cache: Path, dist: Path, log: Log = print) -> dict[str, Any]:
     existing = check_installed(entry, dist)
     with tempfile.TemporaryDirectory(prefix="tfaot-rebuild-") as tmp_dir:
         tmp = Path(tmp_dir)

@@ -10,6 +10,7 @@ import array
 import math
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from tfaot_dist import pch
 from tfaot_dist.errors import VerificationFailed
@@ -35,7 +36,7 @@ def padded_rule(target: int, sizes: list[int]) -> str | None:
     return f"{target}:{','.join([str(largest)] * calls)}"
 
 
-def verify_package(root: Path, manifest: dict, runtime: XlaRuntime, work: Path, cache: Path | None = None) -> dict:
+def verify_package(root: Path, manifest: dict[str, Any], runtime: XlaRuntime, work: Path, cache: Path | None = None) -> dict[str, Any]:
     """Build and run the harness against the package in root; returns the deviation report.
 
     cache: where the precompiled interface headers live (tfaot_dist.pch); None compiles without.
@@ -52,13 +53,13 @@ def verify_package(root: Path, manifest: dict, runtime: XlaRuntime, work: Path, 
     return compare(package, manifest["signature"], reference, cases, work / "out")
 
 
-def read_array(path: Path, dtype: str) -> array.array:
+def read_array(path: Path, dtype: str) -> "array.array[Any]":
     values = array.array(TYPECODES[dtype])
     values.frombytes(path.read_bytes())
     return values
 
 
-def write_harness(manifest: dict, path: Path) -> None:
+def write_harness(manifest: dict[str, Any], path: Path) -> None:
     comp = manifest["compilation"]
     path.write_text(render(
         "verify_harness.cc.j2",
@@ -70,7 +71,7 @@ def write_harness(manifest: dict, path: Path) -> None:
     ))
 
 
-def run_harness(harness: Path, reference: Path, cases: list[dict], sizes: list[int], out: Path) -> None:
+def run_harness(harness: Path, reference: Path, cases: list[dict[str, Any]], sizes: list[int], out: Path) -> None:
     args = [str(harness), str(out)]
     for case in cases:
         bs = case["batch_size"]
@@ -82,16 +83,18 @@ def run_harness(harness: Path, reference: Path, cases: list[dict], sizes: list[i
         raise VerificationFailed(f"verification harness failed: {tail}")
 
 
-def compare(model: str, signature: dict, reference: Path, cases: list[dict], out: Path) -> dict:
+def compare(model: str, signature: dict[str, Any], reference: Path, cases: list[dict[str, Any]],
+            out: Path) -> dict[str, Any]:
     """Maximum deviations per output; raises VerificationFailed at the first element out of tolerance."""
-    report = {"tolerance": TOLERANCE, "batch_sizes": [c["batch_size"] for c in cases], "outputs": {},
+    outputs: dict[str, dict[str, float]] = {}
+    report = {"tolerance": TOLERANCE, "batch_sizes": [c["batch_size"] for c in cases], "outputs": outputs,
               "paths": ["run() nested vectors", "runFlat()", "runFlat() with a zero-padding rule"]}
     for k, t in enumerate(signature["outputs"]):
         worst_abs = worst_rel = 0.0
         for case in cases:
             bs = case["batch_size"]
             expected = read_array(reference / case["dir"] / f"output_{k}.bin", t["dtype"])
-            for mode in MODES + ("padded",):
+            for mode in (*MODES, "padded"):
                 path = out / f"bs{bs}" / f"{mode}_output_{k}.bin"
                 if mode == "padded" and not path.exists():
                     continue
@@ -99,7 +102,7 @@ def compare(model: str, signature: dict, reference: Path, cases: list[dict], out
                 if len(got) != len(expected):
                     raise VerificationFailed(f"{model}: batch size {bs}, output {t['name']} ({mode}): "
                                              f"{len(got)} elements, TensorFlow gave {len(expected)}")
-                for i, (a, b) in enumerate(zip(got, expected)):
+                for i, (a, b) in enumerate(zip(got, expected, strict=True)):
                     diff = abs(a - b)
                     rel = diff / abs(b) if b else (0.0 if diff == 0 else math.inf)
                     exact = t["dtype"] not in ("float32", "float64")
@@ -110,5 +113,5 @@ def compare(model: str, signature: dict, reference: Path, cases: list[dict], out
                             f"compiled {a!r}, TensorFlow {b!r}")
                     worst_abs = max(worst_abs, diff)
                     worst_rel = max(worst_rel, rel if math.isfinite(rel) else 0.0)
-        report["outputs"][t["name"]] = {"max_abs": worst_abs, "max_rel": worst_rel}
+        outputs[t["name"]] = {"max_abs": worst_abs, "max_rel": worst_rel}
     return report
