@@ -10,6 +10,7 @@
 (commands) and 4 (answers and events): no websocket library needed.
 """
 
+import contextlib
 import base64
 import json
 import os
@@ -62,10 +63,9 @@ class Browser:
         return self
 
     def __exit__(self, *exc) -> None:
-        try:
+        # The browser may already be gone; closing it is best effort.
+        with contextlib.suppress(Exception):
             self._call("Browser.close")
-        except Exception:
-            pass
         try:
             self.proc.wait(timeout=20)
         except subprocess.TimeoutExpired:

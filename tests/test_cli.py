@@ -83,7 +83,7 @@ def test_relative_source_path(run, data_repo, registry, cache, tmp_path, monkeyp
     assert "--source: mydata: no such directory" in line and "unsupported" not in line
     repo = data_repo.bare
     monkeypatch.chdir(repo.parent)
-    out, _ = run("add-model", "m", "--source", repo.name, "--aot-config", "simple/aot_config.yaml")
+    run("add-model", "m", "--source", repo.name, "--aot-config", "simple/aot_config.yaml")
     entry = Registry(registry).load("m")
     assert entry.source.url == repo.resolve().as_uri()
 

@@ -149,7 +149,7 @@ def _tensor(t: dict) -> dict:
     shape = t.get("shape", [])
     return {"name": _text(str(t.get("name", ""))), "dtype": _text(str(t.get("dtype", ""))),
             "shape": "[" + ", ".join(["batch", *map(str, shape)]) + "]",
-            "cxx": CXX_TYPES.get(t.get("dtype"), "?")}
+            "cxx": CXX_TYPES.get(str(t.get("dtype", "")), "?")}
 
 
 def _cpp_call(cls: str, inputs: list[dict], outputs: list[dict]) -> str:
@@ -187,11 +187,12 @@ def _link(value) -> str | None:
 
 
 def _size(n: int) -> str:
-    for unit in ("B", "kB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n} B"
+    value = float(n)
+    for unit in ("B", "kB", "MB"):
+        if value < 1000:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{value:.1f} GB"
 
 
 def _env() -> jinja2.Environment:
