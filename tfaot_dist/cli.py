@@ -104,6 +104,13 @@ def _result_json(r: builder.BuildResult) -> dict:
 def cmd_publish(args) -> int:
     from tfaot_dist import channel
 
+    if args.channel.startswith("oci://"):  # a registry: tfaot_dist/oci.py
+        from tfaot_dist import oci
+
+        published = oci.publish(args.dist.absolute(), args.channel, log)
+        emit(args, {"channel": args.channel, "packages": [vars(p) for p in published]},
+             "\n".join(f"{p.name} {p.version}: {p.status} ({p.sha256[:12]})" for p in published))
+        return 0
     if "://" in args.channel and not args.channel.startswith("file://"):
         raise UsageError(f"publish: --channel must be a directory (serve it over HTTP as it is), got {args.channel}")
     target = Path(args.channel.removeprefix("file://")).absolute()
@@ -401,7 +408,7 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_build)
 
     s = sub.add_parser("publish", parents=[common], help="add the package archives of a dist directory to a channel")
-    s.add_argument("--channel", required=True, metavar="DIR", help="channel directory (serve it over HTTP as is)")
+    s.add_argument("--channel", required=True, metavar="DIR", help="channel directory (serve it over HTTP as is) or oci://HOST/NAMESPACE")
     s.add_argument("--dist", type=Path, default=Path("dist"), help="directory of built packages (default: ./dist)")
     s.set_defaults(func=cmd_publish)
 
