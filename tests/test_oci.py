@@ -173,7 +173,7 @@ def test_concurrent_publishes_both_land(built, registry_server, tmp_path, cache)
     for name in ("test-simple", "test-multi"):
         dists[name] = tmp_path / name
         dists[name].mkdir()
-        for archive in (f"tfaot-model-{name}-1.0.0.tar.gz", *(p.name for p in (built / "dist").glob(f"{RUNTIME}-*"))):
+        for archive in (f"tfaot-model-{name}-1.0.0.tar.gz", *(p.name for p in (built / "dist").glob(f"{RUNTIME}-*.tar.gz"))):
             shutil.copyfile(built / "dist" / archive, dists[name] / archive)
     env = {**os.environ, "TFAOT_DIST_CACHE": str(cache)}
     for round_ in range(3):

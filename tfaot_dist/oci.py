@@ -1,6 +1,7 @@
 """Channels on OCI registries: `oci://HOST[:PORT]/NAMESPACE` (ghcr.io, the CNCF distribution registry, ...).
 
-    NAMESPACE/PACKAGE:VERSION      one artifact per package version: config = its manifest.json
+    NAMESPACE/PACKAGE:TAG          one artifact per package version (TAG: the version with "+"
+                                   as "_" and "!" as "-", as tags allow neither; Helm does the same): config = its manifest.json
                                    (CONFIG_TYPE), one layer = the package archive (LAYER_TYPE)
     NAMESPACE/tfaot-index:latest   the channel index (layer: the same document as a directory
                                    channel's index.json; config: the parts it has merged)
@@ -69,6 +70,14 @@ HOST = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?")
 NAMESPACE = re.compile(r"[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*")
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 _OTHER = (requests.RequestException, urllib3.exceptions.HTTPError)
+
+
+def tag_of(version: str) -> str:
+    """The tag of a (normalized PEP 440) version: those never hold "_" or "-", so this is one to one."""
+    tag = version.replace("+", "_").replace("!", "-")
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}", tag):
+        raise InvalidInput(f"version {version!r} does not fit an OCI tag (at most 128 characters)")
+    return tag
 
 
 def is_oci(location: str) -> bool:
@@ -384,12 +393,12 @@ def _publish_verified(verified: list[VerifiedArchive], client: Client, log) -> l
                             (LAYER_TYPE, f"sha256:{line.sha256}", line.size),
                             {"org.opencontainers.image.version": line.version,
                              "org.opencontainers.image.title": f"{line.name}-{line.version}.tar.gz"})
-        digest = client.put_manifest(repo, line.version, manifest)
+        digest = client.put_manifest(repo, tag_of(line.version), manifest)
         # Read back: a concurrent publish of other bytes under this version must not be listed by us.
-        now = client.get_manifest(repo, line.version)
+        now = client.get_manifest(repo, tag_of(line.version))
         if now is None or now[0] != digest:
-            raise IntegrityError(f"{loc}/{repo}:{line.version} was pushed with other bytes at the same time; "
-                                 "a published version never changes")
+            raise IntegrityError(f"{loc}/{repo}:{tag_of(line.version)} was pushed with other bytes at the same "
+                                 "time; a published version never changes")
         log(f"published {line.name} {line.version} ({line.sha256[:12]})")
     ours = [line for _, line in plan]
     part = PART_PREFIX + sha256_bytes(render_index(ours).encode())[:32]
@@ -403,10 +412,10 @@ def _publish_verified(verified: list[VerifiedArchive], client: Client, log) -> l
 
 def _tagged_sha256(client: Client, line: ChannelPackage) -> str | None:
     """The layer digest (hex) under the tag NAME:VERSION, or None when there is no such tag."""
-    tagged = client.get_manifest(line.name, line.version)
+    tagged = client.get_manifest(line.name, tag_of(line.version))
     if tagged is None:
         return None
-    where = f"{client.location}/{line.name}:{line.version}"
+    where = f"{client.location}/{line.name}:{tag_of(line.version)}"
     return _layer(tagged[1], LAYER_TYPE, where)["digest"].removeprefix("sha256:")
 
 
