@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import requests
 from conftest import snapshot
-from test_distribution import N_MODELS, RUNTIME, repacked, tool
+from test_distribution import N_MODELS, RUNTIME, fleet, repacked, tool  # noqa: F401 (fleet: a fixture)
 
 from tfaot_dist.fsutil import sha256_file
 from tfaot_dist.oci import TOKEN_ENV, USERNAME_ENV
