@@ -33,12 +33,11 @@ def free_port() -> int:
 class Registry:
     """docker-registry serving root/data on 127.0.0.1:PORT (optionally behind htpasswd)."""
 
-    def __init__(self, root: Path, users: dict[str, str] | None = None):
+    def __init__(self, root: Path, users: dict[str, str] | None = None, auth: str = ""):
         if not shutil.which("docker-registry"):
             pytest.fail("docker-registry is needed (.ci/run installs it: apt-get install docker-registry)")
         self.root, self.port, self.proc = root, free_port(), None
         root.mkdir(parents=True, exist_ok=True)
-        auth = ""
         if users:
             lines = [subprocess.run(["htpasswd", "-Bbn", user, password], check=True, capture_output=True,
                                     text=True).stdout.strip() for user, password in users.items()]
@@ -306,3 +305,98 @@ def test_fleet_on_both_channel_forms(fleet, registry_server, tmp_path, shared_ca
                  for f in ("http", "oci")]
     assert {k: v["sha256"] for k, v in installed[0].items()} == {k: v["sha256"] for k, v in installed[1].items()}
     print(f"\n{N_MODELS} models: " + ", ".join(f"{k} {v:.2f} s" for k, v in times.items()), file=sys.stderr)
+
+
+class TokenService:
+    """A Docker token service (the protocol of ghcr.io's): Basic credentials in, a JWT (RS256, signed by
+    openssl with a key whose self-signed certificate the registry trusts) granting the asked scope out.
+    Anonymous requests get a token granting nothing."""
+
+    ISSUER, SERVICE = "tfaot-test-issuer", "tfaot-test-registry"
+
+    def __init__(self, root: Path, user: str, password: str):
+        import base64
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from urllib.parse import parse_qs, urlsplit
+
+        self.key, self.cert = root / "token.key", root / "token.pem"
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", self.key, "-out",
+                        self.cert, "-days", "2", "-subj", "/CN=tfaot-test-token"], check=True, capture_output=True)
+        der = subprocess.run(["openssl", "x509", "-in", self.cert, "-outform", "DER"], check=True,
+                             capture_output=True).stdout
+        expected = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+        owner = self
+        self.requests: list[str] = []
+
+        def b64(data: bytes) -> str:
+            return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                query = parse_qs(urlsplit(self.path).query)
+                granted = self.headers.get("Authorization") == expected
+                owner.requests.append("user" if granted else "anonymous")
+                access = []
+                for scope in query.get("scope", []) if granted else []:
+                    kind, name, actions = scope.split(":")
+                    access.append({"type": kind, "name": name, "actions": actions.split(",")})
+                now = int(time.time())
+                head = b64(json.dumps({"typ": "JWT", "alg": "RS256", "x5c": [base64.b64encode(der).decode()]}).encode())
+                claims = b64(json.dumps({"iss": owner.ISSUER, "sub": user if granted else "", "aud": owner.SERVICE,
+                                         "exp": now + 300, "nbf": now - 10, "iat": now, "jti": os.urandom(8).hex(),
+                                         "access": access}).encode())
+                signature = subprocess.run(["openssl", "dgst", "-sha256", "-sign", str(owner.key)],
+                                           input=f"{head}.{claims}".encode(), check=True, capture_output=True).stdout
+                body = json.dumps({"token": f"{head}.{claims}.{b64(signature)}"}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        import threading
+
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def config(self) -> str:
+        return (f"auth:\n  token:\n    realm: http://127.0.0.1:{self.httpd.server_address[1]}/token\n"
+                f"    service: {self.SERVICE}\n    issuer: {self.ISSUER}\n    rootcertbundle: {self.cert}\n")
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_bearer_tokens_from_a_token_service(built, tmp_path, cache):
+    """The ghcr.io way: the registry answers 401 with a Bearer challenge naming a token service; the
+    client trades TFAOT_DIST_OCI_TOKEN for a scoped token there."""
+    secret = "ghp-" + os.urandom(12).hex()
+    tokens = TokenService(tmp_path, "ci", secret)
+    server = Registry(tmp_path / "bearer-registry", auth=tokens.config())
+    env = {k: v for k, v in os.environ.items() if k not in (TOKEN_ENV, USERNAME_ENV)}
+    try:
+        def cli(*args, extra=None):
+            return subprocess.run([sys.executable, "-m", "tfaot_dist", *map(str, args)], capture_output=True,
+                                  text=True, check=False,
+                                  env={**env, "TFAOT_DIST_CACHE": str(cache), **(extra or {})})
+
+        missing = cli("publish", "--channel", server.channel(), "--dist", built / "dist")
+        assert missing.returncode == 4 and f"requires authentication: set {TOKEN_ENV}" in missing.stderr, \
+            missing.stderr
+        given = {TOKEN_ENV: secret, USERNAME_ENV: "ci"}
+        published = cli("publish", "--channel", server.channel(), "--dist", built / "dist", extra=given)
+        assert published.returncode == 0, published.stderr
+        area = tmp_path / "area"
+        setup = cli("setup", "test-multi", "--channel", server.channel(), "--area", area, extra=given)
+        assert setup.returncode == 0, setup.stderr
+        assert (area / "tfaot" / "tfaot-model-test-multi" / "1.0.0" / "manifest.json").is_file()
+        assert tokens.requests.count("user") >= 2 and "anonymous" in tokens.requests
+        for proc in (missing, published, setup):
+            assert secret not in proc.stdout + proc.stderr
+    finally:
+        server.stop()
+        tokens.close()
