@@ -346,7 +346,7 @@ class Fleet:
     seconds: float
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # tests/test_oci.py uses it too: built once
 def fleet(tmp_path_factory, data_repo, shared_cache, toolchain):
     """N_MODELS registry entries of the simple example, batch size 1, built with --jobs 2 and
     published: all but two from git, one from a tar.gz and one from a zip over HTTP (whose server

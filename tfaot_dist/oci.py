@@ -207,9 +207,13 @@ class Client:
 
     def get_blob(self, repo: str, digest: str) -> bytes:
         """A small blob (a manifest.json, an index), checked against its digest."""
-        resp = self.request("GET", self.url(repo, "blobs", digest), repo)
-        data = resp.content
-        if len(data) > MAX_DOCUMENT or f"sha256:{sha256_bytes(data)}" != digest:
+        resp = self.request("GET", self.url(repo, "blobs", digest), repo, stream=True)
+        data = b""
+        for chunk in resp.iter_content(1 << 16):  # bounded: a registry could send anything
+            data += chunk
+            if len(data) > MAX_DOCUMENT:
+                raise IntegrityError(f"{self.url(repo, 'blobs', digest)}: larger than {MAX_DOCUMENT} bytes")
+        if f"sha256:{sha256_bytes(data)}" != digest:
             raise IntegrityError(f"{self.url(repo, 'blobs', digest)}: sha256 is {sha256_bytes(data)}, expected "
                                  f"{digest.removeprefix('sha256:')}")
         return data
