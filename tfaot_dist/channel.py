@@ -13,8 +13,8 @@ name and version that is listed already may only be published again with the
 same bytes (a no-op); other bytes are an IntegrityError. A file lock lets
 concurrent publishers into one channel take turns, and both land.
 
-A channel is read from a path, a file:// URL or an http(s):// URL. Remote
-indexes are kept under CACHE/channels/ after a successful setup, so that
+A channel is read from a path, a file:// URL or an http(s):// URL (oci:// registries:
+tfaot_dist/oci.py). Remote indexes are kept under CACHE/channels/ after a successful setup, so that
 `setup --offline` can use the last one seen; archives go to the
 content-addressed CACHE/archives/.
 """
