@@ -16,14 +16,12 @@ from pathlib import Path
 import pytest
 import requests
 from conftest import snapshot
-import test_distribution
 from test_distribution import N_MODELS, RUNTIME, repacked, tool
 
 from tfaot_dist.fsutil import sha256_file
 from tfaot_dist.oci import TOKEN_ENV, USERNAME_ENV
 
 NAMESPACE = "tfaot/models"
-fleet = test_distribution.fleet  # the distribution tests' registry of N_MODELS models, shared here
 
 
 def free_port() -> int:
