@@ -251,3 +251,12 @@ def built(tmp_path_factory, data_repo, shared_cache, toolchain) -> Path:
         else:
             os.environ["TFAOT_DIST_CACHE"] = old
     return root
+
+
+@pytest.fixture(scope="session")
+def fleet(tmp_path_factory, data_repo, shared_cache, toolchain):
+    """test_distribution.make_fleet: the registry of TFAOT_DIST_TEST_MODELS models, built and published
+    once for every test module that uses it (distribution tests, OCI channel tests)."""
+    from test_distribution import make_fleet
+
+    yield from make_fleet(tmp_path_factory, data_repo, shared_cache)

@@ -346,11 +346,11 @@ class Fleet:
     seconds: float
 
 
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory, data_repo, shared_cache, toolchain):
+def make_fleet(tmp_path_factory, data_repo, shared_cache):
     """N_MODELS registry entries of the simple example, batch size 1, built with --jobs 2 and
     published: all but two from git, one from a tar.gz and one from a zip over HTTP (whose server
-    answers 500 twice first)."""
+    answers 500 twice first). The session fixture `fleet` (conftest.py) runs it once for this
+    module and tests/test_oci.py."""
     root = tmp_path_factory.mktemp("fleet")
     www = root / "www"
     www.mkdir()

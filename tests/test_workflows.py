@@ -73,11 +73,19 @@ def test_release_shard_job_runs_the_tested_commands():
     assert ".cache/tfaot-dist/toolchains" in caches[0]["with"]["path"]
     assert ".cache/tfaot-dist/runtime" in caches[0]["with"]["path"]
     assert any(s.get("uses", "").startswith("actions/upload-artifact@") for s in build["steps"])
-    # The final job publishes every shard's packages with the tested publish script.
+    # The final job publishes every shard's packages with the tested publish script: to the OCI
+    # channel on ghcr.io with the job token (tests/test_oci.py), or to the channel branch.
     publish = jobs["publish"]
     assert publish["needs"] == "build"
+    assert publish["permissions"]["packages"] == "write"
+    assert release["env"]["OCI_CHANNEL"] == "oci://ghcr.io/${{ github.repository_owner }}/tfaot"
     assert any(s.get("uses", "").startswith("actions/download-artifact@") for s in publish["steps"])
-    assert any(f'{PUBLISH_SCRIPT} channel "${{dists[@]}}"' in run for run in steps_running(publish))
+    (oci_step,) = [s for s in publish["steps"] if PUBLISH_SCRIPT in s.get("run", "")]
+    assert f'{PUBLISH_SCRIPT} "${{OCI_CHANNEL,,}}" "${{dists[@]}}"' in oci_step["run"]
+    assert oci_step["env"]["TFAOT_DIST_OCI_TOKEN"] == "${{ secrets.GITHUB_TOKEN }}"
+    directory = jobs["publish-directory"]
+    assert directory["if"] == "${{ inputs.channel == 'directory' }}"
+    assert any(f'{PUBLISH_SCRIPT} channel "${{dists[@]}}"' in run for run in steps_running(directory))
     assert release["env"]["TFAOT_DIST_CACHE"] == "${{ github.workspace }}/.cache/tfaot-dist"
 
 

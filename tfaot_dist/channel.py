@@ -13,8 +13,8 @@ name and version that is listed already may only be published again with the
 same bytes (a no-op); other bytes are an IntegrityError. A file lock lets
 concurrent publishers into one channel take turns, and both land.
 
-A channel is read from a path, a file:// URL or an http(s):// URL. Remote
-indexes are kept under CACHE/channels/ after a successful setup, so that
+A channel is read from a path, a file:// URL or an http(s):// URL (oci:// registries:
+tfaot_dist/oci.py). Remote indexes are kept under CACHE/channels/ after a successful setup, so that
 `setup --offline` can use the last one seen; archives go to the
 content-addressed CACHE/archives/.
 """
@@ -208,19 +208,29 @@ def publish(dist: Path, channel: Path, log=print) -> list[Published]:
         raise InvalidInput(f"--dist: no package archives (*.tar.gz) in {dist}")
     if channel.exists() and not channel.is_dir():
         raise InvalidInput(f"--channel: {channel} is not a directory")
+    with tempfile.TemporaryDirectory(prefix="tfaot-publish-") as copies:
+        return _publish_verified(verified_dist(dist, Path(copies)), channel, log)
+
+
+def verified_dist(dist: Path, copies: Path) -> list[VerifiedArchive]:
+    """Every package archive of dist, copied into copies and verified (for any kind of channel)."""
+    if not dist.is_dir():
+        raise InvalidInput(f"--dist: {dist} is not a directory")
+    archives = sorted(p for p in dist.glob("*.tar.gz") if not p.name.startswith("."))
+    if not archives:
+        raise InvalidInput(f"--dist: no package archives (*.tar.gz) in {dist}")
     # Private copies: a build writing into dist meanwhile cannot change what is checked,
     # hashed and published between the three reads.
-    with tempfile.TemporaryDirectory(prefix="tfaot-publish-") as copies:
-        verified = []
-        for path in archives:
-            copy = Path(copies) / path.name
-            shutil.copyfile(path, copy)
-            archive = verify_archive(copy, str(path))
-            if path.name != f"{archive.name}-{archive.version}.tar.gz":
-                raise IntegrityError(f"{path}: holds {archive.name} {archive.version}; expected the file name "
-                                     f"{archive.name}-{archive.version}.tar.gz")
-            verified.append(archive)
-        return _publish_verified(verified, channel, log)
+    verified = []
+    for path in archives:
+        copy = copies / path.name
+        shutil.copyfile(path, copy)
+        archive = verify_archive(copy, str(path))
+        if path.name != f"{archive.name}-{archive.version}.tar.gz":
+            raise IntegrityError(f"{path}: holds {archive.name} {archive.version}; expected the file name "
+                                 f"{archive.name}-{archive.version}.tar.gz")
+        verified.append(archive)
+    return verified
 
 
 def _publish_verified(verified: list[VerifiedArchive], channel: Path, log) -> list[Published]:
@@ -372,6 +382,10 @@ class Channel:
 
     @classmethod
     def open(cls, location: str, cache: Path, offline: bool = False) -> "Channel":
+        if location.startswith("oci://"):  # a registry: tfaot_dist/oci.py
+            from tfaot_dist.oci import OciChannel
+
+            return OciChannel.open_oci(location, cache, offline)
         root, base_url = _locate(location)
         if root is not None:
             index = root / INDEX
@@ -456,5 +470,6 @@ def _locate(location: str) -> tuple[Path | None, str | None]:
             raise InvalidInput(f"--channel: file URL with a host is not supported: {location!r}")
         return Path(unquote(parts.path)), None
     if "://" in location:
-        raise InvalidInput(f"--channel: unsupported channel {location!r} (a directory, file://, http:// or https://)")
+        raise InvalidInput(f"--channel: unsupported channel {location!r} (a directory, file://, http://, https:// "
+                           "or oci://)")
     return Path(location).absolute(), None

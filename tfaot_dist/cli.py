@@ -193,6 +193,13 @@ def _result_json(r: builder.BuildResult) -> dict:
 def cmd_publish(args) -> int:
     from tfaot_dist import channel
 
+    if args.channel.startswith("oci://"):  # a registry: tfaot_dist/oci.py
+        from tfaot_dist import oci
+
+        published = oci.publish(args.dist.absolute(), args.channel, log)
+        emit(args, {"channel": args.channel, "packages": [vars(p) for p in published]},
+             "\n".join(f"{p.name} {p.version}: {p.status} ({p.sha256[:12]})" for p in published))
+        return 0
     if "://" in args.channel and not args.channel.startswith("file://"):
         raise UsageError(f"publish: --channel must be a directory (serve it over HTTP as it is), got {args.channel}")
     target = Path(args.channel.removeprefix("file://")).absolute()
@@ -563,11 +570,14 @@ def parser() -> argparse.ArgumentParser:
                  "Verify every archive in --dist against its manifest and add it to the channel directory: "
                  "packages/NAME/VERSION/, index.json and a browsable catalogue (index.html, one page per "
                  "version). A published version never changes: the same bytes again are a no-op, other bytes "
-                 "exit 7. Serve the directory with any static HTTP server.",
+                 "exit 7. Serve the directory with any static HTTP server. An oci://HOST/NAMESPACE channel pushes "
+                 "each package as an OCI artifact and keeps the index as one (credentials: "
+                 "TFAOT_DIST_OCI_TOKEN, TFAOT_DIST_OCI_USERNAME).",
                  ["tfaot-dist publish --channel /srv/channel", "tfaot-dist publish --channel _work/channel "
                   "--dist _work/dist", "python3 -m http.server -d /srv/channel 8000   # then open "
-                  "http://127.0.0.1:8000/"])
-    s.add_argument("--channel", required=True, metavar="DIR", help="channel directory (serve it over HTTP as is)")
+                  "http://127.0.0.1:8000/", "tfaot-dist publish --channel oci://ghcr.io/OWNER/tfaot"])
+    s.add_argument("--channel", required=True, metavar="DIR|oci://HOST/NS",
+                   help="channel directory (serve it over HTTP as is) or oci://HOST[:PORT]/NAMESPACE")
     s.add_argument("--dist", type=Path, default=Path("dist"), help="directory of built packages (default: ./dist)")
     s.set_defaults(func=cmd_publish)
 

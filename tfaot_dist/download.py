@@ -84,13 +84,13 @@ class _Retry(Exception):
     """A failure worth another attempt; the message says what happened."""
 
 
-def _attempt(url: str, sink, limit: int | None) -> tuple[str, int]:
+def _attempt(url: str, sink, limit: int | None, headers: dict | None = None) -> tuple[str, int]:
     """One GET of url streamed into sink; returns (sha256, size)."""
     h = hashlib.sha256()
     size = 0
     try:
         with requests.get(url, stream=True, timeout=timeout(),
-                          headers={"User-Agent": f"tfaot-dist/{__version__}"}) as resp:
+                          headers={"User-Agent": f"tfaot-dist/{__version__}", **(headers or {})}) as resp:
             if resp.status_code >= 500:
                 raise _Retry(f"HTTP {resp.status_code}")
             if resp.status_code != 200:
@@ -114,12 +114,12 @@ def _attempt(url: str, sink, limit: int | None) -> tuple[str, int]:
     return h.hexdigest(), size
 
 
-def _with_retries(url: str, start, limit: int | None) -> tuple[str, int]:
+def _with_retries(url: str, start, limit: int | None, headers: dict | None = None) -> tuple[str, int]:
     """Run attempts of url; start() gives a fresh sink for each one."""
     n = attempts()
     for i in range(n):
         try:
-            return _attempt(url, start(), limit)
+            return _attempt(url, start(), limit, headers)
         except _Retry as exc:
             if i + 1 == n:
                 raise SourceUnavailable(f"{url}: {exc} (after {n} attempts)") from None
@@ -139,10 +139,12 @@ def get_bytes(url: str, limit: int = 64 << 20) -> bytes:
     return b"".join(parts)
 
 
-def download(url: str, directory: Path, expected_sha256: str | None = None) -> Downloaded:
+def download(url: str, directory: Path, expected_sha256: str | None = None,
+             headers: dict | None = None) -> Downloaded:
     """Stream url into a new temporary file in directory; verified if expected_sha256 is given.
 
-    The caller moves the file into the cache with keep() or deletes it with discard(); until
+    headers: extra request headers (a registry's Authorization; requests drops it on redirects
+    to other hosts). The caller moves the file into the cache with keep() or deletes it with discard(); until
     then this process holds its lock (fsutil.claim_temp), so that no other process takes it for
     the leftover of a killed one. On any error nothing is left behind.
     """
@@ -157,7 +159,7 @@ def download(url: str, directory: Path, expected_sha256: str | None = None) -> D
             held.truncate()
             return held.write
 
-        digest, size = _with_retries(url, start, None)
+        digest, size = _with_retries(url, start, None, headers)
         held.flush()
         if expected_sha256 is not None and digest != expected_sha256:
             raise IntegrityError(f"{url}: sha256 is {digest}, expected {expected_sha256} ({size} bytes received)")
