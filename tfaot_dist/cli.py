@@ -573,8 +573,7 @@ def parser() -> argparse.ArgumentParser:
                  "exit 7. Serve the directory with any static HTTP server. An oci://HOST/NAMESPACE channel pushes "
                  "each package as an OCI artifact and keeps the index as one (credentials: "
                  "TFAOT_DIST_OCI_TOKEN, TFAOT_DIST_OCI_USERNAME).",
-                 ["tfaot-dist publish --channel /srv/channel", "tfaot-dist publish --channel _work/channel "
-                  "--dist _work/dist", "python3 -m http.server -d /srv/channel 8000   # then open "
+                 ["tfaot-dist publish --channel /srv/channel --dist _work/dist", "python3 -m http.server -d /srv/channel 8000   # then open "
                   "http://127.0.0.1:8000/", "tfaot-dist publish --channel oci://ghcr.io/OWNER/tfaot"])
     s.add_argument("--channel", required=True, metavar="DIR|oci://HOST/NS",
                    help="channel directory (serve it over HTTP as is) or oci://HOST[:PORT]/NAMESPACE")
