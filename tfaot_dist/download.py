@@ -24,7 +24,6 @@ replaced in the cache are a miss, removed and fetched again, never installed.
 import hashlib
 import os
 import re
-import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -109,13 +108,8 @@ def _attempt(url: str, sink, limit: int | None) -> tuple[str, int]:
     size = 0
     budget = deadline()
     ends = time.monotonic() + budget
-    watchdog = None
     try:
         resp = _get_same_origin(url, ends)
-        # The deadline covers the transfer too: past it, the connection is shut under the reader.
-        watchdog = threading.Timer(max(0.0, ends - time.monotonic()), _shut, (resp,))
-        watchdog.daemon = True
-        watchdog.start()
         with resp:
             if resp.status_code >= 500:
                 raise _Retry(f"HTTP {resp.status_code}")
@@ -124,8 +118,10 @@ def _attempt(url: str, sink, limit: int | None) -> tuple[str, int]:
             declared = resp.headers.get("Content-Length", "")
             if limit is not None and declared.isdigit() and int(declared) > limit:
                 raise IntegrityError(f"{url}: {declared} bytes announced, at most {limit} expected")
-            # Raw bytes: a server's Content-Encoding must not change what is hashed.
-            for chunk in resp.raw.stream(CHUNK, decode_content=False):
+            # Raw bytes: a server's Content-Encoding must not change what is hashed. read1 returns what
+            # one receive gave (a read of CHUNK would wait for all of it), so the deadline is checked
+            # at least once per socket timeout however slowly the server trickles.
+            while chunk := resp.raw.read1(CHUNK, decode_content=False):
                 size += len(chunk)
                 if limit is not None and size > limit:
                     raise IntegrityError(f"{url}: larger than {limit} bytes")
@@ -150,9 +146,6 @@ def _attempt(url: str, sink, limit: int | None) -> tuple[str, int]:
         raise _Retry(f"read failed: {_reason(exc)}") from None
     except _OTHER as exc:
         raise SourceUnavailable(f"{url}: {_reason(exc)}") from None
-    finally:
-        if watchdog is not None:
-            watchdog.cancel()
     return h.hexdigest(), size
 
 
@@ -177,17 +170,6 @@ def _get_same_origin(url: str, ends: float) -> requests.Response:
                                     "refused (give the final URL)")
         current = target
     raise SourceUnavailable(f"{url}: more than {MAX_REDIRECTS} redirects")
-
-
-def _shut(resp: requests.Response) -> None:
-    """Close the socket under a reader that is past its deadline (the blocked read then fails)."""
-    try:
-        sock = resp.raw._connection.sock if resp.raw._connection else None  # noqa: SLF001 (urllib3 2)
-        if sock is not None:
-            sock.shutdown(socket.SHUT_RDWR)
-    except (AttributeError, OSError):
-        pass
-    resp.close()
 
 
 def _with_retries(url: str, start, limit: int | None) -> tuple[str, int]:
