@@ -70,7 +70,7 @@ def _is_tar(archive: Path) -> bool:
         return False
 
 
-def extract(archive: Path, dest: Path, label: str | None = None, kind: str = PACKAGE,
+def extract(archive: Path, dest: Path, label: str | None = None, *, kind: str,
             max_entries: int = MAX_ENTRIES, max_bytes: int = MAX_BYTES) -> None:
     """Extract archive, which is of the declared kind, into dest, which must not exist yet."""
     label = label or str(archive)
