@@ -581,7 +581,7 @@ def channel_copy(built, tmp_path, cache) -> Path:
 @pytest.mark.parametrize("how", ["path", "http"])
 @pytest.mark.parametrize("damage, code, message", [
     ("truncate", 3, "index.json: not valid JSON (truncated?)"),
-    ("ill-typed", 3, "index.json: packages[0].size: expected int, got 'big'"),
+    ("ill-typed", 3, "index.json: packages[0].size: expected an integer, got 'big'"),
     ("bad path", 3, "index.json: packages[0].archive: invalid path '../../etc/passwd'"),
     ("missing file", 4, "tfaot-model-test-multi-1.0.0.tar.gz"),
     ("no index", 4, ""),
