@@ -97,6 +97,18 @@ def test_package_archive_with_a_link_is_refused(run, tmp_path):
     assert not (tmp_path / "channel").exists()
 
 
+def test_verify_archive_caps_entries(run, tmp_path, monkeypatch):
+    """The package reader stops at the entry cap before reading on (the same cap as extraction)."""
+    from tfaot_dist import safe_extract
+
+    monkeypatch.setattr(safe_extract, "MAX_ENTRIES", 2)
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    (dist / "tfaot-model-x-1.0.tar.gz").write_bytes(package_tar(files={f"f{i}": b"x" for i in range(5)}))
+    _, err = run("publish", "--channel", tmp_path / "channel", "--dist", dist, expect=7)
+    assert "more than 2 entries" in one_error(err)
+
+
 def test_zip_link_chain_leaving_the_tree_is_refused(tmp_path):
     """Links whose text stays inside but whose real path leaves: refused naming the link, nothing left."""
     outside = tmp_path / "outside"

@@ -41,6 +41,7 @@ from tfaot_dist.fsutil import (
 )
 from tfaot_dist.package import MANIFEST
 from tfaot_dist.textsafe import shown
+from tfaot_dist import safe_extract
 from tfaot_dist.safe_extract import PACKAGE, check_name, checked_tar_members, refuse_polyglot
 
 INDEX = "index.json"
@@ -97,7 +98,7 @@ def verify_archive(path: Path, label: str | None = None) -> VerifiedArchive:
     refuse_polyglot(path, PACKAGE, label)
     try:
         with tarfile.open(path, "r:gz") as tar:
-            for member in checked_tar_members(tar, label, links=False):
+            for member in checked_tar_members(tar, label, safe_extract.MAX_ENTRIES, links=False):
                 name = check_name(member.name, label)
                 top, _, rel = name.partition("/")
                 tops.add(top)
