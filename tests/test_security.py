@@ -373,6 +373,14 @@ def test_compressing_server_and_foreign_redirect(trickle, run, tmp_path):
         get_bytes(trickle + "/redirect")
 
 
+def test_download_stops_at_the_declared_size(trickle, tmp_path):
+    from tfaot_dist.download import download
+
+    with pytest.raises(IntegrityError, match="at most 10 expected"):
+        download(trickle + "/gzip/index.json", tmp_path / "cache", None, limit=10)
+    assert [p.name for p in (tmp_path / "cache").iterdir() if not p.name.startswith(".download-")] == []
+
+
 # ---------------------------------------------------------------- fuzz
 
 
