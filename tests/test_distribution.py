@@ -34,7 +34,7 @@ from tfaot_dist import buildall
 from tfaot_dist.errors import IntegrityError
 from tfaot_dist.fsutil import reproducible_targz, sha256_file
 from tfaot_dist.progress import make_reporter
-from tfaot_dist.safe_extract import extract, zip_entry_count
+from tfaot_dist.safe_extract import TAR, ZIP, extract, zip_entry_count
 
 REPO = Path(__file__).resolve().parent.parent
 # The release workflow runs these same scripts (tests/test_workflows.py checks it).
@@ -200,22 +200,22 @@ def test_unsafe_archives_are_refused(tmp_path):
     }
     for case, path in cases.items():
         with pytest.raises(IntegrityError) as info:
-            extract(path, tmp_path / "out" / case)
+            extract(path, tmp_path / "out" / case, kind=TAR)
         assert str(path) in str(info.value), case
         assert not (tmp_path / "out" / case).exists(), case
     many = tar_with(*(member(f"f{i}") for i in range(11)))
     with pytest.raises(IntegrityError, match="more than 10 entries"):
-        extract(many, tmp_path / "out" / "many", max_entries=10)
+        extract(many, tmp_path / "out" / "many", kind=TAR, max_entries=10)
     zpath = tmp_path / "evil.zip"
     with zipfile.ZipFile(zpath, "w") as zf:
         zf.writestr("ok.txt", "fine")
         zf.writestr("../evil.txt", "bad")
     with pytest.raises(IntegrityError, match="unsafe entry name '../evil.txt'"):
-        extract(zpath, tmp_path / "out" / "zip")
+        extract(zpath, tmp_path / "out" / "zip", kind=ZIP)
     assert not (tmp_path / "evil.txt").exists()
     # Links inside the tree are fine.
     fine = tar_with(member("a/f"), member("a/link", tarfile.SYMTYPE, link="f"))
-    extract(fine, tmp_path / "out" / "fine")
+    extract(fine, tmp_path / "out" / "fine", kind=TAR)
     assert (tmp_path / "out" / "fine" / "a" / "link").read_bytes() == b"x"
 
 
@@ -274,14 +274,14 @@ def test_archive_bombs_of_a_million_entries_are_refused(tmp_path):
     bomb_tar_gz(tmp_path / "bomb.tar.gz", 10**6)
     bomb_zip(tmp_path / "bomb.zip", 10**6)
     with pytest.raises(IntegrityError, match="bomb.tar.gz: more than 100000 entries"):
-        extract(tmp_path / "bomb.tar.gz", tmp_path / "out-tar")
+        extract(tmp_path / "bomb.tar.gz", tmp_path / "out-tar", kind=TAR)
     # A zip's central directory is counted before zipfile parses a million entries, record by
     # record: the count its end records announce may lie.
     with pytest.raises(IntegrityError, match=r"bomb.zip: more than 100000 entries"):
-        extract(tmp_path / "bomb.zip", tmp_path / "out-zip")
+        extract(tmp_path / "bomb.zip", tmp_path / "out-zip", kind=ZIP)
     bomb_zip(tmp_path / "liar.zip", 150_000, announced=1)
     with pytest.raises(IntegrityError, match=r"liar.zip: more than 100000 entries"):
-        extract(tmp_path / "liar.zip", tmp_path / "out-liar")
+        extract(tmp_path / "liar.zip", tmp_path / "out-liar", kind=ZIP)
     assert not any((tmp_path / out).exists() for out in ("out-tar", "out-zip", "out-liar"))
 
 
@@ -581,7 +581,7 @@ def channel_copy(built, tmp_path, cache) -> Path:
 @pytest.mark.parametrize("how", ["path", "http"])
 @pytest.mark.parametrize("damage, code, message", [
     ("truncate", 3, "index.json: not valid JSON (truncated?)"),
-    ("ill-typed", 3, "index.json: packages[0].size: expected int, got 'big'"),
+    ("ill-typed", 3, "index.json: packages[0].size: expected an integer, got 'big'"),
     ("bad path", 3, "index.json: packages[0].archive: invalid path '../../etc/passwd'"),
     ("missing file", 4, "tfaot-model-test-multi-1.0.0.tar.gz"),
     ("no index", 4, ""),

@@ -33,13 +33,16 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from tfaot_dist import names
-from tfaot_dist.download import cached_archive, check_sha256, download, get_bytes
+from tfaot_dist.documents import IndexRow, Manifest, Requirement, load_json
+from tfaot_dist.download import cached_archive, cached_verified, download, get_bytes
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable
 from tfaot_dist.fsutil import (
     copy_atomic, crash_point, file_lock, remove_stale_siblings, sha256_bytes, sha256_file, write_atomic,
 )
 from tfaot_dist.package import MANIFEST
-from tfaot_dist.safe_extract import check_name
+from tfaot_dist.textsafe import shown
+from tfaot_dist import safe_extract
+from tfaot_dist.safe_extract import PACKAGE, check_name, checked_tar_members, refuse_polyglot
 
 INDEX = "index.json"
 FORMAT = "tfaot-dist-channel/1"
@@ -55,33 +58,11 @@ def package_name(value, where: str) -> str:
     return value
 
 
-@dataclass(frozen=True)
-class ChannelPackage:
-    """One line of index.json."""
-
-    name: str  # tfaot-model-NAME or tfaot-xla-runtime
-    version: str
-    kind: str  # "model" or "runtime"
-    archive: str  # path relative to the channel
-    size: int
-    sha256: str
-    manifest: str  # path relative to the channel
-    manifest_sha256: str
-    requires: tuple  # ({"name": ..., "version": ...}, ...)
-    tensorflow_version: str
-    batch_sizes: tuple  # () for the runtime
-    signature: dict | None  # inputs and outputs; None for the runtime
+class ChannelPackage(IndexRow):
+    """One line of index.json (documents.IndexRow)."""
 
     def as_dict(self) -> dict:
-        return {"name": self.name, "version": self.version, "kind": self.kind, "archive": self.archive,
-                "size": self.size, "sha256": self.sha256, "manifest": self.manifest,
-                "manifest_sha256": self.manifest_sha256, "requires": [dict(r) for r in self.requires],
-                "tensorflow_version": self.tensorflow_version, "batch_sizes": list(self.batch_sizes),
-                "signature": self.signature}
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return self.name, self.version
+        return self.to_json()
 
 
 # ---------------------------------------------------------------- package archives
@@ -95,6 +76,7 @@ class VerifiedArchive:
     manifest: dict
     manifest_bytes: bytes
     label: str = ""  # how errors name it (the path, unless it was checked as a copy)
+    typed: Manifest | None = None  # the manifest's fields, checked
 
     @property
     def name(self) -> str:
@@ -113,9 +95,10 @@ def verify_archive(path: Path, label: str | None = None) -> VerifiedArchive:
     found: dict[str, tuple[str, int]] = {}
     tops: set[str] = set()
     manifest_bytes = None
+    refuse_polyglot(path, PACKAGE, label)
     try:
         with tarfile.open(path, "r:gz") as tar:
-            for member in tar:
+            for member in checked_tar_members(tar, label, safe_extract.MAX_ENTRIES, links=False):
                 name = check_name(member.name, label)
                 top, _, rel = name.partition("/")
                 tops.add(top)
@@ -138,16 +121,11 @@ def verify_archive(path: Path, label: str | None = None) -> VerifiedArchive:
     if manifest_bytes is None:
         raise IntegrityError(f"{label}: no {MANIFEST} in the archive")
     try:
-        manifest = json.loads(manifest_bytes)
-    except ValueError as exc:
-        raise IntegrityError(f"{label}: {MANIFEST}: not JSON ({exc})") from None
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
-        raise IntegrityError(f"{label}: {MANIFEST}: no files listed")
-    try:
-        package = package_name(manifest.get("package"), f"{label}: {MANIFEST}: package")
-        version = names.version(manifest.get("version"), f"{label}: {MANIFEST}: version")
+        manifest = load_json(manifest_bytes, f"{label}: {MANIFEST}", MAX_MANIFEST)
+        typed = Manifest.from_json(manifest, f"{label}: {MANIFEST}")
     except InvalidInput as exc:
         raise IntegrityError(str(exc)) from None
+    package, version = typed.package, typed.version
     if tops != {f"{package}-{version}"}:
         raise IntegrityError(f"{label}: expected the single top directory {package}-{version}/, "
                              f"found {', '.join(sorted(tops))}")
@@ -158,17 +136,17 @@ def verify_archive(path: Path, label: str | None = None) -> VerifiedArchive:
         meta = listed[rel]
         if rel not in found:
             raise IntegrityError(f"{label}: {rel} is listed in the manifest but missing")
-        if not isinstance(meta, dict) or found[rel] != (meta.get("sha256"), meta.get("size")):
+        if found[rel] != (meta.get("sha256"), meta.get("size")):
             raise IntegrityError(f"{label}: {rel}: sha256 or size differs from the manifest")
-    return VerifiedArchive(path, sha256_file(path), path.stat().st_size, manifest, manifest_bytes, label)
+    return VerifiedArchive(path, sha256_file(path), path.stat().st_size, manifest, manifest_bytes, label, typed)
 
 
 def index_line(archive: VerifiedArchive) -> ChannelPackage:
     """The index entry of a verified archive, with the manifest's key facts."""
-    m = archive.manifest
+    m = archive.typed
     base = f"packages/{archive.name}/{archive.version}"
-    runtime = m.get("kind") == "runtime"
-    sig = m.get("signature")
+    runtime = m.kind == "runtime"
+    sig = m.signature
     return ChannelPackage(
         name=archive.name,
         version=archive.version,
@@ -178,10 +156,10 @@ def index_line(archive: VerifiedArchive) -> ChannelPackage:
         sha256=archive.sha256,
         manifest=f"{base}/{MANIFEST}",
         manifest_sha256=sha256_bytes(archive.manifest_bytes),
-        requires=tuple({"name": r["name"], "version": r["version"]} for r in m.get("requires", [])),
-        tensorflow_version=str(m.get("tensorflow_version") if runtime
-                               else m.get("toolchain", {}).get("tensorflow_version", "")),
-        batch_sizes=() if runtime else tuple(m.get("compilation", {}).get("batch_sizes", [])),
+        requires=tuple(Requirement(r.name, r.version) for r in m.requires),
+        tensorflow_version=str(m.tensorflow_version if runtime else (m.toolchain.tensorflow_version
+                                                                     if m.toolchain else "")),
+        batch_sizes=() if runtime or not m.compilation else m.compilation.batch_sizes,
         signature=None if runtime or not sig else {"inputs": sig.get("inputs", []),
                                                    "outputs": sig.get("outputs", [])},
     )
@@ -295,78 +273,23 @@ def render_index(packages) -> str:
 
 
 def parse_index(data: bytes, label: str) -> list[ChannelPackage]:
-    """index.json, checked field by field; errors name the field and the value."""
-    try:
-        doc = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidInput(f"{label}: not valid JSON (truncated?): {exc}") from None
+    """index.json, checked field by field (documents.IndexRow); errors name the field and the value."""
+    doc = load_json(data, label)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         got = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
-        raise InvalidInput(f"{label}: format: expected {FORMAT!r}, got {got!r}")
+        raise InvalidInput(f"{label}: format: expected {FORMAT!r}, got {shown(got)}")
     rows = doc.get("packages")
     if not isinstance(rows, list):
         raise InvalidInput(f"{label}: packages: expected a list")
     out, seen = [], set()
     for i, row in enumerate(rows):
         where = f"{label}: packages[{i}]"
-        if not isinstance(row, dict):
-            raise InvalidInput(f"{where}: expected an object")
-
-        def field(key, kind, where=where, row=row):
-            value = row.get(key)
-            if not isinstance(value, kind) or isinstance(value, bool):
-                raise InvalidInput(f"{where}.{key}: expected {kind.__name__}, got {value!r}")
-            return value
-
-        name = package_name(field("name", str), f"{where}.name")
-        version = names.version(field("version", str), f"{where}.version")
-        kind = field("kind", str)
-        if kind not in ("model", "runtime") or (kind == "runtime") != (name == RUNTIME):
-            raise InvalidInput(f"{where}.kind: {kind!r} does not fit {name}")
-        requires = field("requires", list)
-        for r in requires:
-            if not (isinstance(r, dict) and isinstance(r.get("name"), str) and isinstance(r.get("version"), str)):
-                raise InvalidInput(f"{where}.requires: invalid entry {r!r}")
-        sizes = field("batch_sizes", list)
-        if not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in sizes):
-            raise InvalidInput(f"{where}.batch_sizes: expected positive integers, got {sizes!r}")
-        signature = row.get("signature")
-        if signature is not None and not isinstance(signature, dict):
-            raise InvalidInput(f"{where}.signature: expected an object or null")
-        size = field("size", int)
-        if size < 0:
-            raise InvalidInput(f"{where}.size: negative")
-        line = ChannelPackage(
-            name=name, version=version, kind=kind,
-            archive=_rel(field("archive", str), f"{where}.archive"),
-            size=size,
-            sha256=_sha(field("sha256", str), f"{where}.sha256"),
-            manifest=_rel(field("manifest", str), f"{where}.manifest"),
-            manifest_sha256=_sha(field("manifest_sha256", str), f"{where}.manifest_sha256"),
-            requires=tuple(requires),
-            tensorflow_version=field("tensorflow_version", str),
-            batch_sizes=tuple(sizes),
-            signature=signature,
-        )
+        line = ChannelPackage.from_json(row, where)
         if line.key in seen:
-            raise InvalidInput(f"{where}: {name} {version} is listed twice")
+            raise InvalidInput(f"{where}: {line.name} {line.version} is listed twice")
         seen.add(line.key)
         out.append(line)
     return out
-
-
-def _sha(value: str, where: str) -> str:
-    return check_sha256(value, where)
-
-
-_REL = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]*(/[A-Za-z0-9_][A-Za-z0-9._+-]*)*")
-
-
-def _rel(value: str, where: str) -> str:
-    """A path inside the channel: plain segments (versions may hold "+"), no "..", no leading "/"."""
-    if not _REL.fullmatch(value) or ".." in value.split("/"):
-        raise InvalidInput(f"{where}: invalid path {value!r}")
-    return value
 
 
 class Channel:
@@ -443,14 +366,14 @@ class Channel:
             if got != package.sha256:
                 raise IntegrityError(f"{path}: sha256 is {got}, the channel index says {package.sha256}")
             return path, False
-        cached = cached_archive(cache, package.sha256)
-        if cached.is_file():
+        cached = cached_verified(cache, package.sha256)  # hashed again: replaced bytes are a miss
+        if cached is not None:
             return cached, False
         url = self.base_url + quote(package.archive)
         if offline:
             raise SourceUnavailable(f"offline: {package.name} {package.version} {url} (sha256 {package.sha256}) "
-                                    f"is not in the cache {cached.parent}")
-        return download(url, cache, package.sha256).path, True
+                                    f"is not in the cache {cached_archive(cache, package.sha256).parent}")
+        return download(url, cache, package.sha256, limit=package.size).path, True
 
 
 def _saved_index(cache: Path, base_url: str) -> Path:

@@ -9,6 +9,9 @@ from pathlib import Path
 from tfaot_dist import __version__, builder, models
 from tfaot_dist.errors import InvalidInput, SourceUnavailable, TfaotError, UsageError
 from tfaot_dist.registry import Defaults, Registry
+from tfaot_dist.textsafe import shown, terminal
+
+MAX_ERROR = 2000  # an error line quotes values cut to ~200 characters; this bounds the whole line
 
 
 def default_cache() -> Path:
@@ -19,14 +22,14 @@ def default_cache() -> Path:
 
 
 def log(message: str) -> None:
-    print(f"tfaot-dist: {message}", file=sys.stderr, flush=True)
+    print(terminal(f"tfaot-dist: {message}"), file=sys.stderr, flush=True)
 
 
 def emit(args, data, text: str) -> None:
     if args.json:
         print(json.dumps(data, indent=1, sort_keys=True))
     elif text:
-        print(text)
+        print(terminal(text))  # registry fields and channel rows may hold escape sequences
 
 
 EXIT_CODES = """\
@@ -217,6 +220,13 @@ def cmd_setup(args) -> int:
 
     area = args.area or (Path(os.environ["CMSSW_BASE"]) if os.environ.get("CMSSW_BASE") else None)
     location = args.channel or os.environ.get("TFAOT_DIST_CHANNEL")
+    if args.repair:
+        if args.requirements or args.list or area is None:
+            raise UsageError("setup --repair takes only --area (or CMSSW_BASE)")
+        dropped = setup_area.repair(area, log)
+        emit(args, {"area": str(area.absolute()), "dropped": dropped},
+             f"repaired {area}: " + (f"dropped {', '.join(dropped)}" if dropped else "nothing to drop"))
+        return 0
     if args.list:
         if args.requirements:
             raise UsageError("setup --list takes no package names")
@@ -594,6 +604,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--area", type=Path, help="user area (default: $CMSSW_BASE)")
     s.add_argument("--list", action="store_true", help="list installed packages (--area) or available (--channel)")
     s.add_argument("--offline", action="store_true", help="use the cache only; fail naming what is missing")
+    s.add_argument("--repair", action="store_true",
+                   help="drop invalid rows of the area's installed.json and tidy the area to what it lists")
     s.set_defaults(func=cmd_setup)
 
     s = _command(sub, common, "compile", "compile a local aot_config.yaml, no registry",
@@ -674,7 +686,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except TfaotError as exc:
-        print(f"tfaot-dist: error: {exc}", file=sys.stderr)
+        print(terminal(shown(f"tfaot-dist: error: {exc}", MAX_ERROR, quote=False)), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

@@ -13,11 +13,10 @@ A source tree is extracted into a temporary sibling and renamed into place,
 so a tree that exists is complete.
 """
 
-import io
 import os
 import re
 import shutil
-import tarfile
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,10 +24,10 @@ from pathlib import Path
 import git
 
 from tfaot_dist import names
-from tfaot_dist.download import cached_archive, discard, download, keep
+from tfaot_dist.download import cached_archive, cached_verified, discard, download, keep
 from tfaot_dist.errors import InvalidInput, SourceUnavailable
 from tfaot_dist.fsutil import file_lock, owned_temp_dir, remove_stale_siblings, replace_dir, sha256_bytes, temp_sibling
-from tfaot_dist.safe_extract import extract
+from tfaot_dist.safe_extract import TAR, extract, kind_of_content, kind_of_url
 
 # Transports that cannot run commands: ext:: and fd:: are never allowed.
 ALLOWED_PROTOCOLS = "file:git:http:https:ssh"
@@ -164,7 +163,7 @@ class GitSources:
         remove_stale_siblings(tree)
         staged = temp_sibling(tree)
         data = repo.git.archive("--format=tar", commit, stdout_as_string=False)
-        _extract_git_archive(data, staged / "tree")
+        _extract_git_archive(data, staged / "tree", f"{url} at {commit[:12]}")
         (staged / ".complete").write_text(commit + "\n")
         replace_dir(staged, tree)
 
@@ -183,17 +182,21 @@ class ArchiveSources:
         pin = f"sha256:{sha256}"
         if (tree / ".complete").exists():
             return ResolvedSource(url, "", pin, tree / "tree")
-        cached = cached_archive(self.cache, sha256)
+        cached = cached_verified(self.cache, sha256)  # hashed again: replaced bytes are a miss
         downloaded = None
-        if not cached.is_file():
+        if cached is None:
             if self.offline:
                 raise SourceUnavailable(f"offline: source archive {url} (sha256 {sha256}) is not in the cache "
-                                        f"{cached.parent}")
+                                        f"{cached_archive(self.cache, sha256).parent}")
             downloaded = download(url, self.cache, sha256).path
         try:
             with owned_temp_dir(self.cache, ".source-") as staged:
                 result = staged / "result"
-                extract(downloaded or cached, staged / "unpacked", f"{url} (sha256 {sha256[:12]})")
+                archive = downloaded or cached
+                # The URL declares tar or zip (.zip, .tar.gz, ...); one that does not is read by its magic
+                # number, and bytes that are both are refused either way.
+                kind = kind_of_url(url) or kind_of_content(archive)
+                extract(archive, staged / "unpacked", f"{url} (sha256 {sha256[:12]})", kind=kind)
                 result.mkdir()
                 os.rename(_source_root(staged / "unpacked"), result / "tree")
                 (result / ".complete").write_text(pin + "\n")
@@ -247,16 +250,13 @@ def _has_commit(repo: git.Repo, commit: str) -> bool:
         return False
 
 
-def _extract_git_archive(data: bytes, dest: Path) -> None:
-    """Extract the tar that git archive wrote, refusing anything but plain files and dirs."""
-    dest.mkdir(parents=True)
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        for member in tar.getmembers():
-            if member.name == "pax_global_header":
-                continue
-            if not (member.isfile() or member.isdir() or member.issym()):
-                raise InvalidInput(f"source archive: unsupported entry {member.name!r}")
-        tar.extractall(dest, filter="data")
+def _extract_git_archive(data: bytes, dest: Path, label: str) -> None:
+    """Extract the tar that git archive wrote through the one archive reader: plain files, dirs and
+    links whose real path stays inside the tree (others: IntegrityError naming the link)."""
+    with tempfile.NamedTemporaryFile(dir=dest.parent, prefix=".git-archive-", suffix=".tar") as f:
+        f.write(data)
+        f.flush()
+        extract(Path(f.name), dest, label, kind=TAR)
     os.utime(dest)
 
 

@@ -1,14 +1,20 @@
 """Extracting tar (plain, gz, bz2, xz) and zip archives that come from elsewhere.
 
-Every entry is checked before anything is written: relative POSIX names with
-no ".." and no absolute paths, only regular files, directories and symbolic
-links that stay inside the tree; no hard links, devices or FIFOs; at most
-MAX_ENTRIES entries and MAX_BYTES bytes. One bad entry refuses the whole
-archive with an IntegrityError naming it.
+The caller declares what an archive is (KINDS: a package archive, a tar or a
+zip source); it is never told apart by sniffing, and bytes that parse as both
+a tar and a zip are refused, whatever was declared. Every entry is checked
+before anything is written: relative POSIX names with no ".." and no absolute
+paths, only regular files, directories and (not in package archives) symbolic
+links; no hard links, devices or FIFOs; at most MAX_ENTRIES entries and
+MAX_BYTES bytes. Nothing is written through a link, and once everything is
+written every link's real path, as the file system resolves it, must lie
+inside the tree. One bad entry refuses the whole archive with an
+IntegrityError naming it, and nothing of it is left.
 """
 
 import os
 import posixpath
+import shutil
 import stat
 import struct
 import tarfile
@@ -22,21 +28,94 @@ MAX_BYTES = 16 << 30
 _EOCD_SEARCH = 22 + 0xFFFF  # the end record and the longest comment
 
 
-def extract(archive: Path, dest: Path, label: str | None = None, max_entries: int = MAX_ENTRIES,
-            max_bytes: int = MAX_BYTES) -> None:
-    """Extract archive (tar or zip, told apart by content) into dest, which must not exist yet."""
-    label = label or str(archive)
-    if zipfile.is_zipfile(archive):
-        _extract_zip(archive, dest, label, max_entries, max_bytes)
-        return
+PACKAGE, TAR, ZIP = "package", "tar", "zip"
+KINDS = (PACKAGE, TAR, ZIP)  # package: a .tar.gz of files and directories only
+_TAR_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
+
+
+def kind_of_url(url: str) -> str | None:
+    """The kind a source URL declares by its name (.zip, .tar.gz, ...), None if it declares none."""
+    path = url.split("?", 1)[0].split("#", 1)[0].lower()
+    if path.endswith(".zip"):
+        return ZIP
+    if path.endswith(_TAR_SUFFIXES):
+        return TAR
+    return None
+
+
+def kind_of_content(archive: Path) -> str:
+    """For URLs that declare no kind: the format whose magic number starts the file (a zip's local
+    header, else tar); the polyglot check in extract() still refuses anything that is both."""
+    with open(archive, "rb") as f:
+        return ZIP if f.read(4) == b"PK\x03\x04" else TAR
+
+
+def refuse_polyglot(archive: Path, kind: str, label: str) -> None:
+    """Bytes that one reader takes for a tar and another for a zip are refused: which one a tool
+    picks would decide what gets installed."""
+    is_zip = zipfile.is_zipfile(archive)
+    if kind == ZIP and not is_zip:
+        raise IntegrityError(f"{label}: not a zip archive")
+    other = _is_tar(archive) if kind == ZIP else is_zip
+    if other:
+        raise IntegrityError(f"{label}: the archive is both a tar and a zip; refused")
+
+
+def _is_tar(archive: Path) -> bool:
     try:
         with tarfile.open(archive, "r:*") as tar:
-            members = _checked_tar_members(tar, label, max_entries, max_bytes)
+            return tar.next() is not None
+    except (tarfile.TarError, EOFError, OSError, ValueError):
+        return False
+
+
+def extract(archive: Path, dest: Path, label: str | None = None, *, kind: str,
+            max_entries: int = MAX_ENTRIES, max_bytes: int = MAX_BYTES) -> None:
+    """Extract archive, which is of the declared kind, into dest, which must not exist yet."""
+    label = label or str(archive)
+    if kind not in KINDS:
+        raise ValueError(f"unknown archive kind {kind!r}")
+    refuse_polyglot(archive, kind, label)
+    try:
+        if kind == ZIP:
+            _extract_zip(archive, dest, label, max_entries, max_bytes)
+        else:
+            _extract_tar(archive, dest, label, kind, max_entries, max_bytes)
+        check_links_inside(dest, label)
+    except BaseException:
+        if dest.is_dir() and not dest.is_symlink():
+            shutil.rmtree(dest, ignore_errors=True)
+        raise
+
+
+def _extract_tar(archive: Path, dest: Path, label: str, kind: str, max_entries: int, max_bytes: int) -> None:
+    try:
+        with tarfile.open(archive, "r:gz" if kind == PACKAGE else "r:*") as tar:
+            members = list(checked_tar_members(tar, label, max_entries, max_bytes, links=kind != PACKAGE))
             dest.mkdir(parents=True)
-            # The data filter repeats the checks above inside tarfile, and drops modes we do not want.
+            # The data filter repeats the checks above inside tarfile (against the file system as it
+            # is written), and drops modes we do not want.
             tar.extractall(dest, members=members, filter="data")
+    except tarfile.FilterError as exc:
+        member = getattr(exc, "tarinfo", None)
+        raise IntegrityError(f"{label}: {member.name if member else 'an entry'!r}: {exc}") from None
     except (tarfile.TarError, EOFError, OSError) as exc:
-        raise IntegrityError(f"{label}: not a readable tar or zip archive ({exc})") from None
+        raise IntegrityError(f"{label}: not a readable {'.tar.gz' if kind == PACKAGE else 'tar'} archive "
+                             f"({exc})") from None
+
+
+def check_links_inside(dest: Path, label: str) -> None:
+    """Every symbolic link under dest resolves (as the file system sees it now, chains of links
+    included) to a path inside dest."""
+    top = os.path.realpath(dest)
+    for folder, dirs, files in os.walk(dest):
+        for entry in dirs + files:
+            path = os.path.join(folder, entry)
+            if os.path.islink(path):
+                real = os.path.realpath(path)
+                if real != top and not real.startswith(top + os.sep):
+                    rel = os.path.relpath(path, dest)
+                    raise IntegrityError(f"{label}: link {rel!r} -> {os.readlink(path)!r} leaves the tree")
 
 
 def check_name(name: str, label: str) -> str:
@@ -58,16 +137,22 @@ def check_link(name: str, target: str, label: str) -> None:
         raise IntegrityError(f"{label}: link {name!r} -> {target!r} leaves the tree")
 
 
-def _checked_tar_members(tar: tarfile.TarFile, label: str, max_entries: int, max_bytes: int):
-    members, total = [], 0
+def checked_tar_members(tar: tarfile.TarFile, label: str, max_entries: int = MAX_ENTRIES,
+                        max_bytes: int = MAX_BYTES, links: bool = True):
+    """Iterate over the members of tar, each checked (links only if links); the package reader
+    (channel.verify_archive) and extract() both read archives through this."""
+    count, total = 0, 0
     for member in tar:
-        if len(members) >= max_entries:
+        count += 1
+        if count > max_entries:
             raise IntegrityError(f"{label}: more than {max_entries} entries")
         if member.name == "pax_global_header" or member.type in (tarfile.XGLTYPE,):
             continue
         name = check_name(member.name, label)
         if member.islnk():
             raise IntegrityError(f"{label}: hard link {member.name!r} is not allowed")
+        if member.issym() and not links:
+            raise IntegrityError(f"{label}: link {member.name!r} is not allowed in a package archive")
         if member.issym():
             check_link(name, member.linkname, label)
         elif not (member.isfile() or member.isdir()):
@@ -75,8 +160,7 @@ def _checked_tar_members(tar: tarfile.TarFile, label: str, max_entries: int, max
         total += member.size if member.isfile() else 0
         if total > max_bytes:
             raise IntegrityError(f"{label}: more than {max_bytes} bytes when extracted")
-        members.append(member)
-    return members
+        yield member
 
 
 def zip_entry_count(archive: Path, stop_after: int = MAX_ENTRIES) -> int | None:
@@ -142,10 +226,12 @@ def _extract_zip(archive: Path, dest: Path, label: str, max_entries: int, max_by
         try:
             for info, name, kind, mode in plan:
                 path = dest / name
+                _no_link_on_the_way(dest, path, label)
                 if kind == "dir":
+                    if path.is_symlink():
+                        raise IntegrityError(f"{label}: {name} lies below the link {name}")
                     path.mkdir(parents=True, exist_ok=True)
                     continue
-                _no_link_on_the_way(dest, path, label)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 if kind == "link":
                     os.symlink(zf.read(info).decode(), path)

@@ -22,6 +22,7 @@ anything.
 """
 
 import dataclasses
+from contextlib import contextmanager
 import json
 import os
 import re
@@ -37,12 +38,14 @@ from packaging.version import Version
 from tfaot_dist import buildsys, cpu_target, names
 from tfaot_dist import package as pkg
 from tfaot_dist.channel import PACKAGE_NAME, RUNTIME, Channel, ChannelPackage, VerifiedArchive, verify_archive
+from tfaot_dist.documents import InstalledRow, load_json
 from tfaot_dist.download import discard, keep
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable, TfaotError
 from tfaot_dist.fsutil import (
     crash_point, file_lock, remove_entry, replace_dir, sha256_bytes, temp_sibling, write_atomic,
 )
-from tfaot_dist.safe_extract import extract
+from tfaot_dist.safe_extract import PACKAGE, extract
+from tfaot_dist.textsafe import shown
 
 FORMAT = "tfaot-dist-area/1"
 INSTALLED = "installed.json"
@@ -100,28 +103,65 @@ def parse_requirement(text: str) -> tuple[str, SpecifierSet]:
 
 
 def read_installed(root: Path) -> dict[str, dict]:
+    """installed.json, every row checked (documents.InstalledRow); a bad row is refused with the
+    way to repair the area."""
+    doc, path = _installed_document(root)
+    rows = {}
+    for name, row in doc.items():
+        try:
+            rows[name] = InstalledRow.from_json_named(name, row, f"{path}: packages.{shown(name, 60, False)}").to_json()
+        except InvalidInput as exc:
+            raise InvalidInput(f"{exc}; `tfaot-dist setup --repair --area {root.parent}` drops the row "
+                               "(then set the package up again)") from None
+    return rows
+
+
+def _installed_document(root: Path) -> tuple[dict, Path]:
+    """The packages object of installed.json, rows unchecked ({} without the file)."""
     path = root / INSTALLED
     if not path.exists():
-        return {}
+        return {}, path
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
+        doc = load_json(path.read_bytes(), str(path))
+    except OSError as exc:
         raise InvalidInput(f"{path}: unreadable ({exc})") from None
+    except InvalidInput as exc:
+        raise InvalidInput(f"{exc}; `tfaot-dist setup --repair --area {root.parent}` starts it afresh") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("packages"), dict):
-        raise InvalidInput(f"{path}: not a tfaot-dist area file (format {FORMAT!r})")
-    for name, row in doc["packages"].items():
-        if not (isinstance(row, dict) and isinstance(row.get("version"), str) and isinstance(row.get("sha256"), str)
-                and isinstance(row.get("path"), str) and isinstance(row.get("tool_files"), list)):
-            raise InvalidInput(f"{path}: packages.{name}: malformed entry")
-        # These paths reach env.sh and file operations: PACKAGE/VERSION and scram.d/FILE.xml only.
-        if row["path"] != f"{name}/{row['version']}" or not SAFE_PATH.fullmatch("/" + row["path"]):
-            raise InvalidInput(f"{path}: packages.{name}.path: unexpected {row['path']!r}")
-        if not isinstance(row.get("scram", False), bool):
-            raise InvalidInput(f"{path}: packages.{name}.scram: expected true or false")
-        for tool in row["tool_files"]:
-            if not (isinstance(tool, str) and re.fullmatch(r"scram\.d/[A-Za-z0-9_.+-]+\.xml", tool)):
-                raise InvalidInput(f"{path}: packages.{name}.tool_files: unexpected {tool!r}")
-    return doc["packages"]
+        raise InvalidInput(f"{path}: not a tfaot-dist area file (format {FORMAT!r}); "
+                           f"`tfaot-dist setup --repair --area {root.parent}` starts it afresh")
+    return doc["packages"], path
+
+
+def repair(area: Path, log=print) -> list[str]:
+    """Drop the rows of installed.json that are not valid (an unreadable file starts afresh), then
+    bring the area back to what it lists; returns the names of the packages dropped."""
+    root = area_root(area)
+    if not root.is_dir():
+        return []
+    with file_lock(root / ".lock"):
+        try:
+            doc, path = _installed_document(root)
+        except InvalidInput as exc:
+            log(f"repair: {str(exc).split('; ')[0]}: starting installed.json afresh")
+            doc, path = {}, root / INSTALLED
+            dropped = ["installed.json"]
+        else:
+            dropped = []
+        state = {}
+        for name, row in doc.items():
+            try:
+                state[name] = InstalledRow.from_json_named(name, row, f"{path}: packages.{shown(name, 60, False)}"
+                                                           ).to_json()
+            except InvalidInput as exc:
+                log(f"repair: dropping {exc}")
+                dropped.append(shown(name, 60, False))
+        if dropped or not path.exists():
+            _write_installed(root, state)
+        _repair(root, state, None, Report())
+        if not state:
+            (root / "env.sh").unlink(missing_ok=True)
+    return dropped
 
 
 def list_installed(area: Path) -> list[dict]:
@@ -176,9 +216,10 @@ def _setup_one(text: str, channel: Channel, root: Path, cache: Path, offline: bo
         else:
             todo.append(p)
     if not todo:
-        root.mkdir(parents=True, exist_ok=True)
-        with file_lock(root / ".lock"):
-            _repair(root, read_installed(root), scram, report)
+        with _undone_if_refused(root):
+            root.mkdir(parents=True, exist_ok=True)
+            with file_lock(root / ".lock"):
+                _repair(root, read_installed(root), scram, report)
         return out
 
     # Fetch and verify everything before the area (or the cache) changes.
@@ -202,43 +243,58 @@ def _setup_one(text: str, channel: Channel, root: Path, cache: Path, offline: bo
         if p.kind == "model" and not check.ok:
             log(f"warning: {p.name} {p.version}: {check.message}")
 
-    root.mkdir(parents=True, exist_ok=True)
-    with file_lock(root / ".lock"):
-        state = read_installed(root)
-        _check_runtimes(state, wanted)
-        _repair(root, state, scram, report)
-        old_dirs, installed = [], []
-        for p in todo:
-            row = state.get(p.name)
-            if row and row["version"] == p.version:  # a setup running at the same time was first
-                if row["sha256"] != p.sha256:
-                    raise IntegrityError(f"{root / row['path']}: {p.name} {p.version} is installed with sha256 "
-                                         f"{row['sha256']}, {channel.location} has {p.sha256}")
-                out.append(Installed(p.name, p.version, "already installed", root / row["path"]))
-                continue
-            installed.append(p)
-            archive = verified[p.key]
-            rel = f"{p.name}/{p.version}"
-            _install_tree(archive, root / rel)
-            previous = state.get(p.name)
-            tool_files = _place_area_files(root, archive.manifest, rel, previous)
-            state[p.name] = {"version": p.version, "kind": p.kind, "sha256": p.sha256, "path": rel,
-                             "requires": [dict(r) for r in p.requires], "tool_files": tool_files,
-                             "channel": channel.location}
-            if previous and previous["path"] != rel:
-                old_dirs.append(root / previous["path"])
-            status = "installed" if not previous else (
-                "upgraded" if _newer(p.version, previous["version"]) else "replaced")
-            out.append(Installed(p.name, p.version, status, root / rel, previous["version"] if previous else None))
-        crash_point("setup_listed")
-        _write_installed(root, state)
-        write_atomic(root / "env.sh", env_script(environment(root, state)))
-        for old in old_dirs:
-            shutil.rmtree(old, ignore_errors=True)
-            _remove_empty_parent(old.parent, root)
-        if scram:
-            _register(scram, root, state, [p.name for p in installed], report)
+    with _undone_if_refused(root):
+        root.mkdir(parents=True, exist_ok=True)
+        with file_lock(root / ".lock"):
+            state = read_installed(root)
+            _check_runtimes(state, wanted)
+            _repair(root, state, scram, report)
+            old_dirs, installed = [], []
+            for p in todo:
+                row = state.get(p.name)
+                if row and row["version"] == p.version:  # a setup running at the same time was first
+                    if row["sha256"] != p.sha256:
+                        raise IntegrityError(f"{root / row['path']}: {p.name} {p.version} is installed with sha256 "
+                                             f"{row['sha256']}, {channel.location} has {p.sha256}")
+                    out.append(Installed(p.name, p.version, "already installed", root / row["path"]))
+                    continue
+                installed.append(p)
+                archive = verified[p.key]
+                rel = f"{p.name}/{p.version}"
+                _install_tree(archive, root / rel)
+                previous = state.get(p.name)
+                tool_files = _place_area_files(root, archive.manifest, rel, previous)
+                state[p.name] = {"version": p.version, "kind": p.kind, "sha256": p.sha256, "path": rel,
+                                 "requires": [r.to_json() for r in p.requires], "tool_files": tool_files,
+                                 "channel": channel.location}
+                if previous and previous["path"] != rel:
+                    old_dirs.append(root / previous["path"])
+                status = "installed" if not previous else (
+                    "upgraded" if _newer(p.version, previous["version"]) else "replaced")
+                out.append(Installed(p.name, p.version, status, root / rel, previous["version"] if previous else None))
+            crash_point("setup_listed")
+            _write_installed(root, state)
+            write_atomic(root / "env.sh", env_script(environment(root, state)))
+            for old in old_dirs:
+                shutil.rmtree(old, ignore_errors=True)
+                _remove_empty_parent(old.parent, root)
+            if scram:
+                _register(scram, root, state, [p.name for p in installed], report)
     return out
+
+
+@contextmanager
+def _undone_if_refused(root: Path):
+    """A setup refused in an area it created leaves no trace of it (the lock file, empty directories)."""
+    created = not root.exists()
+    try:
+        yield
+    except BaseException:
+        if created and root.is_dir():
+            leftovers = [p for p in root.rglob("*") if not p.is_dir() and p.name != ".lock"]
+            if not leftovers:
+                shutil.rmtree(root, ignore_errors=True)
+        raise
 
 
 def _register(scram: str, root: Path, state: dict[str, dict], names: list[str], report: Report) -> None:
@@ -302,10 +358,10 @@ def _write_if_changed(path: Path, text: str) -> None:
 def _runtimes_for(model: ChannelPackage, channel: Channel) -> list[ChannelPackage]:
     out = []
     for req in model.requires:
-        found = channel.exact(req["name"], req["version"])
+        found = channel.exact(req.name, req.version)
         if found is None:
-            raise SourceUnavailable(f"{channel.location}: {model.name} {model.version} requires {req['name']} "
-                                    f"{req['version']}, which the channel does not have")
+            raise SourceUnavailable(f"{channel.location}: {model.name} {model.version} requires {req.name} "
+                                    f"{req.version}, which the channel does not have")
         out.append(found)
     return out
 
@@ -320,7 +376,7 @@ def _check_runtimes(state: dict[str, dict], wanted: list[ChannelPackage]) -> Non
                 needs.setdefault(r["version"], []).append(f"{name} {row['version']}")
     for p in wanted:
         for r in p.requires:
-            needs.setdefault(r["version"], []).append(f"{p.name} {p.version}")
+            needs.setdefault(r.version, []).append(f"{p.name} {p.version}")
     runtime = incoming.get(RUNTIME)
     if runtime is not None:
         needs.setdefault(runtime.version, [])
@@ -342,7 +398,7 @@ def _install_tree(archive: VerifiedArchive, final: Path) -> None:
     """Extract, check every file against the manifest, add the build-system files, rename into place."""
     staged = temp_sibling(final)
     try:
-        extract(archive.path, staged / "x", f"{archive.name} {archive.version}")
+        extract(archive.path, staged / "x", f"{archive.name} {archive.version}", kind=PACKAGE)
         tree = staged / "x" / f"{archive.name}-{archive.version}"
         pkg.check_files(tree, archive.manifest)
         for rel, text in buildsys_files(archive.manifest).items():
@@ -350,6 +406,8 @@ def _install_tree(archive: VerifiedArchive, final: Path) -> None:
         replace_dir(tree, final)
     finally:
         shutil.rmtree(staged, ignore_errors=True)
+        if not final.exists() and final.parent.is_dir() and not any(final.parent.iterdir()):
+            final.parent.rmdir()  # a refused package leaves no empty PACKAGE/ directory
 
 
 def buildsys_files(manifest: dict) -> dict[str, str]:

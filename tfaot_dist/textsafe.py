@@ -8,6 +8,8 @@ so it is escaped here for the file it lands in:
     spec_text()        rpm/cmsBuild specs: "%" doubled (no macro), one line
     pkgconfig_text()   .pc files: no "$" (variables), "#" (comments), "\\" (continuations)
     one_line()         every target: control characters, line breaks included, become spaces
+    shown()            a value quoted in an error message: repr, at most MAX_TEXT characters
+    terminal()         anything printed: control characters escaped (line breaks and tabs kept)
 
 The environment's finalize hook refuses any value holding a line break, so a
 value that skipped its check still cannot add a line to a spec or a shell
@@ -15,6 +17,7 @@ script.
 """
 
 import re
+import reprlib
 from functools import cache
 
 import jinja2
@@ -30,6 +33,26 @@ def one_line(text: str, limit: int = MAX_TEXT) -> str:
     """Control characters (line breaks included) become spaces; long text is cut."""
     text = " ".join(_CONTROL.sub(" ", text).split())
     return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+def shown(value, limit: int = MAX_TEXT, quote: bool = True) -> str:
+    """A value as an error message quotes it: its repr (or the text itself), cut to limit characters,
+    so that no document can blow up a message (a YAML alias bomb, a 1 MB string)."""
+    if isinstance(value, str):
+        value = value[: limit + 1]
+    text = _SHORT_REPR.repr(value) if quote else str(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_SHORT_REPR = reprlib.Repr()  # bounded at every level (Python 3.11 takes no arguments here)
+_SHORT_REPR.maxlevel, _SHORT_REPR.maxstring, _SHORT_REPR.maxlong, _SHORT_REPR.maxother = 3, MAX_TEXT, 60, MAX_TEXT
+_TERMINAL_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def terminal(text: str) -> str:
+    """Text for a terminal: control characters (escape sequences, carriage returns) become \\xNN."""
+    return _TERMINAL_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                                 else f"\\u{ord(m.group()):04x}", text)
 
 
 def spec_text(text: str, limit: int = MAX_TEXT) -> str:

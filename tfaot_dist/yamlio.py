@@ -1,10 +1,82 @@
-"""Reading YAML mappings with errors that name the file and the field."""
+"""Reading YAML mappings with errors that name the file and the field.
+
+The loader is bounded: no aliases (a few hundred bytes of them expand to
+gigabytes), no duplicate keys (last-one-wins hides mistakes), integers of at
+most MAX_INT_DIGITS digits, nesting of at most MAX_DEPTH levels, files of at
+most MAX_BYTES. Error messages quote at most ~200 characters of any value.
+"""
 
 from pathlib import Path
 
 import yaml
 
 from tfaot_dist.errors import InvalidInput
+from tfaot_dist.textsafe import shown
+
+MAX_DEPTH = 64
+MAX_INT_DIGITS = 64
+MAX_BYTES = 4 << 20
+
+
+class _Refused(Exception):
+    """The document breaks one of the loader's bounds; the message names where."""
+
+
+class BoundedLoader(yaml.SafeLoader):
+    """yaml.SafeLoader without aliases, duplicate keys, huge integers or deep nesting."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise _Refused(f"line {event.start_mark.line + 1}: aliases (*{shown(event.anchor, 60, False)}) "
+                           "are not allowed")
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise _Refused(f"line {self.peek_event().start_mark.line + 1}: nested deeper than {MAX_DEPTH} levels")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+            if key is not None and key in seen:
+                raise _Refused(f"{shown(key, 60, False)}: duplicate key (line {key_node.start_mark.line + 1})")
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+    def construct_yaml_int(self, node):
+        digits = sum(c.isalnum() for c in node.value)
+        if digits > MAX_INT_DIGITS:
+            raise _Refused(f"line {node.start_mark.line + 1}: integer of {digits} digits "
+                           f"(at most {MAX_INT_DIGITS})")
+        return super().construct_yaml_int(node)
+
+
+BoundedLoader.add_constructor("tag:yaml.org,2002:int", BoundedLoader.construct_yaml_int)
+
+
+def load_text(text: str, label: str):
+    """Any YAML document, bounded; errors name label."""
+    if len(text) > MAX_BYTES:
+        raise InvalidInput(f"{label}: larger than {MAX_BYTES} bytes")
+    try:
+        return yaml.load(text, Loader=BoundedLoader)
+    except _Refused as exc:
+        raise InvalidInput(f"{label}: {exc}") from None
+    except RecursionError:
+        raise InvalidInput(f"{label}: nested deeper than {MAX_DEPTH} levels") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark else ""
+        problem = getattr(exc, "problem", None) or "syntax error"
+        raise InvalidInput(f"{label}: malformed YAML{where}: {shown(problem, quote=False)}") from None
 
 
 def load_mapping(path: Path, label: str | None = None) -> dict:
@@ -16,13 +88,7 @@ def load_mapping(path: Path, label: str | None = None) -> dict:
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidInput(f"{label or path}: cannot read: {exc}") from None
     path = label or path
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark else ""
-        problem = getattr(exc, "problem", None) or "syntax error"
-        raise InvalidInput(f"{path}: malformed YAML{where}: {problem}") from None
+    data = load_text(text, str(path))
     if not isinstance(data, dict):
         raise InvalidInput(f"{path}: expected a mapping at the top level")
     return data
@@ -48,9 +114,9 @@ class Fields:
             return default
         value = self.data.pop(key)
         if isinstance(value, bool) and kind is not bool and bool not in (kind if isinstance(kind, tuple) else ()):
-            raise InvalidInput(f"{self.at(key)}: expected {_kind_name(kind)}, got {value!r}")
+            raise InvalidInput(f"{self.at(key)}: expected {_kind_name(kind)}, got {shown(value)}")
         if not isinstance(value, kind):
-            raise InvalidInput(f"{self.at(key)}: expected {_kind_name(kind)}, got {value!r}")
+            raise InvalidInput(f"{self.at(key)}: expected {_kind_name(kind)}, got {shown(value)}")
         return value
 
     def done(self) -> None:

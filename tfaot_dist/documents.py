@@ -1,0 +1,332 @@
+"""The JSON documents tfaot-dist reads from elsewhere, and what each one holds: one table.
+
+    IndexRow      one package of a channel's index.json
+    InstalledRow  one package of an area's installed.json (keyed by package name)
+    Requirement   one `requires` entry (index rows, installed rows, manifests)
+    Manifest      the fields of a package's manifest.json that publish and setup read
+
+Each is a frozen dataclass; its fields and their types are the schema. from_json()
+checks every field's type (and its pattern, where a field has one) before anything
+uses it, and names the field and a short quote of the value when it refuses;
+to_json() gives back the JSON object (fields at their default and marked
+`omit_default` are left out, as the writers always did). load_json() reads bytes
+with bounds on size, nesting depth and integer length, so no document can exhaust
+memory or the stack.
+"""
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from tfaot_dist import names
+from tfaot_dist.download import check_sha256
+from tfaot_dist.errors import InvalidInput
+from tfaot_dist.textsafe import shown
+
+MAX_DEPTH = 64
+MAX_INT_DIGITS = 64
+MAX_JSON = 64 << 20
+RUNTIME = "tfaot-xla-runtime"
+PACKAGE_NAME_PATTERN = rf"tfaot-model-{names.MODEL_NAME.pattern}|{RUNTIME}"
+
+
+# ---------------------------------------------------------------- bounded loading
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError(f"integer of {len(text)} digits (at most {MAX_INT_DIGITS})")
+    return int(text)
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+def load_json(data: bytes | str, label: str, max_bytes: int = MAX_JSON):
+    """Parse one JSON document: at most max_bytes, MAX_DEPTH levels, integers of MAX_INT_DIGITS."""
+    if len(data) > max_bytes:
+        raise InvalidInput(f"{label}: larger than {max_bytes} bytes")
+    try:
+        doc = json.loads(data, parse_int=_bounded_int, parse_constant=_no_constant)
+    except RecursionError:
+        raise InvalidInput(f"{label}: nested deeper than {MAX_DEPTH} levels") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidInput(f"{label}: not valid JSON (truncated?): {shown(str(exc), quote=False)}") from None
+    if _depth(doc) > MAX_DEPTH:
+        raise InvalidInput(f"{label}: nested deeper than {MAX_DEPTH} levels")
+    return doc
+
+
+def _depth(doc) -> int:
+    deepest, todo = 0, [(doc, 1)]
+    while todo:
+        value, level = todo.pop()
+        if isinstance(value, dict | list):
+            deepest = max(deepest, level)
+            if level <= MAX_DEPTH:
+                todo += [(v, level + 1) for v in (value.values() if isinstance(value, dict) else value)]
+    return deepest
+
+
+# ---------------------------------------------------------------- field checks
+
+
+def _package_name(value: str, where: str) -> str:
+    import re
+
+    if not re.fullmatch(PACKAGE_NAME_PATTERN, value):
+        raise InvalidInput(f"{where}: invalid package name {shown(value)} (expected tfaot-model-NAME or {RUNTIME})")
+    return value
+
+
+def _rel_path(value: str, where: str) -> str:
+    """A relative path of plain segments (versions may hold "+"): no "..", no leading "/"."""
+    import re
+
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._+-]*(/[A-Za-z0-9_][A-Za-z0-9._+-]*)*", value) \
+            or ".." in value.split("/"):
+        raise InvalidInput(f"{where}: invalid path {shown(value)}")
+    return value
+
+
+def _one_of(*allowed: str):
+    def check(value: str, where: str) -> str:
+        if value not in allowed:
+            raise InvalidInput(f"{where}: expected one of {', '.join(allowed)}, got {shown(value)}")
+        return value
+    return check
+
+
+def _non_negative(value: int, where: str) -> int:
+    if value < 0:
+        raise InvalidInput(f"{where}: expected a number >= 0, got {value}")
+    return value
+
+
+def _positive(value: int, where: str) -> int:
+    if value <= 0:
+        raise InvalidInput(f"{where}: expected a number > 0, got {value}")
+    return value
+
+
+def _tool_file(value: str, where: str) -> str:
+    import re
+
+    if not re.fullmatch(r"scram\.d/[A-Za-z0-9_.+-]+\.xml", value):
+        raise InvalidInput(f"{where}: unexpected tool file {shown(value)} (scram.d/NAME.xml)")
+    return value
+
+
+def _signature(value: dict, where: str) -> dict:
+    for key in ("inputs", "outputs"):
+        if not isinstance(value.get(key, []), list):
+            raise InvalidInput(f"{where}.{key}: expected a list, got {shown(value.get(key))}")
+    return value
+
+
+def check(fn, **extra) -> dict:
+    """Field metadata: fn(value, where) validates (and returns) the already type-checked value."""
+    return {"check": fn, **extra}
+
+
+# ---------------------------------------------------------------- the schema machinery
+
+
+class Document:
+    """Base of the documents below: from_json/to_json driven by the dataclass fields."""
+
+    @classmethod
+    def from_json(cls, value, where: str):
+        if not isinstance(value, dict):
+            raise InvalidInput(f"{where}: expected an object, got {shown(value)}")
+        kwargs = {}
+        for f in _fields(cls):
+            at = f"{where}.{f.name}"
+            if f.name not in value:
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                    raise InvalidInput(f"{at}: required field is missing")
+                continue
+            converted = _convert(_hints(typing.cast(Any, cls))[f.name], value[f.name], at)
+            if "check" in f.metadata and converted is not None:
+                converted = f.metadata["check"](converted, at)
+            kwargs[f.name] = converted
+        return cls(**kwargs)
+
+    def to_json(self) -> dict:
+        out = {}
+        for f in _fields(self):
+            value = getattr(self, f.name)
+            if f.metadata.get("omit_default") and value == f.default:
+                continue
+            out[f.name] = _to_json(value)
+        return out
+
+
+def _fields(doc: Any) -> tuple[dataclasses.Field, ...]:
+    return dataclasses.fields(doc)  # every subclass of Document is a dataclass
+
+
+@cache
+def _hints(cls: Any) -> dict:
+    return typing.get_type_hints(cls)
+
+
+def _convert(kind, value, where: str):
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        kind = next(a for a in args if a is not type(None))
+        return _convert(kind, value, where)
+    if isinstance(kind, type) and issubclass(kind, Document):
+        return kind.from_json(value, where)
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise InvalidInput(f"{where}: expected a list, got {shown(value)}")
+        return tuple(_convert(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise InvalidInput(f"{where}: expected an object, got {shown(value)}")
+        return {k: _convert(args[1], v, f"{where}.{k}") for k, v in value.items()}
+    if kind is dict:  # an object held as it is (its inner fields are read by whoever owns them)
+        if not isinstance(value, dict):
+            raise InvalidInput(f"{where}: expected an object, got {shown(value)}")
+        return value
+    if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise InvalidInput(f"{where}: expected an integer, got {shown(value)}")
+    if kind in (str, bool) and not isinstance(value, kind):
+        raise InvalidInput(f"{where}: expected {'a string' if kind is str else 'true or false'}, got {shown(value)}")
+    return value
+
+
+def _to_json(value):
+    if isinstance(value, Document):
+        return value.to_json()
+    if isinstance(value, tuple | list):
+        return [_to_json(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _to_json(v) for k, v in value.items()}
+    return value
+
+
+# ---------------------------------------------------------------- the documents
+
+
+@dataclass(frozen=True)
+class Requirement(Document):
+    """A package needs this exact package version (a model: the runtime it was verified with)."""
+
+    name: str = field(metadata=check(_package_name))
+    version: str = field(metadata=check(names.version))
+
+
+@dataclass(frozen=True)
+class IndexRow(Document):
+    """One line of a channel's index.json."""
+
+    name: str = field(metadata=check(_package_name))  # tfaot-model-NAME or tfaot-xla-runtime
+    version: str = field(metadata=check(names.version))
+    kind: str = field(metadata=check(_one_of("model", "runtime")))
+    archive: str = field(metadata=check(_rel_path))  # relative to the channel
+    size: int = field(metadata=check(_non_negative))
+    sha256: str = field(metadata=check(check_sha256))
+    manifest: str = field(metadata=check(_rel_path))  # relative to the channel
+    manifest_sha256: str = field(metadata=check(check_sha256))
+    requires: tuple[Requirement, ...]
+    tensorflow_version: str
+    batch_sizes: tuple[int, ...]  # () for the runtime
+    signature: dict | None = field(metadata=check(_signature))  # inputs and outputs; None for the runtime
+
+    def __post_init__(self):
+        if (self.kind == "runtime") != (self.name == RUNTIME):
+            raise InvalidInput(f"kind: {self.kind!r} does not fit {self.name}")
+        for n in self.batch_sizes:
+            _positive(n, "batch_sizes")
+
+    @classmethod
+    def from_json(cls, value, where: str):
+        try:
+            return super().from_json(value, where)
+        except InvalidInput as exc:
+            if str(exc).startswith(("kind:", "batch_sizes:")):
+                raise InvalidInput(f"{where}.{exc}") from None
+            raise
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.name, self.version
+
+
+@dataclass(frozen=True)
+class InstalledRow(Document):
+    """One package of an area's installed.json; its name is the key of the row."""
+
+    version: str = field(metadata=check(names.version))
+    kind: str = field(metadata=check(_one_of("model", "runtime")))
+    sha256: str = field(metadata=check(check_sha256))
+    path: str = field(metadata=check(_rel_path))  # PACKAGE/VERSION, relative to AREA/tfaot
+    requires: tuple[Requirement, ...]
+    tool_files: tuple[str, ...]
+    channel: str
+    scram: bool = field(default=False, metadata={"omit_default": True})  # tool files given to scram setup
+
+    @classmethod
+    def from_json_named(cls, name, value, where: str) -> "InstalledRow":
+        """The row of package name: name and row checked, and path is exactly NAME/VERSION."""
+        if not isinstance(name, str):
+            raise InvalidInput(f"{where}: invalid package name {shown(name)}")
+        _package_name(name, where)
+        row = cls.from_json(value, where)
+        if row.path != f"{name}/{row.version}":
+            raise InvalidInput(f"{where}.path: expected {name}/{row.version}, got {shown(row.path)}")
+        for i, tool in enumerate(row.tool_files):
+            _tool_file(tool, f"{where}.tool_files[{i}]")
+        return row
+
+
+@dataclass(frozen=True)
+class FileDigest(Document):
+    sha256: str = field(metadata=check(check_sha256))
+    size: int = field(metadata=check(_non_negative))
+
+
+@dataclass(frozen=True)
+class Toolchain(Document):
+    tensorflow_version: str = ""
+
+
+@dataclass(frozen=True)
+class Compilation(Document):
+    batch_sizes: tuple[int, ...] = ()
+    target_triple: str | None = None
+    target_cpu: str | None = None
+
+
+@dataclass(frozen=True)
+class Manifest(Document):
+    """The fields of manifest.json that publish, setup and the area's build-system files read;
+    the file holds more (reference cases, constants, build key), read by their own owners."""
+
+    package: str = field(metadata=check(_package_name))
+    version: str = field(metadata=check(names.version))
+    files: dict[str, FileDigest]
+    kind: str = field(default="model", metadata=check(_one_of("model", "runtime")))
+    requires: tuple[Requirement, ...] = ()
+    tensorflow_version: str | None = None  # the runtime's
+    toolchain: Toolchain | None = None  # a model's
+    compilation: Compilation | None = None
+    signature: dict | None = field(default=None, metadata=check(_signature))
+    model: dict | None = None
+    source: dict | None = None
+    cxxflags: tuple[str, ...] = ()
+    system_libs: tuple[str, ...] = ()
+    libs: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        for rel in self.files:
+            _rel_path(rel, f"files.{shown(rel, quote=False)}")
