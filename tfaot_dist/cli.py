@@ -258,8 +258,15 @@ def cmd_verify(args) -> int:
 
 
 def cmd_toolchain(args) -> int:
-    from tfaot_dist.toolchain import ensure_toolchain
+    from tfaot_dist.toolchain import ensure_toolchain, list_toolchains
 
+    if args.list:
+        found = list_toolchains(args.cache)
+        emit(args, [{"key": t.key, "root": str(t.root), "requirements": list(t.requirements),
+                     "tensorflow": t.tensorflow_version} for t in found],
+             "\n".join(f"{t.key} tensorflow {t.tensorflow_version} ({' '.join(t.requirements)}) {t.root}"
+                       for t in found) or "no toolchain cached")
+        return 0
     defaults = Registry(args.registry).defaults() if (args.registry / "registry.yaml").exists() else Defaults()
     toolchain = ensure_toolchain(args.cache, defaults.requirements, log)
     if args.python:
@@ -441,6 +448,7 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("toolchain", parents=[common], help="create (if needed) and show the TensorFlow toolchain")
     s.add_argument("--python", action="store_true", help="print only the path of its Python")
+    s.add_argument("--list", action="store_true", help="list the cached toolchains (creates none)")
     s.set_defaults(func=cmd_toolchain)
     s = sub.add_parser("specs", parents=[common], help="render cmsBuild or rpm specs of the registry")
     s.add_argument("--out", type=Path, required=True, help="output directory of the specs")

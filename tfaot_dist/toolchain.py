@@ -84,6 +84,19 @@ def ensure_toolchain(cache: Path, requirements: tuple[str, ...], log=print) -> T
     return toolchain
 
 
+def list_toolchains(cache: Path) -> list[Toolchain]:
+    """The complete toolchains in the cache, by key (half-made ones have no READY file)."""
+    found = []
+    for ready in sorted((cache / "toolchains").glob(f"*/{READY}")):
+        try:
+            data = json.loads(ready.read_text())
+            found.append(Toolchain(data["key"], ready.parent, tuple(data["requirements"]),
+                                   tuple(data["installed"])))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # unreadable: not listed, rebuilt when used
+    return found
+
+
 def _load(root: Path, requirements: tuple[str, ...]) -> Toolchain | None:
     """The environment at root if it is complete and its Python still runs."""
     try:
