@@ -168,7 +168,8 @@ def cmd_compile(args) -> int:
     sizes = batch_sizes(_int_list(args.batch_sizes, "--batch-sizes"), "--batch-sizes") if args.batch_sizes else None
     defaults = Registry(args.registry).defaults() if (args.registry / "registry.yaml").exists() else Defaults()
     package = builder.compile_config(args.aot_config.absolute(), args.output_directory.absolute(),
-                                     defaults, args.cache, log, args.name, args.model_version, sizes)
+                                     defaults, args.cache, log, args.name, args.model_version, sizes,
+                                     args.toolchain_python, args.runtime)
     emit(args, {"package": package.name, "version": package.version, "dir": str(package.root),
                 "archive": str(package.archive), "sha256": package.archive_sha256},
          f"compiled {package.name} {package.version} into {package.root}")
@@ -427,6 +428,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--name", help="package is tfaot-model-NAME (default: model.name)")
     s.add_argument("--version", dest="model_version", help="package version (default: model.version)")
     s.add_argument("--batch-sizes", help="override compilation.batch_sizes, e.g. 1,2,4")
+    s.add_argument("--toolchain-python", type=Path, metavar="PATH",
+                   help="an existing Python with TensorFlow (installs nothing)")
+    s.add_argument("--runtime", type=Path, metavar="DIR", help="an installed XLA runtime tree (builds none)")
     s.set_defaults(func=cmd_compile)
 
     s = sub.add_parser("runtime", parents=[common], help="place the XLA runtime package in a directory")

@@ -345,6 +345,21 @@ def ensure_runtime(toolchain_python: Path, cache_dir: Path, log: Log = print, *,
     return XlaRuntime.from_dir(final)
 
 
+def installed_runtime(root: Path, tensorflow_version: str) -> XlaRuntime:
+    """An XLA runtime installed elsewhere (--runtime DIR), checked to belong to this TensorFlow."""
+    try:
+        runtime = XlaRuntime.from_dir(Path(root))
+    except (OSError, ValueError, KeyError) as exc:
+        raise RuntimeBuildError(f"--runtime {root}: unreadable {MANIFEST}: {exc}") from None
+    if runtime.tensorflow_version != tensorflow_version:
+        raise RuntimeBuildError(f"--runtime {root}: built for TensorFlow {runtime.tensorflow_version}, "
+                                f"the model was compiled with {tensorflow_version}")
+    missing = [p for p in runtime.libs if not p.is_file()]
+    if missing or not runtime.include_dir.is_dir():
+        raise RuntimeBuildError(f"--runtime {root}: missing {missing[0] if missing else runtime.include_dir}")
+    return runtime
+
+
 def compile_consumer(runtime: XlaRuntime, sources: list[Path], include_dirs: list[Path],
                      link_inputs: list[Path], output: Path, extra_flags: Sequence[str] = ()) -> None:
     """Compile and link a C++ program against a model's objects and the runtime.
