@@ -90,3 +90,31 @@ def test_runtime_212_uses_the_matching_abseil(compiled212, shared_cache, toolcha
     # Only headers 2.12's code generator can name (no absl/log, no top-level xla/).
     assert "absl/log/check.h" not in meta["codegen_headers"]
     assert "tensorflow/compiler/tf2xla/xla_compiled_cpu_function.h" in meta["codegen_headers"]
+
+
+def test_existing_python_and_installed_runtime(compiled212, examples212, toolchain212, shared_cache, tmp_path,
+                                               monkeypatch, capsys):
+    """--toolchain-python and --runtime: nothing installed or built, same package, both recorded."""
+    from tfaot_dist import xla_runtime
+
+    runtime = xla_runtime.ensure_runtime(toolchain212.python, shared_cache, lambda m: None)
+    cache = tmp_path / "empty-cache"  # shares nothing: any toolchain or runtime build would land here
+    monkeypatch.setenv("TFAOT_DIST_CACHE", str(cache))
+    out = tmp_path / "out"
+    args = ["--registry", str(tmp_path / "no-registry"), "compile", "--aot-config",
+            str(examples212 / "simple" / "aot_config.yaml"), "--output-directory", str(out)]
+    assert cli.main([*args, "--toolchain-python", str(tmp_path / "nope" / "python")]) == 8
+    assert "--toolchain-python" in capsys.readouterr().err
+    assert not out.exists() or not any(out.iterdir())
+    assert cli.main([*args, "--toolchain-python", str(toolchain212.python), "--runtime", str(runtime.root)]) == 0
+    assert not (cache / "toolchains").exists() and not (cache / "runtime").exists()
+    assert not (cache / "abseil").exists()
+    pkg_dir = out / "tfaot-model-simple-1.0.0"
+    manifest = package.read_manifest(pkg_dir)
+    assert manifest["toolchain"]["environment"] == "existing"
+    assert manifest["toolchain"]["installed"] == ["tensorflow-cpu==2.12.0"]
+    assert manifest["toolchain"]["runtime"] == {"origin": "installed", "key": runtime.key}
+    assert manifest["verification"]
+    # The compiled files are those of the isolated build.
+    ref = package.read_manifest(compiled212 / "tfaot-model-simple-1.0.0")
+    assert {k: v for k, v in manifest["files"].items()} == ref["files"]
