@@ -145,6 +145,11 @@ _SCAN_VARIANTS = {
 }
 _SCAN_STDS = ("-std=c++17", "-std=c++20")
 
+# Runtime sources left out: the multi-threaded fork-join entry (AOT models are compiled
+# single-threaded) needs TSL logging and mutex code the wheel does not ship (TF 2.12;
+# cmsdist's tensorflow-xla-runtime removes it too). Newer wheels no longer have it.
+_EXCLUDED_SOURCES = ("runtime_fork_join.cc",)
+
 RUNTIME_LIB = "libtf_xla_runtime.a"
 ABSEIL_LIB = "libtfaot_absl.a"
 MANIFEST = "runtime.json"
@@ -297,6 +302,9 @@ def _runtime_key(tf: _TensorFlow, cc: _Compiler) -> str:
         "flags": [CONSUMER_CXXFLAGS, _BUILD_FLAGS, _RUNTIME_FLAGS, SYSTEM_LIBS],
         "headers": [CODEGEN_HEADERS, _SCAN_VARIANTS.get(cc.arch, ((),)), _SCAN_STDS],
     }
+    excluded = _excluded_sources(tf.runtime_src)
+    if excluded:  # only then: the keys of runtimes without such files stay as they were
+        identity["excluded_sources"] = excluded
     return f"tf{tf.version}-gcc{cc.full_version}-{cc.target}-{_digest(identity)[:16]}"
 
 
@@ -522,7 +530,9 @@ def _build_runtime(tf: _TensorFlow, cc: _Compiler, key: str, abseil: Path, out: 
     work = out / "work"
     overlay = _make_overlay(tf.include, abseil / "include" / "absl", work / "overlay")
     src_root = tf.runtime_src
+    excluded = set(_excluded_sources(src_root))
     sources = sorted(p.relative_to(src_root).as_posix() for p in src_root.rglob("*.cc"))
+    sources = [rel for rel in sources if rel not in excluded]
     log(f"  {len(sources)} runtime sources from {tf.dist} {tf.version}")
     objdir = work / "obj"
     objdir.mkdir(parents=True)
@@ -581,6 +591,10 @@ def _build_runtime(tf: _TensorFlow, cc: _Compiler, key: str, abseil: Path, out: 
     }
     write_atomic(out / MANIFEST, json.dumps(meta, indent=1, sort_keys=True) + "\n")
     write_atomic(out / MARKER, key + "\n")  # last: the tree is complete
+
+
+def _excluded_sources(src_root: Path) -> list[str]:
+    return sorted(p.relative_to(src_root).as_posix() for p in src_root.rglob("*.cc") if p.name in _EXCLUDED_SOURCES)
 
 
 def _make_overlay(wheel_include: Path, absl: Path, overlay: Path) -> Path:
