@@ -566,7 +566,7 @@ def _build_runtime(tf: _TensorFlow, cc: _Compiler, key: str, abseil: Path, out: 
     _check_link(cc, libs, work / "check")
 
     licenses = out / "licenses"
-    _copy_file(tf.include / "LICENSE", licenses / "tensorflow-LICENSE")
+    _copy_file(_tensorflow_license(tf), licenses / "tensorflow-LICENSE")
     if (tf.dir / "THIRD_PARTY_NOTICES.txt").is_file():
         _copy_file(tf.dir / "THIRD_PARTY_NOTICES.txt", licenses / "tensorflow-THIRD_PARTY_NOTICES.txt")
     _copy_file(abseil / "LICENSE", licenses / f"abseil-via-{tf.abseil.dist}-LICENSE")
@@ -591,6 +591,17 @@ def _build_runtime(tf: _TensorFlow, cc: _Compiler, key: str, abseil: Path, out: 
     }
     write_atomic(out / MANIFEST, json.dumps(meta, indent=1, sort_keys=True) + "\n")
     write_atomic(out / MARKER, key + "\n")  # last: the tree is complete
+
+
+def _tensorflow_license(tf: _TensorFlow) -> Path:
+    """The wheel's license text: include/LICENSE (2.21), else its dist-info's LICENSE (2.12)."""
+    if (tf.include / "LICENSE").is_file():
+        return tf.include / "LICENSE"
+    for info in sorted(tf.dir.parent.glob("*.dist-info")):
+        if info.name.lower().replace("-", "_").startswith(tf.dist.lower().replace("-", "_") + "-"):
+            if (info / "LICENSE").is_file():
+                return info / "LICENSE"
+    raise RuntimeBuildError(f"{tf.dist} {tf.version} at {tf.dir} ships no LICENSE")
 
 
 def _excluded_sources(src_root: Path) -> list[str]:
