@@ -109,7 +109,10 @@ def main(argv):
         if isinstance(model, tf.Module) and not isinstance(model, tf.keras.Model):
             tf.saved_model.save(model, saved_model, signatures={"serving_default": model.__call__})
         else:
-            model.export(saved_model, verbose=False)
+            try:
+                model.export(saved_model, verbose=False)
+            except TypeError:  # Keras 2 (TensorFlow 2.12 to 2.15): its call is the serving signature
+                tf.saved_model.save(model, saved_model)
         with open(os.path.join(model_dir, "aot_config.yaml"), "w") as f:
             f.write(AOT_CONFIG.format(name=name, description=description))
         print(f"wrote {model_dir}")

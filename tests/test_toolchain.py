@@ -1,16 +1,21 @@
 """Isolated environments: created once, keyed by their requirements, rebuilt when broken."""
 
+import json
 import subprocess
 
 import pytest
 
-from tfaot_dist.toolchain import ensure_toolchain, toolchain_key, worker_env
+from tfaot_dist import cli
+from tfaot_dist.toolchain import ensure_toolchain, list_toolchains, toolchain_key, worker_env
 
 SMALL = ("numpy",)  # a real, quick environment; the TensorFlow one is tested everywhere else
 
 
 @pytest.mark.tf  # creates a toolchain (with numpy only)
-def test_created_reused_and_rebuilt_when_broken(tmp_path):
+def test_created_reused_rebuilt_when_broken_and_listed(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("TFAOT_DIST_CACHE", str(tmp_path))
+    assert cli.main(["--registry", str(tmp_path / "none"), "toolchain", "--list"]) == 0
+    assert capsys.readouterr().out.strip() == "no toolchain cached"
     log = []
     first = ensure_toolchain(tmp_path, SMALL, log.append)
     assert first.root == tmp_path / "toolchains" / toolchain_key(SMALL)
@@ -29,6 +34,13 @@ def test_created_reused_and_rebuilt_when_broken(tmp_path):
     # Only the finished environment and its lock are left behind, no half-made sibling.
     assert sorted(p.name for p in (tmp_path / "toolchains").iterdir()) == sorted(
         [first.root.name, f"{first.root.name}.lock"])
+
+    (tmp_path / "toolchains" / ".half-made.tmp").mkdir()  # a dead writer's sibling: not listed
+    assert [t.key for t in list_toolchains(tmp_path)] == [first.key]
+    assert cli.main(["--registry", str(tmp_path / "none"), "toolchain", "--list", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [
+        {"key": first.key, "root": str(first.root), "requirements": list(SMALL), "tensorflow": "unknown"}]
+    assert len(log) == 2  # listing created nothing
 
 
 def test_key_depends_on_requirements_only_as_a_set():

@@ -26,8 +26,8 @@ from tfaot_dist.fsutil import (
 from tfaot_dist.registry import Defaults, ModelEntry
 from tfaot_dist.render import templates_digest
 from tfaot_dist.resolve import fetch_source
-from tfaot_dist.toolchain import READY, WORKER, ensure_toolchain, run_worker, toolchain_key
-from tfaot_dist.xla_runtime import ensure_runtime
+from tfaot_dist.toolchain import READY, WORKER, ensure_toolchain, existing_toolchain, run_worker, toolchain_key
+from tfaot_dist.xla_runtime import ensure_runtime, installed_runtime
 
 # Sizes checked against TensorFlow beyond the compiled ones: odd sizes need stitching and padding.
 EXTRA_REFERENCE_SIZES = 2
@@ -92,7 +92,8 @@ def build_entry(entry: ModelEntry, defaults: Defaults, cache: Path, dist: Path, 
 
 def compile_config(config_path: Path, output_dir: Path, defaults: Defaults, cache: Path, log=print,
                    name: str | None = None, version: str | None = None,
-                   batch_sizes: tuple[int, ...] | None = None) -> pkg.Package:
+                   batch_sizes: tuple[int, ...] | None = None, toolchain_python: Path | None = None,
+                   runtime_dir: Path | None = None) -> pkg.Package:
     """`tfaot-dist compile`: a package from a local AOT config, no registry or git involved.
 
     name (the package is tfaot-model-NAME), version and batch_sizes default to the config's
@@ -113,7 +114,8 @@ def compile_config(config_path: Path, output_dir: Path, defaults: Defaults, cach
     with file_lock(output_dir / f".{work.name}.lock"):
         remove_stale_siblings(work)
         with staging(work) as staged:
-            _compile(config, package, version, source, defaults, cache, staged, log, key=None)
+            _compile(config, package, version, source, defaults, cache, staged, log, key=None,
+                     toolchain_python=toolchain_python, runtime_dir=runtime_dir)
             package = _publish_copy(_load(staged / dest.name), dest, None)
             shutil.rmtree(staged)
     return package
@@ -140,11 +142,19 @@ def staging(final: Path):
 
 
 def _compile(config: AotConfig, package: str, version: str, source: dict, defaults: Defaults,
-             cache: Path, out: Path, log, key: str | None) -> None:
-    """Compile config into out/<package>-<version>/ and its .tar.gz."""
+             cache: Path, out: Path, log, key: str | None, toolchain_python: Path | None = None,
+             runtime_dir: Path | None = None) -> None:
+    """Compile config into out/<package>-<version>/ and its .tar.gz.
+
+    toolchain_python: an existing Python with TensorFlow instead of our venv; runtime_dir: an
+    installed XLA runtime tree to verify and link against instead of building one.
+    """
     config = config.with_target_defaults(defaults.target_triple, defaults.target_cpu)
     comp = config.compilation
-    toolchain = ensure_toolchain(cache, defaults.requirements, log)
+    if toolchain_python:
+        toolchain = existing_toolchain(toolchain_python)
+    else:
+        toolchain = ensure_toolchain(cache, defaults.requirements, log)
     work = out / "work"
     compiled, reference = work / "compiled", work / "reference"
     compiled.mkdir(parents=True)
@@ -176,9 +186,17 @@ def _compile(config: AotConfig, package: str, version: str, source: dict, defaul
                       "tensorflow_version": answer["tensorflow_version"]},
         "compilation": {**comp.as_dict(), "class_name": config.name},
     }
+    if toolchain_python:  # recorded without its path: manifests hold no paths of the build machine
+        meta["toolchain"] = {"environment": "existing", "installed": list(toolchain.installed),
+                             "tensorflow_version": answer["tensorflow_version"]}
     root = out / pkg.dir_name(package, version)
     manifest = pkg.assemble(compiled, reference, answer, meta, root)
-    runtime = ensure_runtime(toolchain.python, cache, log)
+    if runtime_dir:
+        runtime = installed_runtime(runtime_dir, answer["tensorflow_version"])
+    else:
+        runtime = ensure_runtime(toolchain.python, cache, log)
+    if runtime_dir:
+        manifest["toolchain"]["runtime"] = {"origin": "installed", "key": runtime.key}
     manifest["verification"] = verify.verify_package(root, manifest, runtime, work / "verify", cache)
     manifest["requires"] = [runtime_package.requirement(runtime)]
     pkg.write_manifest(root, manifest)

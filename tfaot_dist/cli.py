@@ -281,7 +281,8 @@ def cmd_compile(args) -> int:
     sizes = batch_sizes(_int_list(args.batch_sizes, "--batch-sizes"), "--batch-sizes") if args.batch_sizes else None
     defaults = Registry(args.registry).defaults() if (args.registry / "registry.yaml").exists() else Defaults()
     package = builder.compile_config(args.aot_config.absolute(), args.output_directory.absolute(),
-                                     defaults, args.cache, log, args.name, args.model_version, sizes)
+                                     defaults, args.cache, log, args.name, args.model_version, sizes,
+                                     args.toolchain_python, args.runtime)
     emit(args, {"package": package.name, "version": package.version, "dir": str(package.root),
                 "archive": str(package.archive), "sha256": package.archive_sha256},
          f"compiled {package.name} {package.version} into {package.root}")
@@ -369,8 +370,15 @@ def cmd_verify(args) -> int:
 
 
 def cmd_toolchain(args) -> int:
-    from tfaot_dist.toolchain import ensure_toolchain
+    from tfaot_dist.toolchain import ensure_toolchain, list_toolchains
 
+    if args.list:
+        found = list_toolchains(args.cache)
+        emit(args, [{"key": t.key, "root": str(t.root), "requirements": list(t.requirements),
+                     "tensorflow": t.tensorflow_version} for t in found],
+             "\n".join(f"{t.key} tensorflow {t.tensorflow_version} ({' '.join(t.requirements)}) {t.root}"
+                       for t in found) or "no toolchain cached")
+        return 0
     defaults = Registry(args.registry).defaults() if (args.registry / "registry.yaml").exists() else Defaults()
     toolchain = ensure_toolchain(args.cache, defaults.requirements, log)
     if args.python:
@@ -622,6 +630,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--name", help="package is tfaot-model-NAME (default: model.name)")
     s.add_argument("--version", dest="model_version", help="package version (default: model.version)")
     s.add_argument("--batch-sizes", help="override compilation.batch_sizes, e.g. 1,2,4")
+    s.add_argument("--toolchain-python", type=Path, metavar="PATH",
+                   help="an existing Python with TensorFlow (installs nothing)")
+    s.add_argument("--runtime", type=Path, metavar="DIR", help="an installed XLA runtime tree (builds none)")
     s.set_defaults(func=cmd_compile)
 
     s = _command(sub, common, "runtime", "place the XLA runtime package in a directory",
@@ -661,6 +672,7 @@ def parser() -> argparse.ArgumentParser:
                  ["tfaot-dist toolchain", "$(tfaot-dist toolchain --python) -c 'import tensorflow'",
                   ". \"$(dirname \"$(tfaot-dist toolchain --python)\")/activate\"; saved_model_cli --help"])
     s.add_argument("--python", action="store_true", help="print only the path of its Python")
+    s.add_argument("--list", action="store_true", help="list the cached toolchains (creates none)")
     s.set_defaults(func=cmd_toolchain)
 
     s = _command(sub, common, "specs", "render cmsBuild or rpm specs of the registry",

@@ -107,6 +107,10 @@ def share_constants(include_dir: Path, lib_dir: Path, class_name: str, batch_siz
         for bs in sorted(batch_sizes):
             header = include_dir / f"{class_name}_bs{bs}.h"
             obj = lib_dir / f"{class_name}_bs{bs}_constants.o"
+            if not obj.is_file():
+                # Older tfcompile (TF 2.12) keeps the weights in the kernels object: nothing to share.
+                report.sizes.append(SizeReport(bs, note="left as compiled: weights inside the kernels object"))
+                continue
             size = SizeReport(bs, original_bytes=obj.stat().st_size, bytes=obj.stat().st_size)
             report.sizes.append(size)
             text = header.read_text()

@@ -302,9 +302,13 @@ def _runtime_context(registry: Registry, defaults: Defaults, tf_version: str) ->
     registry_yaml = json.dumps({"toolchain": {"requirements": list(defaults.requirements)},
                                 "target_triple": defaults.target_triple, "target_cpu": defaults.target_cpu},
                                sort_keys=True)
+    # In cmsBuild the triple is the build machine's (%{_arch}), set by tfaot-compile.file.
+    registry_yaml_for_arch = json.dumps({**json.loads(registry_yaml), "target_triple": "%{tfaot_target_triple}"},
+                                        sort_keys=True)
     arch = defaults.target_triple.split("-", 1)[0]
     return {
         "tf_version": tf_version,
+        "registry_yaml_for_arch": registry_yaml_for_arch,
         "release": rel.number,
         "changelog": _changelog(rel, tf_version),
         "registry_yaml": registry_yaml,

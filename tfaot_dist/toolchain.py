@@ -30,10 +30,11 @@ class Toolchain:
     root: Path
     requirements: tuple[str, ...]
     installed: tuple[str, ...]  # `pip freeze` of the environment
+    executable: Path | None = None  # an existing Python (--toolchain-python), not a venv of ours
 
     @property
     def python(self) -> Path:
-        return self.root / "bin" / "python"
+        return self.executable or self.root / "bin" / "python"
 
     @property
     def tensorflow_version(self) -> str:
@@ -88,6 +89,49 @@ def ensure_toolchain(cache: Path, requirements: tuple[str, ...], log=print) -> T
     if not toolchain:
         raise errors.ToolchainError(f"toolchain {key} at {root} does not run after creation")
     return toolchain
+
+
+# Runs in the given Python: the TensorFlow distribution it has, without importing TensorFlow.
+_TF_VERSION_QUERY = r"""
+import importlib.metadata as md, sys
+for dist in ("tensorflow", "tensorflow-cpu", "tensorflow-intel"):
+    try:
+        print(dist + "==" + md.version(dist)); break
+    except md.PackageNotFoundError:
+        pass
+else:
+    sys.exit("no TensorFlow distribution installed")
+"""
+
+
+def existing_toolchain(python: Path) -> Toolchain:
+    """An existing Python that has TensorFlow (a release's py3-tensorflow): used as is, nothing installed."""
+    python = Path(python)
+    if not python.is_file():
+        raise errors.ToolchainError(f"--toolchain-python {python}: no such file")
+    try:
+        proc = subprocess.run([str(python), "-I", "-c", _TF_VERSION_QUERY], capture_output=True, text=True,
+                              timeout=120)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise errors.ToolchainError(f"--toolchain-python {python}: does not run: {exc}") from None
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise errors.ToolchainError(f"--toolchain-python {python}: {tail[0]}")
+    found = proc.stdout.strip()
+    return Toolchain("existing", python.parent.parent, (), (found,), executable=python)
+
+
+def list_toolchains(cache: Path) -> list[Toolchain]:
+    """The complete toolchains in the cache, by key (half-made ones have no READY file)."""
+    found = []
+    for ready in sorted((cache / "toolchains").glob(f"*/{READY}")):
+        try:
+            data = json.loads(ready.read_text())
+            found.append(Toolchain(data["key"], ready.parent, tuple(data["requirements"]),
+                                   tuple(data["installed"])))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # unreadable: not listed, rebuilt when used
+    return found
 
 
 def _load(root: Path, requirements: tuple[str, ...]) -> Toolchain | None:

@@ -71,6 +71,19 @@ ABSEIL = AbseilSource(
     subdir="third_party/abseil-cpp",
 )
 
+# A wheel whose Abseil headers are in one of these inline namespaces gets the
+# sdist that vendors the same Abseil release (TF 2.12: lts_20220623, grpcio
+# 1.51.3 vendors it); any other (TF 2.21's lts_20250814) gets ABSEIL, a newer
+# Abseil whose headers then replace the wheel's.
+ABSEIL_BY_NAMESPACE = {
+    "lts_20220623": AbseilSource(
+        dist="grpcio",
+        version="1.51.3",
+        sha256="be7b2265b7527bb12109a7727581e274170766d5b3c9258d4e466f4872522d7a",
+        subdir="third_party/abseil-cpp",
+    ),
+}
+
 # Flags a consumer must compile with; the runtime and Abseil use them too, so
 # both sides agree on the std::string ABI and the language level.
 CONSUMER_CXXFLAGS = ("-std=c++17", "-D_GLIBCXX_USE_CXX11_ABI=1")
@@ -131,6 +144,11 @@ _SCAN_VARIANTS = {
     ),
 }
 _SCAN_STDS = ("-std=c++17", "-std=c++20")
+
+# Runtime sources left out: the multi-threaded fork-join entry (AOT models are compiled
+# single-threaded) needs TSL logging and mutex code the wheel does not ship (TF 2.12;
+# cmsdist's tensorflow-xla-runtime removes it too). Newer wheels no longer have it.
+_EXCLUDED_SOURCES = ("runtime_fork_join.cc",)
 
 RUNTIME_LIB = "libtf_xla_runtime.a"
 ABSEIL_LIB = "libtfaot_absl.a"
@@ -210,6 +228,11 @@ class _TensorFlow:
     def runtime_src(self) -> Path:
         return self.dir / "xla_aot_runtime_src"
 
+    @property
+    def abseil(self) -> AbseilSource:
+        """The Abseil source that matches this wheel's Abseil headers."""
+        return ABSEIL_BY_NAMESPACE.get(_absl_namespace(self.include / "absl" / "base" / "options.h"), ABSEIL)
+
 
 @dataclass(frozen=True)
 class _Compiler:
@@ -255,17 +278,17 @@ def _tree_sha(root: Path) -> str:
     return h.hexdigest()
 
 
-def _abseil_identity(cc: _Compiler) -> dict:
+def _abseil_identity(cc: _Compiler, src: AbseilSource) -> dict:
     return {
         "recipe": RECIPE_VERSION,
-        "source": [ABSEIL.dist, ABSEIL.version, ABSEIL.sha256, ABSEIL.subdir],
+        "source": [src.dist, src.version, src.sha256, src.subdir],
         "compiler": [cc.version_line, cc.full_version, cc.target],
         "flags": [CONSUMER_CXXFLAGS, _BUILD_FLAGS, _ABSEIL_FILE_FLAGS.get(cc.arch, {})],
     }
 
 
-def _abseil_key(cc: _Compiler) -> str:
-    return f"{ABSEIL.dist}-{ABSEIL.version}-{cc.target}-{_digest(_abseil_identity(cc))[:16]}"
+def _abseil_key(cc: _Compiler, src: AbseilSource) -> str:
+    return f"{src.dist}-{src.version}-{cc.target}-{_digest(_abseil_identity(cc, src))[:16]}"
 
 
 def _runtime_key(tf: _TensorFlow, cc: _Compiler) -> str:
@@ -275,10 +298,13 @@ def _runtime_key(tf: _TensorFlow, cc: _Compiler) -> str:
         # The sources themselves, so a local build reusing a version string
         # cannot hit a stale entry; cheap (21 files).
         "runtime_src": _tree_sha(tf.runtime_src),
-        "abseil": _abseil_identity(cc),
+        "abseil": _abseil_identity(cc, tf.abseil),
         "flags": [CONSUMER_CXXFLAGS, _BUILD_FLAGS, _RUNTIME_FLAGS, SYSTEM_LIBS],
         "headers": [CODEGEN_HEADERS, _SCAN_VARIANTS.get(cc.arch, ((),)), _SCAN_STDS],
     }
+    excluded = _excluded_sources(tf.runtime_src)
+    if excluded:  # only then: the keys of runtimes without such files stay as they were
+        identity["excluded_sources"] = excluded
     return f"tf{tf.version}-gcc{cc.full_version}-{cc.target}-{_digest(identity)[:16]}"
 
 
@@ -311,7 +337,7 @@ def ensure_runtime(toolchain_python: Path, cache_dir: Path, log: Log = print, *,
             return found
         remove_stale_siblings(final)
         jobs = jobs or max(1, len(os.sched_getaffinity(0)))
-        abseil = _ensure_abseil(Path(toolchain_python), cc, cache_dir, log, jobs)
+        abseil = _ensure_abseil(Path(toolchain_python), cc, tf.abseil, cache_dir, log, jobs)
         log(f"building XLA AOT runtime {key} ({jobs} jobs)")
         t0 = time.monotonic()
         staged = temp_sibling(final)
@@ -325,6 +351,21 @@ def ensure_runtime(toolchain_python: Path, cache_dir: Path, log: Log = print, *,
             raise
         log(f"XLA AOT runtime built in {time.monotonic() - t0:.0f} s: {final}")
     return XlaRuntime.from_dir(final)
+
+
+def installed_runtime(root: Path, tensorflow_version: str) -> XlaRuntime:
+    """An XLA runtime installed elsewhere (--runtime DIR), checked to belong to this TensorFlow."""
+    try:
+        runtime = XlaRuntime.from_dir(Path(root))
+    except (OSError, ValueError, KeyError) as exc:
+        raise RuntimeBuildError(f"--runtime {root}: unreadable {MANIFEST}: {exc}") from None
+    if runtime.tensorflow_version != tensorflow_version:
+        raise RuntimeBuildError(f"--runtime {root}: built for TensorFlow {runtime.tensorflow_version}, "
+                                f"the model was compiled with {tensorflow_version}")
+    missing = [p for p in runtime.libs if not p.is_file()]
+    if missing or not runtime.include_dir.is_dir():
+        raise RuntimeBuildError(f"--runtime {root}: missing {missing[0] if missing else runtime.include_dir}")
+    return runtime
 
 
 def compile_consumer(runtime: XlaRuntime, sources: list[Path], include_dirs: list[Path],
@@ -346,9 +387,10 @@ def compile_consumer(runtime: XlaRuntime, sources: list[Path], include_dirs: lis
 # ---------------------------------------------------------------- Abseil
 
 
-def _ensure_abseil(python: Path, cc: _Compiler, cache_dir: Path, log: Log, jobs: int) -> Path:
+def _ensure_abseil(python: Path, cc: _Compiler, src: AbseilSource, cache_dir: Path, log: Log,
+                   jobs: int) -> Path:
     """The cached Abseil build: include/absl (all headers) and lib/libtfaot_absl.a."""
-    key = _abseil_key(cc)
+    key = _abseil_key(cc, src)
     final = cache_dir / "abseil" / key
     if (final / MARKER).is_file():
         return final
@@ -356,12 +398,12 @@ def _ensure_abseil(python: Path, cc: _Compiler, cache_dir: Path, log: Log, jobs:
         if (final / MARKER).is_file():
             return final
         remove_stale_siblings(final)
-        sdist = _ensure_sdist(python, cache_dir, log)
+        sdist = _ensure_sdist(python, src, cache_dir, log)
         log(f"building Abseil from {sdist.name} ({jobs} jobs)")
         t0 = time.monotonic()
         staged = temp_sibling(final)
         try:
-            _build_abseil(sdist, cc, staged, log, jobs)
+            _build_abseil(sdist, src, cc, staged, log, jobs)
             write_atomic(staged / MARKER, key + "\n")
             if final.exists():
                 shutil.rmtree(final)
@@ -373,33 +415,33 @@ def _ensure_abseil(python: Path, cc: _Compiler, cache_dir: Path, log: Log, jobs:
     return final
 
 
-def _ensure_sdist(python: Path, cache_dir: Path, log: Log) -> Path:
+def _ensure_sdist(python: Path, source: AbseilSource, cache_dir: Path, log: Log) -> Path:
     """The grpcio sdist in CACHE/downloads/, fetched with pip when missing.
 
     The toolchain's pip does the download: the toolchain is a venv made with
     pip, while the Python running tfaot-dist may have none.
     """
     downloads = cache_dir / "downloads"
-    name = f"{ABSEIL.dist}-{ABSEIL.version}.tar.gz"
+    name = f"{source.dist}-{source.version}.tar.gz"
     target = downloads / name
-    if target.is_file() and sha256_file(target) == ABSEIL.sha256:
+    if target.is_file() and sha256_file(target) == source.sha256:
         return target
     with _lock(downloads / f"{name}.lock", log):
-        if target.is_file() and sha256_file(target) == ABSEIL.sha256:
+        if target.is_file() and sha256_file(target) == source.sha256:
             return target
-        log(f"downloading {ABSEIL.dist}=={ABSEIL.version} sdist (vendored Abseil sources)")
+        log(f"downloading {source.dist}=={source.version} sdist (vendored Abseil sources)")
         staged = temp_sibling(target)
         try:
             _run([str(python), "-m", "pip", "download", "--disable-pip-version-check",
-                  "--no-deps", "--no-binary", ABSEIL.dist, "-d", str(staged),
-                  f"{ABSEIL.dist}=={ABSEIL.version}"], f"pip download {ABSEIL.dist}")
+                  "--no-deps", "--no-binary", source.dist, "-d", str(staged),
+                  f"{source.dist}=={source.version}"], f"pip download {source.dist}")
             got = staged / name
             if not got.is_file():
                 raise RuntimeBuildError(f"pip download did not produce {name}")
             digest = sha256_file(got)
-            if digest != ABSEIL.sha256:
+            if digest != source.sha256:
                 raise RuntimeBuildError(
-                    f"{name}: sha256 {digest} does not match the pinned {ABSEIL.sha256}")
+                    f"{name}: sha256 {digest} does not match the pinned {source.sha256}")
             os.replace(got, target)
         finally:
             shutil.rmtree(staged, ignore_errors=True)
@@ -426,9 +468,9 @@ def _abseil_sources(root: Path) -> list[str]:
     return out
 
 
-def _build_abseil(sdist: Path, cc: _Compiler, out: Path, log: Log, jobs: int) -> None:
+def _build_abseil(sdist: Path, source: AbseilSource, cc: _Compiler, out: Path, log: Log, jobs: int) -> None:
     work = out / "work"
-    src = _extract_abseil(sdist, work / "src")
+    src = _extract_abseil(sdist, source, work / "src")
     sources = _abseil_sources(src)
     log(f"  {len(sources)} Abseil sources")
     file_flags = _ABSEIL_FILE_FLAGS.get(cc.arch, {})
@@ -453,16 +495,16 @@ def _build_abseil(sdist: Path, cc: _Compiler, out: Path, log: Log, jobs: int) ->
     shutil.rmtree(work)
 
 
-def _extract_abseil(sdist: Path, dest: Path) -> Path:
+def _extract_abseil(sdist: Path, source: AbseilSource, dest: Path) -> Path:
     """Extract the vendored Abseil (and gRPC's license) from the sdist into dest."""
     dest.mkdir(parents=True)
     with tarfile.open(sdist) as tar:
         names = tar.getnames()
         top = names[0].split("/", 1)[0]
-        prefix = f"{top}/{ABSEIL.subdir}/"
+        prefix = f"{top}/{source.subdir}/"
         members = [m for m in tar.getmembers() if m.name.startswith(prefix) and (m.isfile() or m.isdir())]
         if not any(m.name == f"{prefix}absl/base/options.h" for m in members):
-            raise RuntimeBuildError(f"{sdist.name} has no {ABSEIL.subdir}/absl")
+            raise RuntimeBuildError(f"{sdist.name} has no {source.subdir}/absl")
         for m in members:
             m.name = m.name[len(prefix):]
         license_member = tar.getmember(f"{top}/LICENSE")
@@ -488,7 +530,9 @@ def _build_runtime(tf: _TensorFlow, cc: _Compiler, key: str, abseil: Path, out: 
     work = out / "work"
     overlay = _make_overlay(tf.include, abseil / "include" / "absl", work / "overlay")
     src_root = tf.runtime_src
+    excluded = set(_excluded_sources(src_root))
     sources = sorted(p.relative_to(src_root).as_posix() for p in src_root.rglob("*.cc"))
+    sources = [rel for rel in sources if rel not in excluded]
     log(f"  {len(sources)} runtime sources from {tf.dist} {tf.version}")
     objdir = work / "obj"
     objdir.mkdir(parents=True)
@@ -510,20 +554,22 @@ def _build_runtime(tf: _TensorFlow, cc: _Compiler, key: str, abseil: Path, out: 
     shutil.copyfile(abseil / "lib" / ABSEIL_LIB, lib / ABSEIL_LIB)
     libs = [lib / RUNTIME_LIB, lib / ABSEIL_LIB]
 
-    headers = _scan_headers(cc, overlay, work / "scan")
+    # Each TensorFlow's code generator names its own headers: those this wheel has.
+    codegen = [h for h in CODEGEN_HEADERS if (overlay / h).is_file()]
+    headers = _scan_headers(cc, overlay, codegen, work / "scan")
     include = out / "include"
     for rel in headers:
         _copy_file(overlay / rel, include / rel)
     log(f"  {len(headers)} headers copied to include/")
 
-    _check_headers(cc, include, work / "check")
+    _check_headers(cc, include, codegen, work / "check")
     _check_link(cc, libs, work / "check")
 
     licenses = out / "licenses"
-    _copy_file(tf.include / "LICENSE", licenses / "tensorflow-LICENSE")
+    _copy_file(_tensorflow_license(tf), licenses / "tensorflow-LICENSE")
     if (tf.dir / "THIRD_PARTY_NOTICES.txt").is_file():
         _copy_file(tf.dir / "THIRD_PARTY_NOTICES.txt", licenses / "tensorflow-THIRD_PARTY_NOTICES.txt")
-    _copy_file(abseil / "LICENSE", licenses / f"abseil-via-{ABSEIL.dist}-LICENSE")
+    _copy_file(abseil / "LICENSE", licenses / f"abseil-via-{tf.abseil.dist}-LICENSE")
 
     shutil.rmtree(work)
     meta = {
@@ -531,8 +577,8 @@ def _build_runtime(tf: _TensorFlow, cc: _Compiler, key: str, abseil: Path, out: 
         "key": key,
         "recipe_version": RECIPE_VERSION,
         "tensorflow": {"distribution": tf.dist, "version": tf.version},
-        "abseil": {"source": f"{ABSEIL.dist}=={ABSEIL.version} sdist, {ABSEIL.subdir}",
-                   "sdist_sha256": ABSEIL.sha256,
+        "abseil": {"source": f"{tf.abseil.dist}=={tf.abseil.version} sdist, {tf.abseil.subdir}",
+                   "sdist_sha256": tf.abseil.sha256,
                    "inline_namespace": _absl_namespace(include / "absl" / "base" / "options.h")},
         "compiler": {"command": cc.command, "version": cc.version_line,
                      "full_version": cc.full_version, "target": cc.target},
@@ -541,10 +587,25 @@ def _build_runtime(tf: _TensorFlow, cc: _Compiler, key: str, abseil: Path, out: 
         "libs": [p.relative_to(out).as_posix() for p in libs],
         "system_libs": list(SYSTEM_LIBS),
         "build_flags": [*_BUILD_FLAGS, *_RUNTIME_FLAGS],
-        "codegen_headers": list(CODEGEN_HEADERS),
+        "codegen_headers": codegen,
     }
     write_atomic(out / MANIFEST, json.dumps(meta, indent=1, sort_keys=True) + "\n")
     write_atomic(out / MARKER, key + "\n")  # last: the tree is complete
+
+
+def _tensorflow_license(tf: _TensorFlow) -> Path:
+    """The wheel's license text: include/LICENSE (2.21), else its dist-info's LICENSE (2.12)."""
+    if (tf.include / "LICENSE").is_file():
+        return tf.include / "LICENSE"
+    for info in sorted(tf.dir.parent.glob("*.dist-info")):
+        if info.name.split("-", 1)[0].lower() == tf.dist.lower().replace("-", "_"):
+            if (info / "LICENSE").is_file():
+                return info / "LICENSE"
+    raise RuntimeBuildError(f"{tf.dist} {tf.version} at {tf.dir} ships no LICENSE")
+
+
+def _excluded_sources(src_root: Path) -> list[str]:
+    return sorted(p.relative_to(src_root).as_posix() for p in src_root.rglob("*.cc") if p.name in _EXCLUDED_SOURCES)
 
 
 def _make_overlay(wheel_include: Path, absl: Path, overlay: Path) -> Path:
@@ -560,7 +621,7 @@ def _make_overlay(wheel_include: Path, absl: Path, overlay: Path) -> Path:
     return overlay
 
 
-def _scan_headers(cc: _Compiler, overlay: Path, work: Path) -> list[str]:
+def _scan_headers(cc: _Compiler, overlay: Path, codegen: list[str], work: Path) -> list[str]:
     """Headers (relative to the overlay) a generated model header can include.
 
     The compiler's own dependency output over every header tfcompile can emit,
@@ -568,7 +629,7 @@ def _scan_headers(cc: _Compiler, overlay: Path, work: Path) -> list[str]:
     """
     work.mkdir(parents=True)
     probe = work / "probe.cc"
-    probe.write_text("".join(f'#include "{h}"\n' for h in CODEGEN_HEADERS))
+    probe.write_text("".join(f'#include "{h}"\n' for h in codegen))
     variants = [(std, *arch) for std in _SCAN_STDS
                 for arch in _SCAN_VARIANTS.get(cc.arch, ((),))
                 if _compiler_accepts(cc, (std, *arch))]
@@ -600,11 +661,11 @@ def _compiler_accepts(cc: _Compiler, flags: Iterable[str]) -> bool:
     return proc.returncode == 0
 
 
-def _check_headers(cc: _Compiler, include: Path, work: Path) -> None:
+def _check_headers(cc: _Compiler, include: Path, codegen: list[str], work: Path) -> None:
     """The copied headers alone (no wheel, no -include string) compile."""
     work.mkdir(parents=True, exist_ok=True)
     probe = work / "headers.cc"
-    probe.write_text("".join(f'#include "{h}"\n' for h in CODEGEN_HEADERS))
+    probe.write_text("".join(f'#include "{h}"\n' for h in codegen))
     _run([cc.command, *CONSUMER_CXXFLAGS, f"-I{include}", "-fsyntax-only", str(probe)],
          "check of the copied headers")
 

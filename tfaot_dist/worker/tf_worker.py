@@ -329,8 +329,14 @@ def _tfcompile(job):
     # The XLA flags saved_model_cli adds: single-threaded kernels, no YNN fusions.
     base = job["base_xla_flags"]
     flags = (base + " " if base else "") + "--xla_cpu_multi_thread_eigen=false"
-    os.environ["XLA_FLAGS"] = flags + " --xla_cpu_experimental_ynn_fusion_type= "
+    os.environ["XLA_FLAGS"] = flags + job["cli_xla_flags"]
     stem, cpp_class = job["stem"], job["cpp_class"]
+    outputs = {"out_function_object": stem + ".o", "out_header": stem + ".h",
+               "out_metadata_object": stem + "_metadata.o"}
+    # Recent tfcompile writes the weights into an object of their own; older ones
+    # (TF 2.12) keep them in the function object and have no such argument.
+    if "out_constant_buffers_object" in (_pywrap_tfcompile.Compile.__doc__ or ""):
+        outputs["out_constant_buffers_object"] = stem + "_constants.o"
     _pywrap_tfcompile.Compile(
         graph=job["graph"],
         config=job["config"],
@@ -338,13 +344,22 @@ def _tfcompile(job):
         target_triple=job["target_triple"],
         target_cpu=job["target_cpu"],
         entry_point=re.sub("[^0-9a-zA-Z]+", "_", "__xla_" + stem + "__" + cpp_class),
-        out_function_object=stem + ".o",
-        out_header=stem + ".h",
-        out_metadata_object=stem + "_metadata.o",
-        out_constant_buffers_object=stem + "_constants.o",
         gen_name_to_index=True,
         gen_program_shape=False,
+        **outputs,
     )
+
+
+def _cli_xla_flags(tf):
+    """The XLA flags saved_model_cli of this TensorFlow adds beyond multi_thread_eigen.
+
+    Read from its source: XLA aborts on a flag it does not know (TF 2.12 has no YNN fusions).
+    """
+    from tensorflow.python.tools import saved_model_aot_compile
+
+    with open(saved_model_aot_compile.__file__) as f:
+        text = f.read()
+    return " --xla_cpu_experimental_ynn_fusion_type= " if "--xla_cpu_experimental_ynn_fusion_type=" in text else ""
 
 
 def _header_names(header_text, function):
@@ -400,6 +415,7 @@ def do_compile(tf, req):
     batch_sizes = req["batch_sizes"]
 
     work = tempfile.mkdtemp(prefix="frozen-", dir=os.environ.get("TMPDIR"))
+    cli_xla_flags = _cli_xla_flags(tf)
     jobs = []
     for bs in batch_sizes:
         graph_def, config = _frozen(tf, fn, signature, bs)
@@ -411,7 +427,8 @@ def do_compile(tf, req):
         stem = f"{class_name}_bs{bs}"
         job = {"bs": bs, "stem": stem, "cpp_class": f"{namespace}::{stem}", "graph": graph,
                "config": config_path, "target_triple": req["target_triple"],
-               "target_cpu": req["target_cpu"], "base_xla_flags": os.environ.get("XLA_FLAGS", "")}
+               "target_cpu": req["target_cpu"], "base_xla_flags": os.environ.get("XLA_FLAGS", ""),
+               "cli_xla_flags": cli_xla_flags}
         if HELPERS is not None:  # a helper compiles it while the next size is frozen
             HELPERS.submit(job, out_dir)
         jobs.append(job)
@@ -447,7 +464,8 @@ def do_compile(tf, req):
                 COMPILE_FAILED,
                 f"batch size {bs}: compiled order {args} -> {results} differs from {want_args} -> {want_results}",
             )
-        keep = [stem + ".h", stem + ".o", stem + "_constants.o"]
+        # What tfcompile wrote decides the layout, not the TensorFlow version.
+        keep = [stem + ".h", stem + ".o"] + [stem + "_constants.o"] * os.path.isfile(stem + "_constants.o")
         if _metadata_needed(header_text):
             keep.append(stem + "_metadata.o")
         else:
