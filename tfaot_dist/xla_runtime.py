@@ -598,9 +598,8 @@ def _tensorflow_license(tf: _TensorFlow) -> Path:
     if (tf.include / "LICENSE").is_file():
         return tf.include / "LICENSE"
     for info in sorted(tf.dir.parent.glob("*.dist-info")):
-        if info.name.split("-", 1)[0].lower() == tf.dist.lower().replace("-", "_"):
-            if (info / "LICENSE").is_file():
-                return info / "LICENSE"
+        if info.name.split("-", 1)[0].lower() == tf.dist.lower().replace("-", "_") and (info / "LICENSE").is_file():
+            return info / "LICENSE"
     raise RuntimeBuildError(f"{tf.dist} {tf.version} at {tf.dir} ships no LICENSE")
 
 
