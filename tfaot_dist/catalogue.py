@@ -138,7 +138,7 @@ def _version_page(row, manifest: dict) -> str:
                     ("manifest sha256", row.manifest_sha256)]
                    + [(f"{_text(k)} sha256", _text(str(v))) for k, v in sorted(manifest.get("digests", {}).items())]
                    + ([("build key", _text(manifest["build_key"]))] if manifest.get("build_key") else []),
-        "requires": [f"{_text(r['name'])} {_text(r['version'])}" for r in row.requires],
+        "requires": [f"{_text(r.name)} {_text(r.version)}" for r in row.requires],
         "cpp_class": _text(cls),
         "cpp_call": _cpp_call(cls, inputs, outputs),
     }
