@@ -174,7 +174,7 @@ class Published:
     version: str
     status: str  # "published" or "unchanged"
     sha256: str
-    archive: str  # relative to the channel
+    archive: str  # relative to the channel; in an OCI registry NAMESPACE/PACKAGE@sha256:... (the layer)
 
 
 def publish(dist: Path, channel: Path, log=print) -> list[Published]:

@@ -44,6 +44,7 @@ from tfaot_dist import __version__
 from tfaot_dist.channel import (
     Channel,
     ChannelPackage,
+    Published,
     VerifiedArchive,
     index_line,
     parse_index,
@@ -355,16 +356,7 @@ def _push_index(client: Client, rows, parts: list[str], tag: str) -> None:
 # ---------------------------------------------------------------- publish
 
 
-@dataclass(frozen=True)
-class Published:
-    name: str
-    version: str
-    status: str  # "published" or "unchanged"
-    sha256: str
-    archive: str  # NAMESPACE/PACKAGE@sha256:... (the layer)
-
-
-def publish(dist: Path, location: str, log=print) -> list:
+def publish(dist: Path, location: str, log=print) -> list[Published]:
     where = Location.parse(location)
     with tempfile.TemporaryDirectory(prefix="tfaot-publish-") as copies:
         return _publish_verified(verified_dist(dist, Path(copies)), Client(where), log)
