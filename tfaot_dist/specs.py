@@ -40,6 +40,7 @@ from tfaot_dist.channel import verify_archive
 from tfaot_dist.fsutil import copy_atomic, sha256_file, write_atomic
 from tfaot_dist.registry import DEFAULT_REQUIREMENTS, REQUIREMENT_CHARS, Defaults, ModelEntry, Registry
 from tfaot_dist.render import templates_dir
+from tfaot_dist.scram_tool import RUNTIME_TOOL
 from tfaot_dist.textsafe import render, spec_text
 
 FLAVORS = ("cmsbuild", "rpm")
@@ -138,7 +139,8 @@ def render_all(registry: Registry, flavor: str) -> dict[str, str]:
                                              tool_package=TOOL_PACKAGE, runtime_package=CMS_RUNTIME)
         files["tfaot-models.file"] = render("tfaot-models.file.j2", **common, models=models)
         files[f"{CMS_RUNTIME}.spec"] = render("cmsbuild_runtime.spec.j2", **common, r=runtime,
-                                              tool_package=TOOL_PACKAGE, runtime_package=CMS_RUNTIME)
+                                              tool_package=TOOL_PACKAGE, runtime_package=CMS_RUNTIME,
+                                              runtime_tool=RUNTIME_TOOL)
     else:
         for m in models:
             files[f"{m['package']}.spec"] = render("rpm_model.spec.j2", **common, m=m,
