@@ -30,11 +30,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
-from tfaot_dist import __version__, builder, names, release
+from tfaot_dist import __version__, builder, names, release, yamlio
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable, UsageError
 from tfaot_dist.channel import verify_archive
 from tfaot_dist.fsutil import copy_atomic, sha256_file, write_atomic
@@ -210,9 +209,9 @@ def tensorflow_version(defaults: Defaults, where: Path) -> str:
 
 
 def _entry_version(text: str | None) -> str | None:
-    try:
-        data = yaml.safe_load(text) if text is not None else None
-    except yaml.YAMLError:
+    try:  # old registry text from git history: bounded like any registry file
+        data = yamlio.load_text(text, "registry history") if text is not None else None
+    except InvalidInput:
         return None
     version = data.get("version") if isinstance(data, dict) else None
     return version if isinstance(version, str) else None
@@ -220,10 +219,10 @@ def _entry_version(text: str | None) -> str | None:
 
 def _registry_tf_version(text: str | None) -> str | None:
     try:
-        data = yaml.safe_load(text) if text is not None else {}
+        data = yamlio.load_text(text, "registry history") if text is not None else {}
         reqs = data.get("toolchain", {}).get("requirements", list(DEFAULT_REQUIREMENTS))
         return tensorflow_version(Defaults(requirements=tuple(reqs)), Path("registry.yaml"))
-    except (yaml.YAMLError, AttributeError, TypeError, InvalidInput):  # unreadable: ends the walk
+    except (AttributeError, TypeError, InvalidInput):  # unreadable: ends the walk
         return None
 
 
