@@ -33,6 +33,7 @@ import json
 import os
 import re
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urljoin
@@ -56,6 +57,7 @@ from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable
 from tfaot_dist.fsutil import file_lock, remove_stale_siblings, sha256_bytes, write_atomic
 
 SCHEME = "oci://"
+BLOB_ATTEMPTS = 5  # manifest pushes that meet a blob another publish is committing
 TOKEN_ENV = "TFAOT_DIST_OCI_TOKEN"
 USERNAME_ENV = "TFAOT_DIST_OCI_USERNAME"
 DEFAULT_USERNAME = "tfaot-dist"
@@ -259,8 +261,13 @@ class Client:
         return digest, doc
 
     def put_manifest(self, repo: str, tag: str, manifest: bytes) -> str:
-        self.request("PUT", self.url(repo, "manifests", tag), repo, ok=(201,), data=manifest,
-                     headers={"Content-Type": OCI_MANIFEST})
+        url = self.url(repo, "manifests", tag)
+        resp = self.request("PUT", url, repo, ok=(201, 400), data=manifest, headers={"Content-Type": OCI_MANIFEST})
+        if resp.status_code == 400:
+            text = _error_text(resp)
+            if "BLOB_UNKNOWN" in text:
+                raise BlobsNotReady(f"PUT {url}: HTTP 400 {text}")
+            raise SourceUnavailable(f"PUT {url}: HTTP 400 {text}".rstrip())
         return f"sha256:{sha256_bytes(manifest)}"
 
     def tags(self, repo: str) -> list[str]:
@@ -346,11 +353,10 @@ def _merge(into: dict, rows: list[ChannelPackage]) -> None:
 def _push_index(client: Client, rows, parts: list[str], tag: str) -> None:
     document = render_index(rows).encode()
     config = json.dumps({"parts": sorted(parts)}, sort_keys=True).encode()
-    client.push_blob(INDEX_REPO, f"sha256:{sha256_bytes(config)}", config)
-    client.push_blob(INDEX_REPO, f"sha256:{sha256_bytes(document)}", document)
-    client.put_manifest(INDEX_REPO, tag, artifact(INDEX_ARTIFACT, (INDEX_CONFIG_TYPE, config),
-                                                  (INDEX_LAYER_TYPE, f"sha256:{sha256_bytes(document)}",
-                                                   len(document))))
+    manifest = artifact(INDEX_ARTIFACT, (INDEX_CONFIG_TYPE, config),
+                        (INDEX_LAYER_TYPE, f"sha256:{sha256_bytes(document)}", len(document)))
+    _push_artifact(client, INDEX_REPO, tag, [(f"sha256:{sha256_bytes(config)}", config),
+                                             (f"sha256:{sha256_bytes(document)}", document)], manifest)
 
 
 # ---------------------------------------------------------------- publish
@@ -389,13 +395,13 @@ def _publish_verified(verified: list[VerifiedArchive], client: Client, log) -> l
         return out
     for archive, line in plan:
         repo = line.name
-        client.push_blob(repo, f"sha256:{line.manifest_sha256}", archive.manifest_bytes)
-        client.push_blob(repo, f"sha256:{line.sha256}", archive.path)
         manifest = artifact(PACKAGE_ARTIFACT, (CONFIG_TYPE, archive.manifest_bytes),
                             (LAYER_TYPE, f"sha256:{line.sha256}", line.size),
                             {"org.opencontainers.image.version": line.version,
                              "org.opencontainers.image.title": f"{line.name}-{line.version}.tar.gz"})
-        digest = client.put_manifest(repo, tag_of(line.version), manifest)
+        digest = _push_artifact(client, repo, tag_of(line.version),
+                                [(f"sha256:{line.manifest_sha256}", archive.manifest_bytes),
+                                 (f"sha256:{line.sha256}", archive.path)], manifest)
         # Read back: a concurrent publish of other bytes under this version must not be listed by us.
         now = client.get_manifest(repo, tag_of(line.version))
         if now is None or now[0] != digest:
@@ -486,6 +492,30 @@ def _reason(exc: Exception) -> str:
         if marker in text:
             return marker
     return text.splitlines()[0][:200] if text else type(exc).__name__
+
+
+class BlobsNotReady(SourceUnavailable):
+    """The registry does not know a blob the manifest names (yet)."""
+
+
+def _push_artifact(client: Client, repo: str, tag: str, blobs: list[tuple[str, bytes | Path]],
+                   manifest: bytes) -> str:
+    """Push the blobs (digest, bytes or file), then the manifest under tag; the manifest's digest.
+
+    Two publishes that push the same blob at once (the runtime, shared by every model's publish) can
+    make the registry answer the manifest with BLOB_UNKNOWN while the other upload of that blob is
+    being committed: push what is missing again and retry, a few times.
+    """
+    for attempt in range(BLOB_ATTEMPTS):
+        for digest, data in blobs:
+            client.push_blob(repo, digest, data)
+        try:
+            return client.put_manifest(repo, tag, manifest)
+        except BlobsNotReady:
+            if attempt + 1 == BLOB_ATTEMPTS:
+                raise
+            time.sleep(0.2 * 2**attempt)
+    raise AssertionError("unreachable")
 
 
 def _error_text(resp: requests.Response) -> str:
