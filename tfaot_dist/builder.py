@@ -12,11 +12,12 @@ import contextlib
 import json
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tfaot_dist import __version__, package as pkg, runtime_package, verify
+from tfaot_dist import __version__, documents, package as pkg, runtime_package, verify
 from tfaot_dist.config import AotConfig, load_aot_config
+from tfaot_dist.documents import CompileAnswer, CompileRequest
 from tfaot_dist.models import load_source_config
 from tfaot_dist.errors import CompileFailed, SourceUnavailable, TfaotError
 from tfaot_dist.fsutil import (
@@ -47,6 +48,7 @@ def build_key(entry: ModelEntry, defaults: Defaults) -> str:
         "defaults": defaults.as_dict(),
         "tool": __version__,
         "templates": templates_digest(pkg.TEMPLATES),
+        "layout": pkg.LAYOUT_VERSION,
         "worker": sha256_file(WORKER),
         "constants": sha256_file(Path(pkg.constants.__file__)),  # rewrites objects and headers
     }
@@ -148,6 +150,8 @@ def _compile(config: AotConfig, package: str, version: str, source: dict, defaul
 
     toolchain_python: an existing Python with TensorFlow instead of our venv; runtime_dir: an
     installed XLA runtime tree to verify and link against instead of building one.
+    The runtime is resolved first, so the manifest (and the .pc file) name the exact runtime
+    from the start: the manifest is assembled once, verified, and written once.
     """
     config = config.with_target_defaults(defaults.target_triple, defaults.target_cpu)
     comp = config.compilation
@@ -155,52 +159,60 @@ def _compile(config: AotConfig, package: str, version: str, source: dict, defaul
         toolchain = existing_toolchain(toolchain_python)
     else:
         toolchain = ensure_toolchain(cache, defaults.requirements, log)
+    if runtime_dir:
+        runtime = installed_runtime(runtime_dir, toolchain.tensorflow_version)
+    else:
+        runtime = ensure_runtime(toolchain.python, cache, log)
     work = out / "work"
     compiled, reference = work / "compiled", work / "reference"
     compiled.mkdir(parents=True)
     for warning in config.warnings:
         log(f"warning: {warning}")
     log(f"compiling {package} {version} for batch sizes {list(comp.batch_sizes)}")
-    answer = run_worker(toolchain, {
-        "op": "compile",
-        "saved_model": str(config.saved_model),
-        "serving_key": config.serving_key,
-        "batch_sizes": list(comp.batch_sizes),
-        "namespace": comp.namespace,
-        "class_name": config.name,
-        "output_dir": str(compiled),
-        "target_triple": comp.target_triple,
-        "target_cpu": comp.target_cpu,
-        "reference_dir": str(reference),
-        "reference_sizes": reference_sizes(comp.batch_sizes),
-    }, work, comp.tf_xla_flags, comp.xla_flags)
-    meta = {
-        "name": package.removeprefix("tfaot-model-"),
-        "package": package,
-        "version": version,
-        "build_key": key,
-        "source": source,
-        "digests": {"aot_config": sha256_file(config.path), "saved_model": tree_digest(config.saved_model)},
-        "model": {"author": config.author, "description": config.description, "serving_key": config.serving_key},
-        "toolchain": {"requirements": list(defaults.requirements),
-                      "tensorflow_version": answer["tensorflow_version"]},
-        "compilation": {**comp.as_dict(), "class_name": config.name},
-    }
+    request = CompileRequest(
+        saved_model=str(config.saved_model),
+        serving_key=config.serving_key,
+        batch_sizes=comp.batch_sizes,
+        namespace=comp.namespace,
+        class_name=config.name,
+        output_dir=str(compiled),
+        target_triple=comp.target_triple,
+        target_cpu=comp.target_cpu,
+        reference_dir=str(reference),
+        reference_sizes=tuple(reference_sizes(comp.batch_sizes)),
+    )
+    answer = CompileAnswer.from_json(run_worker(toolchain, request.to_json(), work, comp.tf_xla_flags,
+                                                comp.xla_flags), "TensorFlow worker answer")
+    if answer.tensorflow_version != runtime.tensorflow_version:
+        raise CompileFailed(f"the model was compiled with TensorFlow {answer.tensorflow_version}, "
+                            f"the XLA runtime is TensorFlow {runtime.tensorflow_version}'s")
+    tf = answer.tensorflow_version
     if toolchain_python:  # recorded without its path: manifests hold no paths of the build machine
-        meta["toolchain"] = {"environment": "existing", "installed": list(toolchain.installed),
-                             "tensorflow_version": answer["tensorflow_version"]}
-    root = out / pkg.dir_name(package, version)
-    manifest = pkg.assemble(compiled, reference, answer, meta, root)
-    if runtime_dir:
-        runtime = installed_runtime(runtime_dir, answer["tensorflow_version"])
+        used = documents.Toolchain(tensorflow_version=tf, environment="existing", installed=toolchain.installed)
     else:
-        runtime = ensure_runtime(toolchain.python, cache, log)
+        used = documents.Toolchain(tensorflow_version=tf, requirements=defaults.requirements)
     if runtime_dir:
-        manifest["toolchain"]["runtime"] = {"origin": "installed", "key": runtime.key}
-    manifest["verification"] = verify.verify_package(root, manifest, runtime, work / "verify", cache)
-    manifest["requires"] = [runtime_package.requirement(runtime)]
-    pkg.write_manifest(root, manifest)
-    log(f"verified {package} against TensorFlow at batch sizes {manifest['verification']['batch_sizes']}")
+        used = replace(used, runtime=documents.RuntimeOrigin(origin="installed", key=runtime.key))
+    root = out / pkg.dir_name(package, version)
+    manifest = pkg.assemble(
+        compiled, reference, answer, root,
+        package=package,
+        version=version,
+        build_key=key,
+        source=source,
+        digests={"aot_config": sha256_file(config.path), "saved_model": tree_digest(config.saved_model)},
+        model=documents.ModelInfo(author=config.author, description=config.description,
+                                  serving_key=config.serving_key),
+        toolchain=used,
+        compilation=documents.Compilation(
+            batch_sizes=comp.batch_sizes, target_triple=comp.target_triple, target_cpu=comp.target_cpu,
+            namespace=comp.namespace, class_name=config.name, tf_xla_flags=comp.tf_xla_flags,
+            xla_flags=comp.xla_flags, batch_rules=comp.batch_rules),
+        requires=(runtime_package.requirement(runtime),),
+    )
+    verification = verify.verify_package(root, manifest, runtime, work / "verify", cache)
+    pkg.write_manifest(root, replace(manifest, verification=verification).to_json())
+    log(f"verified {package} against TensorFlow at batch sizes {list(verification.batch_sizes)}")
     pkg.write_archive(root, out / f"{root.name}.tar.gz")
     shutil.rmtree(work)
 
@@ -213,8 +225,7 @@ def ensure_runtime_packages(packages: list[pkg.Package], defaults: Defaults, cac
     one needs the toolchain and the (cached) runtime build.
     """
     out = []
-    wanted = {req["version"] for p in packages for req in p.manifest.get("requires", [])
-              if req["name"] == runtime_package.NAME}
+    wanted = {req.version for p in packages for req in p.model_manifest.requires if req.name == runtime_package.NAME}
     for version in sorted(wanted):
         root = dist / pkg.dir_name(runtime_package.NAME, version)
         archive = root.parent / f"{root.name}.tar.gz"
@@ -250,9 +261,10 @@ def _existing(root: Path, key: str) -> pkg.Package | None:
         return None
     try:
         found = _load(root)
-    except Exception:
+        built_with = found.model_manifest.build_key
+    except Exception:  # unreadable, or written by another version of tfaot-dist: built again
         return None
-    return found if found.manifest.get("build_key") == key else None
+    return found if built_with == key else None
 
 
 def _publish_copy(built: pkg.Package, dest: Path, key: str | None) -> pkg.Package:

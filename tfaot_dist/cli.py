@@ -359,8 +359,8 @@ def cmd_verify(args) -> int:
         text = f"{entry.package} {entry.version}: rebuilt bit-identical ({data['archive_sha256']})"
     else:
         package = reproduce.check_installed(entry, args.dist.absolute())
-        report = reproduce.check_numbers(package, reg.defaults(), args.cache, log)
-        data = {"package": package.name, "version": package.version, "files": len(package.manifest["files"]),
+        report = reproduce.check_numbers(package, reg.defaults(), args.cache, log).to_json()
+        data = {"package": package.name, "version": package.version, "files": len(package.model_manifest.files),
                 "verification": report}
         worst = max((o["max_abs"] for o in report["outputs"].values()), default=0.0)
         text = (f"{package.name} {package.version}: {data['files']} files match the manifest; outputs agree with "

@@ -38,19 +38,6 @@ class Compilation:
     # Default batch rules baked into model.h, e.g. ("5:4,1",); written by `tfaot-dist tune`.
     batch_rules: tuple[str, ...] = ()
 
-    def as_dict(self) -> dict:
-        data = {
-            "batch_sizes": list(self.batch_sizes),
-            "namespace": self.namespace,
-            "tf_xla_flags": list(self.tf_xla_flags),
-            "xla_flags": list(self.xla_flags),
-            "target_triple": self.target_triple,
-            "target_cpu": self.target_cpu,
-        }
-        if self.batch_rules:  # only when set: manifests of untuned packages stay as they were
-            data["batch_rules"] = list(self.batch_rules)
-        return data
-
 
 @dataclass(frozen=True)
 class AotConfig:

@@ -4,6 +4,8 @@
     InstalledRow  one package of an area's installed.json (keyed by package name)
     Requirement   one `requires` entry (index rows, installed rows, manifests)
     Manifest      the fields of a package's manifest.json that publish and setup read
+    ModelManifest a model package's whole manifest.json, as the builder writes it once
+    CompileRequest / CompileAnswer   the TensorFlow worker's "compile" request and its answer
 
 Each is a frozen dataclass; its fields and their types are the schema. from_json()
 checks every field's type (and its pattern, where a field has one) before anything
@@ -199,6 +201,8 @@ def _convert(kind, value, where: str):
         return value
     if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
         raise InvalidInput(f"{where}: expected an integer, got {shown(value)}")
+    if kind is float and (isinstance(value, bool) or not isinstance(value, int | float)):
+        raise InvalidInput(f"{where}: expected a number, got {shown(value)}")
     if kind in (str, bool) and not isinstance(value, kind):
         raise InvalidInput(f"{where}: expected {'a string' if kind is str else 'true or false'}, got {shown(value)}")
     return value
@@ -295,16 +299,132 @@ class FileDigest(Document):
     size: int = field(metadata=check(_non_negative))
 
 
+def _file_name(value: str, where: str) -> str:
+    """A plain file name (what the worker says it wrote into its output directory)."""
+    import re
+
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._+-]*", value):
+        raise InvalidInput(f"{where}: invalid file name {shown(value)}")
+    return value
+
+
+def _each(fn):
+    """A check of every element of a tuple (or every key of an object) with fn."""
+    def check_all(values, where: str):
+        for i, value in enumerate(values):
+            fn(value, f"{where}[{i}]" if isinstance(values, tuple) else f"{where}.{shown(value, quote=False)}")
+        return values
+    return check_all
+
+
+def _model_package(value: str, where: str) -> str:
+    if not value.startswith("tfaot-model-"):
+        raise InvalidInput(f"{where}: {shown(value)} is not a model package (tfaot-model-NAME)")
+    return _package_name(value, where)
+
+
+DTYPES = ("float32", "float64", "int32", "int64", "bool")  # what the worker accepts (worker/tf_worker.py)
+OMIT_NONE = {"omit_default": True}  # a field written only when set (default None)
+
+
+@dataclass(frozen=True)
+class Tensor(Document):
+    """One input or output of the serving signature; shape without the batch axis."""
+
+    name: str
+    dtype: str = field(metadata=check(_one_of(*DTYPES)))
+    shape: tuple[int, ...] = field(metadata=check(_each(_non_negative)))
+
+
+@dataclass(frozen=True)
+class Signature(Document):
+    """Inputs and outputs in the compiled order (sorted by name); order: the note manifests carry."""
+
+    inputs: tuple[Tensor, ...]
+    outputs: tuple[Tensor, ...]
+    order: str | None = field(default=None, metadata=OMIT_NONE)
+
+
+@dataclass(frozen=True)
+class ReferenceCase(Document):
+    """TensorFlow's inputs and outputs for one batch size, in reference/DIR/{input,output}_I.bin."""
+
+    batch_size: int = field(metadata=check(_positive))
+    dir: str = field(metadata=check(_rel_path))
+
+
+@dataclass(frozen=True)
+class Reference(Document):
+    dir: str = field(metadata=check(_rel_path))  # relative to the package root
+    cases: tuple[ReferenceCase, ...]
+
+
+@dataclass(frozen=True)
+class Deviation(Document):
+    max_abs: float
+    max_rel: float
+
+
+@dataclass(frozen=True)
+class Verification(Document):
+    """What verify.compare() found: the worst deviation per output over every case and path."""
+
+    tolerance: float
+    batch_sizes: tuple[int, ...]
+    outputs: dict[str, Deviation]
+    paths: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ConstantsOfSize(Document):
+    defined: int
+    shared: int
+    note: str = field(default="", metadata={"omit_default": True})
+
+
+@dataclass(frozen=True)
+class SharedConstants(Document):
+    """constants.Report: the weights' buffers, before and after sharing them across batch sizes."""
+
+    format: int
+    buffers: int
+    unique_buffers: int
+    original_bytes: int
+    bytes: int
+    per_batch_size: dict[str, ConstantsOfSize]
+
+
+@dataclass(frozen=True)
+class RuntimeOrigin(Document):
+    """Where the XLA runtime came from when it is not the one tfaot-dist builds (--runtime DIR)."""
+
+    origin: str = field(metadata=check(_one_of("installed")))
+    key: str
+
+
 @dataclass(frozen=True)
 class Toolchain(Document):
+    """Our venv (requirements) or an existing Python (environment "existing", its installed TensorFlow)."""
+
     tensorflow_version: str = ""
+    requirements: tuple[str, ...] | None = field(default=None, metadata=OMIT_NONE)
+    environment: str | None = field(default=None, metadata=OMIT_NONE)
+    installed: tuple[str, ...] | None = field(default=None, metadata=OMIT_NONE)
+    runtime: RuntimeOrigin | None = field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True)
 class Compilation(Document):
+    """config.Compilation as compiled, with the C++ class name."""
+
     batch_sizes: tuple[int, ...] = ()
     target_triple: str | None = None
     target_cpu: str | None = None
+    namespace: str = ""
+    class_name: str = ""
+    tf_xla_flags: tuple[str, ...] = ()
+    xla_flags: tuple[str, ...] = ()
+    batch_rules: tuple[str, ...] = field(default=(), metadata={"omit_default": True})  # set by `tune` only
 
 
 @dataclass(frozen=True)
@@ -330,3 +450,79 @@ class Manifest(Document):
     def __post_init__(self):
         for rel in self.files:
             _rel_path(rel, f"files.{shown(rel, quote=False)}")
+
+
+@dataclass(frozen=True)
+class ModelInfo(Document):
+    author: str
+    description: str
+    serving_key: str
+
+
+@dataclass(frozen=True)
+class ToolInfo(Document):
+    name: str
+    version: str
+
+
+@dataclass(frozen=True)
+class ModelManifest(Document):
+    """A model package's manifest.json: what went in (source, digests, toolchain, compilation),
+    what came out (signature, reference cases, shared constants, every file's digest), the runtime
+    it needs and what verification found. build_key is None for `tfaot-dist compile`."""
+
+    package: str = field(metadata=check(_model_package))
+    name: str
+    version: str = field(metadata=check(names.version))
+    build_key: str | None
+    source: dict[str, str]
+    digests: dict[str, str]
+    model: ModelInfo
+    toolchain: Toolchain
+    compilation: Compilation
+    requires: tuple[Requirement, ...]
+    signature: Signature
+    reference: Reference
+    tool: ToolInfo
+    constants: SharedConstants
+    files: dict[str, FileDigest] = field(metadata=check(_each(_rel_path)))
+    verification: Verification | None  # None only between assembly and verification
+
+
+@dataclass(frozen=True)
+class CompiledFiles(Document):
+    """What the worker wrote for one batch size (file names in its output directory)."""
+
+    header: str = field(metadata=check(_file_name))
+    objects: tuple[str, ...] = field(metadata=check(_each(_file_name)))
+
+
+@dataclass(frozen=True)
+class CompileRequest(Document):
+    """The worker's "compile" request (worker/tf_worker.py do_compile); the field order is the wire order."""
+
+    saved_model: str
+    serving_key: str
+    batch_sizes: tuple[int, ...]
+    namespace: str
+    class_name: str
+    output_dir: str
+    target_triple: str | None
+    target_cpu: str | None
+    reference_dir: str
+    reference_sizes: tuple[int, ...]
+
+    def to_json(self) -> dict:
+        return {"op": "compile", **super().to_json()}
+
+
+@dataclass(frozen=True)
+class CompileAnswer(Document):
+    """The worker's answer to a compile request: files per batch size (keyed "N"), signature, reference cases."""
+
+    ok: bool
+    signature: Signature
+    files: dict[str, CompiledFiles]
+    reference: tuple[ReferenceCase, ...]
+    tensorflow_version: str
+    timings: dict = field(default_factory=dict)  # stage -> seconds, for --verbose readers

@@ -14,18 +14,26 @@ of the same inputs give the same bytes.
 import json
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from tfaot_dist import __version__, buildsys, constants, scram_tool
-from tfaot_dist.errors import CompileFailed, IntegrityError
+from tfaot_dist.documents import (
+    Compilation, CompileAnswer, FileDigest, ModelInfo, ModelManifest, Reference, Requirement, SharedConstants,
+    Toolchain, ToolInfo,
+)
+from tfaot_dist.errors import CompileFailed, IntegrityError, InvalidInput
 from tfaot_dist.fsutil import reproducible_targz, sha256_file, tree_files, write_atomic
 from tfaot_dist.render import render_model_header
 
 MANIFEST = "manifest.json"
 # Templates whose output is part of a model package (and so of its build key).
 TEMPLATES = ("model.h.j2", "scram_tool.xml.j2", "verify_harness.cc.j2", "cmake_config.cmake.j2", "pkgconfig.pc.j2")
+# Part of the build key: bump it when the same inputs give other package bytes.
+# 2: the .pc file Requires the exact runtime the package was verified with (was a version range).
+LAYOUT_VERSION = 2
 ORDER_NOTE = "arguments and results are ordered by signature key name (Python str sort)"
 
 
@@ -41,59 +49,80 @@ class Package:
     def archive_sha256(self) -> str:
         return sha256_file(self.archive)
 
+    @cached_property
+    def model_manifest(self) -> ModelManifest:
+        """The manifest of a model package, typed (IntegrityError naming the field if it does not fit)."""
+        return model_manifest(self.manifest, self.root / MANIFEST)
+
 
 def dir_name(package: str, version: str) -> str:
     return f"{package}-{version}"
 
 
-def assemble(compiled: Path, reference: Path, answer: dict[str, Any], meta: dict[str, Any], root: Path) -> dict[str, Any]:
-    """Lay out a package in root from the worker's output; returns the manifest written."""
-    package, class_name = meta["package"], meta["compilation"]["class_name"]
+def assemble(compiled: Path, reference: Path, answer: CompileAnswer, root: Path, *, package: str, version: str,
+             build_key: str | None, source: dict[str, str], digests: dict[str, str], model: ModelInfo,
+             toolchain: Toolchain, compilation: Compilation, requires: tuple[Requirement, ...]) -> ModelManifest:
+    """Lay out a package in root from the worker's output; returns its manifest, not yet verified
+    (verification None) and not written."""
+    class_name = compilation.class_name
     include = root / "include" / package
     lib = root / "lib"
     include.mkdir(parents=True)
     lib.mkdir()
     objects = []
-    for bs in meta["compilation"]["batch_sizes"]:
-        files = answer["files"][str(bs)]
-        shutil.copyfile(compiled / files["header"], include / files["header"])
-        for obj in files["objects"]:
+    for bs in compilation.batch_sizes:
+        files = answer.files[str(bs)]
+        shutil.copyfile(compiled / files.header, include / files.header)
+        for obj in files.objects:
             shutil.copyfile(compiled / obj, lib / obj)
             objects.append(obj)
     # Weights once: identical constant buffers of several batch sizes are defined by one object.
-    shared = constants.share_constants(include, lib, class_name, list(meta["compilation"]["batch_sizes"]))
+    shared = constants.share_constants(include, lib, class_name, list(compilation.batch_sizes))
     _archive_objects(lib, sorted(objects), lib / f"lib{package}.a")
 
-    signature = answer["signature"]
+    signature = answer.signature
     (include / "model.h").write_text(render_model_header({
         "package": package,
-        "namespace": meta["compilation"]["namespace"],
+        "namespace": compilation.namespace,
         "class_name": class_name,
-        "batch_sizes": meta["compilation"]["batch_sizes"],
-        "inputs": signature["inputs"],
-        "outputs": signature["outputs"],
-        "default_rules": list(meta["compilation"].get("batch_rules", [])),  # tuned rules (tfaot-dist tune)
+        "batch_sizes": list(compilation.batch_sizes),
+        "inputs": [t.to_json() for t in signature.inputs],
+        "outputs": [t.to_json() for t in signature.outputs],
+        "default_rules": list(compilation.batch_rules),  # tuned rules (tfaot-dist tune)
         "tfaot_dist_version": __version__,
     }))
     tool = root / "etc" / "scram.d" / f"{package}.xml"
     tool.parent.mkdir(parents=True)
-    tool.write_text(scram_tool.render_model_tool(package, meta["version"], meta["source"].get("url", "")))
-    for rel, text in ((buildsys.cmake_config_path(package), buildsys.render_cmake_config(meta)),
-                      (buildsys.pkgconfig_path(package), buildsys.render_pkgconfig(meta))):
+    tool.write_text(scram_tool.render_model_tool(package, version, source.get("url", "")))
+    # buildsys checks every value it is given: the same fields as in a manifest read from elsewhere.
+    facts = {"package": package, "version": version, "model": model.to_json(), "source": source,
+             "requires": [r.to_json() for r in requires]}
+    for rel, text in ((buildsys.cmake_config_path(package), buildsys.render_cmake_config(facts)),
+                      (buildsys.pkgconfig_path(package), buildsys.render_pkgconfig(facts))):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     if reference.is_dir():
         shutil.copytree(reference, root / "share" / package / "reference")
 
-    manifest = dict(meta)
-    manifest["signature"] = {**signature, "order": ORDER_NOTE}
-    manifest["reference"] = {"dir": f"share/{package}/reference", "cases": answer.get("reference", [])}
-    manifest["tool"] = {"name": "tfaot-dist", "version": __version__}
-    manifest["constants"] = shared.as_dict()
-    manifest["files"] = {rel: {"sha256": sha256_file(root / rel), "size": (root / rel).stat().st_size}
-                         for rel in tree_files(root)}
-    write_manifest(root, manifest)
-    return manifest
+    return ModelManifest(
+        package=package,
+        name=package.removeprefix("tfaot-model-"),
+        version=version,
+        build_key=build_key,
+        source=source,
+        digests=digests,
+        model=model,
+        toolchain=toolchain,
+        compilation=compilation,
+        requires=requires,
+        signature=replace(signature, order=ORDER_NOTE),
+        reference=Reference(dir=f"share/{package}/reference", cases=answer.reference),
+        tool=ToolInfo(name="tfaot-dist", version=__version__),
+        constants=SharedConstants.from_json(shared.as_dict(), "constants"),
+        files={rel: FileDigest(sha256=sha256_file(root / rel), size=(root / rel).stat().st_size)
+               for rel in tree_files(root)},
+        verification=None,
+    )
 
 
 def write_manifest(root: Path, manifest: dict[str, Any]) -> None:
@@ -106,6 +135,14 @@ def read_manifest(root: Path) -> dict[str, Any]:
     except (OSError, ValueError) as exc:
         raise IntegrityError(f"{root / MANIFEST}: unreadable manifest: {exc}") from None
     return manifest
+
+
+def model_manifest(manifest: dict[str, Any], path: Path) -> ModelManifest:
+    try:
+        typed: ModelManifest = ModelManifest.from_json(manifest, str(path))
+    except InvalidInput as exc:
+        raise IntegrityError(str(exc)) from None
+    return typed
 
 
 def check_files(root: Path, manifest: dict[str, Any]) -> None:

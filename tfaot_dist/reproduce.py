@@ -16,6 +16,7 @@ from typing import Any
 
 from tfaot_dist import builder, verify
 from tfaot_dist import package as pkg
+from tfaot_dist.documents import Verification
 from tfaot_dist.errors import InvalidInput, VerificationFailed
 from tfaot_dist.fsutil import sha256_file, tree_files
 from tfaot_dist.registry import Defaults, ModelEntry
@@ -35,13 +36,13 @@ def check_installed(entry: ModelEntry, dist: Path) -> pkg.Package:
     return pkg.Package(entry.package, entry.version, root, root.parent / f"{root.name}.tar.gz", manifest)
 
 
-def check_numbers(package: pkg.Package, defaults: Defaults, cache: Path, log: Log = print) -> dict[str, Any]:
+def check_numbers(package: pkg.Package, defaults: Defaults, cache: Path, log: Log = print) -> Verification:
     """Link the package's objects into the verification harness again and compare every output
     with the reference TensorFlow outputs in the package; VerificationFailed names the first miss."""
     toolchain = ensure_toolchain(cache, defaults.requirements, log)
     runtime = ensure_runtime(toolchain.python, cache, log)
     with tempfile.TemporaryDirectory(prefix="tfaot-verify-") as tmp_dir:
-        return verify.verify_package(package.root, package.manifest, runtime, Path(tmp_dir) / "work", cache)
+        return verify.verify_package(package.root, package.model_manifest, runtime, Path(tmp_dir) / "work", cache)
 
 
 def rebuild_and_compare(entry: ModelEntry, defaults: Defaults, cache: Path, dist: Path, log: Log = print) -> dict[str, Any]:
@@ -63,7 +64,7 @@ def rebuild_and_compare(entry: ModelEntry, defaults: Defaults, cache: Path, dist
                                      "although every file is equal")
         shutil.rmtree(tmp / "dist")
     return {"package": entry.package, "version": entry.version, "archive_sha256": a,
-            "files": len(existing.manifest["files"]) + 1}
+            "files": len(existing.model_manifest.files) + 1}
 
 
 def first_difference(a: Path, b: Path) -> str | None:

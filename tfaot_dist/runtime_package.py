@@ -18,6 +18,7 @@ import shutil
 from pathlib import Path
 
 from tfaot_dist import __version__, buildsys, package as pkg, scram_tool
+from tfaot_dist.documents import Requirement
 from tfaot_dist.fsutil import file_lock, remove_stale_siblings, replace_dir, sha256_file, temp_sibling, tree_files
 from tfaot_dist.xla_runtime import XlaRuntime
 
@@ -35,9 +36,9 @@ def runtime_version(runtime: XlaRuntime) -> str:
     return f"{runtime.tensorflow_version}+{runtime.key.rsplit('-', 1)[-1]}"
 
 
-def requirement(runtime: XlaRuntime) -> dict:
+def requirement(runtime: XlaRuntime) -> Requirement:
     """How a model manifest names the runtime it was verified with."""
-    return {"name": NAME, "version": runtime_version(runtime)}
+    return Requirement(name=NAME, version=runtime_version(runtime))
 
 
 def ensure_runtime_package(runtime: XlaRuntime, dist: Path) -> tuple[pkg.Package, str]:

@@ -40,7 +40,7 @@ class Toolchain:
     def tensorflow_version(self) -> str:
         for line in self.installed:
             name, _, version = line.partition("==")
-            if name.lower().replace("_", "-") in ("tensorflow", "tensorflow-cpu"):
+            if name.lower().replace("_", "-") in ("tensorflow", "tensorflow-cpu", "tensorflow-intel"):
                 return version
         return "unknown"
 

@@ -9,10 +9,12 @@ must agree within TOLERANCE, absolute or relative; integers and bools exactly.
 import array
 import math
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from tfaot_dist import pch
+from tfaot_dist.documents import Deviation, ModelManifest, ReferenceCase, Signature, Verification
 from tfaot_dist.errors import VerificationFailed
 from tfaot_dist.render import render
 from tfaot_dist.xla_runtime import XlaRuntime, compile_consumer
@@ -24,7 +26,7 @@ TYPECODES = {"float32": "f", "float64": "d", "int32": "i", "int64": "q", "bool":
 MODES = ("flat", "nested")  # always written; "padded" only where a padding rule exists
 
 
-def padded_rule(target: int, sizes: list[int]) -> str | None:
+def padded_rule(target: int, sizes: Sequence[int]) -> str | None:
     """The largest compiled size repeated up to target, the last call zero-padded.
 
     None where that needs no padding (target a multiple of the largest size).
@@ -36,21 +38,22 @@ def padded_rule(target: int, sizes: list[int]) -> str | None:
     return f"{target}:{','.join([str(largest)] * calls)}"
 
 
-def verify_package(root: Path, manifest: dict[str, Any], runtime: XlaRuntime, work: Path, cache: Path | None = None) -> dict[str, Any]:
+def verify_package(root: Path, manifest: ModelManifest, runtime: XlaRuntime, work: Path,
+                   cache: Path | None = None) -> Verification:
     """Build and run the harness against the package in root; returns the deviation report.
 
     cache: where the precompiled interface headers live (tfaot_dist.pch); None compiles without.
     """
     work.mkdir(parents=True)
-    package = manifest["package"]
+    package = manifest.package
     harness = work / "harness"
     write_harness(manifest, work / "harness.cc")
     compile_consumer(runtime, [work / "harness.cc"], [root / "include", INTERFACE_INCLUDE],
                      [root / "lib" / f"lib{package}.a"], harness, pch.flags(runtime, cache) if cache else ())
-    reference = root / manifest["reference"]["dir"]
-    cases = manifest["reference"]["cases"]
-    run_harness(harness, reference, cases, manifest["compilation"]["batch_sizes"], work / "out")
-    return compare(package, manifest["signature"], reference, cases, work / "out")
+    reference = root / manifest.reference.dir
+    cases = manifest.reference.cases
+    run_harness(harness, reference, cases, manifest.compilation.batch_sizes, work / "out")
+    return compare(package, manifest.signature, reference, cases, work / "out")
 
 
 def read_array(path: Path, dtype: str) -> "array.array[Any]":
@@ -59,59 +62,59 @@ def read_array(path: Path, dtype: str) -> "array.array[Any]":
     return values
 
 
-def write_harness(manifest: dict[str, Any], path: Path) -> None:
-    comp = manifest["compilation"]
+def write_harness(manifest: ModelManifest, path: Path) -> None:
+    comp = manifest.compilation
     path.write_text(render(
         "verify_harness.cc.j2",
-        package=manifest["package"],
-        namespace=comp["namespace"],
-        class_name=comp["class_name"],
-        inputs=manifest["signature"]["inputs"],
-        outputs=manifest["signature"]["outputs"],
+        package=manifest.package,
+        namespace=comp.namespace,
+        class_name=comp.class_name,
+        inputs=[t.to_json() for t in manifest.signature.inputs],
+        outputs=[t.to_json() for t in manifest.signature.outputs],
     ))
 
 
-def run_harness(harness: Path, reference: Path, cases: list[dict[str, Any]], sizes: list[int], out: Path) -> None:
+def run_harness(harness: Path, reference: Path, cases: Sequence[ReferenceCase], sizes: Sequence[int],
+                out: Path) -> None:
     args = [str(harness), str(out)]
     for case in cases:
-        bs = case["batch_size"]
+        bs = case.batch_size
         (out / f"bs{bs}").mkdir(parents=True)
-        args += [str(bs), str(reference / case["dir"]), padded_rule(bs, sizes) or "-"]
+        args += [str(bs), str(reference / case.dir), padded_rule(bs, sizes) or "-"]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
         tail = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
         raise VerificationFailed(f"verification harness failed: {tail}")
 
 
-def compare(model: str, signature: dict[str, Any], reference: Path, cases: list[dict[str, Any]],
-            out: Path) -> dict[str, Any]:
+def compare(model: str, signature: Signature, reference: Path, cases: Sequence[ReferenceCase],
+            out: Path) -> Verification:
     """Maximum deviations per output; raises VerificationFailed at the first element out of tolerance."""
-    outputs: dict[str, dict[str, float]] = {}
-    report = {"tolerance": TOLERANCE, "batch_sizes": [c["batch_size"] for c in cases], "outputs": outputs,
-              "paths": ["run() nested vectors", "runFlat()", "runFlat() with a zero-padding rule"]}
-    for k, t in enumerate(signature["outputs"]):
+    outputs: dict[str, Deviation] = {}
+    for k, t in enumerate(signature.outputs):
         worst_abs = worst_rel = 0.0
         for case in cases:
-            bs = case["batch_size"]
-            expected = read_array(reference / case["dir"] / f"output_{k}.bin", t["dtype"])
+            bs = case.batch_size
+            expected = read_array(reference / case.dir / f"output_{k}.bin", t.dtype)
             for mode in (*MODES, "padded"):
                 path = out / f"bs{bs}" / f"{mode}_output_{k}.bin"
                 if mode == "padded" and not path.exists():
                     continue
-                got = read_array(path, t["dtype"])
+                got = read_array(path, t.dtype)
                 if len(got) != len(expected):
-                    raise VerificationFailed(f"{model}: batch size {bs}, output {t['name']} ({mode}): "
+                    raise VerificationFailed(f"{model}: batch size {bs}, output {t.name} ({mode}): "
                                              f"{len(got)} elements, TensorFlow gave {len(expected)}")
                 for i, (a, b) in enumerate(zip(got, expected, strict=True)):
                     diff = abs(a - b)
                     rel = diff / abs(b) if b else (0.0 if diff == 0 else math.inf)
-                    exact = t["dtype"] not in ("float32", "float64")
+                    exact = t.dtype not in ("float32", "float64")
                     bad = diff != 0 if exact else not (diff <= TOLERANCE or rel <= TOLERANCE)
                     if bad or math.isnan(a) != math.isnan(b):
                         raise VerificationFailed(
-                            f"{model}: batch size {bs}, output {t['name']} ({mode}), element {i}: "
+                            f"{model}: batch size {bs}, output {t.name} ({mode}), element {i}: "
                             f"compiled {a!r}, TensorFlow {b!r}")
                     worst_abs = max(worst_abs, diff)
                     worst_rel = max(worst_rel, rel if math.isfinite(rel) else 0.0)
-        outputs[t["name"]] = {"max_abs": worst_abs, "max_rel": worst_rel}
-    return report
+        outputs[t.name] = Deviation(max_abs=worst_abs, max_rel=worst_rel)
+    return Verification(tolerance=TOLERANCE, batch_sizes=tuple(c.batch_size for c in cases), outputs=outputs,
+                        paths=("run() nested vectors", "runFlat()", "runFlat() with a zero-padding rule"))
