@@ -12,7 +12,7 @@ import pytest
 
 from conftest import run_in_toolchain
 from tfaot_dist.errors import VerificationFailed
-from tfaot_dist import verify
+from tfaot_dist import package as pkg, verify
 from tfaot_dist.xla_runtime import ensure_runtime
 
 CONSUMER = r"""
@@ -124,8 +124,8 @@ def test_mismatch_fails_naming_model_batch_output_element(built, tmp_path, share
     """A wrong number anywhere fails verification with a report that names where."""
     root = tmp_path / "pkg"
     shutil.copytree(built / "dist" / "tfaot-model-test-multi-1.0.0", root)
-    manifest = json.loads((root / "manifest.json").read_text())
-    ref = root / manifest["reference"]["dir"] / "bs7" / "output_0.bin"
+    manifest = pkg.model_manifest(json.loads((root / "manifest.json").read_text()), root / "manifest.json")
+    ref = root / manifest.reference.dir / "bs7" / "output_0.bin"
     values = array.array("f", ref.read_bytes())
     values[5] += 1e-3
     ref.write_bytes(values.tobytes())

@@ -30,7 +30,9 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from tfaot_dist import package as pkg
 from tfaot_dist import pch
+from tfaot_dist.documents import ModelManifest
 from tfaot_dist.errors import CompileFailed, InvalidInput
 from tfaot_dist.fsutil import sha256_bytes, write_atomic
 from tfaot_dist.render import render
@@ -65,8 +67,8 @@ class Target:
     serving_key: str = "serving_default"
 
     @property
-    def manifest(self) -> dict:
-        return json.loads((self.package_root / "manifest.json").read_text())
+    def manifest(self) -> ModelManifest:
+        return pkg.model_manifest(pkg.read_manifest(self.package_root), self.package_root / pkg.MANIFEST)
 
 
 # ---------------------------------------------------------------- programs
@@ -75,14 +77,14 @@ class Target:
 def build_aot_program(target: Target, runtime: XlaRuntime, cache: Path, work: Path) -> Path:
     """The AOT benchmark program of the package (bench_aot.cc.j2), linked from its archive."""
     manifest = target.manifest
-    comp = manifest["compilation"]
+    comp = manifest.compilation
     src = work / "bench_aot.cc"
-    src.write_text(render("bench_aot.cc.j2", package=manifest["package"], namespace=comp["namespace"],
-                          class_name=comp["class_name"], inputs=manifest["signature"]["inputs"],
-                          outputs=manifest["signature"]["outputs"]))
+    src.write_text(render("bench_aot.cc.j2", package=manifest.package, namespace=comp.namespace,
+                          class_name=comp.class_name, inputs=[t.to_json() for t in manifest.signature.inputs],
+                          outputs=[t.to_json() for t in manifest.signature.outputs]))
     exe = work / "bench_aot"
     compile_consumer(runtime, [src], [target.package_root / "include", pch.INTERFACE_INCLUDE],
-                     [target.package_root / "lib" / f"lib{manifest['package']}.a"], exe,
+                     [target.package_root / "lib" / f"lib{manifest.package}.a"], exe,
                      pch.flags(runtime, cache))
     return exe
 
@@ -153,11 +155,11 @@ def run_tf_python(toolchain: Toolchain, target: Target, protocol: Protocol, work
 
 def write_capi_spec(path: Path, target: Target, info: dict) -> Path:
     manifest = target.manifest
-    shapes = {t["name"]: t for t in manifest["signature"]["inputs"]}
+    shapes = {t.name: t for t in manifest.signature.inputs}
     lines = [f"saved_model {target.saved_model}"]
     for t in info["signature"]["inputs"]:
         spec = shapes[t["name"]]
-        lines.append(" ".join(["input", t["op"], str(t["index"]), spec["dtype"], *map(str, spec["shape"])]))
+        lines.append(" ".join(["input", t["op"], str(t["index"]), spec.dtype, *map(str, spec.shape)]))
     for t in info["signature"]["outputs"]:
         lines.append(f"output {t['op']} {t['index']}")
     path.write_text("\n".join(lines) + "\n")
@@ -181,23 +183,23 @@ def run(target: Target, protocol: Protocol, toolchain: Toolchain, runtime: XlaRu
         out_dir: Path, log=print, plots: bool = True) -> dict:
     """Measure every engine of protocol on target; writes OUT/NAME.json (and plots); returns the result."""
     manifest = target.manifest
-    name = manifest["package"].removeprefix("tfaot-model-")
-    compiled = sorted(manifest["compilation"]["batch_sizes"])
+    name = manifest.package.removeprefix("tfaot-model-")
+    compiled = sorted(manifest.compilation.batch_sizes)
     engines = [e for e in protocol.engines if e == "aot" or target.saved_model is not None]
     unknown = sorted(set(protocol.engines) - set(ENGINES))
     if unknown:
         raise InvalidInput(f"unknown engines {unknown}; known: {', '.join(ENGINES)}")
     out_dir.mkdir(parents=True, exist_ok=True)
     result = {
-        "package": manifest["package"], "version": manifest["version"],
+        "package": manifest.package, "version": manifest.version,
         "compiled_batch_sizes": compiled,
-        "target_cpu": manifest["compilation"].get("target_cpu") or "generic",
+        "target_cpu": manifest.compilation.target_cpu or "generic",
         "protocol": asdict(protocol), "engines": engines, "host": host_info(),
         "time": {e: [] for e in engines}, "memory": {e: [] for e in engines if e != "tf-python"},
     }
     with tempfile.TemporaryDirectory(prefix="tfaot-bench-") as tmp_dir:
         work = Path(tmp_dir)
-        log(f"building the AOT benchmark of {manifest['package']}")
+        log(f"building the AOT benchmark of {manifest.package}")
         aot = build_aot_program(target, runtime, cache, work)
         result["binary"] = model_data_bytes(aot)
         info = None

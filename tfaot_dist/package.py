@@ -21,8 +21,16 @@ from typing import Any
 
 from tfaot_dist import __version__, buildsys, constants, scram_tool
 from tfaot_dist.documents import (
-    Compilation, CompileAnswer, FileDigest, ModelInfo, ModelManifest, Reference, Requirement, SharedConstants,
-    Toolchain, ToolInfo,
+    Compilation,
+    CompileAnswer,
+    FileDigest,
+    ModelInfo,
+    ModelManifest,
+    Reference,
+    Requirement,
+    SharedConstants,
+    Toolchain,
+    ToolInfo,
 )
 from tfaot_dist.errors import CompileFailed, IntegrityError, InvalidInput
 from tfaot_dist.fsutil import reproducible_targz, sha256_file, tree_files, write_atomic

@@ -175,14 +175,14 @@ def tune_command(spec: str, registry, cache: Path, dist: Path, targets: list[int
 
     target, entry = bench.resolve_target(spec, registry, cache, dist, None, log)
     manifest = target.manifest
-    compiled = sorted(manifest["compilation"]["batch_sizes"])
+    compiled = sorted(manifest.compilation.batch_sizes)
     defaults = registry.defaults() if (registry.root / "registry.yaml").exists() else Defaults()
     toolchain = ensure_toolchain(cache, defaults.requirements, log)
     runtime = ensure_runtime(toolchain.python, cache, log)
     with tempfile.TemporaryDirectory(prefix="tfaot-tune-") as tmp:
         program = bench.build_aot_program(target, runtime, cache, Path(tmp))
         report = tune(program, compiled, targets, warmup, calls, log)
-    report.update(package=manifest["package"], version=manifest["version"], compiled_batch_sizes=compiled,
+    report.update(package=manifest.package, version=manifest.version, compiled_batch_sizes=compiled,
                   protocol={"warmup": warmup, "calls": calls}, host=bench.host_info())
     rules = sorted(report["rules"], key=lambda r: int(r.split(":")[0]))
     report["rules"] = rules
@@ -199,7 +199,7 @@ def tune_command(spec: str, registry, cache: Path, dist: Path, targets: list[int
         built = builder.build_entry(new_entry, defaults, cache, dist.absolute(), log)
         report["registry_entry"] = str(path)
         report["package_dir"] = str(built.package.root)
-    name = manifest["package"].removeprefix("tfaot-model-")
+    name = manifest.package.removeprefix("tfaot-model-")
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}_tune.json"
     write_atomic(path, json.dumps(report, indent=1, sort_keys=True) + "\n")
