@@ -113,7 +113,17 @@ def test_other_output_dir_reuses_the_build_cache(built, monkeypatch, capsys):
     assert result["sha256"] == sha256_file(built / "dist" / "tfaot-model-test-simple-1.0.0.tar.gz")
 
 
-def test_compile_local_config(run, example_models, tmp_path):
+def test_compile_local_config(run, example_models, tmp_path, monkeypatch):
+    from tfaot_dist import package as pkg
+
+    written = []  # the manifest is assembled, verified, and only then written: once, complete
+    write = pkg.write_manifest
+
+    def write_and_record(root, manifest):
+        written.append(manifest)
+        write(root, manifest)
+
+    monkeypatch.setattr(pkg, "write_manifest", write_and_record)
     out, _ = run("compile", "--aot-config", example_models / "simple" / "aot_config.yaml",
                  "--output-directory", tmp_path / "out", "--name", "test-simple", "--version", "2.0",
                  "--batch-sizes", "2,1", "--json")
@@ -126,6 +136,27 @@ def test_compile_local_config(run, example_models, tmp_path):
     manifest = json.loads((root / "manifest.json").read_text())
     assert manifest["source"]["saved_model_sha256"] == manifest["digests"]["saved_model"]
     assert manifest["compilation"]["batch_sizes"] == [1, 2]
+    assert written == [manifest] and manifest["build_key"] is None
+    assert manifest["verification"]["batch_sizes"] == [1, 2, 3, 5]
+
+
+@pytest.mark.parametrize("name", ["test-simple", "test-multi"])
+def test_manifest_is_typed_and_names_the_exact_runtime(built, name):
+    """manifest.json reads as a ModelManifest and writes back to the same bytes; the .pc file
+    Requires exactly the runtime the manifest requires (known before assembly)."""
+    from tfaot_dist import package as pkg
+    from tfaot_dist.documents import ModelManifest
+
+    root = package_dir(built, name)
+    text = (root / "manifest.json").read_text()
+    typed = ModelManifest.from_json(json.loads(text), "manifest.json")
+    assert json.dumps(typed.to_json(), indent=1, sort_keys=True) + "\n" == text
+    (runtime,) = typed.requires
+    assert runtime.name == "tfaot-xla-runtime" and runtime.version.startswith("2.21.0+")
+    pc = (root / "lib" / "pkgconfig" / f"tfaot-model-{name}.pc").read_text()
+    assert f"\nRequires: tfaot-xla-runtime = {runtime.version}\n" in pc
+    assert typed.verification is not None and typed.verification.batch_sizes == (1, 2, 3, 4, 7)
+    assert pkg.Package(typed.package, typed.version, root, root, json.loads(text)).model_manifest == typed
 
 
 @pytest.mark.tf

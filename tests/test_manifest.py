@@ -1,0 +1,134 @@
+"""The typed model manifest and the worker's compile protocol (documents.py), without TensorFlow:
+manifests read back to the same bytes, refusals name the field, the request is the wire format."""
+
+import copy
+import json
+
+import pytest
+
+from tfaot_dist.documents import CompileAnswer, CompileRequest, ModelManifest
+from tfaot_dist.errors import InvalidInput
+
+SHA = "ab" * 32
+TENSOR = {"dtype": "float32", "name": "input_0", "shape": [4]}
+MANIFEST = {
+    "build_key": "1" * 64,
+    "compilation": {"batch_sizes": [1, 2], "class_name": "simple", "namespace": "tfaot_model", "target_cpu": "",
+                    "target_triple": "x86_64-pc-linux", "tf_xla_flags": [], "xla_flags": []},
+    "constants": {"buffers": 4, "bytes": 100, "format": 1, "original_bytes": 200,
+                  "per_batch_size": {"1": {"defined": 2, "shared": 0},
+                                     "2": {"defined": 0, "note": "identical to 1", "shared": 2}},
+                  "unique_buffers": 2},
+    "digests": {"aot_config": SHA, "saved_model": SHA},
+    "files": {"include/tfaot-model-x/model.h": {"sha256": SHA, "size": 10}, "lib/x.o": {"sha256": SHA, "size": 0}},
+    "model": {"author": "a", "description": "d", "serving_key": "serving_default"},
+    "name": "x",
+    "package": "tfaot-model-x",
+    "reference": {"cases": [{"batch_size": 1, "dir": "bs1"}, {"batch_size": 3, "dir": "bs3"}],
+                  "dir": "share/tfaot-model-x/reference"},
+    "requires": [{"name": "tfaot-xla-runtime", "version": "2.21.0+b8fd209dfb55daad"}],
+    "signature": {"inputs": [TENSOR], "order": "by name",
+                  "outputs": [{"dtype": "bool", "name": "output_0", "shape": [2, 3]}]},
+    "source": {"aot_config": "x/aot_config.yaml", "commit": "c" * 40, "git": "https://h/r.git", "ref": "main",
+               "url": "https://h/r.git"},
+    "tool": {"name": "tfaot-dist", "version": "0.1.0"},
+    "toolchain": {"requirements": ["tensorflow-cpu==2.21.0"], "tensorflow_version": "2.21.0"},
+    "verification": {"batch_sizes": [1, 3], "outputs": {"output_0": {"max_abs": 0.0, "max_rel": 5.4e-07}},
+                     "paths": ["run()"], "tolerance": 1e-05},
+    "version": "1.0.0",
+}
+
+
+def dumped(doc: dict) -> str:
+    return json.dumps(doc, indent=1, sort_keys=True) + "\n"  # as package.write_manifest writes it
+
+
+DROP = object()  # variant(field=DROP) leaves the field out
+
+
+def variant(**changes) -> dict:
+    doc = copy.deepcopy(MANIFEST)
+    for path, value in changes.items():
+        *parents, last = path.split("__")
+        node = doc
+        for key in parents:
+            node = node[key]
+        if value is DROP:
+            del node[last]
+        else:
+            node[last] = value
+    return doc
+
+
+@pytest.mark.parametrize("doc", [
+    MANIFEST,
+    variant(build_key=None),  # tfaot-dist compile: written as null
+    variant(compilation__batch_rules=["3:2,1"], compilation__target_cpu=None),
+    variant(toolchain={"environment": "existing", "installed": ["tensorflow==2.21.0"], "tensorflow_version": "2.21.0",
+                       "runtime": {"key": "k-1", "origin": "installed"}}),
+], ids=["build", "compile", "tuned", "existing-toolchain"])
+def test_manifest_reads_back_to_the_same_bytes(doc):
+    typed = ModelManifest.from_json(json.loads(dumped(doc)), "manifest.json")
+    assert dumped(typed.to_json()) == dumped(doc)
+
+
+def test_manifest_fields_are_typed():
+    typed = ModelManifest.from_json(MANIFEST, "m")
+    assert typed.signature.inputs[0].shape == (4,) and typed.signature.outputs[0].dtype == "bool"
+    assert [c.batch_size for c in typed.reference.cases] == [1, 3]
+    assert typed.requires[0].version == "2.21.0+b8fd209dfb55daad"
+    assert typed.constants.per_batch_size["2"].note == "identical to 1"
+    assert typed.verification.outputs["output_0"].max_rel == 5.4e-07
+    assert typed.toolchain.requirements == ("tensorflow-cpu==2.21.0",) and typed.toolchain.runtime is None
+
+
+@pytest.mark.parametrize("doc, message", [
+    (variant(signature__inputs=[dict(TENSOR, dtype="complex64")]),
+     "m.signature.inputs[0].dtype: expected one of float32, float64, int32, int64, bool, got 'complex64'"),
+    (variant(signature__inputs=[dict(TENSOR, shape=[4, -1])]), "m.signature.inputs[0].shape[1]: expected a number >= 0"),
+    (variant(compilation__batch_sizes="1,2"), "m.compilation.batch_sizes: expected a list, got '1,2'"),
+    (variant(files={"../etc/passwd": {"sha256": SHA, "size": 1}}), "m.files.../etc/passwd: invalid path"),
+    (variant(verification__outputs={"o": {"max_abs": "0", "max_rel": 0}}),
+     "m.verification.outputs.o.max_abs: expected a number, got '0'"),
+    (variant(reference__cases=[{"batch_size": 0, "dir": "bs0"}]), "m.reference.cases[0].batch_size: expected a number > 0"),
+    (variant(package="tfaot-xla-runtime"), "m.package: 'tfaot-xla-runtime' is not a model package"),
+    (variant(requires=DROP), "m.requires: required field is missing"),
+    (variant(toolchain__runtime={"origin": "somewhere", "key": "k"}), "m.toolchain.runtime.origin: expected one of"),
+])
+def test_bad_manifest_names_the_field(doc, message):
+    with pytest.raises(InvalidInput) as info:
+        ModelManifest.from_json(doc, "m")
+    assert str(info.value).startswith(message)
+
+
+def test_compile_request_is_the_wire_format():
+    """The request as the worker (worker/tf_worker.py, hashed into build keys) has always received it."""
+    request = CompileRequest(saved_model="/s", serving_key="serving_default", batch_sizes=(1, 2),
+                             namespace="ns", class_name="c", output_dir="/o", target_triple="x86_64-pc-linux",
+                             target_cpu=None, reference_dir="/r", reference_sizes=(1, 2, 3, 5))
+    assert json.dumps(request.to_json(), indent=1) == json.dumps({
+        "op": "compile", "saved_model": "/s", "serving_key": "serving_default", "batch_sizes": [1, 2],
+        "namespace": "ns", "class_name": "c", "output_dir": "/o", "target_triple": "x86_64-pc-linux",
+        "target_cpu": None, "reference_dir": "/r", "reference_sizes": [1, 2, 3, 5]}, indent=1)
+
+
+ANSWER = {"ok": True, "signature": {"inputs": [TENSOR], "outputs": [TENSOR]},
+          "files": {"1": {"header": "c_bs1.h", "objects": ["c_bs1.o", "c_bs1_constants.o"]}},
+          "reference": [{"batch_size": 1, "dir": "bs1"}], "tensorflow_version": "2.21.0", "timings": {"load": 0.5}}
+
+
+def test_compile_answer_is_typed():
+    answer = CompileAnswer.from_json(ANSWER, "answer")
+    assert answer.files["1"].objects == ("c_bs1.o", "c_bs1_constants.o")
+    assert answer.signature.order is None and answer.reference[0].dir == "bs1"
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"files": {"1": {"header": "../c_bs1.h", "objects": []}}}, "answer.files.1.header: invalid file name '../c_bs1.h'"),
+    ({"files": {"1": {"header": "c.h", "objects": ["/tmp/x.o"]}}}, "answer.files.1.objects[0]: invalid file name"),
+    ({"tensorflow_version": 2.21}, "answer.tensorflow_version: expected a string, got 2.21"),
+])
+def test_bad_compile_answer_names_the_field(change, message):
+    with pytest.raises(InvalidInput) as info:
+        CompileAnswer.from_json({**ANSWER, **change}, "answer")
+    assert str(info.value).startswith(message)
