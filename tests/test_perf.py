@@ -17,6 +17,7 @@ from conftest import REPO, run_in_toolchain
 
 from tfaot_dist import config as config_mod
 from tfaot_dist import cpu_target, tune
+from tfaot_dist.documents import Compilation
 from tfaot_dist.errors import InvalidInput
 
 
@@ -163,8 +164,10 @@ def test_cpu_target_check():
     assert not cpu_target.check_host("skylake-avx512", cpuinfo).ok
     unknown = cpu_target.check_host("some-future-cpu", cpuinfo)
     assert not unknown.ok and unknown.unknown
-    manifest = {"compilation": {"target_triple": "x86_64-pc-linux", "target_cpu": "x86-64-v4"}}
-    assert not cpu_target.check_package(manifest, cpuinfo).ok
+    compiled_for = Compilation(target_triple="x86_64-pc-linux", target_cpu="x86-64-v4")
+    assert not cpu_target.check_package(compiled_for, cpuinfo).ok
+    assert cpu_target.check_package(Compilation(target_triple="x86_64-pc-linux", target_cpu="x86-64-v3"), cpuinfo).ok
+    assert cpu_target.check_package(None, cpuinfo).ok  # a runtime package: no target CPU
 
 
 # ---------------------------------------------------------------- compile path

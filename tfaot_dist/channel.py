@@ -75,8 +75,8 @@ class VerifiedArchive:
     size: int
     manifest: dict
     manifest_bytes: bytes
+    typed: Manifest  # the manifest's fields, checked
     label: str = ""  # how errors name it (the path, unless it was checked as a copy)
-    typed: Manifest | None = None  # the manifest's fields, checked
 
     @property
     def name(self) -> str:
@@ -138,7 +138,7 @@ def verify_archive(path: Path, label: str | None = None) -> VerifiedArchive:
             raise IntegrityError(f"{label}: {rel} is listed in the manifest but missing")
         if found[rel] != (meta.get("sha256"), meta.get("size")):
             raise IntegrityError(f"{label}: {rel}: sha256 or size differs from the manifest")
-    return VerifiedArchive(path, sha256_file(path), path.stat().st_size, manifest, manifest_bytes, label, typed)
+    return VerifiedArchive(path, sha256_file(path), path.stat().st_size, manifest, manifest_bytes, typed, label)
 
 
 def index_line(archive: VerifiedArchive) -> ChannelPackage:

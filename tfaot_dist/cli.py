@@ -333,7 +333,7 @@ def cmd_check(args) -> int:
 
     with tempfile.TemporaryDirectory(prefix="tfaot-check-") as work:
         answer = models.op_check(saved_model.absolute(), serving_key, defaults, args.cache, Path(work), log)
-    ops = answer["ops"]
+    ops = [row.to_json() for row in answer.ops]
     bad = [r["op"] for r in ops if not r["xla_cpu"]]
     if args.table:
         width = max(len("Operation"), *(len(r["op"]) for r in ops))
@@ -342,7 +342,7 @@ def cmd_check(args) -> int:
     else:
         lines = []
     lines.append("cpu: all ops compatible" if not bad else f"cpu: incompatible ops: {', '.join(bad)}")
-    emit(args, {"saved_model": str(saved_model), "signature": answer["signature"], "ops": ops,
+    emit(args, {"saved_model": str(saved_model), "signature": answer.signature.to_json(), "ops": ops,
                 "incompatible": bad}, "\n".join(lines))
     if bad:
         raise InvalidInput(f"{saved_model}: ops XLA cannot compile on CPU: {', '.join(bad)}")

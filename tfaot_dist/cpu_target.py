@@ -15,7 +15,8 @@ the Linux /proc/cpuinfo names of the features (pni = SSE3, abm = LZCNT).
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+
+from tfaot_dist.documents import Compilation
 
 _V1: frozenset[str] = frozenset({"cmov", "cx8", "fpu", "fxsr", "mmx", "syscall", "sse", "sse2"})
 _V2 = _V1 | {"cx16", "lahf_lm", "popcnt", "pni", "sse4_1", "sse4_2", "ssse3"}
@@ -68,10 +69,10 @@ def check_host(target_cpu: str, cpuinfo: str | None = None) -> Check:
     return Check(target_cpu, ok=not missing, missing=missing)
 
 
-def check_package(manifest: dict[str, Any], cpuinfo: str | None = None) -> Check:
-    """check_host() for a package manifest (compilation.target_cpu; x86-64 triples only)."""
-    comp = manifest.get("compilation", {})
-    triple = comp.get("target_triple") or "x86_64-pc-linux"
+def check_package(compilation: Compilation | None, cpuinfo: str | None = None) -> Check:
+    """check_host() for a package manifest's compilation (target_cpu; x86-64 triples only)."""
+    comp = compilation or Compilation()
+    triple = comp.target_triple or "x86_64-pc-linux"
     if not triple.startswith("x86_64"):
-        return Check(comp.get("target_cpu") or "", ok=False, unknown=True)
-    return check_host(comp.get("target_cpu") or "", cpuinfo)
+        return Check(comp.target_cpu or "", ok=False, unknown=True)
+    return check_host(comp.target_cpu or "", cpuinfo)

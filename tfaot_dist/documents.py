@@ -6,6 +6,7 @@
     Manifest      the fields of a package's manifest.json that publish and setup read
     ModelManifest a model package's whole manifest.json, as the builder writes it once
     CompileRequest / CompileAnswer   the TensorFlow worker's "compile" request and its answer
+    CheckRequest / CheckAnswer       its "check" request (signature and XLA op support) and answer
 
 Each is a frozen dataclass; its fields and their types are the schema. from_json()
 checks every field's type (and its pattern, where a field has one) before anything
@@ -526,3 +527,28 @@ class CompileAnswer(Document):
     reference: tuple[ReferenceCase, ...]
     tensorflow_version: str
     timings: dict = field(default_factory=dict)  # stage -> seconds, for --verbose readers
+
+
+@dataclass(frozen=True)
+class CheckRequest(Document):
+    """The worker's "check" request: load the SavedModel, read its signature, list XLA op support."""
+
+    saved_model: str
+    serving_key: str
+
+    def to_json(self) -> dict:
+        return {"op": "check", **super().to_json()}
+
+
+@dataclass(frozen=True)
+class OpSupport(Document):
+    op: str
+    xla_cpu: bool  # XLA can compile it on CPU
+
+
+@dataclass(frozen=True)
+class CheckAnswer(Document):
+    ok: bool
+    signature: Signature
+    ops: tuple[OpSupport, ...]
+    timings: dict = field(default_factory=dict)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from tfaot_dist import names
 from tfaot_dist.config import AotConfig, load_aot_config
+from tfaot_dist.documents import CheckAnswer, CheckRequest, Signature, Tensor
 from tfaot_dist.errors import InvalidInput
 from tfaot_dist.fsutil import replace_dir, temp_sibling
 from tfaot_dist.registry import Defaults, GitSource, ModelEntry, Registry
@@ -55,28 +56,29 @@ def load_source_config(src: ResolvedSource, aot_config: str) -> AotConfig:
     return load_aot_config(path, label, within=src.root)
 
 
-def check_model(config: AotConfig, defaults: Defaults, cache: Path, work: Path, log=print) -> dict:
+def check_model(config: AotConfig, defaults: Defaults, cache: Path, work: Path, log=print) -> Signature:
     """Load the SavedModel in TensorFlow, check its signature and ops; returns the signature."""
     answer = op_check(config.saved_model, config.serving_key, defaults, cache, work, log)
-    bad = [row["op"] for row in answer["ops"] if not row["xla_cpu"]]
+    bad = [row.op for row in answer.ops if not row.xla_cpu]
     if bad:
         raise InvalidInput(f"{config.path}: ops XLA cannot compile on CPU: {', '.join(bad)}")
-    return answer["signature"]
+    return answer.signature
 
 
-def op_check(saved_model: Path, serving_key: str, defaults: Defaults, cache: Path, work: Path, log=print) -> dict:
+def op_check(saved_model: Path, serving_key: str, defaults: Defaults, cache: Path, work: Path,
+             log=print) -> CheckAnswer:
     toolchain = ensure_toolchain(cache, defaults.requirements, log)
     work.mkdir(parents=True, exist_ok=True)
     try:
-        return run_worker(toolchain, {"op": "check", "saved_model": str(saved_model),
-                                      "serving_key": serving_key}, work)
+        answer = run_worker(toolchain, CheckRequest(saved_model=str(saved_model), serving_key=serving_key).to_json(),
+                            work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    return CheckAnswer.from_json(answer, "TensorFlow worker answer")
 
 
-def describe_signature(signature: dict) -> str:
-    def one(t):
-        return f"{t['name']}:{t['dtype']}{t['shape']}"
+def describe_signature(signature: Signature) -> str:
+    def one(t: Tensor) -> str:
+        return f"{t.name}:{t.dtype}{list(t.shape)}"
 
-    return (", ".join(one(t) for t in signature["inputs"]) + " -> "
-            + ", ".join(one(t) for t in signature["outputs"]))
+    return ", ".join(one(t) for t in signature.inputs) + " -> " + ", ".join(one(t) for t in signature.outputs)

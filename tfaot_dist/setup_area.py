@@ -239,7 +239,7 @@ def _setup_one(text: str, channel: Channel, root: Path, cache: Path, offline: bo
             discard(path)
     for p in todo:
         # Only a warning: areas are often prepared on one machine and used on others.
-        check = cpu_target.check_package(verified[p.key].manifest)
+        check = cpu_target.check_package(verified[p.key].typed.compilation)
         if p.kind == "model" and not check.ok:
             log(f"warning: {p.name} {p.version}: {check.message}")
 
