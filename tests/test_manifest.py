@@ -132,3 +132,18 @@ def test_bad_compile_answer_names_the_field(change, message):
     with pytest.raises(InvalidInput) as info:
         CompileAnswer.from_json({**ANSWER, **change}, "answer")
     assert str(info.value).startswith(message)
+
+
+def test_check_answer_and_the_signature_line():
+    from tfaot_dist.documents import CheckAnswer, CheckRequest
+    from tfaot_dist.models import describe_signature
+
+    assert CheckRequest(saved_model="/s", serving_key="k").to_json() == {"op": "check", "saved_model": "/s",
+                                                                        "serving_key": "k"}
+    answer = CheckAnswer.from_json({"ok": True, "signature": ANSWER["signature"],
+                                    "ops": [{"op": "MatMul", "xla_cpu": True}, {"op": "StringToNumber",
+                                                                                "xla_cpu": False}]}, "answer")
+    assert [o.op for o in answer.ops if not o.xla_cpu] == ["StringToNumber"]
+    assert describe_signature(answer.signature) == "input_0:float32[4] -> input_0:float32[4]"
+    with pytest.raises(InvalidInput, match=r"^answer.ops\[0\].xla_cpu: expected true or false, got 'yes'"):
+        CheckAnswer.from_json({**answer.to_json(), "ops": [{"op": "MatMul", "xla_cpu": "yes"}]}, "answer")
