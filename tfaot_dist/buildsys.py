@@ -121,7 +121,8 @@ def render_runtime_pkgconfig(runtime_manifest: dict) -> str:
 def _runtime_requirement(manifest: dict) -> str:
     """The runtime build the package was verified with if known, else any build of its TensorFlow version.
 
-    assemble() runs before verification, so a fresh manifest knows only the TensorFlow version:
+    The builder knows the exact runtime before assembly; the range is for manifests without
+    `requires` (packages of older tfaot-dist versions whose files setup writes in an area):
     "2.21.0" allows 2.21.0 and 2.21.0+BUILD (pkg-config compares like rpm), not 2.21.1.
     """
     for req in manifest.get("requires", []):
