@@ -185,12 +185,13 @@ def _compile(config: AotConfig, package: str, version: str, source: dict, defaul
                                                 comp.xla_flags), "TensorFlow worker answer")
     if answer.tensorflow_version != runtime.tensorflow_version:
         raise CompileFailed(f"the model was compiled with TensorFlow {answer.tensorflow_version}, "
-                            f"the XLA runtime is TensorFlow {runtime.tensorflow_version}'s")
-    tf = answer.tensorflow_version
+                            f"the XLA runtime was built from TensorFlow {runtime.tensorflow_version}")
+    tf_version = answer.tensorflow_version
     if toolchain_python:  # recorded without its path: manifests hold no paths of the build machine
-        used = documents.Toolchain(tensorflow_version=tf, environment="existing", installed=toolchain.installed)
+        used = documents.Toolchain(tensorflow_version=tf_version, environment="existing",
+                                   installed=toolchain.installed)
     else:
-        used = documents.Toolchain(tensorflow_version=tf, requirements=defaults.requirements)
+        used = documents.Toolchain(tensorflow_version=tf_version, requirements=defaults.requirements)
     if runtime_dir:
         used = replace(used, runtime=documents.RuntimeOrigin(origin="installed", key=runtime.key))
     root = out / pkg.dir_name(package, version)
