@@ -430,8 +430,9 @@ class Compilation(Document):
 
 @dataclass(frozen=True)
 class Manifest(Document):
-    """The fields of manifest.json that publish, setup and the area's build-system files read;
-    the file holds more (reference cases, constants, build key), read by their own owners."""
+    """The fields of manifest.json that publish, setup and the area's build-system files read, for
+    both kinds of package and from any tfaot-dist version (so most fields have defaults); a model
+    package's whole manifest, as this version writes it, is a ModelManifest (same nested types)."""
 
     package: str = field(metadata=check(_package_name))
     version: str = field(metadata=check(names.version))
