@@ -185,8 +185,9 @@ def test_check_passes_after_rendering_and_lists_stale_files(golden_registry, tmp
 
 def test_cmsbuild_files_follow_cmsdist_conventions(golden_registry):
     files = specs.render_all(Registry(golden_registry), "cmsbuild")
-    assert sorted(files) == ["tensorflow-xla-runtime.spec", "tfaot-compile.file", "tfaot-model-test-multi.spec",
-                             "tfaot-model-test-simple.spec", "tfaot-models.file"]
+    # No spec named tensorflow-xla-runtime: that is the release's own package, which ours must not shadow.
+    assert sorted(files) == ["tfaot-compile.file", "tfaot-model-test-multi.spec", "tfaot-model-test-simple.spec",
+                             "tfaot-models.file", "tfaot-xla-runtime.spec"]
     simple = files["tfaot-model-test-simple.spec"].splitlines()
     assert simple[0] == "### RPM external tfaot-model-test-simple 1.0.0"
     assert "%define aot_config simple/aot_config.yaml" in simple
@@ -197,7 +198,7 @@ def test_cmsbuild_files_follow_cmsdist_conventions(golden_registry):
     multi = files["tfaot-model-test-multi.spec"]
     assert "git+ssh://git@github.com/cms-ml/data.git?" in multi and "%define tfaot_batch_sizes 1,8" in multi
     compile_file = files["tfaot-compile.file"]
-    for needed in ("BuildRequires: py3-tfaot-dist py3-tensorflow", "Requires: tensorflow-xla-runtime",
+    for needed in ("BuildRequires: py3-tfaot-dist py3-tensorflow", "\nRequires: tfaot-xla-runtime\n",
                    "\n%build\n", "tfaot-dist --registry tfaot-registry compile", "cp -pR \"$pkg\"/. %{i}/",
                    "test -f %{i}/lib/lib%{n}.a", "%post\n%{relocateConfig}etc/scram.d/%{n}.xml",
                    # cmsdist's tfaot-compile: the triple from the build machine's %{_arch}, ppc64le spelled out.
@@ -211,7 +212,9 @@ def test_cmsbuild_files_follow_cmsdist_conventions(golden_registry):
     assert files["tfaot-models.file"].splitlines()[2:] == [
         "%if 0%{!?without_tensorflow:1}", "Requires: tfaot-model-test-multi", "Requires: tfaot-model-test-simple",
         "%endif"]
-    assert files["tensorflow-xla-runtime.spec"].startswith("### RPM external tensorflow-xla-runtime 2.21.0\n")
+    assert files["tfaot-xla-runtime.spec"].startswith("### RPM external tfaot-xla-runtime 2.21.0\n")
+    assert not any(line.startswith("Requires:") and "tensorflow-xla-runtime" in line
+                   for text in files.values() for line in text.splitlines())
 
 
 def as_cmsbuild_would(spec: str, include: str) -> str:
@@ -241,11 +244,19 @@ def test_cmsbuild_specs_parse_as_cmsbuild_would(golden_registry, tmp_path):
         assert " ".join(parsed.replace("\\\n", " ").split()).count(f"compile {compile_args}") == 1, parsed
         assert f"cp -pR \"$pkg\"/. /cms/sw/tfaot-model-{name}/" in parsed
         assert "sha256sum" not in parsed  # git sources: the commit pins them
-        assert "BuildRequires: py3-tfaot-dist" in parsed and "Requires: tensorflow-xla-runtime" in parsed
+        assert "BuildRequires: py3-tfaot-dist" in parsed and "\nRequires: tfaot-xla-runtime\n" in parsed
+        # Ours, whose tool the package's tool file uses; never the release's tensorflow-xla-runtime.
+        assert [line for line in parsed.splitlines() if line.startswith("Requires:")] == ["Requires: tfaot-xla-runtime"]
     runtime = tmp_path / "runtime.spec"
-    runtime.write_text(as_cmsbuild_would(files["tensorflow-xla-runtime.spec"], ""))
+    runtime.write_text(as_cmsbuild_would(files["tfaot-xla-runtime.spec"], ""))
     proc = subprocess.run(["rpmspec", "-P", str(runtime)], capture_output=True, text=True, check=False)
     assert proc.returncode == 0 and "tfaot-dist --registry tfaot-registry runtime" in proc.stdout, proc.stderr
+    # Parsed back: the package and the tool file it installs are ours, never the release's tensorflow-xla-runtime.
+    name = subprocess.run(["rpmspec", "-q", "--qf", "%{name}", str(runtime)], capture_output=True, text=True,
+                          check=True).stdout
+    assert name == "tfaot-xla-runtime"
+    assert "set -- tfaot-build/tfaot-xla-runtime-2.21.0*/" in proc.stdout
+    assert "test -f /cms/sw/tfaot-xla-runtime/2.21.0/etc/scram.d/tfaot-xla-runtime.xml" in proc.stdout
 
 
 def test_archive_sources(tmp_path, capsys):

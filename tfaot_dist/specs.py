@@ -9,7 +9,9 @@ cmsBuild flavour (CMSDIST conventions):
                                 at the pinned commit, aot_config, `## INCLUDE tfaot-compile`
     tfaot-compile.file          shared: build with `tfaot-dist compile`, install every file
     tfaot-models.file           one `Requires:` per model
-    tensorflow-xla-runtime.spec the XLA AOT runtime
+    tfaot-xla-runtime.spec      our XLA AOT runtime, the tool every model's tool file uses. Never named
+                                tensorflow-xla-runtime: that is the release's own package (a shared
+                                libtf_xla_runtime.so of the release's TensorFlow), which ours must not shadow.
 
 rpm flavour: tfaot-model-NAME.spec and tfaot-xla-runtime.spec, standard specs
 whose Source0 is the verified package archive of `tfaot-dist build`; with
@@ -43,8 +45,9 @@ from tfaot_dist.scram_tool import RUNTIME_TOOL
 from tfaot_dist.textsafe import render, spec_text
 
 FLAVORS = ("cmsbuild", "rpm")
-CMS_RUNTIME = "tensorflow-xla-runtime"  # the CMSDIST package and scram tool of the runtime
-RPM_RUNTIME = "tfaot-xla-runtime"  # runtime_package.NAME
+RELEASE_RUNTIME = "tensorflow-xla-runtime"  # CMSDIST's package of the release: never a spec of ours
+# runtime_package.NAME, the runtime spec of every flavour; its scram tool file is etc/scram.d/%{n}.xml
+RPM_RUNTIME = RUNTIME_TOOL
 TOOL_PACKAGE = "py3-tfaot-dist"  # how CMSDIST would name this tool
 TENSORFLOW_DISTS = ("tensorflow", "tensorflow-cpu", "tensorflow-intel")
 SOURCES = "SOURCES"
@@ -135,11 +138,10 @@ def render_all(registry: Registry, flavor: str) -> dict[str, str]:
         for m in models:
             files[f"{m['package']}.spec"] = render("cmsbuild_model.spec.j2", **common, m=m)
         files["tfaot-compile.file"] = render("tfaot-compile.file.j2", **common, r=runtime,
-                                             tool_package=TOOL_PACKAGE, runtime_package=CMS_RUNTIME)
+                                             tool_package=TOOL_PACKAGE, runtime_package=RPM_RUNTIME)
         files["tfaot-models.file"] = render("tfaot-models.file.j2", **common, models=models)
-        files[f"{CMS_RUNTIME}.spec"] = render("cmsbuild_runtime.spec.j2", **common, r=runtime,
-                                              tool_package=TOOL_PACKAGE, runtime_package=CMS_RUNTIME,
-                                              runtime_tool=RUNTIME_TOOL)
+        files[f"{RPM_RUNTIME}.spec"] = render("cmsbuild_runtime.spec.j2", **common, r=runtime,
+                                              tool_package=TOOL_PACKAGE, runtime_package=RPM_RUNTIME)
     else:
         for m in models:
             files[f"{m['package']}.spec"] = render("rpm_model.spec.j2", **common, m=m,
