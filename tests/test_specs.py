@@ -856,8 +856,10 @@ def run_prebuilt(files: dict[str, str], spec_name: str, top: Path) -> tuple[subp
     return proc, top / "install" / spec_name / version
 
 
-def check_installed_tree(install: Path, manifest: dict) -> None:
+def check_installed_tree(install: Path, manifest_bytes: bytes) -> None:
     """install holds exactly the package's files with the package's bytes; tool files point at install."""
+    manifest = json.loads(manifest_bytes)
+    assert (install / "manifest.json").read_bytes() == manifest_bytes
     expected = {}
     for rel in manifest["files"]:
         expected[rel] = manifest["files"][rel]["sha256"]
@@ -991,8 +993,7 @@ def test_prebuilt_specs_parse_and_install_from_the_channel(golden_registry, fake
         requires = [line for line in parsed.splitlines() if line.startswith("Requires:")]
         assert requires == ([] if spec_name == "tfaot-xla-runtime" else ["Requires: tfaot-xla-runtime"])
         assert f"%post\n: relocate {install}/etc/scram.d/{spec_name}.xml" in parsed
-        check_installed_tree(install, json.loads((channel / "packages" / spec_name / version /
-                                                  "manifest.json").read_text()))
+        check_installed_tree(install, (channel / "packages" / spec_name / version / "manifest.json").read_bytes())
     assert server.count(f"packages/tfaot-xla-runtime/{RUNTIME_VERSION}/tfaot-xla-runtime-{RUNTIME_VERSION}.tar.gz")
 
 
@@ -1042,3 +1043,40 @@ def test_prebuilt_refuses_what_is_not_the_entry_s_build(golden_registry, fake_ch
                        "--out", out, expect=INTEGRITY)
     assert "manifest.json: sha256 differs from the channel index" in err
     assert not out.exists()
+
+
+@pytest.mark.slow
+def test_prebuilt_specs_install_the_published_packages(built, tmp_path, capsys):
+    """The real packages of `build`, published to a channel served over HTTP: each prebuilt spec's Source is
+    downloaded, rpmbuild runs %prep (sha256 check), %build and %install, and the installed tree holds the
+    package's bytes."""
+    from httpserve import Server
+
+    channel = tmp_path / "channel"
+    assert cli.main(["publish", "--channel", str(channel), "--dist", str(built / "dist")]) == 0
+    server = Server(channel)
+    try:
+        out = tmp_path / "specs"
+        specs_cli(capsys, built / "registry", "--flavor", "cmsbuild-prebuilt", "--channel", server.url(), "--out", out)
+        files = {p.name: p.read_text() for p in out.iterdir()}
+        (runtime_dir,) = [p for p in (built / "dist").glob("tfaot-xla-runtime-*") if p.is_dir()]
+        packages = {"tfaot-model-test-simple": built / "dist" / "tfaot-model-test-simple-1.0.0",
+                    "tfaot-model-test-multi": built / "dist" / "tfaot-model-test-multi-1.0.0",
+                    "tfaot-xla-runtime": runtime_dir}
+        assert files["tfaot-xla-runtime.spec"].startswith(f"### RPM external {runtime_dir.name.replace('-2.', ' 2.', 1)}\n")
+        for name, package in packages.items():
+            proc, install = run_prebuilt(files, name, tmp_path / name)
+            assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+            check_installed_tree(install, (package / "manifest.json").read_bytes())
+            for rel in json.loads((package / "manifest.json").read_text())["files"]:  # and the bytes on disk
+                if not rel.startswith("etc/scram.d/"):
+                    assert (install / rel).read_bytes() == (package / rel).read_bytes(), rel
+        # Other bytes at the archive's URL: %prep stops before anything is unpacked or installed.
+        archive = "packages/tfaot-model-test-simple/1.0.0/tfaot-model-test-simple-1.0.0.tar.gz"
+        data = (channel / archive).read_bytes()
+        server.replace(archive, data[:1000] + bytes([data[1000] ^ 1]) + data[1001:])
+        proc, install = run_prebuilt(files, "tfaot-model-test-simple", tmp_path / "tampered")
+        assert proc.returncode != 0 and "computed checksum did NOT match" in proc.stderr, proc.stderr[-2000:]
+        assert not install.exists() and not (tmp_path / "tampered" / "BUILD" / "tfaot-model-test-simple-1.0.0").exists()
+    finally:
+        server.close()
