@@ -166,7 +166,7 @@ def render_all(registry: Registry, flavor: str, channel: str | None = None) -> d
         if channel is None:
             raise UsageError(f"--channel: the {PREBUILT} flavour needs the http(s) URL of a channel")
         base, rows = _read_channel(channel)
-        prebuilt = [_prebuilt_model(base, rows, e, m, tf_version) for e, m in zip(entries, models)]
+        prebuilt = [_prebuilt_model(base, rows, e, m, tf_version) for e, m in zip(entries, models, strict=True)]
         for p in prebuilt:
             files[f"{p['package']}.spec"] = render("cmsbuild_prebuilt.spec.j2", **common, p=p, channel=base,
                                                    runtime_package=RPM_RUNTIME)
