@@ -679,7 +679,7 @@ def parser() -> argparse.ArgumentParser:
     s = _command(sub, common, "specs", "render cmsBuild or rpm specs of the registry",
                  "Render the packaging specs of every registry entry from spec_templates/ (byte-identical for "
                  "the same registry and history).",
-                 ["tfaot-dist specs --out specs/", "tfaot-dist specs --out specs/ --check   # exit 1: stale",
+                 ["tfaot-dist specs --out specs/   # with --check: exit 1 if stale",
                   "tfaot-dist specs --flavor rpm --out rpm-specs/ --sources dist/",
                   "tfaot-dist specs --flavor cmsbuild-prebuilt --channel https://host/channel/ --out specs/"])
     s.add_argument("--out", type=Path, required=True, help="output directory of the specs")
