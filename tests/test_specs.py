@@ -1035,8 +1035,17 @@ def test_prebuilt_refuses_what_is_not_the_entry_s_build(golden_registry, fake_ch
     _, err = specs_cli(capsys, golden_registry, "--flavor", "cmsbuild-prebuilt", "--channel", server.url(),
                        "--out", out, expect=4)
     assert "index.json: no tfaot-model-test-simple 1.0.1" in err
-    # A manifest that is not the one the index lists.
+    # An index whose archive path would put shell or macro text into the spec.
     write_entry(golden_registry, entry("test-simple", sha=SHA_B))
+    index = channel / "index.json"
+    good_index = index.read_text()
+    index.write_text(good_index.replace('"packages/tfaot-model-test-simple/1.0.0/tfaot-model-test-simple-1.0.0.tar.gz"',
+                                        '"packages/$(id)%{x}/tfaot-model-test-simple-1.0.0.tar.gz"'))
+    _, err = specs_cli(capsys, golden_registry, "--flavor", "cmsbuild-prebuilt", "--channel", server.url(),
+                       "--out", out, expect=INVALID)
+    assert len(err.splitlines()) == 1 and "index.json: " in err and "archive" in err and "'packages/$(id)%{x}/" in err
+    index.write_text(good_index)
+    # A manifest that is not the one the index lists.
     manifest = channel / "packages/tfaot-model-test-simple/1.0.0/manifest.json"
     manifest.write_text(manifest.read_text() + " ")
     _, err = specs_cli(capsys, golden_registry, "--flavor", "cmsbuild-prebuilt", "--channel", server.url(),
