@@ -185,8 +185,9 @@ def test_check_passes_after_rendering_and_lists_stale_files(golden_registry, tmp
 
 def test_cmsbuild_files_follow_cmsdist_conventions(golden_registry):
     files = specs.render_all(Registry(golden_registry), "cmsbuild")
-    assert sorted(files) == ["tensorflow-xla-runtime.spec", "tfaot-compile.file", "tfaot-model-test-multi.spec",
-                             "tfaot-model-test-simple.spec", "tfaot-models.file"]
+    # No spec named tensorflow-xla-runtime: that is the release's own package, which ours must not shadow.
+    assert sorted(files) == ["tfaot-compile.file", "tfaot-model-test-multi.spec", "tfaot-model-test-simple.spec",
+                             "tfaot-models.file", "tfaot-xla-runtime.spec"]
     simple = files["tfaot-model-test-simple.spec"].splitlines()
     assert simple[0] == "### RPM external tfaot-model-test-simple 1.0.0"
     assert "%define aot_config simple/aot_config.yaml" in simple
@@ -197,7 +198,7 @@ def test_cmsbuild_files_follow_cmsdist_conventions(golden_registry):
     multi = files["tfaot-model-test-multi.spec"]
     assert "git+ssh://git@github.com/cms-ml/data.git?" in multi and "%define tfaot_batch_sizes 1,8" in multi
     compile_file = files["tfaot-compile.file"]
-    for needed in ("BuildRequires: py3-tfaot-dist py3-tensorflow", "Requires: tensorflow-xla-runtime",
+    for needed in ("BuildRequires: py3-tfaot-dist py3-tensorflow", "\nRequires: tfaot-xla-runtime\n",
                    "\n%build\n", "tfaot-dist --registry tfaot-registry compile", "cp -pR \"$pkg\"/. %{i}/",
                    "test -f %{i}/lib/lib%{n}.a", "%post\n%{relocateConfig}etc/scram.d/%{n}.xml",
                    # cmsdist's tfaot-compile: the triple from the build machine's %{_arch}, ppc64le spelled out.
@@ -211,17 +212,24 @@ def test_cmsbuild_files_follow_cmsdist_conventions(golden_registry):
     assert files["tfaot-models.file"].splitlines()[2:] == [
         "%if 0%{!?without_tensorflow:1}", "Requires: tfaot-model-test-multi", "Requires: tfaot-model-test-simple",
         "%endif"]
-    assert files["tensorflow-xla-runtime.spec"].startswith("### RPM external tensorflow-xla-runtime 2.21.0\n")
+    assert files["tfaot-xla-runtime.spec"].startswith("### RPM external tfaot-xla-runtime 2.21.0\n")
+    assert not any(line.startswith("Requires:") and "tensorflow-xla-runtime" in line
+                   for text in files.values() for line in text.splitlines())
 
 
-def as_cmsbuild_would(spec: str, include: str) -> str:
+def as_cmsbuild_would(spec: str, include: str, name: str = "tfaot-compile", root: str = "/cms/sw") -> str:
     """A cmsBuild spec with its INCLUDE inlined and the macros cmsBuild defines, for rpmspec to parse."""
     first, body = spec.split("\n", 1)
-    _, _, _, name, version = first.split()
-    header = (f"%define n {name}\n%define realversion {version}\n%define i /cms/sw/{name}/{version}\n"
-              f"%define relocateConfig : relocate \nName: %{{n}}\nVersion: %{{realversion}}\nRelease: 1\n"
-              f"Summary: x\nLicense: x\n%description\nx\n")
-    return header + body.replace("## INCLUDE tfaot-compile\n", include)
+    _, _, _, name_, version = first.split()
+    header = (f"%define n {name_}\n%define realversion {version}\n%define i {root}/{name_}/{version}\n"
+              f"%define relocateConfig : relocate {root}/{name_}/{version}/\nName: %{{n}}\nVersion: %{{realversion}}\nRelease: 1\n"
+              f"Summary: x\nLicense: x\n")
+    assert not include or f"## INCLUDE {name}\n" in body
+    text = header + body.replace(f"## INCLUDE {name}\n", include)
+    # %description after the preamble (Source, Requires), before the first section; cmsBuild's own
+    # section preambles (pkgtools cmsBuild_consts.py): %prep removes %i, %install creates it.
+    text = text.replace("\n%prep\n", "\n%description\nx\n\n%prep\nrm -fr %i\n", 1)
+    return text.replace("\n%install\n", "\n%install\nmkdir -p %i\n", 1)
 
 
 def test_cmsbuild_specs_parse_as_cmsbuild_would(golden_registry, tmp_path):
@@ -241,11 +249,19 @@ def test_cmsbuild_specs_parse_as_cmsbuild_would(golden_registry, tmp_path):
         assert " ".join(parsed.replace("\\\n", " ").split()).count(f"compile {compile_args}") == 1, parsed
         assert f"cp -pR \"$pkg\"/. /cms/sw/tfaot-model-{name}/" in parsed
         assert "sha256sum" not in parsed  # git sources: the commit pins them
-        assert "BuildRequires: py3-tfaot-dist" in parsed and "Requires: tensorflow-xla-runtime" in parsed
+        assert "BuildRequires: py3-tfaot-dist" in parsed and "\nRequires: tfaot-xla-runtime\n" in parsed
+        # Ours, whose tool the package's tool file uses; never the release's tensorflow-xla-runtime.
+        assert [line for line in parsed.splitlines() if line.startswith("Requires:")] == ["Requires: tfaot-xla-runtime"]
     runtime = tmp_path / "runtime.spec"
-    runtime.write_text(as_cmsbuild_would(files["tensorflow-xla-runtime.spec"], ""))
+    runtime.write_text(as_cmsbuild_would(files["tfaot-xla-runtime.spec"], ""))
     proc = subprocess.run(["rpmspec", "-P", str(runtime)], capture_output=True, text=True, check=False)
     assert proc.returncode == 0 and "tfaot-dist --registry tfaot-registry runtime" in proc.stdout, proc.stderr
+    # Parsed back: the package and the tool file it installs are ours, never the release's tensorflow-xla-runtime.
+    name = subprocess.run(["rpmspec", "-q", "--qf", "%{name}", str(runtime)], capture_output=True, text=True,
+                          check=True).stdout
+    assert name == "tfaot-xla-runtime"
+    assert "set -- tfaot-build/tfaot-xla-runtime-2.21.0*/" in proc.stdout
+    assert "test -f /cms/sw/tfaot-xla-runtime/2.21.0/etc/scram.d/tfaot-xla-runtime.xml" in proc.stdout
 
 
 def test_archive_sources(tmp_path, capsys):
@@ -805,3 +821,271 @@ def test_real_packages_with_generated_cmake_and_pkgconfig_files(built, tmp_path)
                     "-DCMAKE_BUILD_TYPE=Release"], check=True, capture_output=True)
     subprocess.run(["cmake", "--build", str(build)], check=True, capture_output=True)
     check(build / "consumer")
+
+
+# --- the prebuilt cmsBuild flavour: archives from a channel over HTTP ---------------------------------
+
+def download_source(parsed_spec: str, sources: Path) -> Path:
+    """What cmsBuild does before rpmbuild runs: fetch the spec's Source URL into SOURCES/."""
+    import urllib.request
+
+    (url,) = [line.split(None, 1)[1] for line in parsed_spec.splitlines() if line.startswith("Source:")]
+    sources.mkdir(parents=True, exist_ok=True)
+    target = sources / url.rsplit("/", 1)[1]
+    with urllib.request.urlopen(url, timeout=60) as answer:
+        target.write_bytes(answer.read())
+    return target
+
+
+def run_prebuilt(files: dict[str, str], spec_name: str, top: Path) -> tuple[subprocess.CompletedProcess, Path]:
+    """The spec as cmsBuild would see it, its Source downloaded, then %prep, %build and %install by rpmbuild -bi.
+
+    Returns rpmbuild's result and the install directory (%{i}).
+    """
+    spec = top / f"{spec_name}.spec"
+    top.mkdir(parents=True, exist_ok=True)
+    spec.write_text(as_cmsbuild_would(files[f"{spec_name}.spec"], files["tfaot-prebuilt.file"], "tfaot-prebuilt",
+                                      root=str(top / "install")))
+    parsed = subprocess.run(["rpmspec", "-P", str(spec)], capture_output=True, text=True, check=True).stdout
+    download_source(parsed, top / "SOURCES")
+    proc = subprocess.run(
+        ["rpmbuild", "-bi", "--nodeps", "--define", f"_topdir {top}", "--define", f"_sourcedir {top / 'SOURCES'}",
+         "--define", f"_tmppath {top}/tmp", "--define", "__os_install_post %{nil}", str(spec)],
+        capture_output=True, text=True, check=False)
+    version = files[f"{spec_name}.spec"].split("\n", 1)[0].split()[-1]
+    return proc, top / "install" / spec_name / version
+
+
+def check_installed_tree(install: Path, manifest_bytes: bytes) -> None:
+    """install holds exactly the package's files with the package's bytes; tool files point at install."""
+    manifest = json.loads(manifest_bytes)
+    assert (install / "manifest.json").read_bytes() == manifest_bytes
+    expected = {}
+    for rel in manifest["files"]:
+        expected[rel] = manifest["files"][rel]["sha256"]
+    got = {str(p.relative_to(install)): sha256(p.read_bytes()) for p in install.rglob("*") if p.is_file()}
+    assert sorted(got) == sorted([*expected, "manifest.json"])
+    tools = [rel for rel in expected if rel.startswith("etc/scram.d/")]
+    assert tools == [f"etc/scram.d/{install.parent.name}.xml"]
+    for rel, digest in expected.items():
+        if rel in tools:
+            tool = ET.fromstringlist(["<root>", (install / rel).read_text(), "</root>"])[0]  # as scram reads it
+            base = next(e for e in tool.iter("environment") if e.get("name").endswith("_BASE"))
+            assert base.get("default") == str(install) and "@TOOL_ROOT@" not in (install / rel).read_text()
+        else:
+            assert got[rel] == digest, rel
+
+
+def fake_package(root: Path, name: str, version: str, source: dict | None, runtime: str) -> Path:
+    """A small package tree in the layout of `tfaot-dist build` (for the fast tests; the slow ones use real ones)."""
+    from tfaot_dist import scram_tool
+
+    tree = root / f"{name}-{version}"
+    if name == specs.RPM_RUNTIME:
+        files = {f"etc/scram.d/{name}.xml": scram_tool.render_runtime_tool(version, ["libtf_xla_runtime.a"], []),
+                 "lib/libtf_xla_runtime.a": "!<arch>\n", "include/tfaot/Model.h": "// runtime\n"}
+    else:
+        files = {f"etc/scram.d/{name}.xml": scram_tool.render_model_tool(name, version, ""),
+                 f"lib/lib{name}.a": f"!<arch>\n{name}\n", f"include/{name}/model.h": f"// {name}\n"}
+    for rel, text in files.items():
+        (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tree / rel).write_text(text)
+    manifest = {"package": name, "version": version,
+                "files": {rel: {"sha256": sha256(text.encode()), "size": len(text.encode())}
+                          for rel, text in files.items()}}
+    if source is not None:
+        manifest |= {"source": source, "requires": [{"name": specs.RPM_RUNTIME, "version": runtime}],
+                     "toolchain": {"tensorflow_version": "2.21.0"}}
+    else:
+        manifest["tensorflow_version"] = "2.21.0"
+    (tree / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    return tree
+
+
+def publish_fake(channel: Path, trees: list[Path]) -> None:
+    """index.json and packages/NAME/VERSION/{archive, manifest.json}, as channel.publish lays them out."""
+    import gzip
+    import tarfile
+
+    rows = []
+    for tree in trees:
+        manifest = json.loads((tree / "manifest.json").read_text())
+        name, version = manifest["package"], manifest["version"]
+        base = channel / "packages" / name / version
+        base.mkdir(parents=True)
+        archive = base / f"{name}-{version}.tar.gz"
+        def fixed(info: tarfile.TarInfo) -> tarfile.TarInfo:  # the same bytes on every run (golden digests)
+            info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+            info.mode = 0o755 if info.isdir() else 0o644
+            return info
+
+        with gzip.GzipFile(archive, "wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
+            tar.add(tree, arcname=tree.name, filter=fixed)
+        (base / "manifest.json").write_bytes((tree / "manifest.json").read_bytes())
+        runtime = name == specs.RPM_RUNTIME
+        rows.append({"name": name, "version": version, "kind": "runtime" if runtime else "model",
+                     "archive": f"packages/{name}/{version}/{archive.name}", "size": archive.stat().st_size,
+                     "sha256": sha256(archive.read_bytes()), "manifest": f"packages/{name}/{version}/manifest.json",
+                     "manifest_sha256": sha256((tree / "manifest.json").read_bytes()),
+                     "requires": manifest.get("requires", []), "tensorflow_version": "2.21.0",
+                     "batch_sizes": [] if runtime else [1], "signature": None if runtime else {}})
+    (channel / "index.json").write_text(json.dumps({"format": "tfaot-dist-channel/1", "packages": rows}))
+
+
+RUNTIME_VERSION = "2.21.0+b8fd209dfb55daad"
+SIMPLE_SOURCE = {"git": "https://git.example.org/ml/data.git", "ref": "main", "commit": SHA_B,
+                 "url": "https://git.example.org/ml/data.git", "aot_config": "simple/aot_config.yaml"}
+MULTI_SOURCE = {"git": "git@github.com:cms-ml/data.git", "ref": "v1", "commit": SHA_C,
+                "url": "git@github.com:cms-ml/data.git", "aot_config": "multi/aot_config.yaml"}
+
+
+@pytest.fixture
+def fake_channel(tmp_path):
+    """The golden registry's packages (small fakes) and their runtime in a channel served on 127.0.0.1."""
+    from httpserve import Server
+
+    trees = tmp_path / "trees"
+    channel = tmp_path / "channel"
+    publish_fake(channel, [fake_package(trees, "tfaot-model-test-simple", "1.0.0", SIMPLE_SOURCE, RUNTIME_VERSION),
+                           fake_package(trees, "tfaot-model-test-multi", "2.0.0rc1", MULTI_SOURCE, RUNTIME_VERSION),
+                           fake_package(trees, "tfaot-xla-runtime", RUNTIME_VERSION, None, "")])
+    server = Server(channel)
+    yield server, channel
+    server.close()
+
+
+def test_prebuilt_golden(golden_registry, fake_channel, tmp_path, capsys):
+    server, _ = fake_channel
+    out = tmp_path / "out"
+    specs_cli(capsys, golden_registry, "--flavor", "cmsbuild-prebuilt", "--channel", server.url(), "--out", out)
+    # The server's port changes from run to run: the golden files name the channel http://channel.example.org/.
+    rendered = {p.name: p.read_text().replace(server.url(), "http://channel.example.org/")
+                for p in sorted(out.iterdir())}
+    expected_dir = GOLDEN / "cmsbuild-prebuilt"
+    if UPDATE:
+        shutil.rmtree(expected_dir, ignore_errors=True)
+        expected_dir.mkdir(parents=True)
+        for name, text in rendered.items():
+            (expected_dir / name).write_text(text)
+    expected = {p.name: p.read_text() for p in sorted(expected_dir.iterdir())}
+    assert sorted(rendered) == sorted(expected) == ["tfaot-model-test-multi.spec", "tfaot-model-test-simple.spec",
+                                                    "tfaot-models.file", "tfaot-prebuilt.file",
+                                                    "tfaot-xla-runtime.spec"]
+    for name, text in rendered.items():
+        assert text == expected[name], f"cmsbuild-prebuilt/{name} differs from {expected_dir / name}"
+    specs_cli(capsys, golden_registry, "--flavor", "cmsbuild-prebuilt", "--channel", server.url(), "--out", out,
+              "--check")
+
+
+def test_prebuilt_specs_parse_and_install_from_the_channel(golden_registry, fake_channel, tmp_path):
+    server, channel = fake_channel
+    files = specs.render_all(Registry(golden_registry), "cmsbuild-prebuilt", server.url())
+    for spec_name, version in (("tfaot-model-test-simple", "1.0.0"), ("tfaot-model-test-multi", "2.0.0rc1"),
+                               ("tfaot-xla-runtime", RUNTIME_VERSION)):
+        archive = channel / "packages" / spec_name / version / f"{spec_name}-{version}.tar.gz"
+        top = tmp_path / spec_name
+        proc, install = run_prebuilt(files, spec_name, top)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        assert (top / "SOURCES" / archive.name).read_bytes() == archive.read_bytes()
+        parsed = subprocess.run(["rpmspec", "-P", "--define", f"_sourcedir {top / 'SOURCES'}",
+                                 str(top / f"{spec_name}.spec")], capture_output=True, text=True, check=True).stdout
+        assert f"echo \"{sha256(archive.read_bytes())}  {top / 'SOURCES' / archive.name}\" | sha256sum -c -" in parsed
+        requires = [line for line in parsed.splitlines() if line.startswith("Requires:")]
+        assert requires == ([] if spec_name == "tfaot-xla-runtime" else ["Requires: tfaot-xla-runtime"])
+        assert f"%post\n: relocate {install}/etc/scram.d/{spec_name}.xml" in parsed
+        check_installed_tree(install, (channel / "packages" / spec_name / version / "manifest.json").read_bytes())
+    assert server.count(f"packages/tfaot-xla-runtime/{RUNTIME_VERSION}/tfaot-xla-runtime-{RUNTIME_VERSION}.tar.gz")
+
+
+def test_prebuilt_refuses_a_tampered_archive_before_unpacking(golden_registry, fake_channel, tmp_path):
+    server, channel = fake_channel
+    files = specs.render_all(Registry(golden_registry), "cmsbuild-prebuilt", server.url())
+    rel = "packages/tfaot-model-test-simple/1.0.0/tfaot-model-test-simple-1.0.0.tar.gz"
+    good = (channel / rel).read_bytes()
+    server.replace(rel, good[:-1] + bytes([good[-1] ^ 1]))  # the server now serves other bytes
+    proc, install = run_prebuilt(files, "tfaot-model-test-simple", tmp_path / "top")
+    assert proc.returncode != 0
+    assert "sha256sum: WARNING: 1 computed checksum did NOT match" in proc.stderr, proc.stderr[-2000:]
+    assert "%prep" in proc.stderr and not install.exists()
+    assert not (tmp_path / "top" / "BUILD" / "tfaot-model-test-simple-1.0.0").exists()
+
+
+def test_prebuilt_refuses_what_is_not_the_entry_s_build(golden_registry, fake_channel, tmp_path, capsys):
+    server, channel = fake_channel
+    out = tmp_path / "out"
+    # A channel URL that cannot be placed in a spec, or none at all.
+    _, err = specs_cli(capsys, golden_registry, "--flavor", "cmsbuild-prebuilt", "--channel", "ftp://x/", "--out",
+                       out, expect=INVALID)
+    assert "--channel" in err and "ftp://x/" in err
+    _, err = specs_cli(capsys, golden_registry, "--flavor", "cmsbuild-prebuilt", "--channel",
+                       server.url("$(id)/"), "--out", out, expect=INVALID)
+    assert "--channel" in err and "cannot be placed in a spec" in err
+    _, err = specs_cli(capsys, golden_registry, "--flavor", "cmsbuild-prebuilt", "--out", out, expect=2)
+    assert "--channel" in err
+    _, err = specs_cli(capsys, golden_registry, "--channel", server.url(), "--out", out, expect=2)
+    assert "--channel" in err
+    # The entry moved to another commit since the channel's build: refused, naming the field.
+    write_entry(golden_registry, entry("test-simple", sha=SHA_A))
+    _, err = specs_cli(capsys, golden_registry, "--flavor", "cmsbuild-prebuilt", "--channel", server.url(),
+                       "--out", out, expect=INVALID)
+    assert "tfaot-model-test-simple/1.0.0/manifest.json: not the build of models/test-simple.yaml " \
+           "(source.commit differ)" in err
+    # A version the channel does not have.
+    write_entry(golden_registry, entry("test-simple", version="1.0.1", sha=SHA_B))
+    _, err = specs_cli(capsys, golden_registry, "--flavor", "cmsbuild-prebuilt", "--channel", server.url(),
+                       "--out", out, expect=4)
+    assert "index.json: no tfaot-model-test-simple 1.0.1" in err
+    # An index whose archive path would put shell or macro text into the spec.
+    write_entry(golden_registry, entry("test-simple", sha=SHA_B))
+    index = channel / "index.json"
+    good_index = index.read_text()
+    index.write_text(good_index.replace('"packages/tfaot-model-test-simple/1.0.0/tfaot-model-test-simple-1.0.0.tar.gz"',
+                                        '"packages/$(id)%{x}/tfaot-model-test-simple-1.0.0.tar.gz"'))
+    _, err = specs_cli(capsys, golden_registry, "--flavor", "cmsbuild-prebuilt", "--channel", server.url(),
+                       "--out", out, expect=INVALID)
+    assert len(err.splitlines()) == 1 and "index.json: " in err and "archive" in err and "'packages/$(id)%{x}/" in err
+    index.write_text(good_index)
+    # A manifest that is not the one the index lists.
+    manifest = channel / "packages/tfaot-model-test-simple/1.0.0/manifest.json"
+    manifest.write_text(manifest.read_text() + " ")
+    _, err = specs_cli(capsys, golden_registry, "--flavor", "cmsbuild-prebuilt", "--channel", server.url(),
+                       "--out", out, expect=INTEGRITY)
+    assert "manifest.json: sha256 differs from the channel index" in err
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_prebuilt_specs_install_the_published_packages(built, tmp_path, capsys):
+    """The real packages of `build`, published to a channel served over HTTP: each prebuilt spec's Source is
+    downloaded, rpmbuild runs %prep (sha256 check), %build and %install, and the installed tree holds the
+    package's bytes."""
+    from httpserve import Server
+
+    channel = tmp_path / "channel"
+    assert cli.main(["publish", "--channel", str(channel), "--dist", str(built / "dist")]) == 0
+    server = Server(channel)
+    try:
+        out = tmp_path / "specs"
+        specs_cli(capsys, built / "registry", "--flavor", "cmsbuild-prebuilt", "--channel", server.url(), "--out", out)
+        files = {p.name: p.read_text() for p in out.iterdir()}
+        (runtime_dir,) = [p for p in (built / "dist").glob("tfaot-xla-runtime-*") if p.is_dir()]
+        packages = {"tfaot-model-test-simple": built / "dist" / "tfaot-model-test-simple-1.0.0",
+                    "tfaot-model-test-multi": built / "dist" / "tfaot-model-test-multi-1.0.0",
+                    "tfaot-xla-runtime": runtime_dir}
+        assert files["tfaot-xla-runtime.spec"].startswith(f"### RPM external {runtime_dir.name.replace('-2.', ' 2.', 1)}\n")
+        for name, package in packages.items():
+            proc, install = run_prebuilt(files, name, tmp_path / name)
+            assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+            check_installed_tree(install, (package / "manifest.json").read_bytes())
+            for rel in json.loads((package / "manifest.json").read_text())["files"]:  # and the bytes on disk
+                if not rel.startswith("etc/scram.d/"):
+                    assert (install / rel).read_bytes() == (package / rel).read_bytes(), rel
+        # Other bytes at the archive's URL: %prep stops before anything is unpacked or installed.
+        archive = "packages/tfaot-model-test-simple/1.0.0/tfaot-model-test-simple-1.0.0.tar.gz"
+        data = (channel / archive).read_bytes()
+        server.replace(archive, data[:1000] + bytes([data[1000] ^ 1]) + data[1001:])
+        proc, install = run_prebuilt(files, "tfaot-model-test-simple", tmp_path / "tampered")
+        assert proc.returncode != 0 and "computed checksum did NOT match" in proc.stderr, proc.stderr[-2000:]
+        assert not install.exists() and not (tmp_path / "tampered" / "BUILD" / "tfaot-model-test-simple-1.0.0").exists()
+    finally:
+        server.close()

@@ -394,7 +394,8 @@ def cmd_specs(args) -> int:
     from tfaot_dist import specs
 
     result = specs.generate(registry_of(args), args.flavor, args.out.absolute(), check=args.check,
-                            sources=args.sources.absolute() if args.sources else None, log=log)
+                            sources=args.sources.absolute() if args.sources else None, log=log,
+                            channel=args.channel)
     if args.check:
         text = "\n".join(f"stale: {args.out / rel}" for rel in result.stale) or f"{args.out}: up to date"
     else:
@@ -678,11 +679,15 @@ def parser() -> argparse.ArgumentParser:
     s = _command(sub, common, "specs", "render cmsBuild or rpm specs of the registry",
                  "Render the packaging specs of every registry entry from spec_templates/ (byte-identical for "
                  "the same registry and history).",
-                 ["tfaot-dist specs --out specs/", "tfaot-dist specs --out specs/ --check   # exit 1: stale",
-                  "tfaot-dist specs --flavor rpm --out rpm-specs/ --sources dist/"])
+                 ["tfaot-dist specs --out specs/   # with --check: exit 1 if stale",
+                  "tfaot-dist specs --flavor rpm --out rpm-specs/ --sources dist/",
+                  "tfaot-dist specs --flavor cmsbuild-prebuilt --channel https://host/channel/ --out specs/"])
     s.add_argument("--out", type=Path, required=True, help="output directory of the specs")
-    s.add_argument("--flavor", choices=["cmsbuild", "rpm"], default="cmsbuild",
-                   help="cmsbuild: CMSDIST specs (default); rpm: standard rpm specs")
+    s.add_argument("--flavor", choices=["cmsbuild", "rpm", "cmsbuild-prebuilt"], default="cmsbuild",
+                   help="cmsbuild: CMSDIST specs (default); rpm: standard rpm specs; cmsbuild-prebuilt: "
+                        "CMSDIST specs that install the verified archives of a channel (--channel)")
+    s.add_argument("--channel", metavar="URL",
+                   help="cmsbuild-prebuilt: the http(s) URL of the channel the packages were published to")
     s.add_argument("--check", action="store_true", help="write nothing; exit 1 and list files that are stale")
     s.add_argument("--sources", type=Path, metavar="DIST",
                    help="rpm: verify the package archives in DIST and copy them into OUT/SOURCES")

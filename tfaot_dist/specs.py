@@ -9,7 +9,20 @@ cmsBuild flavour (CMSDIST conventions):
                                 at the pinned commit, aot_config, `## INCLUDE tfaot-compile`
     tfaot-compile.file          shared: build with `tfaot-dist compile`, install every file
     tfaot-models.file           one `Requires:` per model
-    tensorflow-xla-runtime.spec the XLA AOT runtime
+    tfaot-xla-runtime.spec      our XLA AOT runtime, the tool every model's tool file uses. Never named
+                                tensorflow-xla-runtime: that is the release's own package (a shared
+                                libtf_xla_runtime.so of the release's TensorFlow), which ours must not shadow.
+
+cmsbuild-prebuilt flavour (--channel URL): nothing is compiled; each spec installs the package
+archive that `tfaot-dist build` verified and `publish` put in the channel:
+    tfaot-model-NAME.spec       `Source:` the archive's URL in the channel, its sha256 from the
+                                channel index, `Requires: tfaot-xla-runtime`, `## INCLUDE tfaot-prebuilt`
+    tfaot-xla-runtime.spec      the runtime archive the models were verified with, from the same channel
+    tfaot-prebuilt.file         shared: %prep checks the sha256 before unpacking, %install copies the
+                                tree into %{i} with the scram tool file in etc/scram.d/%{n}.xml
+    tfaot-models.file           one `Requires:` per model
+The channel's package of each entry must be the build of that entry (its manifest's source and
+aot_config equal the entry's, its TensorFlow the registry's pin).
 
 rpm flavour: tfaot-model-NAME.spec and tfaot-xla-runtime.spec, standard specs
 whose Source0 is the verified package archive of `tfaot-dist build`; with
@@ -35,16 +48,20 @@ from packaging.version import Version
 
 from tfaot_dist import __version__, builder, names, release, yamlio
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable, UsageError
-from tfaot_dist.channel import verify_archive
-from tfaot_dist.fsutil import copy_atomic, sha256_file, write_atomic
+from tfaot_dist.channel import INDEX, MAX_MANIFEST, ChannelPackage, parse_index, verify_archive
+from tfaot_dist.documents import load_json
+from tfaot_dist.download import check_url, get_bytes
+from tfaot_dist.fsutil import copy_atomic, sha256_bytes, sha256_file, write_atomic
 from tfaot_dist.registry import DEFAULT_REQUIREMENTS, REQUIREMENT_CHARS, Defaults, ModelEntry, Registry
 from tfaot_dist.render import templates_dir
 from tfaot_dist.scram_tool import RUNTIME_TOOL
 from tfaot_dist.textsafe import render, spec_text
 
-FLAVORS = ("cmsbuild", "rpm")
-CMS_RUNTIME = "tensorflow-xla-runtime"  # the CMSDIST package and scram tool of the runtime
-RPM_RUNTIME = "tfaot-xla-runtime"  # runtime_package.NAME
+PREBUILT = "cmsbuild-prebuilt"
+FLAVORS = ("cmsbuild", "rpm", PREBUILT)
+RELEASE_RUNTIME = "tensorflow-xla-runtime"  # CMSDIST's package of the release: never a spec of ours
+# runtime_package.NAME, the runtime spec of every flavour; its scram tool file is etc/scram.d/%{n}.xml
+RPM_RUNTIME = RUNTIME_TOOL
 TOOL_PACKAGE = "py3-tfaot-dist"  # how CMSDIST would name this tool
 TENSORFLOW_DISTS = ("tensorflow", "tensorflow-cpu", "tensorflow-intel")
 SOURCES = "SOURCES"
@@ -78,13 +95,16 @@ class SpecsResult:
 
 
 def generate(registry: Registry, flavor: str, out: Path, check: bool = False, sources: Path | None = None,
-             log=print) -> SpecsResult:
+             log=print, channel: str | None = None) -> SpecsResult:
     """Render every spec of the registry into out (or, with check, compare out with a fresh rendering)."""
     if flavor not in FLAVORS:
         raise UsageError(f"--flavor: expected one of {', '.join(FLAVORS)}, got {flavor!r}")
     if sources is not None and flavor != "rpm":
         raise UsageError("--sources: only the rpm flavour builds from package archives")
-    files = render_all(registry, flavor)
+    if (channel is not None) != (flavor == PREBUILT):
+        raise UsageError(f"--channel: the {PREBUILT} flavour needs it (the http(s) URL of a channel), "
+                         f"the others take none")
+    files = render_all(registry, flavor, channel)
     archives = _collect_sources(registry, sources, log) if sources is not None else {}
     result = SpecsResult(flavor, out, check)
     result.missing_sources = sorted(name for name, archive in archives.items() if archive is None)
@@ -116,8 +136,11 @@ def generate(registry: Registry, flavor: str, out: Path, check: bool = False, so
     return result
 
 
-def render_all(registry: Registry, flavor: str) -> dict[str, str]:
-    """Every file of the flavour, relative path -> text. Raises InvalidInput before anything is written."""
+def render_all(registry: Registry, flavor: str, channel: str | None = None) -> dict[str, str]:
+    """Every file of the flavour, relative path -> text. Raises InvalidInput before anything is written.
+
+    channel: the cmsbuild-prebuilt flavour's channel URL (its index and manifests are read).
+    """
     if not (registry.root / "registry.yaml").is_file() and not registry.models_dir.is_dir():
         raise InvalidInput(f"{registry.root}: not a registry (no registry.yaml and no models/)")
     defaults = registry.defaults()
@@ -135,11 +158,24 @@ def render_all(registry: Registry, flavor: str) -> dict[str, str]:
         for m in models:
             files[f"{m['package']}.spec"] = render("cmsbuild_model.spec.j2", **common, m=m)
         files["tfaot-compile.file"] = render("tfaot-compile.file.j2", **common, r=runtime,
-                                             tool_package=TOOL_PACKAGE, runtime_package=CMS_RUNTIME)
+                                             tool_package=TOOL_PACKAGE, runtime_package=RPM_RUNTIME)
         files["tfaot-models.file"] = render("tfaot-models.file.j2", **common, models=models)
-        files[f"{CMS_RUNTIME}.spec"] = render("cmsbuild_runtime.spec.j2", **common, r=runtime,
-                                              tool_package=TOOL_PACKAGE, runtime_package=CMS_RUNTIME,
-                                              runtime_tool=RUNTIME_TOOL)
+        files[f"{RPM_RUNTIME}.spec"] = render("cmsbuild_runtime.spec.j2", **common, r=runtime,
+                                              tool_package=TOOL_PACKAGE, runtime_package=RPM_RUNTIME)
+    elif flavor == PREBUILT:
+        if channel is None:
+            raise UsageError(f"--channel: the {PREBUILT} flavour needs the http(s) URL of a channel")
+        base, rows = _read_channel(channel)
+        prebuilt = [_prebuilt_model(base, rows, e, m, tf_version) for e, m in zip(entries, models, strict=True)]
+        for p in prebuilt:
+            files[f"{p['package']}.spec"] = render("cmsbuild_prebuilt.spec.j2", **common, p=p, channel=base,
+                                                   runtime_package=RPM_RUNTIME)
+        if prebuilt:
+            p = _prebuilt_runtime(base, rows, prebuilt, runtime)
+            files[f"{RPM_RUNTIME}.spec"] = render("cmsbuild_prebuilt.spec.j2", **common, p=p, channel=base,
+                                                  runtime_package=RPM_RUNTIME)
+        files["tfaot-prebuilt.file"] = render("tfaot-prebuilt.file.j2", **common)
+        files["tfaot-models.file"] = render("tfaot-models.file.j2", **common, models=models)
     else:
         for m in models:
             files[f"{m['package']}.spec"] = render("rpm_model.spec.j2", **common, m=m,
@@ -315,6 +351,72 @@ def _runtime_context(registry: Registry, defaults: Defaults, tf_version: str) ->
         "registry_yaml": registry_yaml,
         "arch": spec_value(arch, f"{where}: target_triple"),
     }
+
+
+# --- the channel (cmsbuild-prebuilt flavour) -----------------------------------------------------
+
+def _read_channel(url: str) -> tuple[str, dict[tuple[str, str], ChannelPackage]]:
+    """The channel's base URL (ending in /) and its index rows by (name, version)."""
+    base = check_url(url, "--channel")
+    base = base if base.endswith("/") else base + "/"
+    if not SCHEME_URL.fullmatch(base):
+        raise InvalidInput(f"--channel: URL {url!r} cannot be placed in a spec "
+                           f"(use http(s)://host/path with letters, digits and ._~:/@+- only)")
+    rows = parse_index(get_bytes(base + INDEX), base + INDEX)
+    return base, {row.key: row for row in rows}
+
+
+def _archive_url(base: str, row: ChannelPackage) -> str:
+    """Where cmsBuild downloads the archive from; its file name is the one %{SOURCE0} and %setup expect."""
+    url = base + row.archive
+    if not row.archive.endswith(f"/{row.name}-{row.version}.tar.gz") or not SCHEME_URL.fullmatch(url):
+        raise InvalidInput(f"{base}{INDEX}: {row.name} {row.version}: archive {row.archive!r} cannot be placed "
+                           f"in a spec (expected .../{row.name}-{row.version}.tar.gz, letters, digits and "
+                           f"._~:/@+- only)")
+    return url
+
+
+def _prebuilt_model(base: str, rows: dict, entry: ModelEntry, m: dict, tf_version: str) -> dict:
+    """The model context plus the channel's archive of exactly this entry's build."""
+    index = base + INDEX
+    row = rows.get((entry.package, entry.version))
+    if row is None:
+        raise SourceUnavailable(f"{index}: no {entry.package} {entry.version} (the entry {m['entry_file']}); "
+                                f"build and publish it first")
+    manifest_url = base + row.manifest
+    data = get_bytes(manifest_url, limit=MAX_MANIFEST)
+    if sha256_bytes(data) != row.manifest_sha256:
+        raise IntegrityError(f"{manifest_url}: sha256 differs from the channel index's manifest_sha256")
+    manifest = load_json(data, manifest_url)
+    wanted = {**entry.source.as_dict(), "url": entry.source.url, "aot_config": entry.aot_config}
+    got = manifest.get("source") if isinstance(manifest, dict) else None
+    got = got if isinstance(got, dict) else {}
+    if differ := sorted(k for k in wanted if got.get(k) != wanted[k]):
+        raise InvalidInput(f"{manifest_url}: not the build of {m['entry_file']} (source.{', source.'.join(differ)} "
+                           f"differ); build and publish a new version")
+    if rpm_version(row.tensorflow_version or "0", index) != tf_version:
+        raise InvalidInput(f"{manifest_url}: compiled with TensorFlow {row.tensorflow_version!r}, "
+                           f"the registry pins {tf_version}")
+    runtimes = sorted({r.version for r in row.requires if r.name == RPM_RUNTIME})
+    if len(runtimes) != 1:
+        raise InvalidInput(f"{index}: {row.name} {row.version}: expected one {RPM_RUNTIME} requirement, "
+                           f"found {len(runtimes)}")
+    return {**m, "url": _archive_url(base, row), "sha256": row.sha256, "runtime_version": runtimes[0],
+            "origin": f"the registry entry {m['entry_file']}", "requires_runtime": True}
+
+
+def _prebuilt_runtime(base: str, rows: dict, models: list[dict], runtime: dict) -> dict:
+    """The one runtime build every model of the channel was verified with."""
+    versions = sorted({m["runtime_version"] for m in models})
+    if len(versions) != 1:
+        raise InvalidInput(f"{base}{INDEX}: the models were verified with different runtimes "
+                           f"({', '.join(versions)}); rebuild and publish them on one machine")
+    row = rows.get((RPM_RUNTIME, versions[0]))
+    if row is None:
+        raise SourceUnavailable(f"{base}{INDEX}: no {RPM_RUNTIME} {versions[0]}, which the models require")
+    return {"package": RPM_RUNTIME, "version": spec_value(row.version, f"{base}{INDEX}: {RPM_RUNTIME} version"),
+            "release": runtime["release"], "url": _archive_url(base, row), "sha256": row.sha256,
+            "origin": "the registry", "requires_runtime": False}
 
 
 # --- sources (rpm flavour) -----------------------------------------------------------------------
