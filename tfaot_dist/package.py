@@ -13,12 +13,11 @@ of the same inputs give the same bytes.
 
 import json
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tfaot_dist import __version__, buildsys, constants, scram_tool
+from tfaot_dist import __version__, buildsys, constants, cxx_build, scram_tool
 from tfaot_dist.errors import CompileFailed, IntegrityError
 from tfaot_dist.fsutil import reproducible_targz, sha256_file, tree_files, write_atomic
 from tfaot_dist.render import render_model_header
@@ -127,7 +126,4 @@ def write_archive(root: Path, archive: Path) -> None:
 
 
 def _archive_objects(lib: Path, objects: list[str], output: Path) -> None:
-    # D: deterministic (zero times, uids and modes), so the archive is reproducible.
-    proc = subprocess.run(["ar", "rcsD", str(output), *objects], cwd=lib, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise CompileFailed(f"ar failed on {output.name}: {proc.stderr.strip()}")
+    cxx_build.archive(output, [lib / obj for obj in objects], CompileFailed)  # reproducible
