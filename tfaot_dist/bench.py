@@ -25,13 +25,13 @@ import json
 import os
 import platform
 import re
-import subprocess
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from tfaot_dist import cxx_build, pch, process
 from tfaot_dist import package as pkg
-from tfaot_dist import pch
+from tfaot_dist.cxx_build import CXX
 from tfaot_dist.documents import ModelManifest
 from tfaot_dist.errors import CompileFailed, InvalidInput
 from tfaot_dist.fsutil import sha256_bytes, write_atomic
@@ -90,16 +90,16 @@ def build_aot_program(target: Target, runtime: XlaRuntime, cache: Path, work: Pa
 
 
 def tensorflow_dir(toolchain: Toolchain) -> Path:
-    out = subprocess.run([str(toolchain.python), "-I", "-c",
-                          "import importlib.util as u; print(list(u.find_spec('tensorflow')"
-                          ".submodule_search_locations)[0])"], capture_output=True, text=True, check=True)
-    return Path(out.stdout.strip())
+    out = process.run([toolchain.python, "-I", "-c",
+                       "import importlib.util as u; print(list(u.find_spec('tensorflow')"
+                       ".submodule_search_locations)[0])"], what="locate TensorFlow", error=CompileFailed)
+    return Path(out.strip())
 
 
-def build_capi_program(toolchain: Toolchain, cache: Path, cxx: str = "g++") -> Path:
+def build_capi_program(toolchain: Toolchain, cache: Path, cxx: str = CXX) -> Path:
     """tf_capi_bench linked against the wheel's libtensorflow_cc (rpath), cached per toolchain and source."""
     tf = tensorflow_dir(toolchain)
-    version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
+    version = cxx_build.version_text(cxx)
     key = sha256_bytes(json.dumps([toolchain.key, str(tf), version, CAPI_SOURCE.read_text()]).encode())[:20]
     exe = cache / "bench" / f"tf-capi-{key}" / "tf_capi_bench"
     if exe.is_file():
@@ -108,9 +108,7 @@ def build_capi_program(toolchain: Toolchain, cache: Path, cxx: str = "g++") -> P
     staged = exe.parent / f".{exe.name}.{os.getpid()}.tmp"
     cmd = [cxx, "-std=c++17", "-O2", f"-I{tf / 'include'}", str(CAPI_SOURCE), "-o", str(staged),
            str(tf / "libtensorflow_cc.so.2"), str(tf / "libtensorflow_framework.so.2"), f"-Wl,-rpath,{tf}"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise CompileFailed(f"building the TensorFlow C API benchmark failed: {proc.stderr.strip()[-1500:]}")
+    process.run(cmd, what="building the TensorFlow C API benchmark", error=CompileFailed)
     os.replace(staged, exe)
     return exe
 
@@ -126,11 +124,8 @@ def tf_env(tmp: Path, protocol: Protocol) -> dict:
 
 
 def _json_lines(cmd: list[str], env: dict | None, what: str, timeout: float = 7200) -> list[dict]:
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
-    if proc.returncode != 0:
-        tail = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
-        raise CompileFailed(f"{what} failed: {tail}")
-    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    out = process.run(cmd, what=what, error=CompileFailed, env=env, timeout=timeout)
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
 def run_tf_python(toolchain: Toolchain, target: Target, protocol: Protocol, work: Path, sizes) -> dict:
@@ -141,13 +136,13 @@ def run_tf_python(toolchain: Toolchain, target: Target, protocol: Protocol, work
     (work / "request.json").write_text(json.dumps(req))
     tmp = work / "tmp"
     tmp.mkdir(exist_ok=True)
-    proc = subprocess.run([str(toolchain.python), "-I", str(TF_BENCH), str(work / "request.json")],
-                          env=tf_env(tmp, protocol), capture_output=True, text=True, timeout=7200)
+    # The answer is result.json, whatever the exit status: the benchmark reports its own errors there.
+    finished = process.probe([toolchain.python, "-I", TF_BENCH, work / "request.json"],
+                             env=tf_env(tmp, protocol), timeout=7200)
     try:
         answer = json.loads((work / "result.json").read_text())
     except (OSError, ValueError):
-        raise CompileFailed(f"TensorFlow benchmark died (exit {proc.returncode}): "
-                            f"{(proc.stderr.strip().splitlines() or [''])[-1]}") from None
+        raise process.failure(finished, what="TensorFlow benchmark", error=CompileFailed) from None
     if not answer.get("ok"):
         raise CompileFailed(f"TensorFlow benchmark failed: {answer.get('message')}")
     return answer
@@ -168,8 +163,7 @@ def write_capi_spec(path: Path, target: Target, info: dict) -> Path:
 
 def model_data_bytes(binary: Path) -> dict:
     """Bytes of the model's constant buffers (weights) linked into a program, each address counted once."""
-    out = subprocess.run(["nm", "-S", "--defined-only", str(binary)], capture_output=True, text=True,
-                         check=True).stdout
+    out = process.run(["nm", "-S", "--defined-only", binary], what=f"nm {binary.name}", error=CompileFailed)
     buffers = {}
     for line in out.splitlines():
         parts = line.split()
@@ -294,12 +288,9 @@ def plot(result_json: Path, out_dir: Path, cache: Path, log=print) -> list[Path]
     """Draw the study's plots with matplotlib from its own cached environment."""
     env = ensure_toolchain(cache, PLOT_REQUIREMENTS, log)
     with tempfile.TemporaryDirectory(prefix="tfaot-plot-") as tmp:
-        proc = subprocess.run([str(env.python), "-I", str(PLOT_SCRIPT), str(result_json), str(out_dir)],
-                              capture_output=True, text=True, env={**worker_env(Path(tmp)), "MPLBACKEND": "Agg",
-                                                                     "MPLCONFIGDIR": tmp})
-    if proc.returncode != 0:
-        raise CompileFailed(f"plotting failed: {(proc.stderr.strip().splitlines() or [''])[-1]}")
-    return [Path(line) for line in proc.stdout.split()]
+        out = process.run([env.python, "-I", PLOT_SCRIPT, result_json, out_dir], what="plotting",
+                          error=CompileFailed, env={**worker_env(Path(tmp)), "MPLBACKEND": "Agg", "MPLCONFIGDIR": tmp})
+    return [Path(line) for line in out.split()]
 
 
 def resolve_target(spec: str, registry, cache: Path, dist: Path, saved_model: Path | None = None, log=print):

@@ -36,15 +36,14 @@ import hashlib
 import re
 import shutil
 import struct
-import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tfaot_dist import process
+from tfaot_dist.cxx_build import CXX
 from tfaot_dist.errors import CompileFailed
-
-CXX = "g++"
 
 # Bump when the bytes this module writes change (part of the build key).
 FORMAT_VERSION = 1
@@ -246,8 +245,6 @@ def _assemble(buffers: list[Buffer], work: Path, cxx: str) -> Path:
         ]
     lines.append('\t.section .note.GNU-stack,"",@progbits')
     (work / "constants.s").write_text("\n".join(lines) + "\n")
-    proc = subprocess.run([cxx, "-c", "-x", "assembler", "constants.s", "-o", "constants.o"], cwd=work,
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise CompileFailed(f"assembling shared constants failed: {proc.stderr.strip()[-2000:]}")
+    process.run([cxx, "-c", "-x", "assembler", "constants.s", "-o", "constants.o"], cwd=work,
+                what="assembling shared constants", error=CompileFailed)
     return work / "constants.o"

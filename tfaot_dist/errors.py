@@ -29,6 +29,10 @@ class CompileFailed(TfaotError):
     exit_code = 5
 
 
+class RuntimeBuildError(CompileFailed):
+    """Building the XLA runtime or Abseil, or compiling a program against them, failed."""
+
+
 class VerificationFailed(TfaotError):
     """Compiled code does not reproduce TensorFlow's numbers."""
 

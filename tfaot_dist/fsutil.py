@@ -186,15 +186,30 @@ def crash_point(name: str) -> None:
 
 
 @contextlib.contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """An exclusive advisory lock held for the with-block (released if the process dies)."""
+def file_lock(path: Path, log: Callable[[str], None] | None = None) -> Iterator[None]:
+    """An exclusive advisory lock held for the with-block (released if the process dies).
+
+    log: told when the lock is held by another process, before waiting for it (long builds).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if log:
+                log(f"waiting for another build holding {path}")
+            fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def copy_file(src: Path, dst: Path) -> None:
+    """A real file (symlinks followed) with normal permissions; parents made as needed."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dst)
+    os.chmod(dst, 0o644)
 
 
 def reproducible_targz(src: Path, top: str) -> bytes:

@@ -13,13 +13,12 @@ of the same inputs give the same bytes.
 
 import json
 import shutil
-import subprocess
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from tfaot_dist import __version__, buildsys, constants, scram_tool
+from tfaot_dist import __version__, buildsys, constants, cxx_build, scram_tool
 from tfaot_dist.documents import (
     Compilation,
     CompileAnswer,
@@ -172,7 +171,4 @@ def write_archive(root: Path, archive: Path) -> None:
 
 
 def _archive_objects(lib: Path, objects: list[str], output: Path) -> None:
-    # D: deterministic (zero times, uids and modes), so the archive is reproducible.
-    proc = subprocess.run(["ar", "rcsD", str(output), *objects], cwd=lib, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise CompileFailed(f"ar failed on {output.name}: {proc.stderr.strip()}")
+    cxx_build.archive(output, [lib / obj for obj in objects], CompileFailed)  # reproducible

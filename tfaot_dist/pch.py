@@ -16,9 +16,10 @@ wrong, so the flags returned here are always safe to pass.
 import hashlib
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
+from tfaot_dist import cxx_build, process
+from tfaot_dist.errors import TfaotError
 from tfaot_dist.fsutil import file_lock, remove_stale_siblings, replace_dir, temp_sibling, write_atomic
 from tfaot_dist.xla_runtime import CODEGEN_HEADERS, Log, XlaRuntime
 
@@ -39,7 +40,7 @@ def header_text() -> str:
 
 
 def _key(runtime: XlaRuntime, opt: str) -> str:
-    version = subprocess.run([runtime.compiler, "--version"], capture_output=True, text=True).stdout
+    version = cxx_build.version_text(runtime.compiler)
     interface = {p.relative_to(INTERFACE_INCLUDE).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
                  for p in sorted(INTERFACE_INCLUDE.rglob("*.h"))}
     identity = {"runtime": runtime.key, "compiler": version, "flags": [*runtime.cxxflags, opt],
@@ -60,13 +61,13 @@ def flags(runtime: XlaRuntime, cache: Path, opt: str = "-O2", log: Log = lambda 
                 remove_stale_siblings(final)
                 staged = temp_sibling(final)
                 (staged / HEADER).write_text(header_text())
-                proc = subprocess.run(
-                    [runtime.compiler, *runtime.cxxflags, opt, "-w", f"-I{INTERFACE_INCLUDE}",
-                     f"-I{runtime.include_dir}", "-x", "c++-header", str(staged / HEADER),
-                     "-o", str(staged / f"{HEADER}.gch")], capture_output=True, text=True)
-                if proc.returncode != 0:
+                try:
+                    process.run([runtime.compiler, *runtime.cxxflags, opt, "-w", f"-I{INTERFACE_INCLUDE}",
+                                 f"-I{runtime.include_dir}", "-x", "c++-header", staged / HEADER,
+                                 "-o", staged / f"{HEADER}.gch"], what="precompiling the interface headers")
+                except TfaotError as exc:  # not fatal: consumers compile without it
                     shutil.rmtree(staged, ignore_errors=True)
-                    log(f"precompiled header not built: {proc.stderr.strip().splitlines()[-1:]}")
+                    log(f"precompiled header not built: {exc}")
                     return []
                 write_atomic(staged / MARKER, "")
                 replace_dir(staged, final)

@@ -24,10 +24,11 @@ so `specs --check` shows the upgrade).
 """
 
 import os
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from tfaot_dist import process
 
 # One record of `git log -z --format=...`: fields split by \x1f.
 _LOG_FORMAT = "%H%x1f%ct%x1f%an%x1f%ae%x1f%s"
@@ -53,18 +54,19 @@ class Release:
     in_git: bool = False
 
 
-def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
+def _git(root: Path, *args: str) -> process.Finished:
+    """A git query: its exit status is part of the answer (not a work tree, no such revision)."""
     env = {**os.environ, "LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0", "GIT_CONFIG_NOSYSTEM": "1",
            "GIT_TERMINAL_PROMPT": "0"}
-    return subprocess.run(["git", "-C", str(root), *args], check=False, capture_output=True, env=env)
+    return process.probe(["git", "-C", root, *args], env=env)
 
 
 def work_tree(path: Path) -> Path | None:
     """The top of the git work tree holding path, or None."""
     proc = _git(path, "rev-parse", "--show-toplevel")
-    if proc.returncode != 0:
+    if not proc.ok:
         return None
-    return Path(proc.stdout.decode().strip()).resolve()
+    return Path(proc.stdout.strip()).resolve()
 
 
 def derive(key_file: Path, extra: list[Path], version: str,
@@ -85,7 +87,7 @@ def derive(key_file: Path, extra: list[Path], version: str,
             tracked.append(path.relative_to(top).as_posix())
 
     log = _git(top, "log", "-z", f"--format={_LOG_FORMAT}", "--", *tracked)
-    records = log.stdout.decode(errors="replace").split("\0") if log.returncode == 0 else []
+    records = log.stdout.split("\0") if log.ok else []
     counted = []
     for record in filter(None, records):
         commit, time, author, email, subject = record.split("\x1f", 4)
@@ -94,7 +96,7 @@ def derive(key_file: Path, extra: list[Path], version: str,
         counted.append((commit, int(time), author, email, subject))
 
     status = _git(top, "status", "--porcelain", "-z", "--untracked-files=all", "--", *tracked)
-    pending = status.returncode == 0 and bool(status.stdout.strip(b"\0"))
+    pending = status.ok and bool(status.stdout.strip("\0"))
     number = max(1, len(counted) + pending)
     changes = tuple(Change(number - pending - i, *c) for i, c in enumerate(counted))
     return Release(number, changes, pending, True)
@@ -102,4 +104,4 @@ def derive(key_file: Path, extra: list[Path], version: str,
 
 def _show(top: Path, commit: str, path: str) -> str | None:
     proc = _git(top, "show", f"{commit}:{path}")
-    return proc.stdout.decode(errors="replace") if proc.returncode == 0 else None
+    return proc.stdout if proc.ok else None

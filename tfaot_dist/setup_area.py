@@ -27,7 +27,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,7 +34,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from tfaot_dist import buildsys, cpu_target, names
+from tfaot_dist import buildsys, cpu_target, names, process
 from tfaot_dist import package as pkg
 from tfaot_dist.channel import PACKAGE_NAME, RUNTIME, Channel, ChannelPackage, VerifiedArchive, verify_archive
 from tfaot_dist.documents import InstalledRow, load_json
@@ -471,10 +470,7 @@ def _remove_empty_parent(path: Path, root: Path) -> None:
 
 
 def _scram_setup(scram: str, area: Path, tool: Path) -> None:
-    proc = subprocess.run([scram, "setup", str(tool)], cwd=area, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
-        raise ScramFailed(f"scram setup {tool} failed: {tail[0]}")
+    process.run([scram, "setup", tool], what=f"scram setup {tool}", error=ScramFailed, cwd=area)
 
 
 # ---------------------------------------------------------------- environment

@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfaot_dist import errors
+from tfaot_dist import errors, process
 from tfaot_dist.fsutil import file_lock, remove_stale_siblings, replace_dir, sha256_bytes, temp_sibling, write_atomic
 
 WORKER = Path(__file__).parent / "worker" / "tf_worker.py"
@@ -109,15 +109,8 @@ def existing_toolchain(python: Path) -> Toolchain:
     python = Path(python)
     if not python.is_file():
         raise errors.ToolchainError(f"--toolchain-python {python}: no such file")
-    try:
-        proc = subprocess.run([str(python), "-I", "-c", _TF_VERSION_QUERY], capture_output=True, text=True,
-                              timeout=120)
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise errors.ToolchainError(f"--toolchain-python {python}: does not run: {exc}") from None
-    if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise errors.ToolchainError(f"--toolchain-python {python}: {tail[0]}")
-    found = proc.stdout.strip()
+    found = process.run([python, "-I", "-c", _TF_VERSION_QUERY], what=f"--toolchain-python {python}",
+                        error=errors.ToolchainError, timeout=120).strip()
     return Toolchain("existing", python.parent.parent, (), (found,), executable=python)
 
 
@@ -141,9 +134,7 @@ def _load(root: Path, requirements: tuple[str, ...]) -> Toolchain | None:
     except (OSError, ValueError):
         return None
     python = root / "bin" / "python"
-    try:
-        subprocess.run([str(python), "-I", "-c", "import numpy"], check=True, capture_output=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
+    if not process.probe([python, "-I", "-c", "import numpy"], timeout=60).ok:
         return None
     return Toolchain(data["key"], root, tuple(requirements), tuple(data["installed"]))
 
@@ -180,11 +171,7 @@ def _point_scripts_at(venv: Path, built_at: str, final: Path | None = None) -> N
 
 
 def _run(cmd: list[str], what: str) -> str:
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise errors.ToolchainError(f"{what} failed: {tail[0]}")
-    return proc.stdout
+    return process.run(cmd, what=what, error=errors.ToolchainError)
 
 
 def worker_env(tmpdir: Path, tf_xla_flags=(), xla_flags=()) -> dict:

@@ -19,10 +19,10 @@ the same entry gives the same bytes. The measurements go to OUT/NAME_tune.json.
 """
 
 import json
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from tfaot_dist import process
 from tfaot_dist.errors import CompileFailed, InvalidInput
 
 INF = float("inf")
@@ -91,11 +91,9 @@ def _better(a, b) -> bool:
 
 
 def _time_rules(program: Path, rules: list[str], warmup: int, calls: int) -> dict[str, float]:
-    proc = subprocess.run([str(program), "rules", str(warmup), str(calls), *rules], capture_output=True,
-                          text=True, timeout=7200)
-    if proc.returncode != 0:
-        raise CompileFailed(f"timing batch rules failed: {(proc.stderr.strip().splitlines() or [''])[-1]}")
-    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    out = process.run([program, "rules", str(warmup), str(calls), *rules], what="timing batch rules",
+                      error=CompileFailed, timeout=7200)
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     return {row["rule"]: row["seconds_per_call"] for row in rows}
 
 

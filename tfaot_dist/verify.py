@@ -8,12 +8,11 @@ must agree within TOLERANCE, absolute or relative; integers and bools exactly.
 
 import array
 import math
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tfaot_dist import pch
+from tfaot_dist import pch, process
 from tfaot_dist.documents import Deviation, ModelManifest, ReferenceCase, Signature, Verification
 from tfaot_dist.errors import VerificationFailed
 from tfaot_dist.render import render
@@ -81,10 +80,7 @@ def run_harness(harness: Path, reference: Path, cases: Sequence[ReferenceCase], 
         bs = case.batch_size
         (out / f"bs{bs}").mkdir(parents=True)
         args += [str(bs), str(reference / case.dir), padded_rule(bs, sizes) or "-"]
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0:
-        tail = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
-        raise VerificationFailed(f"verification harness failed: {tail}")
+    process.run(args, what="verification harness", error=VerificationFailed, timeout=600)
 
 
 def compare(model: str, signature: Signature, reference: Path, cases: Sequence[ReferenceCase],
