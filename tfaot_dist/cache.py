@@ -29,7 +29,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfaot_dist.fsutil import file_lock, remove_stale_siblings, replace_dir, sha256_bytes, temp_sibling, write_atomic
+from tfaot_dist.fsutil import (
+    file_lock,
+    remove_stale_siblings,
+    replace_dir,
+    sha256_bytes,
+    temp_sibling,
+    write_atomic,
+)
 
 # Written last into an entry (before its rename): an entry that has it is complete.
 COMPLETE = "COMPLETE"
