@@ -132,12 +132,12 @@ def has_marker(marker: str) -> Callable[[Path], bool]:
     return lambda entry: (entry / marker).is_file()
 
 
-def ensure_entry(final: Path, build: Callable[[Path], None], *, marker: str | None = COMPLETE,
+def ensure_entry(final: Path, build: Callable[[Path], object], *, marker: str | None = COMPLETE,
                  is_complete: Callable[[Path], bool] | None = None, lock: Path | None = None,
                  log: Callable[[str], None] | None = None) -> Path:
     """The complete directory entry final, made by build(staged) if it is not.
 
-    build fills the empty directory staged, a temporary sibling of final (the name
+    build fills the empty directory staged (what it returns is ignored), a temporary sibling of final (the name
     fsutil.remove_stale_siblings recognises); then marker (if any) is written in it,
     containing final's name, and staged is renamed to final. If build raises, staged
     is removed and the error goes on: final is as it was.
