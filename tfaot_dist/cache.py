@@ -137,9 +137,9 @@ def ensure_entry(final: Path, build: Callable[[Path], object], *, marker: str | 
                  log: Callable[[str], None] | None = None) -> Path:
     """The complete directory entry final, made by build(staged) if it is not.
 
-    build fills the empty directory staged (what it returns is ignored), a temporary sibling of final (the name
-    fsutil.remove_stale_siblings recognises); then marker (if any) is written in it,
-    containing final's name, and staged is renamed to final. If build raises, staged
+    build fills the empty directory staged, a temporary sibling of final (the name
+    fsutil.remove_stale_siblings recognises; what build returns is ignored); then marker
+    (if any) is written in it, containing final's name, and staged is renamed to final. If build raises, staged
     is removed and the error goes on: final is as it was.
     is_complete: whether an existing final is usable (default: it has marker).
     lock: held while checking again and building (default: entry_lock(final)); log is
