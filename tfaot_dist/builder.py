@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tfaot_dist import __version__, documents, package as pkg, runtime_package, verify
+from tfaot_dist.cache import Cache
 from tfaot_dist.config import AotConfig, load_aot_config
 from tfaot_dist.documents import CompileAnswer, CompileRequest
 from tfaot_dist.models import load_source_config
@@ -71,12 +72,11 @@ def build_entry(entry: ModelEntry, defaults: Defaults, cache: Path, dist: Path, 
     if current:
         return BuildResult(entry.name, current, "up to date", key)
 
-    cached_dir = cache / "builds" / key
+    cached_dir = Cache(cache).builds / key
     status = "cached"
     # Fetched before the lock is taken: a source that cannot be had leaves the build cache as it was.
     src = None if _existing(cached_dir / dest.name, key) else fetch_source(entry.source, cache, offline)
-    # The lock lives outside builds/ so that a build that fails leaves builds/ as it was.
-    with file_lock(cache / "locks" / f"build-{key}.lock"):
+    with file_lock(Cache(cache).build_lock(key)):
         if not _existing(cached_dir / dest.name, key):
             status = "built"
             remove_stale_siblings(cached_dir)
@@ -244,7 +244,7 @@ def ensure_runtime_packages(packages: list[pkg.Package], defaults: Defaults, cac
 
 def _require_cached_toolchain(cache: Path, defaults: Defaults) -> None:
     key = toolchain_key(defaults.requirements)
-    if not (cache / "toolchains" / key / READY).is_file():
+    if not (Cache(cache).toolchains / key / READY).is_file():
         raise SourceUnavailable(f"offline: toolchain {key} ({' '.join(defaults.requirements)}) is not in the "
                                 f"cache {cache}")
 
