@@ -3,6 +3,7 @@
 import multiprocessing
 import os
 import re
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tfaot_dist.cache import COMPLETE, SHARED, Cache, ensure_entry, entry_lock
+from tfaot_dist.errors import CompileFailed
 
 FORK = multiprocessing.get_context("fork")
 STAGED = re.compile(r"\.entry\.[a-z0-9_]{8}\.tmp")
@@ -154,3 +156,23 @@ def test_is_complete_decides_and_no_marker_is_written(tmp_path):
     ensure_entry(other, build_program, marker=None, is_complete=has_program, lock=lock)
     assert sorted(p.name for p in other.iterdir()) == ["program"] and lock.is_file()
     assert not entry_lock(other).exists()
+
+
+def test_keep_failed_moves_a_build_whose_error_names_its_log_out_of_the_cache(tmp_path):
+    final = tmp_path / "cache" / "entry"
+
+    def failing_with_log(staged: Path) -> None:
+        (staged / "worker.log").write_text("why it failed\n")
+        raise CompileFailed(f"compile failed (log: {staged / 'worker.log'})")
+
+    with pytest.raises(CompileFailed) as info:
+        ensure_entry(final, failing_with_log, keep_failed=True)
+    log = Path(str(info.value).split("(log: ")[1].rstrip(")"))
+    assert log.read_text() == "why it failed\n" and not log.is_relative_to(final.parent)
+    assert log.parent.name == "build" and log.parent.parent.name.startswith("tfaot-dist-failed-entry-")
+    shutil.rmtree(log.parent.parent)
+    assert not final.exists() and leftovers(final.parent) == []
+
+    with pytest.raises(CompileFailed):  # without keep_failed the staged tree goes with the error
+        ensure_entry(final, failing_with_log)
+    assert leftovers(final.parent) == []

@@ -24,11 +24,14 @@ never sees half an entry; a process that dies leaves only a temporary sibling,
 which the next builder removes.
 """
 
+import contextlib
 import shutil
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tfaot_dist.errors import TfaotError
 from tfaot_dist.fsutil import (
     file_lock,
     remove_stale_siblings,
@@ -134,13 +137,14 @@ def has_marker(marker: str) -> Callable[[Path], bool]:
 
 def ensure_entry(final: Path, build: Callable[[Path], object], *, marker: str | None = COMPLETE,
                  is_complete: Callable[[Path], bool] | None = None, lock: Path | None = None,
-                 log: Callable[[str], None] | None = None) -> Path:
+                 log: Callable[[str], None] | None = None, keep_failed: bool = False) -> Path:
     """The complete directory entry final, made by build(staged) if it is not.
 
     build fills the empty directory staged, a temporary sibling of final (the name
     fsutil.remove_stale_siblings recognises; what build returns is ignored); then marker
-    (if any) is written in it, containing final's name, and staged is renamed to final. If build raises, staged
-    is removed and the error goes on: final is as it was.
+    (if any) is written in it, containing final's name, and staged is renamed to final.
+    If build raises, staged is removed (see staging() for keep_failed) and the error goes
+    on: final is as it was.
     is_complete: whether an existing final is usable (default: it has marker).
     lock: held while checking again and building (default: entry_lock(final)); log is
     told when another process holds it.
@@ -155,13 +159,29 @@ def ensure_entry(final: Path, build: Callable[[Path], object], *, marker: str | 
         if is_complete(final):  # another process made it while we waited
             return final
         remove_stale_siblings(final)  # under the lock: only dead processes' siblings are there
-        staged = temp_sibling(final)
-        try:
+        with staging(final, keep_failed) as staged:
             build(staged)
             if marker is not None:
                 write_atomic(staged / marker, final.name + "\n")
             replace_dir(staged, final)  # an incomplete final is replaced
-        except BaseException:
+    return final
+
+
+@contextlib.contextmanager
+def staging(final: Path, keep_failed: bool = False) -> Iterator[Path]:
+    """A temporary sibling of final to build in. On an error it goes, so that final's directory
+    is as it was. keep_failed: if the error is a TfaotError whose message names a file in it (a
+    log), it moves to the system's temporary space instead, and the message names it there."""
+    staged = temp_sibling(final)
+    try:
+        yield staged
+    except TfaotError as exc:
+        if not keep_failed or not staged.exists() or str(staged) not in str(exc):
             shutil.rmtree(staged, ignore_errors=True)
             raise
-    return final
+        kept = Path(tempfile.mkdtemp(prefix=f"tfaot-dist-failed-{final.name}-")) / "build"
+        shutil.move(staged, kept)
+        raise type(exc)(str(exc).replace(str(staged), str(kept))) from None
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
