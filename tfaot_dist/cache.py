@@ -1,18 +1,18 @@
 """The cache: its layout, and the one way a cached entry is made.
 
-    CACHE/                          $TFAOT_DIST_CACHE (cli.default_cache), default ~/.cache/tfaot-dist
-      toolchains/<key>/ <key>.lock  TensorFlow venvs                       (shared)
-      abseil/<key>/ <key>.lock      Abseil builds                          (shared)
-      runtime/<key>/ <key>.lock     XLA AOT runtime builds                 (shared)
-      downloads/                    pinned sdists fetched with pip         (shared)
-      pch/<key>/ <key>.lock         precompiled interface headers          (shared)
-      bench/tf-capi-<key>/          the TensorFlow C API benchmark program (shared)
-      git/<url digest>.git          bare mirrors of source repositories
-      sources/<commit>/             checked-out sources (sha256-<digest>/ for archives)
-      archives/<sha256>             downloaded archives, content-addressed
-      channels/<digest>/            the last index read from each channel
-      builds/<build key>/           finished packages; their locks are in locks/
-      locks/  logs/
+    CACHE/                         $TFAOT_DIST_CACHE (cli.default_cache), default ~/.cache/tfaot-dist
+      toolchains/<key>/ <key>.lock TensorFlow venvs                          (shared)
+      abseil/<key>/ <key>.lock     Abseil builds                             (shared)
+      runtime/<key>/ <key>.lock    XLA AOT runtime builds                    (shared)
+      downloads/<sdist> .lock      pinned sdists fetched with pip            (shared)
+      pch/<key>/ <key>.lock        precompiled interface headers             (shared)
+      bench/tf-capi-<key>/ .lock   the TensorFlow C API benchmark program    (shared)
+      git/<digest>.git <digest>.lock   bare mirrors of source repositories
+      sources/<commit>/ .lock      git source trees; sha256-<hex>/: archives' (claim_temp, no lock)
+      archives/<sha256>            downloaded archives, content-addressed (download.py)
+      channels/<digest>/           the last index read from each channel
+      builds/<build key>/          finished packages; locks/build-<build key>.lock
+      locks/  logs/                build locks; full output of failed programs (process.py)
 
 The shared directories hold entries keyed by everything that makes their
 bytes, nothing that belongs to one registry: another cache (a rebuild's, a
