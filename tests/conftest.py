@@ -23,7 +23,7 @@ import yaml
 
 from tfaot_dist import cli
 from tfaot_dist.registry import DEFAULT_REQUIREMENTS
-from tfaot_dist.reproduce import SHARED_CACHE_DIRS
+from tfaot_dist.cache import Cache
 from tfaot_dist.toolchain import ensure_toolchain, worker_env
 
 REPO = Path(__file__).resolve().parent.parent
@@ -153,11 +153,7 @@ def data_repo(example_models, test_models, tmp_path_factory) -> DataRepo:
 
 def fresh_cache(path: Path, shared_cache: Path) -> Path:
     """A new cache at path that shares the expensive toolchains and runtime builds."""
-    path.mkdir()
-    for shared in (*SHARED_CACHE_DIRS, "pch", "bench"):
-        (shared_cache / shared).mkdir(parents=True, exist_ok=True)
-        (path / shared).symlink_to(shared_cache / shared)
-    return path
+    return Cache(shared_cache).share_into(path).root
 
 
 @pytest.fixture

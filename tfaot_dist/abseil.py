@@ -24,18 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from tfaot_dist import cxx_build, process
+from tfaot_dist.cache import COMPLETE, Cache, ensure_entry
 from tfaot_dist.cxx_build import BUILD_FLAGS, CONSUMER_CXXFLAGS, RECIPE_VERSION, Compiler, Log
 from tfaot_dist.errors import RuntimeBuildError
-from tfaot_dist.fsutil import (
-    copy_file,
-    file_lock,
-    remove_stale_siblings,
-    replace_dir,
-    sha256_bytes,
-    sha256_file,
-    temp_sibling,
-    write_atomic,
-)
+from tfaot_dist.fsutil import copy_file, file_lock, sha256_bytes, sha256_file, temp_sibling
 
 
 @dataclass(frozen=True)
@@ -73,7 +65,7 @@ ABSEIL_BY_NAMESPACE = {
 FILE_FLAGS = {"x86_64": {"absl/random/internal/randen_hwaes.cc": ("-maes", "-msse4.1")}}
 
 LIB = "libtfaot_absl.a"
-MARKER = "COMPLETE"
+MARKER = COMPLETE
 
 
 def source_for(options_h: Path) -> AbseilSource:
@@ -106,28 +98,16 @@ def ensure_abseil(python: Path, cc: Compiler, src: AbseilSource, cache_dir: Path
 
     python: a Python with pip (the toolchain's) to download the sdist with.
     """
-    final = cache_dir / "abseil" / key(cc, src)
-    if (final / MARKER).is_file():
-        return final
-    with file_lock(cache_dir / "abseil" / f"{final.name}.lock", log):
-        if (final / MARKER).is_file():
-            return final
-        remove_stale_siblings(final)
+    final = Cache(cache_dir).abseil / key(cc, src)
+
+    def build(staged: Path) -> None:
         sdist = _ensure_sdist(python, src, cache_dir, log)
         log(f"building Abseil from {sdist.name} ({jobs} jobs)")
         t0 = time.monotonic()
-        staged = temp_sibling(final)
-        try:
-            _build(sdist, src, cc, staged, log, jobs)
-            write_atomic(staged / MARKER, final.name + "\n")
-            if final.exists():
-                shutil.rmtree(final)
-            replace_dir(staged, final)
-        except BaseException:
-            shutil.rmtree(staged, ignore_errors=True)
-            raise
+        _build(sdist, src, cc, staged, log, jobs)
         log(f"Abseil built in {time.monotonic() - t0:.0f} s")
-    return final
+
+    return ensure_entry(final, build, marker=MARKER, log=log)
 
 
 def _ensure_sdist(python: Path, source: AbseilSource, cache_dir: Path, log: Log) -> Path:
@@ -136,7 +116,7 @@ def _ensure_sdist(python: Path, source: AbseilSource, cache_dir: Path, log: Log)
     The toolchain's pip does the download: the toolchain is a venv made with
     pip, while the Python running tfaot-dist may have none.
     """
-    downloads = cache_dir / "downloads"
+    downloads = Cache(cache_dir).downloads
     name = f"{source.dist}-{source.version}.tar.gz"
     target = downloads / name
     if target.is_file() and sha256_file(target) == source.sha256:

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from tfaot_dist import cxx_build, pch, process
 from tfaot_dist import package as pkg
+from tfaot_dist.cache import Cache, ensure_entry
 from tfaot_dist.cxx_build import CXX
 from tfaot_dist.documents import ModelManifest
 from tfaot_dist.errors import CompileFailed, InvalidInput
@@ -101,16 +102,17 @@ def build_capi_program(toolchain: Toolchain, cache: Path, cxx: str = CXX) -> Pat
     tf = tensorflow_dir(toolchain)
     version = cxx_build.version_text(cxx)
     key = sha256_bytes(json.dumps([toolchain.key, str(tf), version, CAPI_SOURCE.read_text()]).encode())[:20]
-    exe = cache / "bench" / f"tf-capi-{key}" / "tf_capi_bench"
-    if exe.is_file():
-        return exe
-    exe.parent.mkdir(parents=True, exist_ok=True)
-    staged = exe.parent / f".{exe.name}.{os.getpid()}.tmp"
-    cmd = [cxx, "-std=c++17", "-O2", f"-I{tf / 'include'}", str(CAPI_SOURCE), "-o", str(staged),
-           str(tf / "libtensorflow_cc.so.2"), str(tf / "libtensorflow_framework.so.2"), f"-Wl,-rpath,{tf}"]
-    process.run(cmd, what="building the TensorFlow C API benchmark", error=CompileFailed)
-    os.replace(staged, exe)
-    return exe
+    name = "tf_capi_bench"
+
+    def build(staged: Path) -> None:
+        cmd = [cxx, "-std=c++17", "-O2", f"-I{tf / 'include'}", str(CAPI_SOURCE), "-o", str(staged / name),
+               str(tf / "libtensorflow_cc.so.2"), str(tf / "libtensorflow_framework.so.2"), f"-Wl,-rpath,{tf}"]
+        process.run(cmd, what="building the TensorFlow C API benchmark", error=CompileFailed)
+
+    # No marker: entries made before this one had none; the program appears only with its directory.
+    final = ensure_entry(Cache(cache).bench / f"tf-capi-{key}", build, marker=None,
+                         is_complete=lambda entry: (entry / name).is_file())
+    return final / name
 
 
 def tf_env(tmp: Path, protocol: Protocol) -> dict:

@@ -8,18 +8,17 @@ Finished packages are cached under CACHE/builds/<key>/ and copied into the
 output directory; both moves are atomic renames.
 """
 
-import contextlib
 import json
 import shutil
-import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tfaot_dist import __version__, documents, package as pkg, runtime_package, verify
+from tfaot_dist.cache import Cache, ensure_entry, staging
 from tfaot_dist.config import AotConfig, load_aot_config
 from tfaot_dist.documents import CompileAnswer, CompileRequest
 from tfaot_dist.models import load_source_config
-from tfaot_dist.errors import CompileFailed, SourceUnavailable, TfaotError
+from tfaot_dist.errors import CompileFailed, SourceUnavailable
 from tfaot_dist.fsutil import (
     copy_atomic, crash_point, file_lock, remove_stale_siblings, replace_dir, sha256_bytes, sha256_file,
     temp_sibling, tree_digest, write_atomic,
@@ -71,23 +70,25 @@ def build_entry(entry: ModelEntry, defaults: Defaults, cache: Path, dist: Path, 
     if current:
         return BuildResult(entry.name, current, "up to date", key)
 
-    cached_dir = cache / "builds" / key
-    status = "cached"
+    cached_dir = Cache(cache).builds / key
     # Fetched before the lock is taken: a source that cannot be had leaves the build cache as it was.
     src = None if _existing(cached_dir / dest.name, key) else fetch_source(entry.source, cache, offline)
-    # The lock lives outside builds/ so that a build that fails leaves builds/ as it was.
-    with file_lock(cache / "locks" / f"build-{key}.lock"):
-        if not _existing(cached_dir / dest.name, key):
-            status = "built"
-            remove_stale_siblings(cached_dir)
-            src = src or fetch_source(entry.source, cache, offline)
-            if offline:
-                _require_cached_toolchain(cache, defaults)
-            config = load_source_config(src, entry.aot_config).with_overrides(entry.overrides)
-            source = {**entry.source.as_dict(), "url": entry.source.url, "aot_config": entry.aot_config}
-            with staging(cached_dir) as staged:
-                _compile(config, entry.package, entry.version, source, defaults, cache, staged, log, key)
-                replace_dir(staged, cached_dir)
+    built = False
+
+    def build(staged: Path) -> None:
+        nonlocal built
+        built = True
+        tree = src or fetch_source(entry.source, cache, offline)
+        if offline:
+            _require_cached_toolchain(cache, defaults)
+        config = load_source_config(tree, entry.aot_config).with_overrides(entry.overrides)
+        source = {**entry.source.as_dict(), "url": entry.source.url, "aot_config": entry.aot_config}
+        _compile(config, entry.package, entry.version, source, defaults, cache, staged, log, key)
+
+    # No marker: the package's manifest names its build key; a failed build's log is kept.
+    ensure_entry(cached_dir, build, marker=None, is_complete=lambda d: _existing(d / dest.name, key) is not None,
+                 lock=Cache(cache).build_lock(key), keep_failed=True)
+    status = "built" if built else "cached"
     package = _publish_copy(_existing(cached_dir / dest.name, key), dest, key)
     return BuildResult(entry.name, package, status, key)
 
@@ -115,32 +116,12 @@ def compile_config(config_path: Path, output_dir: Path, defaults: Defaults, cach
     work = output_dir / f"{dest.name}-compiling"
     with file_lock(output_dir / f".{work.name}.lock"):
         remove_stale_siblings(work)
-        with staging(work) as staged:
+        with staging(work, keep_failed=True) as staged:
             _compile(config, package, version, source, defaults, cache, staged, log, key=None,
                      toolchain_python=toolchain_python, runtime_dir=runtime_dir)
             package = _publish_copy(_load(staged / dest.name), dest, None)
             shutil.rmtree(staged)
     return package
-
-
-@contextlib.contextmanager
-def staging(final: Path):
-    """A temporary sibling of final to build in. On an error it goes, so that the cache or output
-    directory is as it was; if the error message names a log in it, it moves to the system's
-    temporary space instead, and the message names it there."""
-    staged = temp_sibling(final)
-    try:
-        yield staged
-    except TfaotError as exc:
-        if not staged.exists() or str(staged) not in str(exc):
-            shutil.rmtree(staged, ignore_errors=True)
-            raise
-        kept = Path(tempfile.mkdtemp(prefix=f"tfaot-dist-failed-{final.name}-")) / "build"
-        shutil.move(staged, kept)
-        raise type(exc)(str(exc).replace(str(staged), str(kept))) from None
-    except BaseException:
-        shutil.rmtree(staged, ignore_errors=True)
-        raise
 
 
 def _compile(config: AotConfig, package: str, version: str, source: dict, defaults: Defaults,
@@ -244,7 +225,7 @@ def ensure_runtime_packages(packages: list[pkg.Package], defaults: Defaults, cac
 
 def _require_cached_toolchain(cache: Path, defaults: Defaults) -> None:
     key = toolchain_key(defaults.requirements)
-    if not (cache / "toolchains" / key / READY).is_file():
+    if not (Cache(cache).toolchains / key / READY).is_file():
         raise SourceUnavailable(f"offline: toolchain {key} ({' '.join(defaults.requirements)}) is not in the "
                                 f"cache {cache}")
 

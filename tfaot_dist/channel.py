@@ -33,6 +33,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from tfaot_dist import names
+from tfaot_dist.cache import Cache
 from tfaot_dist.documents import IndexRow, Manifest, Requirement, load_json
 from tfaot_dist.download import cached_archive, cached_verified, download, get_bytes
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable
@@ -377,7 +378,7 @@ class Channel:
 
 
 def _saved_index(cache: Path, base_url: str) -> Path:
-    return cache / "channels" / sha256_bytes(base_url.encode())[:24] / INDEX
+    return Cache(cache).channel_dir(base_url) / INDEX
 
 
 def _locate(location: str) -> tuple[Path | None, str | None]:

@@ -34,6 +34,7 @@ import requests
 import urllib3
 
 from tfaot_dist import __version__
+from tfaot_dist.cache import Cache
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable
 from tfaot_dist.fsutil import claim_temp, remove_abandoned, sha256_file
 from tfaot_dist.textsafe import shown
@@ -262,7 +263,7 @@ def discard(downloaded: Path) -> None:
 
 
 def cached_archive(cache: Path, sha256: str) -> Path:
-    return cache / "archives" / sha256
+    return Cache(cache).archives / sha256
 
 
 def cached_verified(cache: Path, sha256: str) -> Path | None:

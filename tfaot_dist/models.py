@@ -5,12 +5,12 @@ import tempfile
 from pathlib import Path
 
 from tfaot_dist import names
+from tfaot_dist.cache import Cache, ensure_entry
 from tfaot_dist.config import AotConfig, load_aot_config
 from tfaot_dist.documents import CheckAnswer, CheckRequest, Signature, Tensor
 from tfaot_dist.errors import InvalidInput
-from tfaot_dist.fsutil import replace_dir, temp_sibling
 from tfaot_dist.registry import Defaults, GitSource, ModelEntry, Registry
-from tfaot_dist.resolve import GitSources, ResolvedSource, check_git_url
+from tfaot_dist.resolve import SOURCE_COMPLETE, GitSources, ResolvedSource, check_git_url
 from tfaot_dist.toolchain import ensure_toolchain, run_worker
 
 
@@ -38,12 +38,9 @@ def add_model(registry: Registry, cache: Path, name: str, url: str, ref: str, ao
         log(f"signature: {describe_signature(signature)}")
         entry = ModelEntry(name, version or config.version, GitSource(url, ref, commit), aot_config,
                            overrides or {})
-        final = cache / "sources" / commit
-        if not final.exists():  # copy, not rename: the scratch dir may be on another file system
-            staged = temp_sibling(final)
-            shutil.copytree(src.root.parent, staged / "tree-and-marker")
-            replace_dir(staged / "tree-and-marker", final)
-            shutil.rmtree(staged)
+        # Copied, not renamed: the scratch dir may be on another file system.
+        ensure_entry(Cache(cache).sources / commit, lambda staged: shutil.copytree(src.root, staged / "tree"),
+                     marker=SOURCE_COMPLETE)
     registry.save(entry)
     return entry
 

@@ -42,6 +42,7 @@ import requests
 import urllib3
 
 from tfaot_dist import __version__
+from tfaot_dist.cache import Cache
 from tfaot_dist.channel import (
     Channel,
     ChannelPackage,
@@ -483,7 +484,7 @@ class OciChannel(Channel):
 
 
 def _saved_index(cache: Path, where: Location) -> Path:
-    return cache / "channels" / sha256_bytes(str(where).encode())[:24] / "index.json"
+    return Cache(cache).channel_dir(str(where)) / "index.json"
 
 
 def _reason(exc: Exception) -> str:

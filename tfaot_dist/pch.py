@@ -15,17 +15,16 @@ wrong, so the flags returned here are always safe to pass.
 
 import hashlib
 import json
-import shutil
 from pathlib import Path
 
 from tfaot_dist import cxx_build, process
+from tfaot_dist.cache import COMPLETE, Cache, ensure_entry
 from tfaot_dist.errors import TfaotError
-from tfaot_dist.fsutil import file_lock, remove_stale_siblings, replace_dir, temp_sibling, write_atomic
 from tfaot_dist.xla_runtime import CODEGEN_HEADERS, Log, XlaRuntime
 
 INTERFACE_INCLUDE = Path(__file__).parent / "runtime" / "include"
 HEADER = "tfaot_pch.h"
-MARKER = "COMPLETE"
+MARKER = COMPLETE
 # The standard headers of the generated harnesses, after everything tfcompile's headers include.
 _STD_HEADERS = ("cstdint", "cstdio", "cstdlib", "cstring", "chrono", "fstream", "iostream", "memory", "random",
                 "stdexcept", "string", "tuple", "vector")
@@ -53,22 +52,18 @@ def flags(runtime: XlaRuntime, cache: Path, opt: str = "-O2", log: Log = lambda 
 
     Returns [] if it cannot be built (the consumer then compiles as before).
     """
-    final = cache / "pch" / _key(runtime, opt)
-    if not (final / MARKER).is_file():
-        with file_lock(final.parent / f"{final.name}.lock"):
-            if not (final / MARKER).is_file():
-                log(f"precompiling the interface headers ({final.name})")
-                remove_stale_siblings(final)
-                staged = temp_sibling(final)
-                (staged / HEADER).write_text(header_text())
-                try:
-                    process.run([runtime.compiler, *runtime.cxxflags, opt, "-w", f"-I{INTERFACE_INCLUDE}",
-                                 f"-I{runtime.include_dir}", "-x", "c++-header", staged / HEADER,
-                                 "-o", staged / f"{HEADER}.gch"], what="precompiling the interface headers")
-                except TfaotError as exc:  # not fatal: consumers compile without it
-                    shutil.rmtree(staged, ignore_errors=True)
-                    log(f"precompiled header not built: {exc}")
-                    return []
-                write_atomic(staged / MARKER, "")
-                replace_dir(staged, final)
+    final = Cache(cache).pch / _key(runtime, opt)
+
+    def build(staged: Path) -> None:
+        log(f"precompiling the interface headers ({final.name})")
+        (staged / HEADER).write_text(header_text())
+        process.run([runtime.compiler, *runtime.cxxflags, opt, "-w", f"-I{INTERFACE_INCLUDE}",
+                     f"-I{runtime.include_dir}", "-x", "c++-header", staged / HEADER,
+                     "-o", staged / f"{HEADER}.gch"], what="precompiling the interface headers")
+
+    try:
+        ensure_entry(final, build, marker=MARKER)
+    except TfaotError as exc:  # not fatal: consumers compile without it
+        log(f"precompiled header not built: {exc}")
+        return []
     return [f"-I{final}", "-include", HEADER]

@@ -25,11 +25,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tfaot_dist.cache import Cache
 from tfaot_dist.errors import CompileFailed, TfaotError
 from tfaot_dist.fsutil import write_atomic
 from tfaot_dist.textsafe import one_line
 
-LOGS = "logs"
 # Statuses probe() reports for a program that never ran or was stopped (as shells and timeout(1) do).
 NOT_RUN = 127
 TIMED_OUT = 124
@@ -122,7 +122,7 @@ def hint(finished: Finished) -> str:
 def default_log_dir() -> Path:
     from tfaot_dist.cli import default_cache  # the CLI owns the cache location; imported late, it imports us
 
-    return default_cache() / LOGS
+    return Cache(default_cache()).logs
 
 
 def _write_log(finished: Finished, what: str, log_dir: Path | None) -> str:

@@ -16,15 +16,13 @@ from typing import Any
 
 from tfaot_dist import builder, verify
 from tfaot_dist import package as pkg
+from tfaot_dist.cache import Cache
 from tfaot_dist.documents import Verification
 from tfaot_dist.errors import InvalidInput, VerificationFailed
 from tfaot_dist.fsutil import sha256_file, tree_files
 from tfaot_dist.registry import Defaults, ModelEntry
 from tfaot_dist.toolchain import ensure_toolchain
 from tfaot_dist.xla_runtime import Log, ensure_runtime
-
-# Cache entries that are expensive and keyed by their contents: shared with the rebuild.
-SHARED_CACHE_DIRS = ("toolchains", "runtime", "abseil", "downloads")
 
 
 def check_installed(entry: ModelEntry, dist: Path) -> pkg.Package:
@@ -49,11 +47,8 @@ def rebuild_and_compare(entry: ModelEntry, defaults: Defaults, cache: Path, dist
     existing = check_installed(entry, dist)
     with tempfile.TemporaryDirectory(prefix="tfaot-rebuild-") as tmp_dir:
         tmp = Path(tmp_dir)
-        fresh_cache = tmp / "cache"
-        fresh_cache.mkdir()
-        for name in SHARED_CACHE_DIRS:
-            (cache / name).mkdir(parents=True, exist_ok=True)
-            (fresh_cache / name).symlink_to((cache / name).absolute())
+        # A fresh cache sharing the expensive entries keyed by their contents.
+        fresh_cache = Cache(cache).share_into(tmp / "cache").root
         rebuilt = builder.build_entry(entry, defaults, fresh_cache, tmp / "dist", log).package
         difference = first_difference(existing.root, rebuilt.root)
         if difference:

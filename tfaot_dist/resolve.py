@@ -24,11 +24,14 @@ from pathlib import Path
 import git
 
 from tfaot_dist import names
+from tfaot_dist.cache import Cache, ensure_entry
 from tfaot_dist.download import cached_archive, cached_verified, discard, download, keep
 from tfaot_dist.errors import InvalidInput, SourceUnavailable
-from tfaot_dist.fsutil import file_lock, owned_temp_dir, remove_stale_siblings, replace_dir, sha256_bytes, temp_sibling
+from tfaot_dist.fsutil import file_lock, owned_temp_dir
 from tfaot_dist.safe_extract import TAR, extract, kind_of_content, kind_of_url
 
+# The marker of a complete source tree (its content: the commit, or sha256:HEX).
+SOURCE_COMPLETE = ".complete"
 # Transports that cannot run commands: ext:: and fd:: are never allowed.
 ALLOWED_PROTOCOLS = "file:git:http:https:ssh"
 _URL = re.compile(
@@ -81,10 +84,11 @@ def fetch_source(source, cache: Path, offline: bool = False) -> ResolvedSource:
 class GitSources:
     def __init__(self, cache: Path, offline: bool = False):
         self.cache = cache
+        self.layout = Cache(cache)
         self.offline = offline
 
     def _mirror_path(self, url: str) -> Path:
-        return self.cache / "git" / f"{sha256_bytes(url.encode())[:24]}.git"
+        return self.layout.git_mirror(url)
 
     def _mirror(self, url: str) -> git.Repo:
         """The bare mirror of url; called under its lock, so no git process of ours is using it."""
@@ -131,19 +135,21 @@ class GitSources:
 
     def fetch(self, url: str, commit: str) -> ResolvedSource:
         """The source tree of commit, from the cache or fetched from url."""
-        tree = self.cache / "sources" / commit
-        if (tree / ".complete").exists():
+        tree = self.layout.sources / commit
+        if (tree / SOURCE_COMPLETE).is_file():
             return ResolvedSource(url, "", commit, tree / "tree")
         if self.offline and not (self._mirror_path(url) / "HEAD").exists():
             raise SourceUnavailable(f"offline: commit {commit} of {url} is not in the cache {self.cache}")
-        with file_lock(self.cache / "sources" / f"{commit}.lock"):
-            if (tree / ".complete").exists():
-                return ResolvedSource(url, "", commit, tree / "tree")
-            with file_lock(self._mirror_path(url).with_suffix(".lock")):
-                self._fetch_into_mirror(url, commit, tree)
+
+        def build(staged: Path) -> None:
+            with file_lock(self.layout.git_mirror_lock(url)):
+                self._fetch_into_mirror(url, commit, staged / "tree")
+
+        ensure_entry(tree, build, marker=SOURCE_COMPLETE)
         return ResolvedSource(url, "", commit, tree / "tree")
 
-    def _fetch_into_mirror(self, url: str, commit: str, tree: Path) -> None:
+    def _fetch_into_mirror(self, url: str, commit: str, dest: Path) -> None:
+        """Fetch commit into the mirror of url and extract its tree into dest."""
         # Under the mirror's lock: parallel builds of other commits share the bare repository.
         repo = self._mirror(url)
         if not _has_commit(repo, commit):
@@ -160,12 +166,8 @@ class GitSources:
                     raise SourceUnavailable(f"{url}: cannot fetch: {_last_line(exc.stderr)}") from None
             if not _has_commit(repo, commit):
                 raise SourceUnavailable(f"{url}: commit {commit} is not available")
-        remove_stale_siblings(tree)
-        staged = temp_sibling(tree)
         data = repo.git.archive("--format=tar", commit, stdout_as_string=False)
-        _extract_git_archive(data, staged / "tree", f"{url} at {commit[:12]}")
-        (staged / ".complete").write_text(commit + "\n")
-        replace_dir(staged, tree)
+        _extract_git_archive(data, dest, f"{url} at {commit[:12]}")
 
 
 class ArchiveSources:
@@ -178,9 +180,9 @@ class ArchiveSources:
     def fetch(self, url: str, sha256: str) -> ResolvedSource:
         """Download (verified) and extract in temporary places in the cache, then rename both into
         place: an archive that cannot be had, or is unsafe, leaves the cache as it was."""
-        tree = self.cache / "sources" / f"sha256-{sha256}"
+        tree = Cache(self.cache).sources / f"sha256-{sha256}"
         pin = f"sha256:{sha256}"
-        if (tree / ".complete").exists():
+        if (tree / SOURCE_COMPLETE).exists():
             return ResolvedSource(url, "", pin, tree / "tree")
         cached = cached_verified(self.cache, sha256)  # hashed again: replaced bytes are a miss
         downloaded = None
@@ -199,14 +201,14 @@ class ArchiveSources:
                 extract(archive, staged / "unpacked", f"{url} (sha256 {sha256[:12]})", kind=kind)
                 result.mkdir()
                 os.rename(_source_root(staged / "unpacked"), result / "tree")
-                (result / ".complete").write_text(pin + "\n")
+                (result / SOURCE_COMPLETE).write_text(pin + "\n")
                 if downloaded:
                     keep(downloaded, self.cache, sha256)
                 tree.parent.mkdir(parents=True, exist_ok=True)
                 try:
                     os.rename(result, tree)
                 except OSError:
-                    if not (tree / ".complete").exists():  # not another process that was faster
+                    if not (tree / SOURCE_COMPLETE).exists():  # not another process that was faster
                         raise
         finally:
             if downloaded:

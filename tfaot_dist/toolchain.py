@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tfaot_dist import errors, process
+from tfaot_dist.cache import Cache, entry_lock
 from tfaot_dist.fsutil import file_lock, remove_stale_siblings, replace_dir, sha256_bytes, temp_sibling, write_atomic
 
 WORKER = Path(__file__).parent / "worker" / "tf_worker.py"
@@ -56,13 +57,14 @@ def toolchain_key(requirements: tuple[str, ...]) -> str:
 
 def ensure_toolchain(cache: Path, requirements: tuple[str, ...], log=print) -> Toolchain:
     key = toolchain_key(requirements)
-    root = cache / "toolchains" / key
+    toolchains = Cache(cache).toolchains
+    root = toolchains / key
     # Scripts name the real directory: CACHE/toolchains may be a symlink to a shared one.
-    real = (cache / "toolchains").resolve() / key
+    real = toolchains.resolve() / key
     found = _load(root, requirements)
     if found and _built_at(root) == str(real):
         return found
-    with file_lock(cache / "toolchains" / f"{key}.lock"):
+    with file_lock(entry_lock(root)):
         found = _load(root, requirements)
         if found:
             _point_scripts_at(root, _built_at(root), real)  # environments made before the scripts were fixed
@@ -117,7 +119,7 @@ def existing_toolchain(python: Path) -> Toolchain:
 def list_toolchains(cache: Path) -> list[Toolchain]:
     """The complete toolchains in the cache, by key (half-made ones have no READY file)."""
     found = []
-    for ready in sorted((cache / "toolchains").glob(f"*/{READY}")):
+    for ready in sorted(Cache(cache).toolchains.glob(f"*/{READY}")):
         try:
             data = json.loads(ready.read_text())
             found.append(Toolchain(data["key"], ready.parent, tuple(data["requirements"]),

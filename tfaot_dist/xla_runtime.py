@@ -36,16 +36,13 @@ from pathlib import Path
 
 from tfaot_dist import abseil, cxx_build, process
 from tfaot_dist.abseil import AbseilSource
+from tfaot_dist.cache import COMPLETE, Cache, ensure_entry
 from tfaot_dist.cxx_build import BUILD_FLAGS, CONSUMER_CXXFLAGS, CXX, RECIPE_VERSION, Compiler
 from tfaot_dist.cxx_build import Log as Log  # re-exported: callers type their log with it
 from tfaot_dist.errors import RuntimeBuildError as RuntimeBuildError  # re-exported: its old home
 from tfaot_dist.fsutil import (
     copy_file,
-    file_lock,
-    remove_stale_siblings,
-    replace_dir,
     sha256_bytes,
-    temp_sibling,
     tree_digest,
     write_atomic,
 )
@@ -107,7 +104,7 @@ _EXCLUDED_SOURCES = ("runtime_fork_join.cc",)
 RUNTIME_LIB = "libtf_xla_runtime.a"
 ABSEIL_LIB = abseil.LIB
 MANIFEST = "runtime.json"
-MARKER = "COMPLETE"
+MARKER = COMPLETE
 
 
 @dataclass(frozen=True)
@@ -233,29 +230,18 @@ def ensure_runtime(toolchain_python: Path, cache_dir: Path, log: Log = print, *,
     cc = _compiler(cxx)
     key = _runtime_key(tf, cc)
     cache_dir = Path(cache_dir).absolute()
-    final = cache_dir / "runtime" / key
-    found = _load_complete(final, key)
-    if found:
-        return found
-    with file_lock(cache_dir / "runtime" / f"{key}.lock", log):
-        found = _load_complete(final, key)  # another process may have finished it
-        if found:
-            return found
-        remove_stale_siblings(final)
-        jobs = jobs or max(1, len(os.sched_getaffinity(0)))
-        absl = abseil.ensure_abseil(Path(toolchain_python), cc, tf.abseil, cache_dir, log, jobs)
-        log(f"building XLA AOT runtime {key} ({jobs} jobs)")
+    final = Cache(cache_dir).runtime / key
+
+    def build(staged: Path) -> None:
+        workers = jobs or max(1, len(os.sched_getaffinity(0)))
+        absl = abseil.ensure_abseil(Path(toolchain_python), cc, tf.abseil, cache_dir, log, workers)
+        log(f"building XLA AOT runtime {key} ({workers} jobs)")
         t0 = time.monotonic()
-        staged = temp_sibling(final)
-        try:
-            _build_runtime(tf, cc, key, absl, staged, log, jobs)
-            if final.exists():  # an incomplete leftover, we hold the lock
-                shutil.rmtree(final)
-            replace_dir(staged, final)
-        except BaseException:
-            shutil.rmtree(staged, ignore_errors=True)
-            raise
+        _build_runtime(tf, cc, key, absl, staged, log, workers)
         log(f"XLA AOT runtime built in {time.monotonic() - t0:.0f} s: {final}")
+
+    ensure_entry(final, build, marker=MARKER, is_complete=lambda root: _load_complete(root, key) is not None,
+                 log=log)
     return XlaRuntime.from_dir(final)
 
 
@@ -358,7 +344,6 @@ def _build_runtime(tf: _TensorFlow, cc: Compiler, key: str, absl: Path, out: Pat
         "codegen_headers": codegen,
     }
     write_atomic(out / MANIFEST, json.dumps(meta, indent=1, sort_keys=True) + "\n")
-    write_atomic(out / MARKER, key + "\n")  # last: the tree is complete
 
 
 def _tensorflow_license(tf: _TensorFlow) -> Path:
