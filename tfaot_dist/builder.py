@@ -50,6 +50,7 @@ def build_key(entry: ModelEntry, defaults: Defaults) -> str:
         "layout": pkg.LAYOUT_VERSION,
         "worker": sha256_file(WORKER),
         "constants": sha256_file(Path(pkg.constants.__file__)),  # rewrites objects and headers
+        "runtime_package": runtime_package.packaging_digest(),  # the version "requires" names
     }
     return sha256_bytes(json.dumps(parts, sort_keys=True).encode())
 

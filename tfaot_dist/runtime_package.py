@@ -8,18 +8,34 @@
       licenses/
       manifest.json
 
-VERSION is the TensorFlow version with the runtime build key as local label
-(e.g. 2.21.0+b8fd209dfb55daad): runtimes built by different compilers are
-different packages. Model packages name the exact version they were verified
-with in their manifest ("requires").
+VERSION is the TensorFlow version with a local label of two parts: the
+runtime build key, then a digest of how the package is made from that build
+(e.g. 2.21.0+b8fd209dfb55daad.p3f2a9c1e). Runtimes built by different compilers
+are different packages, and so are packages whose headers, tool file or
+build-system files changed: a channel never sees other bytes under one version.
+Model packages name the exact version they were verified with in their
+manifest ("requires").
 """
 
+import functools
+import hashlib
 import shutil
 from pathlib import Path
 
+from packaging.version import Version
+
 from tfaot_dist import __version__, buildsys, package as pkg, scram_tool
 from tfaot_dist.documents import Requirement
-from tfaot_dist.fsutil import file_lock, remove_stale_siblings, replace_dir, sha256_file, temp_sibling, tree_files
+from tfaot_dist.fsutil import (
+    file_lock,
+    remove_stale_siblings,
+    replace_dir,
+    sha256_file,
+    temp_sibling,
+    tree_digest,
+    tree_files,
+)
+from tfaot_dist.render import templates_digest
 from tfaot_dist.xla_runtime import XlaRuntime
 
 NAME = "tfaot-xla-runtime"
@@ -32,8 +48,28 @@ EIGEN_MODULE_DIRS = ("Eigen", "unsupported/Eigen", "unsupported/Eigen/CXX11")
 INTERFACE_INCLUDE = Path(__file__).parent / "runtime" / "include"
 
 
+# What shapes the package beyond the runtime build: the interface headers, the templates
+# and the code that writes it (tfaot-dist's version is in its manifest too).
+TEMPLATES = ("runtime_tool.xml.j2", "runtime_cmake_config.cmake.j2", "runtime_pkgconfig.pc.j2")
+PACKAGING_CODE = (Path(__file__), Path(buildsys.__file__), Path(scram_tool.__file__))
+PACKAGING_DIGITS = 8
+
+
+@functools.cache
+def packaging_digest() -> str:
+    h = hashlib.sha256(f"tfaot-dist {__version__}\n".encode())
+    h.update(f"interface {tree_digest(INTERFACE_INCLUDE)}\n".encode())
+    h.update(f"templates {templates_digest(TEMPLATES)}\n".encode())
+    for code in PACKAGING_CODE:
+        h.update(f"{code.name} {sha256_file(code)}\n".encode())
+    return h.hexdigest()
+
+
 def runtime_version(runtime: XlaRuntime) -> str:
-    return f"{runtime.tensorflow_version}+{runtime.key.rsplit('-', 1)[-1]}"
+    build = runtime.key.rsplit("-", 1)[-1]
+    # "p" keeps the segment from being all digits, which PEP 440 would reformat (0123 -> 123);
+    # normalized all the same, for a build key that happens to be all digits.
+    return str(Version(f"{runtime.tensorflow_version}+{build}.p{packaging_digest()[:PACKAGING_DIGITS]}"))
 
 
 def requirement(runtime: XlaRuntime) -> Requirement:
