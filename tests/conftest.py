@@ -23,7 +23,7 @@ import yaml
 
 from tfaot_dist import cli
 from tfaot_dist.registry import DEFAULT_REQUIREMENTS
-from tfaot_dist.cache import Cache
+from tfaot_dist.cache import Cache, default_cache
 from tfaot_dist.toolchain import ensure_toolchain, worker_env
 
 REPO = Path(__file__).resolve().parent.parent
@@ -64,7 +64,7 @@ def fast_tier_guard():
 
 @pytest.fixture(scope="session")
 def shared_cache() -> Path:
-    return cli.default_cache()
+    return default_cache()
 
 
 @pytest.fixture(scope="session")

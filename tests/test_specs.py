@@ -29,6 +29,7 @@ from tfaot_dist.textsafe import environment, one_line, pkgconfig_text, spec_text
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("TFAOT_UPDATE_GOLDEN") == "1"
+
 INVALID, INTEGRITY = 3, 7
 SHA_A = "0123456789abcdef0123456789abcdef01234567"
 SHA_B = "89abcdef0123456789abcdef0123456789abcdef"
@@ -111,21 +112,27 @@ def golden_registry(tmp_path) -> Path:
 
 # --- golden files and determinism --------------------------------------------------------------------
 
+
+def assert_golden(rendered: dict[str, str], name: str) -> None:
+    """rendered (file name -> text) equals the golden directory name, file for file
+    (TFAOT_UPDATE_GOLDEN=1 rewrites the directory instead)."""
+    expected_dir = GOLDEN / name
+    if UPDATE:
+        shutil.rmtree(expected_dir, ignore_errors=True)
+        expected_dir.mkdir(parents=True)
+        for file, text in rendered.items():
+            (expected_dir / file).write_text(text)
+    expected = {p.name: p.read_text() for p in sorted(expected_dir.iterdir())}
+    assert sorted(rendered) == sorted(expected)
+    for file, text in rendered.items():
+        assert text == expected[file], f"{name}/{file} differs from {expected_dir / file}"
+
+
 @pytest.mark.parametrize("flavor", ["cmsbuild", "rpm"])
 def test_golden(golden_registry, tmp_path, capsys, flavor):
     out = tmp_path / "out"
     specs_cli(capsys, golden_registry, "--flavor", flavor, "--out", out)
-    rendered = {p.name: p.read_text() for p in sorted(out.iterdir())}
-    expected_dir = GOLDEN / flavor
-    if UPDATE:
-        shutil.rmtree(expected_dir, ignore_errors=True)
-        expected_dir.mkdir(parents=True)
-        for name, text in rendered.items():
-            (expected_dir / name).write_text(text)
-    expected = {p.name: p.read_text() for p in sorted(expected_dir.iterdir())}
-    assert sorted(rendered) == sorted(expected)
-    for name, text in rendered.items():
-        assert text == expected[name], f"{flavor}/{name} differs from {expected_dir / name}"
+    assert_golden({p.name: p.read_text() for p in sorted(out.iterdir())}, flavor)
 
 
 def test_golden_buildsys_files(tmp_path):
@@ -135,15 +142,7 @@ def test_golden_buildsys_files(tmp_path):
         "tfaot-xla-runtimeConfig.cmake": buildsys.render_runtime_cmake_config(RUNTIME_MANIFEST),
         "tfaot-xla-runtime.pc": buildsys.render_runtime_pkgconfig(RUNTIME_MANIFEST),
     }
-    expected_dir = GOLDEN / "buildsys"
-    if UPDATE:
-        shutil.rmtree(expected_dir, ignore_errors=True)
-        expected_dir.mkdir(parents=True)
-        for name, text in files.items():
-            (expected_dir / name).write_text(text)
-    assert sorted(p.name for p in expected_dir.iterdir()) == sorted(files)
-    for name, text in files.items():
-        assert text == (expected_dir / name).read_text(), name
+    assert_golden(files, "buildsys")
 
 
 def test_golden_history_is_what_the_specs_say(golden_registry):
@@ -961,18 +960,9 @@ def test_prebuilt_golden(golden_registry, fake_channel, tmp_path, capsys):
     # The server's port changes from run to run: the golden files name the channel http://channel.example.org/.
     rendered = {p.name: p.read_text().replace(server.url(), "http://channel.example.org/")
                 for p in sorted(out.iterdir())}
-    expected_dir = GOLDEN / "cmsbuild-prebuilt"
-    if UPDATE:
-        shutil.rmtree(expected_dir, ignore_errors=True)
-        expected_dir.mkdir(parents=True)
-        for name, text in rendered.items():
-            (expected_dir / name).write_text(text)
-    expected = {p.name: p.read_text() for p in sorted(expected_dir.iterdir())}
-    assert sorted(rendered) == sorted(expected) == ["tfaot-model-test-multi.spec", "tfaot-model-test-simple.spec",
-                                                    "tfaot-models.file", "tfaot-prebuilt.file",
-                                                    "tfaot-xla-runtime.spec"]
-    for name, text in rendered.items():
-        assert text == expected[name], f"cmsbuild-prebuilt/{name} differs from {expected_dir / name}"
+    assert sorted(rendered) == ["tfaot-model-test-multi.spec", "tfaot-model-test-simple.spec", "tfaot-models.file",
+                                "tfaot-prebuilt.file", "tfaot-xla-runtime.spec"]
+    assert_golden(rendered, "cmsbuild-prebuilt")
     specs_cli(capsys, golden_registry, "--flavor", "cmsbuild-prebuilt", "--channel", server.url(), "--out", out,
               "--check")
 

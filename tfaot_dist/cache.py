@@ -1,6 +1,6 @@
 """The cache: its layout, and the one way a cached entry is made.
 
-    CACHE/                         $TFAOT_DIST_CACHE (cli.default_cache), default ~/.cache/tfaot-dist
+    CACHE/                         $TFAOT_DIST_CACHE (default_cache()), default ~/.cache/tfaot-dist
       toolchains/<key>/ <key>.lock TensorFlow venvs                          (shared)
       abseil/<key>/ <key>.lock     Abseil builds                             (shared)
       runtime/<key>/ <key>.lock    XLA AOT runtime builds                    (shared)
@@ -25,6 +25,7 @@ which the next builder removes.
 """
 
 import contextlib
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -45,6 +46,14 @@ from tfaot_dist.fsutil import (
 COMPLETE = "COMPLETE"
 # Expensive entries keyed by their contents, reusable from any cache that links to them.
 SHARED = ("toolchains", "runtime", "abseil", "downloads", "pch", "bench")
+
+
+def default_cache() -> Path:
+    """$TFAOT_DIST_CACHE, else $XDG_CACHE_HOME/tfaot-dist, else ~/.cache/tfaot-dist."""
+    if os.environ.get("TFAOT_DIST_CACHE"):
+        return Path(os.environ["TFAOT_DIST_CACHE"]).absolute()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base, "tfaot-dist").absolute()
 
 
 @dataclass(frozen=True)

@@ -7,18 +7,12 @@ import sys
 from pathlib import Path
 
 from tfaot_dist import __version__, builder, models
+from tfaot_dist.cache import default_cache
 from tfaot_dist.errors import InvalidInput, SourceUnavailable, TfaotError, UsageError
 from tfaot_dist.registry import Defaults, Registry
 from tfaot_dist.textsafe import shown, terminal
 
 MAX_ERROR = 2000  # an error line quotes values cut to ~200 characters; this bounds the whole line
-
-
-def default_cache() -> Path:
-    if os.environ.get("TFAOT_DIST_CACHE"):
-        return Path(os.environ["TFAOT_DIST_CACHE"]).absolute()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base, "tfaot-dist").absolute()
 
 
 def log(message: str) -> None:

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfaot_dist.cache import Cache
+from tfaot_dist.cache import Cache, default_cache
 from tfaot_dist.errors import CompileFailed, TfaotError
 from tfaot_dist.fsutil import write_atomic
 from tfaot_dist.textsafe import one_line
@@ -120,8 +120,6 @@ def hint(finished: Finished) -> str:
 
 
 def default_log_dir() -> Path:
-    from tfaot_dist.cli import default_cache  # the CLI owns the cache location; imported late, it imports us
-
     return Cache(default_cache()).logs
 
 
