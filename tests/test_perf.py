@@ -91,6 +91,20 @@ def test_bench_against_tensorflow(run, study, tmp_path):
     aot = {r["batch_size"]: r for r in result["time"]["aot"]}
     assert aot[2]["compiled"] and not aot[8]["compiled"]  # 8 is emulated by the batch rules
     assert aot[8]["rule"] == "8:1,1,1,1,1,1,1,1"
+    # Every CPU level this machine runs is timed: the best by itself, the lower ones forced.
+    levels = [lv for lv in ("x86-64", "x86-64-v3", "x86-64-v4") if cpu_target.check_host(lv).ok]
+    assert sorted(result["peak_gflops"]) == levels and all(p > 0.5 for p in result["peak_gflops"].values())
+    assert {r["cpu_level"] for r in result["time"]["aot"]} == {levels[-1]}
+    for level in levels[:-1]:
+        assert {r["cpu_level"] for r in result["time"][f"aot:{level}"]} == {level}
+        assert f"time_tf-capi_over_aot:{level}" in result["ratios"]
+    # GFLOP/s from the profiler's count (the study model: about 385 kFLOP per event), below the measured peak.
+    assert 370_000 < result["flops_per_event"] < 400_000
+    for series in (s for s in result["time"] if s.startswith("aot")):
+        for row in result["time"][series]:
+            assert row["gflops"] == pytest.approx(result["flops_per_event"] * row["batch_size"]
+                                                  / row["seconds_per_call"] / 1e9)
+            assert 0 < row["peak_fraction"] < 1.2
     # Wide margins only: about 10x at batch size 1, about 75x in peak RSS on the build machines.
     assert result["ratios"]["time_tf-capi_over_aot"]["1"] > 2
     assert result["ratios"]["peak_rss_tf-capi_over_aot"]["1"] > 20
@@ -98,7 +112,8 @@ def test_bench_against_tensorflow(run, study, tmp_path):
     assert Path(result["json"]).is_file()
     for plot in result["plots"]:
         assert Path(plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert sorted(Path(p).name for p in result["plots"]) == ["study-l12-u128_memory.png", "study-l12-u128_time.png"]
+    assert sorted(Path(p).name for p in result["plots"]) == [
+        "study-l12-u128_gflops.png", "study-l12-u128_memory.png", "study-l12-u128_time.png"]
 
 
 # ---------------------------------------------------------------- tune

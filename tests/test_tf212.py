@@ -94,6 +94,24 @@ def test_runtime_212_uses_the_matching_abseil(compiled212, shared_cache, toolcha
     # Only headers 2.12's code generator can name (no absl/log, no top-level xla/).
     assert "absl/log/check.h" not in meta["codegen_headers"]
     assert "tensorflow/compiler/tf2xla/xla_compiled_cpu_function.h" in meta["codegen_headers"]
+    # The models' single-threaded matmul is tfaot-dist's per-level dispatcher; the wheel's is renamed away.
+    assert meta["cpu_levels"] == ["x86-64", "x86-64-v3", "x86-64-v4"]
+    assert definers(runtime.libs[0], "__xla_cpu_runtime_EigenSingleThreadedMatMulF32") == [
+        ("tfaot_dispatch_legacy_matmul.o", "T")]
+    assert definers(runtime.libs[0], "tfaot_xla_single_threaded_matmul_f32") == [
+        ("tensorflow__compiler__xla__service__cpu__runtime_single_threaded_matmul.o", "T")]
+
+
+def definers(archive: Path, symbol: str) -> list[tuple[str, str]]:
+    """(member, nm type) of every member of a static archive that defines symbol."""
+    out = subprocess.run(["nm", "-A", "--defined-only", str(archive)], capture_output=True, text=True,
+                         check=True).stdout
+    found = []
+    for line in out.splitlines():
+        head, kind, name = line.rsplit(" ", 2)  # head: ARCHIVE:MEMBER:ADDRESS
+        if name == symbol:
+            found.append((head.split(":")[-2], kind))
+    return found
 
 
 def test_existing_python_and_installed_runtime(compiled212, examples212, toolchain212, shared_cache, tmp_path,

@@ -3,7 +3,10 @@
 Engines, all single-threaded, all fed the same uniform random inputs:
 
   aot        a C++ program built against the package (tfaot::Model::runFlat),
-             compiled batch sizes and emulated ones (the package's batch rules)
+             compiled batch sizes and emulated ones (the package's batch rules),
+             at the CPU level chosen automatically (the best this CPU runs);
+             each lower level the package and the runtime carry is timed too,
+             forced with TFAOT_CPU_LEVEL, as series "aot:LEVEL"
   tf-capi    the SavedModel in a TensorFlow C API session of the same wheel
              (TF_LoadSessionFromSavedModel / TF_SessionRun), as CMSSW runs it
   tf-python  the SavedModel's signature function called from Python
@@ -16,7 +19,12 @@ ratio. Memory: peak RSS (VmHWM), RSS and heap in use (mallinfo2) of one
 process holding 1, 4 and 12 model instances (AOT: tfaot::Model objects;
 TensorFlow: sessions), each evaluated once at batch size 1.
 
-Results go to OUT/NAME.json, plots to OUT/NAME_time.png and NAME_memory.png
+Speed against the hardware: TensorFlow's profiler counts the floating point
+operations of one event; every timing row gets its GFLOP/s, and AOT rows the
+fraction of the single-core peak of their level, measured on this machine by
+bench_src/peak_flops.cc (multiply-add chains as wide as the level's vectors).
+
+Results go to OUT/NAME.json, plots to OUT/NAME_time.png, NAME_gflops.png and NAME_memory.png
 (drawn by plot_bench.py in a separate cached environment with matplotlib, so
 neither the tool nor the TensorFlow toolchain depends on it).
 """
@@ -29,7 +37,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from tfaot_dist import cxx_build, pch, process
+from tfaot_dist import cpu_target, cxx_build, pch, process
 from tfaot_dist import package as pkg
 from tfaot_dist.cache import Cache, ensure_entry
 from tfaot_dist.cxx_build import CXX
@@ -45,6 +53,8 @@ STUDY_BATCH_SIZES = tuple(2**i for i in range(11))
 PLOT_REQUIREMENTS = ("matplotlib==3.11.2",)
 TF_BENCH = Path(__file__).parent / "worker" / "tf_bench.py"
 CAPI_SOURCE = Path(__file__).parent / "bench_src" / "tf_capi_bench.cc"
+PEAK_SOURCE = Path(__file__).parent / "bench_src" / "peak_flops.cc"
+LANES = {"x86-64": 4, "x86-64-v3": 8, "x86-64-v4": 16}  # floats per vector register of each level
 PLOT_SCRIPT = Path(__file__).parent / "plot_bench.py"
 
 
@@ -113,6 +123,31 @@ def build_capi_program(toolchain: Toolchain, cache: Path, cxx: str = CXX) -> Pat
     final = ensure_entry(Cache(cache).bench / f"tf-capi-{key}", build, marker=None,
                          is_complete=lambda entry: (entry / name).is_file())
     return final / name
+
+
+def peak_gflops(level: str, cache: Path, cxx: str = CXX) -> float:
+    """The measured single-core GFLOP/s peak of a CPU level (its program cached per compiler and source)."""
+    version = cxx_build.version_text(cxx)
+    key = sha256_bytes(json.dumps([level, version, PEAK_SOURCE.read_text()]).encode())[:20]
+    name = "peak_flops"
+
+    def build(staged: Path) -> None:
+        cmd = [cxx, "-std=c++17", "-O2", "-ffp-contract=fast", f"-march={level}", f"-DLANES={LANES[level]}",
+               str(PEAK_SOURCE), "-o", str(staged / name)]
+        process.run(cmd, what=f"building the {level} peak benchmark", error=CompileFailed)
+
+    final = ensure_entry(Cache(cache).bench / f"peak-{key}", build, marker=None,
+                         is_complete=lambda entry: (entry / name).is_file())
+    return float(_json_lines([str(final / name)], None, f"{level} peak benchmark")[0]["gflops"])
+
+
+def aot_levels(runtime: XlaRuntime) -> list[str]:
+    """The CPU levels the AOT engine can be forced to here: those of the runtime's kernels this CPU runs."""
+    try:
+        levels = json.loads((runtime.root / "runtime.json").read_text()).get("cpu_levels", [])
+    except (OSError, ValueError):
+        levels = []
+    return [lv for lv in levels if lv in LANES and cpu_target.check_host(lv).ok]
 
 
 def tf_env(tmp: Path, protocol: Protocol) -> dict:
@@ -186,6 +221,8 @@ def run(target: Target, protocol: Protocol, toolchain: Toolchain, runtime: XlaRu
     if unknown:
         raise InvalidInput(f"unknown engines {unknown}; known: {', '.join(ENGINES)}")
     out_dir.mkdir(parents=True, exist_ok=True)
+    levels = aot_levels(runtime)
+    forced = levels[:-1]  # the last, the best this CPU runs, is what "aot" picks by itself
     result = {
         "package": manifest.package, "version": manifest.version,
         "compiled_batch_sizes": compiled,
@@ -193,6 +230,8 @@ def run(target: Target, protocol: Protocol, toolchain: Toolchain, runtime: XlaRu
         "protocol": asdict(protocol), "engines": engines, "host": host_info(),
         "time": {e: [] for e in engines}, "memory": {e: [] for e in engines if e != "tf-python"},
     }
+    if "aot" in engines:
+        result["time"].update({f"aot:{lv}": [] for lv in forced})
     with tempfile.TemporaryDirectory(prefix="tfaot-bench-") as tmp_dir:
         work = Path(tmp_dir)
         log(f"building the AOT benchmark of {manifest.package}")
@@ -204,7 +243,10 @@ def run(target: Target, protocol: Protocol, toolchain: Toolchain, runtime: XlaRu
             info = run_tf_python(toolchain, target, Protocol(warmup=0, calls=0), work / "tf-info", [])
             result["weights"] = info["weights"]
             result["tensorflow_version"] = info["tensorflow_version"]
+            result["flops_per_event"] = info.get("flops_per_event")
             result["binary"]["bytes_per_weight_byte"] = result["binary"]["bytes"] / max(1, info["weights"]["bytes"])
+        log(f"measuring the single-core peak of {', '.join(levels) or 'no CPU level'}")
+        result["peak_gflops"] = {lv: peak_gflops(lv, cache) for lv in levels}
         capi = spec = None
         if "tf-capi" in engines:
             capi = build_capi_program(toolchain, cache)
@@ -215,9 +257,13 @@ def run(target: Target, protocol: Protocol, toolchain: Toolchain, runtime: XlaRu
             for engine in engines:
                 log(f"round {r + 1}/{protocol.rounds}: timing {engine} at batch sizes {','.join(sizes)}")
                 if engine == "aot":
-                    rows = _json_lines([str(aot), "time", str(protocol.warmup), str(protocol.calls), *sizes],
-                                       None, "AOT benchmark")
-                elif engine == "tf-capi":
+                    for series, level in [("aot", None), *((f"aot:{lv}", lv) for lv in forced)]:
+                        aot_env = None if level is None else {**os.environ, "TFAOT_CPU_LEVEL": level}
+                        rows = _json_lines([str(aot), "time", str(protocol.warmup), str(protocol.calls), *sizes],
+                                           aot_env, f"AOT benchmark {level or ''}".strip())
+                        _keep_fastest(result["time"][series], rows)
+                    continue
+                if engine == "tf-capi":
                     rows = _json_lines([str(capi), "time", str(spec), str(protocol.warmup), str(protocol.calls),
                                         *sizes], env, "TensorFlow C API benchmark")
                 else:
@@ -231,11 +277,17 @@ def run(target: Target, protocol: Protocol, toolchain: Toolchain, runtime: XlaRu
                 else:
                     rows = _json_lines([str(capi), "mem", str(spec), str(n), "1"], env, "TensorFlow memory benchmark")
                 result["memory"][engine] += rows
+    flops = result.get("flops_per_event")
     for engine, rows in result["time"].items():
         for row in rows:
             row["us_per_event"] = row["seconds_per_call"] / row["batch_size"] * 1e6
-            if engine == "aot":
+            if flops:
+                row["gflops"] = flops * row["batch_size"] / row["seconds_per_call"] / 1e9
+            if engine.startswith("aot"):
                 row["compiled"] = row["batch_size"] in compiled
+                peak = result["peak_gflops"].get(row.get("cpu_level", ""))
+                if flops and peak:
+                    row["peak_fraction"] = row["gflops"] / peak
     result["ratios"] = ratios(result)
     path = out_dir / f"{name}.json"
     write_atomic(path, json.dumps(result, indent=1, sort_keys=True) + "\n")
@@ -259,12 +311,13 @@ def _keep_fastest(rows: list[dict], new: list[dict]) -> None:
 def ratios(result: dict) -> dict:
     """The study's comparisons: TF time / AOT time per batch size, TF memory / AOT memory per instances."""
     out = {}
-    aot = {r["batch_size"]: r["seconds_per_call"] for r in result["time"].get("aot", [])}
-    for engine in ("tf-capi", "tf-python"):
-        other = {r["batch_size"]: r["seconds_per_call"] for r in result["time"].get(engine, [])}
-        common = sorted(set(aot) & set(other))
-        if common:
-            out[f"time_{engine}_over_aot"] = {str(bs): other[bs] / aot[bs] for bs in common}
+    for series in (s for s in result["time"] if s.startswith("aot")):
+        aot = {r["batch_size"]: r["seconds_per_call"] for r in result["time"][series]}
+        for engine in ("tf-capi", "tf-python"):
+            other = {r["batch_size"]: r["seconds_per_call"] for r in result["time"].get(engine, [])}
+            common = sorted(set(aot) & set(other))
+            if common:
+                out[f"time_{engine}_over_{series}"] = {str(bs): other[bs] / aot[bs] for bs in common}
     mem_aot = {r["instances"]: r for r in result["memory"].get("aot", [])}
     mem_tf = {r["instances"]: r for r in result["memory"].get("tf-capi", [])}
     common = sorted(set(mem_aot) & set(mem_tf))

@@ -6,8 +6,10 @@ Run in an environment with matplotlib (tfaot_dist.bench makes a cached one):
 
 Writes NAME_time.png (time per event against batch size, log-log, one line per
 engine; AOT solid with filled markers at compiled batch sizes and open ones
-at emulated sizes, TensorFlow dotted) and NAME_memory.png (peak RSS and heap
-against the number of model instances). Prints the paths written.
+at emulated sizes, AOT forced to a lower CPU level dashed, TensorFlow dotted),
+NAME_gflops.png (the same runs in GFLOP/s, with the measured single-core peak
+of each CPU level) and NAME_memory.png (peak RSS and heap against the number
+of model instances). Prints the paths written.
 """
 
 import json
@@ -26,6 +28,12 @@ STYLE = {
 }
 
 
+def style(engine: str) -> dict:
+    if engine.startswith("aot:"):  # the AOT program forced to a lower CPU level
+        return {"label": f"AOT forced to {engine[4:]}", "linestyle": "--", "color": "tab:purple"}
+    return STYLE.get(engine, {"label": engine, "linestyle": "--", "color": None})
+
+
 def main(argv: list[str]) -> int:
     result = json.loads(Path(argv[1]).read_text())
     out = Path(argv[2])
@@ -36,19 +44,22 @@ def main(argv: list[str]) -> int:
     fig, ax = plt.subplots(figsize=(7, 5))
     for engine, rows in result["time"].items():
         rows = sorted(rows, key=lambda r: r["batch_size"])
-        style = STYLE.get(engine, {"label": engine, "linestyle": "--", "color": None})
+        look = style(engine)
         xs = [r["batch_size"] for r in rows]
         ys = [r["us_per_event"] for r in rows]
-        ax.plot(xs, ys, linestyle=style["linestyle"], color=style["color"], label=style["label"])
-        if engine == "aot":
+        ax.plot(xs, ys, linestyle=look["linestyle"], color=look["color"], label=look["label"])
+        if engine.startswith("aot"):
             comp = [(x, y) for x, y, r in zip(xs, ys, rows) if r.get("compiled")]
             emul = [(x, y) for x, y, r in zip(xs, ys, rows) if not r.get("compiled")]
+            main_series = engine == "aot"
             if comp:
-                ax.plot(*zip(*comp), "o", color=style["color"], label="AOT compiled batch size")
+                ax.plot(*zip(*comp), "o", color=look["color"],
+                        label="AOT compiled batch size" if main_series else None)
             if emul:
-                ax.plot(*zip(*emul), "o", mfc="none", color=style["color"], label="AOT emulated (batch rules)")
+                ax.plot(*zip(*emul), "o", mfc="none", color=look["color"],
+                        label="AOT emulated (batch rules)" if main_series else None)
         else:
-            ax.plot(xs, ys, "s", ms=3, color=style["color"])
+            ax.plot(xs, ys, "s", ms=3, color=look["color"])
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("batch size")
@@ -63,16 +74,38 @@ def main(argv: list[str]) -> int:
     written.append(path)
     plt.close(fig)
 
+    if result.get("flops_per_event"):
+        fig, ax = plt.subplots(figsize=(7, 5))
+        for engine, rows in result["time"].items():
+            rows = sorted((r for r in rows if "gflops" in r), key=lambda r: r["batch_size"])
+            look = style(engine)
+            ax.plot([r["batch_size"] for r in rows], [r["gflops"] for r in rows], marker="o", ms=3,
+                    linestyle=look["linestyle"], color=look["color"], label=look["label"])
+        for level, peak in result.get("peak_gflops", {}).items():
+            ax.axhline(peak, color="grey", linewidth=0.8, linestyle="-.")
+            ax.annotate(f"peak {level}: {peak:.0f}", (1, peak), fontsize=7, va="bottom", color="grey")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("batch size")
+        ax.set_ylabel("GFLOP/s (one core)")
+        ax.set_title(f"{title}\n{result['flops_per_event']:,} floating point operations per event", fontsize=9)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = out / f"{name}_gflops.png"
+        fig.savefig(path, dpi=120)
+        written.append(path)
+        plt.close(fig)
+
     if result.get("memory"):
         fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4.5))
         for engine, rows in result["memory"].items():
             rows = sorted(rows, key=lambda r: r["instances"])
-            style = STYLE.get(engine, {"label": engine, "linestyle": "--", "color": None})
+            look = style(engine)
             xs = [r["instances"] for r in rows]
-            ax1.plot(xs, [r["vm_hwm_kb"] / 1024 for r in rows], marker="o", linestyle=style["linestyle"],
-                     color=style["color"], label=style["label"])
-            ax2.plot(xs, [r["heap_bytes"] / 2**20 for r in rows], marker="o", linestyle=style["linestyle"],
-                     color=style["color"], label=style["label"])
+            ax1.plot(xs, [r["vm_hwm_kb"] / 1024 for r in rows], marker="o", linestyle=look["linestyle"],
+                     color=look["color"], label=look["label"])
+            ax2.plot(xs, [r["heap_bytes"] / 2**20 for r in rows], marker="o", linestyle=look["linestyle"],
+                     color=look["color"], label=look["label"])
         for ax, what in ((ax1, "peak RSS of the process [MiB]"), (ax2, "heap in use [MiB]")):
             ax.set_yscale("log")
             ax.set_xlabel("model instances in the process (AOT models / TF sessions)")

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfaot_dist import abseil, cxx_build, process
+from tfaot_dist import abseil, cxx_build, process, runtime_kernels
 from tfaot_dist.abseil import AbseilSource
 from tfaot_dist.cache import COMPLETE, Cache, ensure_entry
 from tfaot_dist.cxx_build import BUILD_FLAGS, CONSUMER_CXXFLAGS, CXX, RECIPE_VERSION, Compiler
@@ -207,6 +207,7 @@ def _runtime_key(tf: _TensorFlow, cc: Compiler) -> str:
     excluded = _excluded_sources(tf.runtime_src)
     if excluded:  # only then: the keys of runtimes without such files stay as they were
         identity["excluded_sources"] = excluded
+    identity["kernels"] = runtime_kernels.identity(cc, _sources(tf.runtime_src))
     digest = sha256_bytes(json.dumps(identity, sort_keys=True).encode())
     return f"tf{tf.version}-gcc{cc.full_version}-{cc.target}-{digest[:16]}"
 
@@ -284,9 +285,7 @@ def _build_runtime(tf: _TensorFlow, cc: Compiler, key: str, absl: Path, out: Pat
     work = out / "work"
     overlay = _make_overlay(tf.include, absl / "include" / "absl", work / "overlay")
     src_root = tf.runtime_src
-    excluded = set(_excluded_sources(src_root))
-    sources = sorted(p.relative_to(src_root).as_posix() for p in src_root.rglob("*.cc"))
-    sources = [rel for rel in sources if rel not in excluded]
+    sources = _sources(src_root)
     log(f"  {len(sources)} runtime sources from {tf.dist} {tf.version}")
     objdir = work / "obj"
     objdir.mkdir(parents=True)
@@ -300,7 +299,10 @@ def _build_runtime(tf: _TensorFlow, cc: Compiler, key: str, absl: Path, out: Pat
             cmd=[cc.command, *CONSUMER_CXXFLAGS, *BUILD_FLAGS, *_RUNTIME_FLAGS,
                  *cxx_build.reproducible_flags(rel, maps), f"-I{overlay}", "-c", rel, "-o", str(obj)],
             cwd=src_root, obj=obj, name=rel))
+    # Ours first: the per-level kernels are the slowest units.
+    units = runtime_kernels.units(cc, sources, overlay, objdir) + units
     cxx_build.compile_all(units, jobs, log, RuntimeBuildError)
+    runtime_kernels.redirect(cc, sources, objdir)
 
     lib = out / "lib"
     lib.mkdir()
@@ -342,6 +344,8 @@ def _build_runtime(tf: _TensorFlow, cc: Compiler, key: str, absl: Path, out: Pat
         "system_libs": list(SYSTEM_LIBS),
         "build_flags": [*BUILD_FLAGS, *_RUNTIME_FLAGS],
         "codegen_headers": codegen,
+        # x86-64 levels of the matrix kernels, chosen at run time (runtime_kernels.py)
+        "cpu_levels": [lv.name for lv in runtime_kernels.levels(cc, sources)],
     }
     write_atomic(out / MANIFEST, json.dumps(meta, indent=1, sort_keys=True) + "\n")
 
@@ -354,6 +358,13 @@ def _tensorflow_license(tf: _TensorFlow) -> Path:
         if info.name.split("-", 1)[0].lower() == tf.dist.lower().replace("-", "_") and (info / "LICENSE").is_file():
             return info / "LICENSE"
     raise RuntimeBuildError(f"{tf.dist} {tf.version} at {tf.dir} ships no LICENSE")
+
+
+def _sources(src_root: Path) -> list[str]:
+    """The runtime sources of the wheel that go into the library."""
+    excluded = set(_excluded_sources(src_root))
+    return [rel for rel in sorted(p.relative_to(src_root).as_posix() for p in src_root.rglob("*.cc"))
+            if rel not in excluded]
 
 
 def _excluded_sources(src_root: Path) -> list[str]:

@@ -7,6 +7,8 @@ answer as JSON to the path named in the request ("result"):
   signature   input and output tensors of the serving signature in the graph a
               C API session loads (op name and output index), for tf_capi_bench
   weights     number and bytes of the SavedModel's variables
+  flops_per_event  floating point operations of one event (batch size 1), as
+              TensorFlow's profiler counts them (a matrix product: 2 m n k)
   timings     seconds per call of the signature function for each batch size,
               single-threaded (intra- and inter-op parallelism 1)
 
@@ -61,6 +63,7 @@ def run(req):
     weights = {"count": len(variables), "bytes": int(sum(v.numpy().nbytes for v in variables))}
 
     specs = fn.structured_input_signature[1]
+    flops = flops_per_event(tf, fn, specs)
     timings = []
     for bs in req.get("batch_sizes", []):
         rng = np.random.default_rng(12345)
@@ -78,8 +81,21 @@ def run(req):
         seconds = (time.perf_counter() - start) / max(1, req["calls"])
         timings.append({"batch_size": bs, "seconds_per_call": seconds, "calls": req["calls"],
                         "warmup": req["warmup"]})
-    return {"signature": signature, "weights": weights, "timings": timings,
+    return {"signature": signature, "weights": weights, "timings": timings, "flops_per_event": flops,
             "tensorflow_version": tf.__version__}
+
+
+def flops_per_event(tf, fn, specs):
+    """The profiler's float operation count of the signature traced at batch size 1 (None if unknown)."""
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+    one = {name: tf.TensorSpec([1] + spec.shape.as_list()[1:], spec.dtype) for name, spec in specs.items()}
+    concrete = tf.function(lambda **kw: fn(**kw)).get_concrete_function(**one)
+    graph = convert_variables_to_constants_v2(concrete).graph
+    builder = tf.compat.v1.profiler.ProfileOptionBuilder
+    options = builder(builder.float_operation()).with_empty_output().build()
+    total = tf.compat.v1.profiler.profile(graph=graph, options=options).total_float_ops
+    return int(total) if total > 0 else None
 
 
 if __name__ == "__main__":

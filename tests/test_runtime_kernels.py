@@ -1,0 +1,183 @@
+"""The runtime's per-level matrix kernels (runtime_kernels.py), built for real and run.
+
+Every level this CPU runs is forced in turn, through TFAOT_CPU_LEVEL and
+through tfaot_runtime_force_cpu_level(), and the products are compared with
+a double-precision reference; a level the CPU cannot run must be lowered to
+one it can, never executed.
+"""
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tfaot_dist import cpu_target, runtime_kernels, xla_runtime
+
+pytestmark = pytest.mark.slow
+
+# Calls the entry point the generated headers call (TF 2.21's dot thunk), for
+# shapes with odd sizes and every transposition, and prints the level used
+# and the largest relative error against a double-precision product.
+PROGRAM = r"""
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+#include "xla/backends/cpu/runtime/dot_lib.h"
+
+extern "C" int tfaot_runtime_force_cpu_level(const char* level);
+extern "C" const char* tfaot_runtime_cpu_level(void);
+
+static double worst_error() {
+  const long shapes[][3] = {{1, 128, 128}, {7, 5, 3}, {256, 128, 128}, {33, 17, 65}, {2, 1, 9}};
+  double worst = 0;
+  for (const auto& s : shapes) {
+    const long m = s[0], n = s[1], k = s[2];
+    for (int tl = 0; tl < 2; ++tl) {
+      for (int tr = 0; tr < 2; ++tr) {
+        // one float more than needed, so the products also run on unaligned buffers
+        std::vector<float> lhs(m * k + 1), rhs(k * n + 1), out(m * n + 1);
+        for (size_t i = 0; i < lhs.size(); ++i) lhs[i] = std::sin(0.37 * i + m);
+        for (size_t i = 0; i < rhs.size(); ++i) rhs[i] = std::cos(0.11 * i + n);
+        for (int offset = 0; offset < 2; ++offset) {
+          float* a = lhs.data() + offset;
+          float* b = rhs.data() + offset;
+          float* c = out.data() + offset;
+          bool done = false;
+          xla::cpu::internal::TypedMatMul<float, float, float>(nullptr, c, a, b, m, n, k, tl, tr,
+                                                               [&done] { done = true; });
+          if (!done) return 1e9;
+          for (long i = 0; i < m; ++i) {
+            for (long j = 0; j < n; ++j) {
+              double want = 0, scale = 0;
+              for (long p = 0; p < k; ++p) {
+                const double x = tl ? a[p + i * k] : a[i + p * m];  // column-major, as XLA's contract says
+                const double y = tr ? b[j + p * n] : b[p + j * k];
+                want += x * y;
+                scale += std::fabs(x * y);
+              }
+              const double err = std::fabs(c[i + j * m] - want) / (scale > 0 ? scale : 1);
+              if (err > worst) worst = err;
+            }
+          }
+        }
+      }
+    }
+  }
+  return worst;
+}
+
+int main(int argc, char** argv) {
+  if (argc == 2) {
+    std::printf("force %s -> %d\n", argv[1], tfaot_runtime_force_cpu_level(argv[1]));
+  }
+  std::printf("level %s\n", tfaot_runtime_cpu_level());
+  std::printf("error %.3g\n", worst_error());
+  return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def runtime(toolchain, shared_cache) -> xla_runtime.XlaRuntime:
+    return xla_runtime.ensure_runtime(toolchain.python, shared_cache, lambda m: None)
+
+
+@pytest.fixture(scope="module")
+def program(runtime, tmp_path_factory) -> Path:
+    work = tmp_path_factory.mktemp("kernels")
+    (work / "matmul.cc").write_text(PROGRAM)
+    xla_runtime.compile_consumer(runtime, [work / "matmul.cc"], [], [], work / "matmul")
+    return work / "matmul"
+
+
+def run(program: Path, *args: str, level: str | None = None) -> dict[str, str]:
+    env = {"PATH": "/usr/bin:/bin"} | ({"TFAOT_CPU_LEVEL": level} if level is not None else {})
+    out = subprocess.run([program, *args], env=env, capture_output=True, text=True, check=True)
+    return dict(line.split(" ", 1) for line in out.stdout.splitlines()) | {"stderr": out.stderr}
+
+
+def runnable(level: str) -> bool:
+    return cpu_target.check_host(level).ok
+
+
+def best_runnable() -> str:
+    return [lv.name for lv in runtime_kernels.LEVELS if runnable(lv.name)][-1]
+
+
+def test_runtime_lists_its_levels(runtime):
+    meta = json.loads((runtime.root / xla_runtime.MANIFEST).read_text())
+    assert meta["cpu_levels"] == ["x86-64", "x86-64-v3", "x86-64-v4"]
+
+
+@pytest.mark.parametrize("level", [lv.name for lv in runtime_kernels.LEVELS])
+def test_forced_level_matches_the_reference(program, level):
+    result = run(program, level=level)
+    # A level this CPU lacks is lowered to the best it runs, not executed.
+    assert result["level"] == (level if runnable(level) else best_runnable())
+    assert float(result["error"]) < 1e-5
+
+
+def test_automatic_level_is_the_best_the_cpu_runs(program):
+    assert run(program)["level"] == best_runnable()
+
+
+def test_api_call_forces_a_level(program):
+    result = run(program, "x86-64", level="x86-64-v3")
+    assert result["force"] == "x86-64 -> 0"
+    assert result["level"] == "x86-64"
+    assert float(result["error"]) < 1e-5
+    result = run(program, "x86-64-v4")
+    assert result["force"] == ("x86-64-v4 -> 0" if runnable("x86-64-v4") else "x86-64-v4 -> 1")
+    assert result["level"] == best_runnable()
+
+
+def test_unknown_level_names_are_refused(program):
+    assert run(program, "pentium")["force"] == "pentium -> -1"
+    result = run(program, level="pentium")
+    assert result["level"] == best_runnable()
+    assert "TFAOT_CPU_LEVEL=pentium" in result["stderr"]
+
+
+def _members(runtime, tmp_path: Path) -> Path:
+    subprocess.run(["ar", "x", runtime.libs[0]], cwd=tmp_path, check=True)
+    return tmp_path
+
+
+def test_each_level_uses_its_instructions(runtime, tmp_path):
+    objects = _members(runtime, tmp_path)
+    registers = {}
+    for lv in runtime_kernels.LEVELS:
+        text = subprocess.run(["objdump", "-d", objects / f"tfaot_kernels_{lv.suffix}.o"], capture_output=True,
+                              text=True, check=True).stdout
+        registers[lv.name] = {r for r in ("xmm", "ymm", "zmm") if f"%{r}" in text}, "vfmadd" in text
+    assert registers["x86-64"] == ({"xmm"}, False)  # SSE2 only: runs on any x86-64 CPU
+    assert registers["x86-64-v3"][0] >= {"ymm"} and "zmm" not in registers["x86-64-v3"][0]
+    assert registers["x86-64-v3"][1]
+    assert "zmm" in registers["x86-64-v4"][0]
+
+
+def test_level_objects_define_no_shared_symbols(runtime, tmp_path):
+    """No Eigen or std function compiled for v3/v4 can be merged by the linker into baseline code."""
+    objects = _members(runtime, tmp_path)
+    for lv in runtime_kernels.LEVELS:
+        out = subprocess.run(["nm", "--defined-only", "-P", objects / f"tfaot_kernels_{lv.suffix}.o"],
+                             capture_output=True, text=True, check=True).stdout
+        exported = [line.split()[0] for line in out.splitlines() if re.match(r"\S+ [A-Zuvw] ", line)]
+        namespace = f"tfaot_eigen_{lv.suffix}"
+        assert f"tfaot_matmul_f32_{lv.suffix}" in exported
+        # DW.ref.__gxx_personality_v0: a pointer to the C++ runtime's personality routine, data only
+        assert all(name in (f"tfaot_matmul_f32_{lv.suffix}", "DW.ref.__gxx_personality_v0")
+                   or f"{len(namespace)}{namespace}" in name for name in exported), exported
+
+
+def test_wheel_entry_point_is_replaced(runtime):
+    """The archive defines the generated code's matmul once (ours), and XLA's original under its new name."""
+    out = subprocess.run(["nm", "-A", "--defined-only", str(runtime.libs[0])], capture_output=True, text=True,
+                         check=True).stdout
+    typed = [line for line in out.splitlines() if re.search(r" _ZN3xla3cpu8internal11TypedMatMulIfffEEv\S+E$", line)]
+    assert len(typed) == 1 and ":tfaot_dispatch_thunk_dot.o:" in typed[0] and " T " in typed[0], typed
+    assert re.search(r":xla__backends__cpu__runtime__dot_lib_f32\.o:\w+ [TW] tfaot_xla_typed_matmul_f32$", out,
+                     re.MULTILINE)

@@ -1,0 +1,163 @@
+"""Matrix kernels of the XLA runtime for several x86-64 levels, chosen at run time.
+
+The wheel's runtime sources compile its Eigen matrix product once, for the
+baseline x86-64 CPU (SSE2, no FMA), and every compiled model calls it for its
+dense layers: at batch sizes of 64 and more that product is most of a model's
+time, and the baseline code runs it at about half the speed of AVX2 + FMA.
+
+So the runtime carries the product once per level of LEVELS, compiled with
+-march=<level> from tfaot_dist/runtime_kernels/level_kernels.cc, and a
+dispatcher takes the place of the wheel's entry point (DISPATCHES): the
+wheel's definition is renamed in its object (objcopy), ours defines the
+original symbol and calls the kernel of the best level the CPU runs
+(cpu_level.cc; TFAOT_CPU_LEVEL or tfaot_runtime_force_cpu_level() lower it).
+The build checks the two dangers of compiling one source for several CPUs:
+a level's object defines no symbol outside its own namespace (else the linker
+could hand v3 code to a baseline CPU), and the dispatcher defines exactly the
+symbol the wheel's object defined (else models would not link, or would call
+the baseline code).
+"""
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from tfaot_dist import cxx_build, process
+from tfaot_dist.cxx_build import BUILD_FLAGS, CONSUMER_CXXFLAGS, Compiler, Unit
+from tfaot_dist.errors import RuntimeBuildError
+from tfaot_dist.fsutil import tree_digest
+
+SOURCE_DIR = Path(__file__).parent / "runtime_kernels"
+
+
+@dataclass(frozen=True)
+class Level:
+    name: str  # -march and LLVM CPU name
+    rank: int  # the psABI level number, as cpu_level.h numbers them
+
+    @property
+    def suffix(self) -> str:  # in symbol names
+        return self.name.replace("-", "_")
+
+
+LEVELS = (Level("x86-64", 1), Level("x86-64-v3", 3), Level("x86-64-v4", 4))
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """A runtime entry point our dispatcher replaces, in the wheels that have its source."""
+
+    source: str  # the wheel's runtime source that defines it
+    symbol: str  # regular expression of its (mangled) name
+    renamed: str  # what the build renames the wheel's definition to
+    dispatcher: str  # our source in SOURCE_DIR that defines the original name
+
+
+DISPATCHES = (
+    # TensorFlow 2.16+ (thunk runtime): the template instantiation the generated headers call.
+    Dispatch("xla/backends/cpu/runtime/dot_lib_f32.cc", r"_ZN3xla3cpu8internal11TypedMatMulIfffEEv\S+",
+             "tfaot_xla_typed_matmul_f32", "dispatch_thunk_dot.cc"),
+    # TensorFlow 2.12: the C entry compiled models call.
+    Dispatch("tensorflow/compiler/xla/service/cpu/runtime_single_threaded_matmul.cc",
+             r"__xla_cpu_runtime_EigenSingleThreadedMatMulF32", "tfaot_xla_single_threaded_matmul_f32",
+             "dispatch_legacy_matmul.cc"),
+)
+
+
+def levels(cc: Compiler, sources: list[str]) -> list[Level]:
+    """The levels the runtime of these wheel sources gets kernels for with this compiler.
+
+    None if the wheel has no entry point we dispatch or the compiler does not
+    build x86-64; GCC before 11 knows no x86-64-vN and gets fewer.
+    """
+    if cc.arch != "x86_64" or not dispatches(sources):
+        return []
+    return [lv for lv in LEVELS if cxx_build.accepts(cc, (f"-march={lv.name}",))]
+
+
+def dispatches(sources: list[str]) -> list[Dispatch]:
+    """The entry points of DISPATCHES whose source this wheel's runtime has."""
+    return [d for d in DISPATCHES if d.source in sources]
+
+
+def identity(cc: Compiler, sources: list[str]) -> dict[str, object]:
+    """What the kernels add to the runtime's cache key."""
+    return {"kernel_sources": tree_digest(SOURCE_DIR), "levels": [lv.name for lv in levels(cc, sources)],
+            "dispatches": [d.source for d in dispatches(sources)]}
+
+
+def units(cc: Compiler, sources: list[str], include: Path, objdir: Path) -> list[Unit]:
+    """The compiler runs of the kernels: one object per level, the CPU level choice, the dispatchers.
+
+    Empty where levels() is.
+    """
+    found, built = dispatches(sources), levels(cc, sources)
+    if not built:
+        return []
+    top = f"-DTFAOT_TOP_LEVEL={built[-1].rank}"
+    common = [cc.command, *CONSUMER_CXXFLAGS, *BUILD_FLAGS, f"-I{include}", "-I."]
+
+    def unit(source: str, obj: str, flags: list[str]) -> Unit:
+        maps = {SOURCE_DIR: "tfaot-runtime-kernels", include: "tfaot-include"}
+        return Unit(cmd=[*common, *flags, *cxx_build.reproducible_flags(obj, maps), "-c", source,
+                         "-o", str(objdir / obj)],
+                    cwd=SOURCE_DIR, obj=objdir / obj, name=f"{source} ({obj})")
+
+    out = [unit("level_kernels.cc", f"tfaot_kernels_{lv.suffix}.o",
+                [f"-march={lv.name}", f"-DTFAOT_LEVEL={lv.suffix}", f"-DEigen=tfaot_eigen_{lv.suffix}"])
+           for lv in built]
+    out.append(unit("cpu_level.cc", "tfaot_cpu_level.o", [top]))
+    out += [unit(d.dispatcher, f"tfaot_{Path(d.dispatcher).stem}.o", [top]) for d in found]
+    return out
+
+
+def redirect(cc: Compiler, sources: list[str], objdir: Path) -> None:
+    """Rename the wheel's definitions of the dispatched entry points; check our objects' symbols.
+
+    Runs after every unit (the wheel's and ours) is compiled into objdir.
+    """
+    found, built = dispatches(sources), levels(cc, sources)
+    if not built:
+        return
+    for lv in built:
+        _check_level_symbols(objdir / f"tfaot_kernels_{lv.suffix}.o", lv)
+    for d in found:
+        original = objdir / cxx_build.object_name(d.source)
+        ours = objdir / f"tfaot_{Path(d.dispatcher).stem}.o"
+        names = [s for s, kind in _defined(original) if _exported(kind) and re.fullmatch(d.symbol, s)]
+        if len(names) != 1:
+            raise RuntimeBuildError(f"{d.source}: expected one definition matching {d.symbol}, found {names}")
+        if names[0] not in {s for s, kind in _defined(ours) if kind == "T"}:
+            raise RuntimeBuildError(f"{d.dispatcher} does not define {names[0]}, the entry point of {d.source}: "
+                                    "its declaration no longer matches this TensorFlow's")
+        process.run(["objcopy", f"--redefine-sym={names[0]}={d.renamed}", original],
+                    what=f"rename {d.source}'s entry point", error=RuntimeBuildError)
+
+
+def _defined(obj: Path) -> list[tuple[str, str]]:
+    """(name, nm type letter) of the symbols an object defines."""
+    out = process.run(["nm", "--defined-only", "-P", obj], what=f"symbols of {obj.name}", error=RuntimeBuildError)
+    pairs = []
+    for line in out.splitlines():
+        fields = line.split()
+        if len(fields) >= 2:
+            pairs.append((fields[0], fields[1]))
+    return pairs
+
+
+def _exported(kind: str) -> bool:
+    """Whether an nm type letter is that of a symbol other objects link to (global, weak or GNU unique)."""
+    return kind.isupper() or kind in ("u", "v", "w")
+
+
+def _check_level_symbols(obj: Path, level: Level) -> None:
+    """A level's object defines no global symbol but its entry points and its own Eigen namespace."""
+    entry = re.compile(rf"tfaot_\w+_{level.suffix}")
+    namespace = f"tfaot_eigen_{level.suffix}"
+    mangled = f"{len(namespace)}{namespace}"  # as it appears in mangled names: x86_64 is a prefix of x86_64_v3
+    for name, kind in _defined(obj):
+        # DW.ref.*: the hidden pointer to the C++ personality routine every C++ object may carry (data)
+        if not _exported(kind) or entry.fullmatch(name) or mangled in name or name.startswith("DW.ref."):
+            continue
+        raise RuntimeBuildError(f"{obj.name}: the {level.name} kernels define {name} ({kind}), a symbol other "
+                                "code could link to")

@@ -1,0 +1,40 @@
+// The runtime's matrix kernels for one x86-64 level. The build compiles this
+// file once per level with
+//   -march=<level> -DTFAOT_LEVEL=<suffix> -DEigen=tfaot_eigen_<suffix>
+// Renaming Eigen's namespace per level gives every Eigen function instantiated
+// here a name of its own level: the linker can never merge, say, a v3 copy of
+// an Eigen kernel into code that runs on a baseline CPU (the build checks that
+// this object defines no other global symbol).
+#include <cstdint>
+
+#include <Eigen/Core>
+
+#ifndef TFAOT_LEVEL
+#error "TFAOT_LEVEL (the level's symbol suffix) must be defined by the build"
+#endif
+#define TFAOT_JOIN2(a, b) a##b
+#define TFAOT_JOIN(a, b) TFAOT_JOIN2(a, b)
+
+namespace {
+using ColMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
+}
+
+// out[m x n] = op(lhs) * op(rhs), all column-major, op() transposing where
+// asked: the contract of XLA's CPU matmul (lhs is k x m when transposed, rhs
+// n x k when transposed).
+extern "C" void TFAOT_JOIN(tfaot_matmul_f32_, TFAOT_LEVEL)(float* out, const float* lhs, const float* rhs,
+                                                           int64_t m, int64_t n, int64_t k, int transpose_lhs,
+                                                           int transpose_rhs) {
+  Eigen::Map<ColMajor> c(out, m, n);
+  const Eigen::Map<const ColMajor> a(lhs, transpose_lhs ? k : m, transpose_lhs ? m : k);
+  const Eigen::Map<const ColMajor> b(rhs, transpose_rhs ? n : k, transpose_rhs ? k : n);
+  if (transpose_lhs && transpose_rhs) {
+    c.noalias() = a.transpose() * b.transpose();
+  } else if (transpose_lhs) {
+    c.noalias() = a.transpose() * b;
+  } else if (transpose_rhs) {
+    c.noalias() = a * b.transpose();
+  } else {
+    c.noalias() = a * b;
+  }
+}
