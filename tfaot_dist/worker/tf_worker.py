@@ -419,9 +419,11 @@ def do_compile(tf, req):
     cli_xla_flags = _cli_xla_flags(tf)
     # Multi-level: one tfcompile per (batch size, level) of one frozen graph. The lowest level
     # keeps the single-target names (CLASS_bsN), the others add the level (CLASS_bsN_x86_64_v3).
+    # Level x86-64 is compiled for tfcompile's default CPU (""), what packages got before levels: the
+    # same instructions (generic x86-64), byte-identical objects to a single-target package's.
     levels = list(req.get("cpu_levels") or [])
-    targets = [(level, "" if i == 0 else "_" + level.replace("-", "_"), "" if i == 0 else "@" + level)
-               for i, level in enumerate(levels)] or [(req["target_cpu"], "", "")]
+    targets = [("" if level == "x86-64" else level, "" if i == 0 else "_" + level.replace("-", "_"),
+                "" if i == 0 else "@" + level) for i, level in enumerate(levels)] or [(req["target_cpu"], "", "")]
     jobs = []
     for bs in batch_sizes:
         graph_def, config = _frozen(tf, fn, signature, bs)
@@ -460,7 +462,7 @@ def do_compile(tf, req):
     for job in jobs:
         bs, stem, key = job["bs"], job["stem"], job["key"]
         if errors[key] is not None:
-            where = f"batch size {bs}" + (f", CPU level {job['target_cpu']}" if levels else "")
+            where = f"batch size {bs}" + (f", CPU level {job['target_cpu'] or 'x86-64'}" if levels else "")
             raise WorkerError(COMPILE_FAILED, f"{where}: {errors[key]}")
         header_text = open(stem + ".h").read()
         args = _header_names(header_text, "StaticArgNames")
