@@ -15,6 +15,7 @@ from tfaot_dist.config import load_aot_config
 from tfaot_dist.documents import Compilation
 from tfaot_dist.errors import InvalidInput
 from tfaot_dist.registry import DEFAULT_CPU_LEVELS, Defaults, Registry
+from tfaot_dist.toolchain import WORKER, worker_env
 from tfaot_dist.verify import INTERFACE_INCLUDE
 from tfaot_dist.xla_runtime import compile_consumer, ensure_runtime
 
@@ -257,6 +258,35 @@ def test_unknown_or_unrunnable_level_is_one_clear_error(program, multi_level, tm
         assert f"TFAOT_CPU_LEVEL asks for CPU level {level}, but this CPU lacks avx" in proc.stderr
         proc, _, _ = _run(program, multi_level, tmp_path / "d", api=level)
         assert proc.returncode == 1 and f"setCpuLevel() asks for CPU level {level}" in proc.stderr
+
+
+def _worker_compile(toolchain, saved_model: Path, work: Path, **request) -> dict:
+    out = work / "out"
+    out.mkdir(parents=True)
+    request = {"op": "compile", "saved_model": str(saved_model), "serving_key": "serving_default",
+               "batch_sizes": [1], "namespace": "ns", "class_name": "m", "output_dir": str(out),
+               "target_triple": "x86_64-pc-linux", "target_cpu": "", "result": str(work / "result.json"),
+               "jobs": 1, **request}
+    (work / "request.json").write_text(json.dumps(request))
+    subprocess.run([str(toolchain.python), "-I", str(WORKER), str(work / "request.json")], env=worker_env(work),
+                   check=True, capture_output=True)
+    answer = json.loads((work / "result.json").read_text())
+    assert answer["ok"], answer
+    return answer
+
+
+def test_lowest_level_is_byte_identical_to_a_single_target_package(toolchain, example_models, tmp_path):
+    """Level x86-64 is what packages were before levels: same names, same bytes; levels add files only."""
+    saved_model = example_models / "simple" / "saved_model"
+    single = _worker_compile(toolchain, saved_model, tmp_path / "single")
+    multi = _worker_compile(toolchain, saved_model, tmp_path / "multi", cpu_levels=["x86-64", "x86-64-v3"])
+    assert sorted(single["files"]) == ["1"] and sorted(multi["files"]) == ["1", "1@x86-64-v3"]
+    assert multi["files"]["1@x86-64-v3"] == {"header": "m_bs1_x86_64_v3.h",
+                                             "objects": ["m_bs1_x86_64_v3.o", "m_bs1_x86_64_v3_constants.o"]}
+    for name in ("m_bs1.h", "m_bs1.o", "m_bs1_constants.o"):
+        assert (tmp_path / "single" / "out" / name).read_bytes() == (tmp_path / "multi" / "out" / name).read_bytes()
+    header = (tmp_path / "multi" / "out" / "m_bs1_x86_64_v3.h").read_text()
+    assert "class m_bs1_x86_64_v3 final : public tensorflow::XlaCompiledCpuFunction" in header
 
 
 def test_model_h_describes_the_levels(multi_level):
