@@ -32,6 +32,9 @@ sys.path.insert(0, str(REPO / "examples"))
 import make_data_repo  # noqa: E402
 
 GIT_ENV = {**os.environ, **make_data_repo.GIT_IDENTITY}
+# Most tests build packages for the lowest CPU level only: three levels triple the compile time.
+# test_cpu_levels.py and the examples build the registry's default levels.
+SINGLE_LEVEL = "cpu_levels: [x86-64]"
 FAST = os.environ.get("TFAOT_DIST_FAST") == "1"
 TF_MARKER = "tf"
 
@@ -171,8 +174,16 @@ def cache(request, tmp_path, shared_cache) -> Path:
 def registry(tmp_path) -> Path:
     path = tmp_path / "registry"
     (path / "models").mkdir(parents=True)
-    shutil.copyfile(REPO / "registry" / "registry.yaml", path / "registry.yaml")
+    copy_registry_yaml(path)
     return path
+
+
+def copy_registry_yaml(registry: Path) -> None:
+    """The repository's registry.yaml, with a single CPU level (SINGLE_LEVEL)."""
+    text = (REPO / "registry" / "registry.yaml").read_text()
+    lines = [ln for ln in text.splitlines() if ln.startswith("cpu_levels:")]
+    assert len(lines) == 1, "registry/registry.yaml: expected one cpu_levels line"
+    (registry / "registry.yaml").write_text(text.replace(lines[0], SINGLE_LEVEL))
 
 
 class Cli:
@@ -234,6 +245,8 @@ def built(tmp_path_factory, data_repo, shared_cache, toolchain) -> Path:
     root = tmp_path_factory.mktemp("built")
     cache = fresh_cache(root / "cache", shared_cache)
     reg = root / "registry"
+    reg.mkdir()
+    copy_registry_yaml(reg)
     old = os.environ.get("TFAOT_DIST_CACHE")
     os.environ["TFAOT_DIST_CACHE"] = str(cache)
     try:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import fresh_cache, snapshot
+from conftest import copy_registry_yaml, fresh_cache, snapshot
 from httpserve import Server, SilentServer, refused_url
 
 from tfaot_dist import buildall
@@ -361,7 +361,7 @@ def make_fleet(tmp_path_factory, data_repo, shared_cache):
     server.fail("data-1.0.tar.gz", 2)
     registry = root / "registry"
     registry.mkdir()
-    shutil.copyfile(REPO / "registry" / "registry.yaml", registry / "registry.yaml")
+    copy_registry_yaml(registry)
     cache = fresh_cache(root / "cache", shared_cache)
     # The first through add-model; the others are the same entry under other names (the
     # registry is plain files), which saves a TensorFlow op check per model.

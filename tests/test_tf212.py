@@ -46,7 +46,7 @@ def compiled212(examples212, shared_cache, tmp_path_factory) -> Path:
     cache = fresh_cache(root / "cache", shared_cache)
     registry = root / "registry"
     registry.mkdir()
-    (registry / "registry.yaml").write_text(f'toolchain:\n  requirements: ["{TF212[0]}"]\n')
+    (registry / "registry.yaml").write_text(f'toolchain:\n  requirements: ["{TF212[0]}"]\ncpu_levels: [x86-64]\n')
     mp = pytest.MonkeyPatch()
     mp.setenv("TFAOT_DIST_CACHE", str(cache))
     try:

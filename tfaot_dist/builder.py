@@ -135,7 +135,7 @@ def _compile(config: AotConfig, package: str, version: str, source: dict, defaul
     The runtime is resolved first, so the manifest (and the .pc file) name the exact runtime
     from the start: the manifest is assembled once, verified, and written once.
     """
-    config = config.with_target_defaults(defaults.target_triple, defaults.target_cpu)
+    config = config.with_target_defaults(defaults.target_triple, defaults.target_cpu, defaults.cpu_levels)
     comp = config.compilation
     if toolchain_python:
         toolchain = existing_toolchain(toolchain_python)
@@ -150,7 +150,8 @@ def _compile(config: AotConfig, package: str, version: str, source: dict, defaul
     compiled.mkdir(parents=True)
     for warning in config.warnings:
         log(f"warning: {warning}")
-    log(f"compiling {package} {version} for batch sizes {list(comp.batch_sizes)}")
+    levels = f" and CPU levels {list(comp.cpu_levels)}" if comp.cpu_levels else ""
+    log(f"compiling {package} {version} for batch sizes {list(comp.batch_sizes)}{levels}")
     request = CompileRequest(
         saved_model=str(config.saved_model),
         serving_key=config.serving_key,
@@ -162,6 +163,7 @@ def _compile(config: AotConfig, package: str, version: str, source: dict, defaul
         target_cpu=comp.target_cpu,
         reference_dir=str(reference),
         reference_sizes=tuple(reference_sizes(comp.batch_sizes)),
+        cpu_levels=comp.cpu_levels or (),
     )
     answer = CompileAnswer.from_json(run_worker(toolchain, request.to_json(), work, comp.tf_xla_flags,
                                                 comp.xla_flags), "TensorFlow worker answer")
@@ -190,12 +192,14 @@ def _compile(config: AotConfig, package: str, version: str, source: dict, defaul
         compilation=documents.Compilation(
             batch_sizes=comp.batch_sizes, target_triple=comp.target_triple, target_cpu=comp.target_cpu,
             namespace=comp.namespace, class_name=config.name, tf_xla_flags=comp.tf_xla_flags,
-            xla_flags=comp.xla_flags, batch_rules=comp.batch_rules),
+            xla_flags=comp.xla_flags, batch_rules=comp.batch_rules, cpu_levels=comp.cpu_levels or ()),
         requires=(runtime_package.requirement(runtime),),
     )
     verification = verify.verify_package(root, manifest, runtime, work / "verify", cache)
     pkg.write_manifest(root, replace(manifest, verification=verification).to_json())
     log(f"verified {package} against TensorFlow at batch sizes {list(verification.batch_sizes)}")
+    for level, check in (verification.cpu_levels or {}).items():
+        log(f"  CPU level {level}: " + ("verified" if check.verified else f"not verified: {check.note}"))
     pkg.write_archive(root, out / f"{root.name}.tar.gz")
     shutil.rmtree(work)
 

@@ -104,6 +104,9 @@ toolchain:
 # that crash (SIGILL) on older machines.
 target_triple: x86_64-pc-linux
 target_cpu: ""
+# With target_cpu "", each package carries code for these x86-64 levels and picks
+# the best one the user's CPU runs (TFAOT_CPU_LEVEL or tfaot_dist::setCpuLevel override).
+cpu_levels: [x86-64, x86-64-v3, x86-64-v4]
 """
 
 

@@ -3,7 +3,15 @@
     model:        name, version, saved_model (./saved_model), serving_key
                   (serving_default), author, description
     compilation:  batch_sizes (required), namespace (tfaot_model),
-                  tf_xla_flags, xla_flags, target_triple, target_cpu
+                  tf_xla_flags, xla_flags, target_triple, target_cpu,
+                  cpu_levels (ours, see below)
+
+CPU levels: by default a package carries code for several x86-64 psABI levels
+(`cpu_levels`, registry default ["x86-64", "x86-64-v3", "x86-64-v4"]) and its
+model.h picks the best one the CPU runs. A non-empty `target_cpu` (here, in the
+registry overrides or defaults) instead makes a single-target package exactly
+as before levels existed: compiled for that CPU only, no dispatch. Giving both
+in one file is refused.
 
 Read with upstream's meaning (cms-tfaot's loader): a null or empty value means
 the default, model.version is any non-empty string (the model's own version;
@@ -35,6 +43,8 @@ class Compilation:
     # None: not set here; the registry's default (or DEFAULT_TARGET_TRIPLE, generic CPU) applies.
     target_triple: str | None = None
     target_cpu: str | None = None
+    # None: not set here (the registry's default applies); () once resolved for a single-target package.
+    cpu_levels: tuple[str, ...] | None = None
     # Default batch rules baked into model.h, e.g. ("5:4,1",); written by `tfaot-dist tune`.
     batch_rules: tuple[str, ...] = ()
 
@@ -56,13 +66,19 @@ class AotConfig:
         """Apply validated registry overrides of compilation settings."""
         return replace(self, compilation=replace(self.compilation, **overrides)) if overrides else self
 
-    def with_target_defaults(self, triple: str, cpu: str) -> "AotConfig":
-        """Fill the target settings this config leaves open."""
+    def with_target_defaults(self, triple: str, cpu: str, levels: tuple[str, ...]) -> "AotConfig":
+        """Fill the target settings this config leaves open.
+
+        A non-empty target_cpu wins over levels: a single-target package (cpu_levels ()).
+        """
         comp = self.compilation
+        target_cpu = comp.target_cpu if comp.target_cpu is not None else cpu
+        cpu_levels = comp.cpu_levels if comp.cpu_levels is not None else levels
         return replace(self, compilation=replace(
             comp,
             target_triple=comp.target_triple if comp.target_triple is not None else triple,
-            target_cpu=comp.target_cpu if comp.target_cpu is not None else cpu,
+            target_cpu=target_cpu,
+            cpu_levels=() if target_cpu else cpu_levels,
         ))
 
 
@@ -142,8 +158,8 @@ def _drop_empty(f: Fields, keys: tuple[str, ...]) -> None:
             del f.data[key]
 
 
-COMPILATION_KEYS = ("batch_sizes", "namespace", "target_triple", "target_cpu", "tf_xla_flags", "xla_flags",
-                    "batch_rules")
+COMPILATION_KEYS = ("batch_sizes", "namespace", "target_triple", "target_cpu", "cpu_levels", "tf_xla_flags",
+                    "xla_flags", "batch_rules")
 
 
 def parse_compilation(data, file, prefix: str, partial: bool) -> dict:
@@ -153,7 +169,8 @@ def parse_compilation(data, file, prefix: str, partial: bool) -> dict:
     """
     f = Fields(data, file, prefix)
     if not partial:  # an upstream AOT config: null/empty means the default
-        _drop_empty(f, ("namespace", "target_triple", "target_cpu", "tf_xla_flags", "xla_flags", "batch_rules"))
+        _drop_empty(f, ("namespace", "target_triple", "target_cpu", "cpu_levels", "tf_xla_flags", "xla_flags",
+                        "batch_rules"))
     out = {}
     if "batch_sizes" in f.data or not partial:
         out["batch_sizes"] = batch_sizes(f.take("batch_sizes", list, required=True), f.at("batch_sizes"))
@@ -161,6 +178,7 @@ def parse_compilation(data, file, prefix: str, partial: bool) -> dict:
         "namespace": (str, names.cpp_identifier),
         "target_triple": (str, names.target_triple),
         "target_cpu": (str, names.target_cpu),
+        "cpu_levels": (list, names.cpu_levels),
         "tf_xla_flags": (list, flag_list),
         "xla_flags": (list, flag_list),
         "batch_rules": (list, batch_rules),
@@ -169,6 +187,8 @@ def parse_compilation(data, file, prefix: str, partial: bool) -> dict:
         if key in f.data:
             out[key] = check(f.take(key, kind), f.at(key))
     f.done()
+    if out.get("target_cpu") and "cpu_levels" in out:
+        raise InvalidInput(f"{f.at('cpu_levels')}: give target_cpu (one CPU) or cpu_levels (several), not both")
     return out
 
 

@@ -1,4 +1,4 @@
-"""Weights once: identical constant buffers are shared by the batch sizes of a package.
+"""Weights once: identical constant buffers are shared by the batch sizes (and CPU levels) of a package.
 
 tfcompile writes one `CLASS_bsN_constants.o` per batch size, each with every
 weight of the model, so a package compiled for six batch sizes carries the
@@ -18,6 +18,10 @@ size) followed by the payload. share_constants() rewrites a package in place:
   * later batch sizes with the same bytes point their header's asm label at
     that symbol instead, so their own constants object only holds what is
     new for them (often nothing).
+
+A multi-level package has the same files again per level (CLASS_bsN_x86_64_v3.h,
+...): those come after every size of the lowest level, so code for another CPU
+reads the weights the lowest level defines wherever the bytes are the same.
 
 The file layout of the package stays the same (one kernels object and one
 constants object per size, plus the archive), so anything that links the
@@ -76,6 +80,12 @@ class SizeReport:
     original_bytes: int = 0  # size of tfcompile's constants object
     bytes: int = 0  # size of the rewritten object
     note: str = ""  # why a size was left as tfcompile wrote it
+    level: str = ""  # the CPU level of a multi-level package's other levels ("" for the lowest)
+
+    @property
+    def key(self) -> str:
+        """As the worker's answer and the manifest name it: "N", or "N@LEVEL"."""
+        return f"{self.batch_size}@{self.level}" if self.level else str(self.batch_size)
 
 
 @dataclass
@@ -90,27 +100,34 @@ class Report:
             "unique_buffers": defined,
             "original_bytes": sum(s.original_bytes for s in self.sizes),
             "bytes": sum(s.bytes for s in self.sizes),
-            "per_batch_size": {str(s.batch_size): {"defined": s.defined, "shared": s.shared,
-                                                   **({"note": s.note} if s.note else {})}
+            "per_batch_size": {s.key: {"defined": s.defined, "shared": s.shared,
+                                       **({"note": s.note} if s.note else {})}
                                for s in self.sizes},
         }
 
 
 def share_constants(include_dir: Path, lib_dir: Path, class_name: str, batch_sizes: list[int],
-                    cxx: str = CXX) -> Report:
-    """Rewrite CLASS_bsN.h and CLASS_bsN_constants.o of a package so each distinct buffer exists once."""
+                    cxx: str = CXX, other_levels: tuple[str, ...] = ()) -> Report:
+    """Rewrite CLASS_bsN.h and CLASS_bsN_constants.o of a package so each distinct buffer exists once.
+
+    other_levels: the CPU levels above the lowest of a multi-level package (files CLASS_bsN_LEVEL*).
+    """
     report = Report()
     owners: dict[str, str] = {}  # digest -> symbol that defines those bytes
+    stems = [(bs, "", f"{class_name}_bs{bs}") for bs in sorted(batch_sizes)]
+    stems += [(bs, level, f"{class_name}_bs{bs}_{level.replace('-', '_')}")
+              for level in other_levels for bs in sorted(batch_sizes)]
     with tempfile.TemporaryDirectory(prefix="tfaot-constants-") as tmp_dir:
         tmp = Path(tmp_dir)
-        for bs in sorted(batch_sizes):
-            header = include_dir / f"{class_name}_bs{bs}.h"
-            obj = lib_dir / f"{class_name}_bs{bs}_constants.o"
+        for bs, level, stem in stems:
+            header = include_dir / f"{stem}.h"
+            obj = lib_dir / f"{stem}_constants.o"
             if not obj.is_file():
                 # Older tfcompile (TF 2.12) keeps the weights in the kernels object: nothing to share.
-                report.sizes.append(SizeReport(bs, note="left as compiled: weights inside the kernels object"))
+                report.sizes.append(SizeReport(bs, note="left as compiled: weights inside the kernels object",
+                                               level=level))
                 continue
-            size = SizeReport(bs, original_bytes=obj.stat().st_size, bytes=obj.stat().st_size)
+            size = SizeReport(bs, original_bytes=obj.stat().st_size, bytes=obj.stat().st_size, level=level)
             report.sizes.append(size)
             text = header.read_text()
             try:
@@ -132,7 +149,7 @@ def share_constants(include_dir: Path, lib_dir: Path, class_name: str, batch_siz
                     own.append(buf)
                 else:
                     redirect[buf.symbol] = owner
-            new_obj = _assemble(own, tmp / f"bs{bs}", cxx)
+            new_obj = _assemble(own, tmp / stem, cxx)
             if _machine(new_obj.read_bytes()) != _machine(obj.read_bytes()):
                 # The host assembler targets another machine (a cross target triple): keep tfcompile's files.
                 for buf in own:

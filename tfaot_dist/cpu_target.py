@@ -8,12 +8,15 @@ cannot run (the area may be meant for other machines). The generic target
 the safe choice for distributed packages. Unknown CPU names are reported as not
 checkable, never as fine.
 
+A multi-level package (`compilation.cpu_levels`) runs wherever its lowest level
+runs: model.h picks the best level the CPU has when a model is constructed.
+
 The requirements are the x86-64 micro-architecture levels of the psABI, with
 the Linux /proc/cpuinfo names of the features (pni = SSE3, abm = LZCNT).
 """
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tfaot_dist.documents import Compilation
@@ -43,10 +46,17 @@ class Check:
     ok: bool
     missing: list[str] = field(default_factory=list)  # required flags the host lacks
     unknown: bool = False  # target_cpu is not in REQUIRED_FLAGS: cannot be checked
+    levels: tuple[str, ...] = ()  # a multi-level package's levels (target_cpu is then the lowest)
+    best: str = ""  # the highest of levels this CPU runs
 
     @property
     def message(self) -> str:
         name = self.target_cpu or "generic x86-64"
+        if self.levels:
+            carried = f"CPU levels {', '.join(self.levels)}"
+            if self.missing:
+                return f"compiled for {carried}, but this CPU lacks {', '.join(self.missing)} (for {name})"
+            return f"compiled for {carried}: this CPU runs it (best level {self.best})"
         if self.unknown:
             return f"target CPU '{name}' is unknown to this check; the package may not run here"
         if self.missing:
@@ -75,4 +85,8 @@ def check_package(compilation: Compilation | None, cpuinfo: str | None = None) -
     triple = comp.target_triple or "x86_64-pc-linux"
     if not triple.startswith("x86_64"):
         return Check(comp.target_cpu or "", ok=False, unknown=True)
+    if comp.cpu_levels:
+        lowest = check_host(comp.cpu_levels[0], cpuinfo)
+        runs = [level for level in comp.cpu_levels if check_host(level, cpuinfo).ok]
+        return replace(lowest, levels=comp.cpu_levels, best=runs[-1] if runs else "")
     return check_host(comp.target_cpu or "", cpuinfo)

@@ -366,14 +366,31 @@ class Deviation(Document):
     max_rel: float
 
 
+def _cpu_level(value: str, where: str) -> str:
+    if value not in names.CPU_LEVELS:
+        raise InvalidInput(f"{where}: unknown CPU level {shown(value)}")
+    return value
+
+
+@dataclass(frozen=True)
+class LevelCheck(Document):
+    """One CPU level of a multi-level package: run by the harness here, or why not."""
+
+    verified: bool
+    note: str = field(default="", metadata={"omit_default": True})  # e.g. "this CPU lacks avx512bw, ..."
+
+
 @dataclass(frozen=True)
 class Verification(Document):
-    """What verify.compare() found: the worst deviation per output over every case and path."""
+    """What verify.compare() found: the worst deviation per output over every case, path and level run."""
 
     tolerance: float
     batch_sizes: tuple[int, ...]
     outputs: dict[str, Deviation]
     paths: tuple[str, ...]
+    # Multi-level packages: each level of compilation.cpu_levels, verified or not (and why).
+    cpu_levels: dict[str, LevelCheck] | None = field(default=None, metadata={**OMIT_NONE,
+                                                                              "check": _each(_cpu_level)})
 
 
 @dataclass(frozen=True)
@@ -426,6 +443,9 @@ class Compilation(Document):
     tf_xla_flags: tuple[str, ...] = ()
     xla_flags: tuple[str, ...] = ()
     batch_rules: tuple[str, ...] = field(default=(), metadata={"omit_default": True})  # set by `tune` only
+    # The x86-64 levels compiled, lowest first; () for a single-target package (target_cpu alone).
+    # The lowest has the classes CLASS_bsN, the others CLASS_bsN_LEVEL (x86_64_v3, ...).
+    cpu_levels: tuple[str, ...] = field(default=(), metadata={"omit_default": True, "check": _each(_cpu_level)})
 
 
 @dataclass(frozen=True)
@@ -513,6 +533,8 @@ class CompileRequest(Document):
     target_cpu: str | None
     reference_dir: str
     reference_sizes: tuple[int, ...]
+    # Compile each batch size once per level (target_cpu unused); () = once for target_cpu.
+    cpu_levels: tuple[str, ...] = field(default=(), metadata={"omit_default": True})
 
     def to_json(self) -> dict:
         return {"op": "compile", **super().to_json()}
@@ -520,7 +542,11 @@ class CompileRequest(Document):
 
 @dataclass(frozen=True)
 class CompileAnswer(Document):
-    """The worker's answer to a compile request: files per batch size (keyed "N"), signature, reference cases."""
+    """The worker's answer to a compile request: files per batch size, signature, reference cases.
+
+    files is keyed "N" for batch size N (of the lowest level, or the only target), "N@LEVEL" for
+    the other levels of a multi-level request.
+    """
 
     ok: bool
     signature: Signature

@@ -93,6 +93,30 @@ def target_cpu(value: object, where: str) -> str:
     return _check(TARGET_CPU, value, where, "target cpu")
 
 
+# x86-64 micro-architecture levels of the psABI, lowest first; also LLVM CPU names for tfcompile.
+CPU_LEVELS = ("x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4")
+
+
+def cpu_levels(value: object, where: str) -> tuple[str, ...]:
+    """A non-empty list of distinct psABI level names, returned lowest first."""
+    if not isinstance(value, list) or not value:
+        raise InvalidInput(f"{where}: expected a non-empty list of CPU levels ({', '.join(CPU_LEVELS)}), "
+                           f"got {value!r}")
+    for level in value:
+        if level not in CPU_LEVELS:
+            raise InvalidInput(f"{where}: unknown CPU level {level!r} (expected one of {', '.join(CPU_LEVELS)})")
+    if len(set(value)) != len(value):
+        raise InvalidInput(f"{where}: duplicate CPU levels in {value!r}")
+    return tuple(sorted(value, key=CPU_LEVELS.index))
+
+
+def level_suffix(level: str) -> str:
+    """The C++ identifier part of a level: "x86-64-v3" -> "x86_64_v3"."""
+    if level not in CPU_LEVELS:
+        raise InvalidInput(f"unknown CPU level {level!r}")
+    return level.replace("-", "_")
+
+
 def xla_flag(value: object, where: str) -> str:
     return _check(XLA_FLAG, value, where, "flag (expected --name or --name=value)")
 

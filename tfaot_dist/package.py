@@ -1,8 +1,9 @@
 """The layout of a tfaot-model-NAME package, its manifest and its archive.
 
     tfaot-model-NAME-VERSION/
-      include/tfaot-model-NAME/   model.h and one CLASS_bsN.h per batch size
+      include/tfaot-model-NAME/   model.h and one CLASS_bsN.h per batch size (and CPU level)
       lib/                        CLASS_bsN.o, CLASS_bsN_constants.o, libtfaot-model-NAME.a
+                                  (levels above the lowest: CLASS_bsN_x86_64_v3.o, ...)
       etc/scram.d/tfaot-model-NAME.xml
       share/tfaot-model-NAME/reference/bsN/{input,output}_I.bin   TensorFlow's numbers
       manifest.json               everything above, with the sha256 of every file
@@ -77,14 +78,18 @@ def assemble(compiled: Path, reference: Path, answer: CompileAnswer, root: Path,
     include.mkdir(parents=True)
     lib.mkdir()
     objects = []
-    for bs in compilation.batch_sizes:
-        files = answer.files[str(bs)]
+    levels = compilation.cpu_levels
+    keys = [str(bs) for bs in compilation.batch_sizes]
+    keys += [f"{bs}@{level}" for level in levels[1:] for bs in compilation.batch_sizes]
+    for key in keys:
+        files = answer.files[key]
         shutil.copyfile(compiled / files.header, include / files.header)
         for obj in files.objects:
             shutil.copyfile(compiled / obj, lib / obj)
             objects.append(obj)
-    # Weights once: identical constant buffers of several batch sizes are defined by one object.
-    shared = constants.share_constants(include, lib, class_name, list(compilation.batch_sizes))
+    # Weights once: identical constant buffers of several batch sizes and levels are defined by one object.
+    shared = constants.share_constants(include, lib, class_name, list(compilation.batch_sizes),
+                                       other_levels=levels[1:])
     _archive_objects(lib, sorted(objects), lib / f"lib{package}.a")
 
     signature = answer.signature
@@ -96,6 +101,8 @@ def assemble(compiled: Path, reference: Path, answer: CompileAnswer, root: Path,
         "inputs": [t.to_json() for t in signature.inputs],
         "outputs": [t.to_json() for t in signature.outputs],
         "default_rules": list(compilation.batch_rules),  # tuned rules (tfaot-dist tune)
+        "cpu_levels": list(levels),
+        "target_cpu": compilation.target_cpu or "",
         "tfaot_dist_version": __version__,
     }))
     tool = root / "etc" / "scram.d" / f"{package}.xml"

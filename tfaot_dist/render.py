@@ -42,17 +42,23 @@ MODEL_HEADER_KEYS = frozenset(
 )
 
 
+# Optional, with their defaults: a single-target package for the generic CPU.
+MODEL_HEADER_OPTIONAL = {"cpu_levels": [], "target_cpu": ""}
+
+
 def render_model_header(context: dict[str, Any]) -> str:
     """PACKAGE/model.h, the wrapper class of tfaot::Model<W> (contract in runtime/include/tfaot/Model.h).
 
     context: package, namespace, class_name, batch_sizes (sorted), inputs and
     outputs ([{name, dtype, shape}] in positional order), default_rules ("5:2,2,2"),
-    tfaot_dist_version. Raises KeyError for missing or unknown keys.
+    tfaot_dist_version; optionally cpu_levels (validated level names, lowest first)
+    or target_cpu. Raises KeyError for missing or unknown keys.
     """
-    missing, unknown = MODEL_HEADER_KEYS - context.keys(), context.keys() - MODEL_HEADER_KEYS
+    missing = MODEL_HEADER_KEYS - context.keys()
+    unknown = context.keys() - MODEL_HEADER_KEYS - MODEL_HEADER_OPTIONAL.keys()
     if missing or unknown:
         raise KeyError(f"model.h context: missing {sorted(missing)}, unknown {sorted(unknown)}")
-    return environment().get_template("model.h.j2").render(**context)
+    return environment().get_template("model.h.j2").render(**{**MODEL_HEADER_OPTIONAL, **context})
 
 
 def templates_digest(names: Iterable[str]) -> str:

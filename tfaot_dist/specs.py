@@ -337,7 +337,8 @@ def _runtime_context(registry: Registry, defaults: Defaults, tf_version: str) ->
     rel = release.derive(where, _templates(), tf_version, _registry_tf_version)
     # The registry defaults the cmsBuild build writes for `tfaot-dist compile` (JSON is YAML).
     registry_yaml = json.dumps({"toolchain": {"requirements": list(defaults.requirements)},
-                                "target_triple": defaults.target_triple, "target_cpu": defaults.target_cpu},
+                                "target_triple": defaults.target_triple, "target_cpu": defaults.target_cpu,
+                                "cpu_levels": list(defaults.cpu_levels)},
                                sort_keys=True)
     # In cmsBuild the triple is the build machine's (%{_arch}), set by tfaot-compile.file.
     registry_yaml_for_arch = json.dumps({**json.loads(registry_yaml), "target_triple": "%{tfaot_target_triple}"},

@@ -4,16 +4,21 @@ TensorFlow saw, and compare with TensorFlow's outputs.
 Every reference batch size is checked (the compiled ones and sizes that need
 stitching and padding), through both run() and runFlat(). Floating outputs
 must agree within TOLERANCE, absolute or relative; integers and bools exactly.
+
+A multi-level package is checked once per CPU level this machine can run
+(TFAOT_CPU_LEVEL set for the harness, which reports the level it ran); the
+levels it cannot run are recorded with the features this CPU lacks.
 """
 
 import array
 import math
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tfaot_dist import pch, process
-from tfaot_dist.documents import Deviation, ModelManifest, ReferenceCase, Signature, Verification
+from tfaot_dist import cpu_target, pch, process
+from tfaot_dist.documents import Deviation, LevelCheck, ModelManifest, ReferenceCase, Signature, Verification
 from tfaot_dist.errors import VerificationFailed
 from tfaot_dist.render import render
 from tfaot_dist.xla_runtime import XlaRuntime, compile_consumer
@@ -51,8 +56,31 @@ def verify_package(root: Path, manifest: ModelManifest, runtime: XlaRuntime, wor
                      [root / "lib" / f"lib{package}.a"], harness, pch.flags(runtime, cache) if cache else ())
     reference = root / manifest.reference.dir
     cases = manifest.reference.cases
-    run_harness(harness, reference, cases, manifest.compilation.batch_sizes, work / "out")
-    return compare(package, manifest.signature, reference, cases, work / "out")
+    sizes = manifest.compilation.batch_sizes
+    if not manifest.compilation.cpu_levels:
+        run_harness(harness, reference, cases, sizes, work / "out")
+        return compare(package, manifest.signature, reference, cases, work / "out")
+    checks: dict[str, LevelCheck] = {}
+    found: list[Verification] = []
+    for level in manifest.compilation.cpu_levels:
+        host = cpu_target.check_host(level)
+        if not host.ok:
+            checks[level] = LevelCheck(verified=False, note=f"this CPU lacks {', '.join(host.missing)}")
+            continue
+        out = work / "out" / level
+        run_harness(harness, reference, cases, sizes, out, level)
+        used = (out / "cpu_level.txt").read_text().strip()
+        if used != level:
+            raise VerificationFailed(f"{package}: TFAOT_CPU_LEVEL={level}, but the harness ran level {used!r}")
+        found.append(compare(f"{package} (CPU level {level})", manifest.signature, reference, cases, out))
+        checks[level] = LevelCheck(verified=True)
+    if not found:
+        raise VerificationFailed(f"{package}: this machine runs none of the CPU levels "
+                                 f"{', '.join(manifest.compilation.cpu_levels)}")
+    worst = {name: Deviation(max_abs=max(v.outputs[name].max_abs for v in found),
+                             max_rel=max(v.outputs[name].max_rel for v in found)) for name in found[0].outputs}
+    return Verification(tolerance=TOLERANCE, batch_sizes=found[0].batch_sizes, outputs=worst,
+                        paths=found[0].paths, cpu_levels=checks)
 
 
 def read_array(path: Path, dtype: str) -> "array.array[Any]":
@@ -74,13 +102,16 @@ def write_harness(manifest: ModelManifest, path: Path) -> None:
 
 
 def run_harness(harness: Path, reference: Path, cases: Sequence[ReferenceCase], sizes: Sequence[int],
-                out: Path) -> None:
+                out: Path, level: str | None = None) -> None:
+    """level: the CPU level to force (TFAOT_CPU_LEVEL); None leaves the environment as it is."""
     args = [str(harness), str(out)]
     for case in cases:
         bs = case.batch_size
         (out / f"bs{bs}").mkdir(parents=True)
         args += [str(bs), str(reference / case.dir), padded_rule(bs, sizes) or "-"]
-    process.run(args, what="verification harness", error=VerificationFailed, timeout=600)
+    env = {**os.environ, "TFAOT_CPU_LEVEL": level} if level else None
+    what = f"verification harness (CPU level {level})" if level else "verification harness"
+    process.run(args, what=what, error=VerificationFailed, timeout=600, env=env)
 
 
 def compare(model: str, signature: Signature, reference: Path, cases: Sequence[ReferenceCase],

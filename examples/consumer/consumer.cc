@@ -64,6 +64,8 @@ int main(int argc, char** argv) {
   const std::string multiRef = area + "/tfaot-model-test-multi/1.0.0/share/tfaot-model-test-multi/reference/bs3/";
   try {
     tfaot::Model<tfaot_model::simple> simple;
+    // which x86-64 level's code runs (the best this CPU has; TFAOT_CPU_LEVEL=x86-64 forces the generic one)
+    std::fprintf(stderr, "test-simple runs its %s code\n", simple.cpuLevel());
     tfaot::FloatArrays y;
     std::tie(y) = simple.run<tfaot::FloatArrays>(kBatch, load<float>(simpleRef + "input_0.bin", kBatch));
     show("test-simple", "output_0", y, load<float>(simpleRef + "output_0.bin", kBatch));

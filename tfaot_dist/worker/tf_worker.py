@@ -8,7 +8,7 @@ NumPy, because `-I` keeps tfaot_dist itself off sys.path.
 Requests ("op"):
   inspect  the serving signature (names, dtypes, shapes) in our fixed order
   check    the ops of the serving signature and whether XLA compiles each on CPU
-  compile  AOT compile every batch size in one process, write reference outputs
+  compile  AOT compile every batch size (for each CPU level asked) in one process, write reference outputs
 
 Positional order: inputs and outputs are ordered by their signature key,
 sorted as Python sorts str. TensorFlow itself orders them by iterating
@@ -238,7 +238,8 @@ def _helpers_wanted(req):
     jobs = req.get("jobs")
     if not jobs:
         jobs = round(len(os.sched_getaffinity(0)) - os.getloadavg()[0])
-    return max(0, min(jobs - 1, len(req.get("batch_sizes", [])) - 1))
+    compiles = len(req.get("batch_sizes", [])) * max(1, len(req.get("cpu_levels") or []))
+    return max(0, min(jobs - 1, compiles - 1))
 
 
 class _Helpers:
@@ -269,7 +270,7 @@ class _Helpers:
         self.submitted += 1
 
     def finish(self):
-        """Compile what no helper has taken yet, then wait for the rest; returns {bs: error or None}."""
+        """Compile what no helper has taken yet, then wait for the rest; returns {job key: error or None}."""
         import queue
 
         results = {}
@@ -278,11 +279,11 @@ class _Helpers:
                 job, out_dir = self.jobs.get(timeout=0.05)
             except queue.Empty:
                 break
-            results[job["bs"]] = _run_job(job, out_dir)
+            results[job["key"]] = _run_job(job, out_dir)
         while len(results) < self.submitted:
             try:
-                bs, error = self.done.get(timeout=1.0)
-                results[bs] = error
+                key, error = self.done.get(timeout=1.0)
+                results[key] = error
             except queue.Empty:
                 dead = [p for p in self.procs if not p.is_alive()]
                 if dead:
@@ -305,7 +306,7 @@ def _helper_main(jobs, done):
         if item is None:
             return
         job, out_dir = item
-        done.put((job["bs"], _run_job(job, out_dir)))
+        done.put((job["key"], _run_job(job, out_dir)))
 
 
 def _run_job(job, out_dir):
@@ -416,6 +417,13 @@ def do_compile(tf, req):
 
     work = tempfile.mkdtemp(prefix="frozen-", dir=os.environ.get("TMPDIR"))
     cli_xla_flags = _cli_xla_flags(tf)
+    # Multi-level: one tfcompile per (batch size, level) of one frozen graph. The lowest level
+    # keeps the single-target names (CLASS_bsN), the others add the level (CLASS_bsN_x86_64_v3).
+    # Level x86-64 is compiled for tfcompile's default CPU (""), what packages got before levels: the
+    # same instructions (generic x86-64), byte-identical objects to a single-target package's.
+    levels = list(req.get("cpu_levels") or [])
+    targets = [("" if level == "x86-64" else level, "" if i == 0 else "_" + level.replace("-", "_"),
+                "" if i == 0 else "@" + level) for i, level in enumerate(levels)] or [(req["target_cpu"], "", "")]
     jobs = []
     for bs in batch_sizes:
         graph_def, config = _frozen(tf, fn, signature, bs)
@@ -424,14 +432,15 @@ def do_compile(tf, req):
             f.write(graph_def.SerializeToString())
         with open(config_path, "w") as f:
             f.write(str(config))
-        stem = f"{class_name}_bs{bs}"
-        job = {"bs": bs, "stem": stem, "cpp_class": f"{namespace}::{stem}", "graph": graph,
-               "config": config_path, "target_triple": req["target_triple"],
-               "target_cpu": req["target_cpu"], "base_xla_flags": os.environ.get("XLA_FLAGS", ""),
-               "cli_xla_flags": cli_xla_flags}
-        if HELPERS is not None:  # a helper compiles it while the next size is frozen
-            HELPERS.submit(job, out_dir)
-        jobs.append(job)
+        for target_cpu, suffix, key in targets:
+            stem = f"{class_name}_bs{bs}{suffix}"
+            job = {"key": f"{bs}{key}", "bs": bs, "stem": stem, "cpp_class": f"{namespace}::{stem}",
+                   "graph": graph, "config": config_path, "target_triple": req["target_triple"],
+                   "target_cpu": target_cpu, "base_xla_flags": os.environ.get("XLA_FLAGS", ""),
+                   "cli_xla_flags": cli_xla_flags}
+            if HELPERS is not None:  # a helper compiles it while the next size is frozen
+                HELPERS.submit(job, out_dir)
+            jobs.append(job)
     t = _stage("freeze", t)
 
     reference = []
@@ -447,13 +456,14 @@ def do_compile(tf, req):
     if HELPERS is not None:
         errors = HELPERS.finish()
     else:
-        errors = {job["bs"]: _run_job(job, out_dir) for job in jobs}
+        errors = {job["key"]: _run_job(job, out_dir) for job in jobs}
     t = _stage("tfcompile", t)
     os.chdir(out_dir)
     for job in jobs:
-        bs, stem = job["bs"], job["stem"]
-        if errors[bs] is not None:
-            raise WorkerError(COMPILE_FAILED, f"batch size {bs}: {errors[bs]}")
+        bs, stem, key = job["bs"], job["stem"], job["key"]
+        if errors[key] is not None:
+            where = f"batch size {bs}" + (f", CPU level {job['target_cpu'] or 'x86-64'}" if levels else "")
+            raise WorkerError(COMPILE_FAILED, f"{where}: {errors[key]}")
         header_text = open(stem + ".h").read()
         args = _header_names(header_text, "StaticArgNames")
         results = _header_names(header_text, "StaticResultNames")
@@ -470,7 +480,7 @@ def do_compile(tf, req):
             keep.append(stem + "_metadata.o")
         else:
             os.remove(stem + "_metadata.o")
-        files[str(bs)] = {"header": keep[0], "objects": keep[1:]}
+        files[key] = {"header": keep[0], "objects": keep[1:]}
 
     shutil.rmtree(work, ignore_errors=True)
     return {

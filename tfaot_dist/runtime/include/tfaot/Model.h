@@ -43,6 +43,7 @@
  *   void* argData(int batchSize, std::size_t i); // arg buffer of the compiled batch size
  *   const void* resultData(int batchSize, std::size_t i);  // valid after run(batchSize)
  *   void run(int batchSize);                     // throws std::runtime_error on failure
+ *   const char* cpuLevel() const;                // optional: the CPU level it runs (tfaot/CpuLevel.h)
  *
  * argData/resultData/run throw std::invalid_argument for a batch size the model
  * was not compiled for. Buffers are row-major with the batch dimension first,
@@ -160,6 +161,13 @@ namespace tfaot_dist {
 
     // compiled batch sizes, ascending
     const std::vector<std::size_t>& batchSizes() const { return batchSizes_; }
+
+    // the x86-64 level whose code this model runs, e.g. "x86-64-v3" (see tfaot/CpuLevel.h);
+    // packages of tfaot-dist before multi-level packages have no such function
+    template <typename X = W>
+    auto cpuLevel() const -> decltype(std::declval<const X&>().cpuLevel()) {
+      return wrapper_.cpuLevel();
+    }
     bool hasBatchSize(std::size_t batchSize) const {
       return std::find(batchSizes_.begin(), batchSizes_.end(), batchSize) != batchSizes_.end();
     }
