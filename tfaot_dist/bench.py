@@ -141,13 +141,18 @@ def peak_gflops(level: str, cache: Path, cxx: str = CXX) -> float:
     return float(_json_lines([str(final / name)], None, f"{level} peak benchmark")[0]["gflops"])
 
 
-def aot_levels(runtime: XlaRuntime) -> list[str]:
-    """The CPU levels the AOT engine can be forced to here: those of the runtime's kernels this CPU runs."""
+def aot_levels(manifest: ModelManifest, runtime: XlaRuntime) -> list[str]:
+    """The CPU levels the AOT engine can be forced to here, lowest first.
+
+    Those of the package's code and of the runtime's matrix kernels that this
+    CPU runs. Forced to a level, each side runs its best code not above it.
+    """
     try:
-        levels = json.loads((runtime.root / "runtime.json").read_text()).get("cpu_levels", [])
+        kernels = json.loads((runtime.root / "runtime.json").read_text()).get("cpu_levels", [])
     except (OSError, ValueError):
-        levels = []
-    return [lv for lv in levels if lv in LANES and cpu_target.check_host(lv).ok]
+        kernels = []
+    levels = set(manifest.compilation.cpu_levels) | set(kernels)
+    return [lv for lv in LANES if lv in levels and cpu_target.check_host(lv).ok]
 
 
 def tf_env(tmp: Path, protocol: Protocol) -> dict:
@@ -221,7 +226,7 @@ def run(target: Target, protocol: Protocol, toolchain: Toolchain, runtime: XlaRu
     if unknown:
         raise InvalidInput(f"unknown engines {unknown}; known: {', '.join(ENGINES)}")
     out_dir.mkdir(parents=True, exist_ok=True)
-    levels = aot_levels(runtime)
+    levels = aot_levels(manifest, runtime)
     forced = levels[:-1]  # the last, the best this CPU runs, is what "aot" picks by itself
     result = {
         "package": manifest.package, "version": manifest.version,
