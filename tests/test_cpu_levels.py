@@ -50,6 +50,13 @@ def test_config_refuses_bad_cpu_levels(tmp_path, compilation, message):
     assert "\n" not in str(exc.value)
 
 
+def test_compile_option_refuses_unknown_levels(run):
+    line = run.error("compile", "--aot-config", "x.yaml", "--output-directory", "out",
+                     "--cpu-levels", "x86-64,x86_64_v3", expect=InvalidInput.exit_code)
+    assert line.endswith("--cpu-levels: unknown CPU level 'x86_64_v3' (expected one of x86-64, x86-64-v2, "
+                         "x86-64-v3, x86-64-v4)")
+
+
 def test_registry_defaults_and_target_cpu_precedence(tmp_path):
     assert Defaults().cpu_levels == DEFAULT_CPU_LEVELS == LEVELS
     (tmp_path / "registry.yaml").write_text("cpu_levels: [x86-64-v3, x86-64]\n")
