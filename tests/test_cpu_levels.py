@@ -77,6 +77,15 @@ def test_registry_defaults_and_target_cpu_precedence(tmp_path):
     assert (resolved.target_cpu, resolved.cpu_levels) == ("x86-64-v3", ())
 
 
+def test_levels_are_part_of_the_build_key():
+    from tfaot_dist.registry import GitSource, ModelEntry
+
+    entry = ModelEntry("m", "1.0", GitSource("https://example.org/r.git", "main", "0" * 40), "m/aot_config.yaml")
+    keys = {builder.build_key(entry, Defaults()), builder.build_key(entry, Defaults(cpu_levels=("x86-64",))),
+            builder.build_key(ModelEntry(**{**entry.__dict__, "overrides": {"cpu_levels": ("x86-64",)}}), Defaults())}
+    assert len(keys) == 3
+
+
 def test_check_package_runs_where_the_lowest_level_runs():
     v3_host = "flags : " + " ".join(sorted(cpu_target.REQUIRED_FLAGS["x86-64-v3"])) + "\n"
     old_host = "flags : " + " ".join(sorted(cpu_target.REQUIRED_FLAGS["x86-64"])) + "\n"
