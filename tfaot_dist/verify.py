@@ -99,6 +99,7 @@ def write_harness(manifest: ModelManifest, path: Path) -> None:
         class_name=comp.class_name,
         inputs=[t.to_json() for t in manifest.signature.inputs],
         outputs=[t.to_json() for t in manifest.signature.outputs],
+        cpu_levels=list(comp.cpu_levels),
     ))
 
 
