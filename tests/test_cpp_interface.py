@@ -15,6 +15,7 @@ headers as system headers, as scram's SYSTEM_INCLUDE makes them).
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -23,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from conftest import fresh_cache
-from tfaot_dist import builder, runtime_package, scram_tool
+from tfaot_dist import builder, cpu_target, runtime_package, scram_tool
 from tfaot_dist.registry import Defaults
 from tfaot_dist.render import render_model_header
 from tfaot_dist.xla_runtime import ensure_runtime
@@ -365,6 +366,17 @@ def test_cmssw_contract_consumer_matches_tensorflow(packages, runtime_root, tmp_
     assert "names tfaot_model_simple tfaot_model_multi" in proc.stdout
     assert "throws UnknownBatchSize" in proc.stdout and "throws UnknownResult" in proc.stdout
     assert "second unit: 0 failures" in proc.stdout and proc.stdout.rstrip().endswith("0 failures")
+    best = [level for level in ("x86-64", "x86-64-v3", "x86-64-v4") if cpu_target.check_host(level).ok][-1]
+    assert f"cpu levels {best} x86-64\n" in proc.stdout  # simple carries three levels, multi one
+
+    # Forced through the environment: the generic code gives the same numbers; a bad name is an error.
+    env = {**os.environ, "TFAOT_CPU_LEVEL": "x86-64"}
+    proc = _run([str(exe), str(refs["simple"]), str(refs["multi"]), *map(str, sizes)], timeout=120, env=env)
+    assert proc.returncode == 0 and "cpu levels x86-64 x86-64\n" in proc.stdout, proc.stdout + proc.stderr
+    assert proc.stdout.rstrip().endswith("0 failures")
+    env["TFAOT_CPU_LEVEL"] = "x86-64-v9"
+    proc = _run([str(exe), str(refs["simple"]), str(refs["multi"]), "1"], timeout=120, env=env)
+    assert proc.returncode != 0 and "TFAOT_CPU_LEVEL 'x86-64-v9' is not a CPU level" in proc.stderr
 
 
 def test_without_system_include_tensorflow_headers_break_cmssw_flags(packages, runtime_root, tmp_path):

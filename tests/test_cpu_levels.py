@@ -50,6 +50,13 @@ def test_config_refuses_bad_cpu_levels(tmp_path, compilation, message):
     assert "\n" not in str(exc.value)
 
 
+def test_compile_option_refuses_unknown_levels(run):
+    line = run.error("compile", "--aot-config", "x.yaml", "--output-directory", "out",
+                     "--cpu-levels", "x86-64,x86_64_v3", expect=InvalidInput.exit_code)
+    assert line.endswith("--cpu-levels: unknown CPU level 'x86_64_v3' (expected one of x86-64, x86-64-v2, "
+                         "x86-64-v3, x86-64-v4)")
+
+
 def test_registry_defaults_and_target_cpu_precedence(tmp_path):
     assert Defaults().cpu_levels == DEFAULT_CPU_LEVELS == LEVELS
     (tmp_path / "registry.yaml").write_text("cpu_levels: [x86-64-v3, x86-64]\n")
@@ -68,6 +75,15 @@ def test_registry_defaults_and_target_cpu_precedence(tmp_path):
     single = load_aot_config(_config(tmp_path, "  target_cpu: x86-64-v3\n"))
     resolved = single.with_target_defaults("x86_64-pc-linux", "", LEVELS).compilation
     assert (resolved.target_cpu, resolved.cpu_levels) == ("x86-64-v3", ())
+
+
+def test_levels_are_part_of_the_build_key():
+    from tfaot_dist.registry import GitSource, ModelEntry
+
+    entry = ModelEntry("m", "1.0", GitSource("https://example.org/r.git", "main", "0" * 40), "m/aot_config.yaml")
+    keys = {builder.build_key(entry, Defaults()), builder.build_key(entry, Defaults(cpu_levels=("x86-64",))),
+            builder.build_key(ModelEntry(**{**entry.__dict__, "overrides": {"cpu_levels": ("x86-64",)}}), Defaults())}
+    assert len(keys) == 3
 
 
 def test_check_package_runs_where_the_lowest_level_runs():
@@ -153,11 +169,27 @@ PROGRAM = r"""
 #include "tfaot/Model.h"
 #include "tfaot-model-simple/model.h"
 
+#ifdef RUNTIME_HOOK
+// What a runtime that follows the level exports (tfaot/CpuLevel.h declares both weak): this one
+// records the calls and refuses x86-64-v2.
+static std::string runtimeLevel = "automatic";
+extern "C" int tfaot_runtime_force_cpu_level(const char* level) {
+  std::printf("runtime asked for '%s'\n", level == nullptr ? "(null)" : level);
+  if (level != nullptr && std::string(level) == "x86-64-v2") {
+    return 1;
+  }
+  runtimeLevel = level == nullptr || *level == '\0' ? "automatic" : level;
+  return 0;
+}
+extern "C" const char* tfaot_runtime_cpu_level(void) { return runtimeLevel.c_str(); }
+#endif
+
 // usage: program API_LEVEL|- OUT_DIR BATCH_SIZE INPUT_FILE [BATCH_SIZE INPUT_FILE ...]
 int main(int argc, char** argv) {
   try {
     if (std::string(argv[1]) != "-") {
       tfaot_dist::setCpuLevel(argv[1]);
+      std::printf("runtime level '%s'\n", tfaot_dist::runtimeCpuLevel().c_str());
     }
     tfaot::Model<tfaot_model::simple> model;
     std::printf("level %s\n", model.cpuLevel());
@@ -190,6 +222,32 @@ def program(multi_level, toolchain, shared_cache, tmp_path_factory) -> Path:
                      [multi_level / "lib" / "libtfaot-model-simple.a"], work / "program",
                      ["-Wall", "-Wextra", "-Werror"])
     return work / "program"
+
+
+@pytest.fixture(scope="module")
+def hooked_program(multi_level, toolchain, shared_cache, tmp_path_factory) -> Path:
+    """The same program, defining the runtime's level functions itself."""
+    work = tmp_path_factory.mktemp("levels-hooked")
+    (work / "program.cc").write_text(PROGRAM)
+    runtime = ensure_runtime(toolchain.python, shared_cache, print)
+    compile_consumer(runtime, [work / "program.cc"], [multi_level / "include", INTERFACE_INCLUDE],
+                     [multi_level / "lib" / "libtfaot-model-simple.a"], work / "program",
+                     ["-Wall", "-Wextra", "-Werror", "-DRUNTIME_HOOK"])
+    return work / "program"
+
+
+def test_set_cpu_level_tells_a_runtime_that_can_follow(hooked_program, program, multi_level, tmp_path):
+    proc, sizes, reference = _run(hooked_program, multi_level, tmp_path / "a", api="x86-64")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[:3] == ["runtime asked for 'x86-64'", "runtime level 'x86-64'", "level x86-64"]
+    _assert_matches_tensorflow(tmp_path / "a", sizes, reference)
+    # Refused by the runtime: an error, and the models keep their automatic choice.
+    proc, _, _ = _run(hooked_program, multi_level, tmp_path / "b", api="x86-64-v2")
+    assert proc.returncode == 1 and proc.stdout == "runtime asked for 'x86-64-v2'\n"
+    assert proc.stderr.strip() == "error: tfaot: the XLA runtime refused CPU level 'x86-64-v2'"
+    # Without the functions (today's runtimes) nothing is called and the level is unknown to the runtime.
+    proc, _, _ = _run(program, multi_level, tmp_path / "c", api="x86-64")
+    assert proc.returncode == 0 and proc.stdout.splitlines()[:2] == ["runtime level ''", "level x86-64"]
 
 
 def _run(program: Path, multi_level: Path, out: Path, api: str = "-", env_level: str | None = None):
@@ -226,7 +284,7 @@ def test_forced_level_runs_and_matches_tensorflow(program, multi_level, tmp_path
     else:
         proc, sizes, reference = _run(program, multi_level, out, env_level=level)
     assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
+    lines = [ln for ln in proc.stdout.splitlines() if not ln.startswith("runtime level")]
     assert lines[0] == f"level {level}"
     assert lines[1] == f"forced {level if how == 'api' else ''}"
     _assert_matches_tensorflow(out, sizes, reference)

@@ -124,7 +124,7 @@ def test_existing_python_and_installed_runtime(compiled212, examples212, toolcha
     monkeypatch.setenv("TFAOT_DIST_CACHE", str(cache))
     out = tmp_path / "out"
     args = ["--registry", str(tmp_path / "no-registry"), "compile", "--aot-config",
-            str(examples212 / "simple" / "aot_config.yaml"), "--output-directory", str(out)]
+            str(examples212 / "simple" / "aot_config.yaml"), "--output-directory", str(out), "--cpu-levels", "x86-64"]
     assert cli.main([*args, "--toolchain-python", str(tmp_path / "nope" / "python")]) == 8
     assert "--toolchain-python" in capsys.readouterr().err
     assert not out.exists() or not [p for p in out.iterdir() if not p.name.endswith(".lock")]

@@ -97,15 +97,17 @@ def build_entry(entry: ModelEntry, defaults: Defaults, cache: Path, dist: Path, 
 def compile_config(config_path: Path, output_dir: Path, defaults: Defaults, cache: Path, log=print,
                    name: str | None = None, version: str | None = None,
                    batch_sizes: tuple[int, ...] | None = None, toolchain_python: Path | None = None,
-                   runtime_dir: Path | None = None) -> pkg.Package:
+                   runtime_dir: Path | None = None, cpu_levels: tuple[str, ...] | None = None) -> pkg.Package:
     """`tfaot-dist compile`: a package from a local AOT config, no registry or git involved.
 
-    name (the package is tfaot-model-NAME), version and batch_sizes default to the config's
-    (name: model.name in lower case with '-' for '_').
+    name (the package is tfaot-model-NAME), version, batch_sizes and cpu_levels default to the
+    config's (name: model.name in lower case with '-' for '_'); cpu_levels clears target_cpu.
     """
     config = load_aot_config(config_path)
     if batch_sizes:
         config = config.with_overrides({"batch_sizes": batch_sizes})
+    if cpu_levels:
+        config = config.with_overrides({"cpu_levels": cpu_levels, "target_cpu": ""})
     package = f"tfaot-model-{name or config.name.lower().replace('_', '-')}"
     if not version and config.version != config.model_version:
         log(f"note: model.version {config.model_version!r} is not a PEP 440 version; "

@@ -132,6 +132,10 @@ def _version_page(row, manifest: dict) -> str:
             "paths": [_text(p) for p in verification.get("paths", [])],
             "outputs": [(_text(k), _num(v.get("max_abs")), _num(v.get("max_rel")))
                         for k, v in sorted(verification.get("outputs", {}).items()) if isinstance(v, dict)],
+            # multi-level packages: each CPU level run by the verification, or why not
+            "cpu_levels": [(_text(k), "verified" if v.get("verified") is True else
+                            _text(f"not verified: {v.get('note', '')}"))
+                           for k, v in (verification.get("cpu_levels") or {}).items() if isinstance(v, dict)],
         },
         "source": [(_text(k), _text(str(v)), _link(v)) for k, v in sorted(source.items()) if v],
         "digests": [("archive sha256", row.sha256), ("archive size", f"{row.size} bytes ({_size(row.size)})"),
@@ -316,6 +320,8 @@ TensorFlow {{ row.tensorflow_version }}.{% if requires %} Requires {{ requires |
 
 <h2>Verification against TensorFlow</h2>
 <p>Batch sizes {{ verification.batch_sizes }}, tolerance {{ verification.tolerance }}{% if verification.paths %}; checked through {{ verification.paths | join("; ") }}{% endif %}.</p>
+{% if verification.cpu_levels %}<p id="cpu-levels">CPU levels: {% for level, state in verification.cpu_levels %}{{ level }} {{ state }}{{ "; " if not loop.last }}{% endfor %}.</p>
+{% endif %}
 <table id="verification">
 <thead><tr><th>Output</th><th>max abs error</th><th>max rel error</th></tr></thead>
 <tbody>

@@ -276,10 +276,11 @@ def cmd_compile(args) -> int:
     if args.model_version is not None:
         names.version(args.model_version, "--version")
     sizes = batch_sizes(_int_list(args.batch_sizes, "--batch-sizes"), "--batch-sizes") if args.batch_sizes else None
+    levels = names.cpu_levels(args.cpu_levels.split(","), "--cpu-levels") if args.cpu_levels else None
     defaults = Registry(args.registry).defaults() if (args.registry / "registry.yaml").exists() else Defaults()
     package = builder.compile_config(args.aot_config.absolute(), args.output_directory.absolute(),
                                      defaults, args.cache, log, args.name, args.model_version, sizes,
-                                     args.toolchain_python, args.runtime)
+                                     args.toolchain_python, args.runtime, cpu_levels=levels)
     emit(args, {"package": package.name, "version": package.version, "dir": str(package.root),
                 "archive": str(package.archive), "sha256": package.archive_sha256},
          f"compiled {package.name} {package.version} into {package.root}")
@@ -628,6 +629,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--name", help="package is tfaot-model-NAME (default: model.name)")
     s.add_argument("--version", dest="model_version", help="package version (default: model.version)")
     s.add_argument("--batch-sizes", help="override compilation.batch_sizes, e.g. 1,2,4")
+    s.add_argument("--cpu-levels", help="override compilation.cpu_levels (and clear target_cpu), "
+                   "e.g. x86-64,x86-64-v3")
     s.add_argument("--toolchain-python", type=Path, metavar="PATH",
                    help="an existing Python with TensorFlow (installs nothing)")
     s.add_argument("--runtime", type=Path, metavar="DIR", help="an installed XLA runtime tree (builds none)")

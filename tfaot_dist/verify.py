@@ -72,7 +72,8 @@ def verify_package(root: Path, manifest: ModelManifest, runtime: XlaRuntime, wor
         used = (out / "cpu_level.txt").read_text().strip()
         if used != level:
             raise VerificationFailed(f"{package}: TFAOT_CPU_LEVEL={level}, but the harness ran level {used!r}")
-        found.append(compare(f"{package} (CPU level {level})", manifest.signature, reference, cases, out))
+        label = package if len(manifest.compilation.cpu_levels) == 1 else f"{package} (CPU level {level})"
+        found.append(compare(label, manifest.signature, reference, cases, out))
         checks[level] = LevelCheck(verified=True)
     if not found:
         raise VerificationFailed(f"{package}: this machine runs none of the CPU levels "
@@ -98,6 +99,7 @@ def write_harness(manifest: ModelManifest, path: Path) -> None:
         class_name=comp.class_name,
         inputs=[t.to_json() for t in manifest.signature.inputs],
         outputs=[t.to_json() for t in manifest.signature.outputs],
+        cpu_levels=list(comp.cpu_levels),
     ))
 
 

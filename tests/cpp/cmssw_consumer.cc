@@ -87,6 +87,9 @@ int main(int argc, char** argv) {
   tfaot::Model<tfaot_model::multi> multi;
   multi.setBatchRule("7:4,4");  // a rule of the user's, padded, instead of the default 2,2,2,2
   std::cout << "names " << simple.name() << " " << multi.name() << std::endl;
+  // CMSSW's Model hides the wrapper: the level a model constructed now runs, from the class
+  std::cout << "cpu levels " << tfaot_model::simple::chooseCpuLevel() << " " << tfaot_model::multi::chooseCpuLevel()
+            << std::endl;
 
   for (int a = 3; a < argc; a++) {
     const size_t n = std::strtoul(argv[a], nullptr, 10);

@@ -422,8 +422,13 @@ def do_compile(tf, req):
     # Level x86-64 is compiled for tfcompile's default CPU (""), what packages got before levels: the
     # same instructions (generic x86-64), byte-identical objects to a single-target package's.
     levels = list(req.get("cpu_levels") or [])
-    targets = [("" if level == "x86-64" else level, "" if i == 0 else "_" + level.replace("-", "_"),
-                "" if i == 0 else "@" + level) for i, level in enumerate(levels)] or [(req["target_cpu"], "", "")]
+    targets = []  # (target_cpu, class name suffix, answer key suffix) of each compile of a batch size
+    for i, level in enumerate(levels):
+        if not re.fullmatch(r"x86-64(-v[234])?", level):  # it becomes part of C++ names
+            raise WorkerError(INVALID_INPUT, f"unknown CPU level {level!r}")
+        cpu = "" if level == "x86-64" else level
+        targets.append((cpu, "", "") if i == 0 else (cpu, "_" + level.replace("-", "_"), "@" + level))
+    targets = targets or [(req["target_cpu"], "", "")]
     jobs = []
     for bs in batch_sizes:
         graph_def, config = _frozen(tf, fn, signature, bs)

@@ -116,13 +116,16 @@ namespace tfaot_dist {
       return missing;
     }
 
-    // the highest level this CPU runs
+    // the highest level this CPU runs; computed once (CPUID is slow under virtualization)
     inline int hostLevel() {
-      int level = 0;
-      while (level + 1 < static_cast<int>(levelNames().size()) && missingFeatures(level + 1).empty()) {
-        level++;
-      }
-      return level;
+      static const int host = [] {
+        int level = 0;
+        while (level + 1 < static_cast<int>(levelNames().size()) && missingFeatures(level + 1).empty()) {
+          level++;
+        }
+        return level;
+      }();
+      return host;
     }
 
     inline std::string joined(const std::vector<std::string>& values) {
