@@ -171,11 +171,15 @@ PROGRAM = r"""
 
 #ifdef RUNTIME_HOOK
 // What a runtime that follows the level exports (tfaot/CpuLevel.h declares both weak): this one
-// records the calls and refuses x86-64-v2.
+// records the calls, refuses x86-64-v2 (-1) and lowers x86-64-v3 (1: accepted, kernels of a lower level).
 static std::string runtimeLevel = "automatic";
 extern "C" int tfaot_runtime_force_cpu_level(const char* level) {
   std::printf("runtime asked for '%s'\n", level == nullptr ? "(null)" : level);
   if (level != nullptr && std::string(level) == "x86-64-v2") {
+    return -1;
+  }
+  if (level != nullptr && std::string(level) == "x86-64-v3") {
+    runtimeLevel = "x86-64";
     return 1;
   }
   runtimeLevel = level == nullptr || *level == '\0' ? "automatic" : level;
@@ -245,6 +249,12 @@ def test_set_cpu_level_tells_a_runtime_that_can_follow(hooked_program, program, 
     proc, _, _ = _run(hooked_program, multi_level, tmp_path / "b", api="x86-64-v2")
     assert proc.returncode == 1 and proc.stdout == "runtime asked for 'x86-64-v2'\n"
     assert proc.stderr.strip() == "error: tfaot: the XLA runtime refused CPU level 'x86-64-v2'"
+    # Lowered by the runtime (it has no such kernels): accepted, the model runs the level asked for.
+    if cpu_target.check_host("x86-64-v3").ok:
+        proc, _, _ = _run(hooked_program, multi_level, tmp_path / "d", api="x86-64-v3")
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.splitlines()[:3] == ["runtime asked for 'x86-64-v3'", "runtime level 'x86-64'",
+                                                "level x86-64-v3"]
     # Without the functions (today's runtimes) nothing is called and the level is unknown to the runtime.
     proc, _, _ = _run(program, multi_level, tmp_path / "c", api="x86-64")
     assert proc.returncode == 0 and proc.stdout.splitlines()[:2] == ["runtime level ''", "level x86-64"]

@@ -134,6 +134,12 @@ def test_api_call_forces_a_level(program):
     assert result["level"] == best_runnable()
 
 
+def test_v2_runs_the_baseline_kernels(program):
+    """Packages may carry x86-64-v2 code; the runtime has no v2 kernels and uses the baseline's."""
+    assert run(program, level="x86-64-v2")["level"] == "x86-64"
+    assert run(program, "x86-64-v2")["force"] == "x86-64-v2 -> 1"
+
+
 def test_unknown_level_names_are_refused(program):
     assert run(program, "pentium")["force"] == "pentium -> -1"
     result = run(program, level="pentium")

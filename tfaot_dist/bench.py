@@ -232,6 +232,7 @@ def run(target: Target, protocol: Protocol, toolchain: Toolchain, runtime: XlaRu
         "package": manifest.package, "version": manifest.version,
         "compiled_batch_sizes": compiled,
         "target_cpu": manifest.compilation.target_cpu or "generic",
+        "cpu_levels": list(manifest.compilation.cpu_levels),  # [] for a single-target package
         "protocol": asdict(protocol), "engines": engines, "host": host_info(),
         "time": {e: [] for e in engines}, "memory": {e: [] for e in engines if e != "tf-python"},
     }

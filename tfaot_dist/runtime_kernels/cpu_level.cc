@@ -28,20 +28,23 @@ int supported() {
   return v4 ? kV4 : v3 ? kV3 : kBaseline;
 }
 
-int parse(const char* name) {  // 0: automatic, -1: unknown
+// The psABI level number of a name; 0: automatic, -1: unknown. x86-64-v2 is a
+// level packages may carry; the runtime has no kernels of its own for it.
+int parse(const char* name) {
   if (name == nullptr || name[0] == '\0') return 0;
-  if (std::strcmp(name, "x86-64") == 0) return kBaseline;
-  if (std::strcmp(name, "x86-64-v3") == 0) return kV3;
-  if (std::strcmp(name, "x86-64-v4") == 0) return kV4;
+  if (std::strcmp(name, "x86-64") == 0) return 1;
+  if (std::strcmp(name, "x86-64-v2") == 0) return 2;
+  if (std::strcmp(name, "x86-64-v3") == 0) return 3;
+  if (std::strcmp(name, "x86-64-v4") == 0) return 4;
   return -1;
 }
 
-// What the CPU and this runtime both have, at most `wanted` (0 = no limit).
+// The best kernels that the CPU runs, this runtime has, and are at most `wanted` (0 = no limit).
 int usable(int wanted) {
   int level = supported();
   if (level > kTop) level = kTop;
   if (wanted > 0 && wanted < level) level = wanted;
-  return level == kV4 || level == kV3 ? level : kBaseline;
+  return level >= kV4 ? kV4 : level >= kV3 ? kV3 : kBaseline;
 }
 
 std::atomic<int> current{0};  // 0: not decided yet
@@ -50,8 +53,8 @@ int from_environment() {
   const char* name = std::getenv("TFAOT_CPU_LEVEL");
   int wanted = parse(name);
   if (wanted < 0) {
-    std::fprintf(stderr, "tfaot runtime: TFAOT_CPU_LEVEL=%s is not x86-64, x86-64-v3 or x86-64-v4; ignored\n",
-                 name);
+    std::fprintf(stderr, "tfaot runtime: TFAOT_CPU_LEVEL=%s is not x86-64, x86-64-v2, x86-64-v3 or x86-64-v4; "
+                 "ignored\n", name);
     wanted = 0;
   }
   return usable(wanted);
@@ -76,7 +79,7 @@ extern "C" int tfaot_runtime_force_cpu_level(const char* level) {
   if (wanted < 0) return -1;
   const int got = wanted == 0 ? tfaot_runtime::from_environment() : tfaot_runtime::usable(wanted);
   tfaot_runtime::current.store(got, std::memory_order_relaxed);
-  return wanted == 0 || got == wanted ? 0 : 1;
+  return wanted == 0 || got == wanted ? 0 : 1;  // 1: lowered to what the CPU and the kernels have
 }
 
 extern "C" const char* tfaot_runtime_cpu_level(void) {

@@ -21,10 +21,11 @@ CpuLevel cpu_level();
 }  // namespace tfaot_runtime
 
 extern "C" {
-// Ask for a level by name ("x86-64", "x86-64-v3", "x86-64-v4"); nullptr or ""
-// returns to the automatic choice. Returns 0 if the level is now in use, 1 if
-// it was lowered to what this CPU or this runtime has, -1 for an unknown name
-// (nothing changes).
+// Ask for a level by name ("x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4");
+// nullptr or "" returns to the environment's choice (TFAOT_CPU_LEVEL, else
+// automatic). Returns 0 if the kernels of that level are now in use, 1 if the
+// request was lowered to what this CPU and this runtime have (v2 always is:
+// there are no v2 kernels), -1 for an unknown name (nothing changes).
 int tfaot_runtime_force_cpu_level(const char* level);
 
 // The name of the level the kernels use now.

@@ -171,7 +171,8 @@ namespace tfaot_dist {
       cpu::checkedLevel(level, "setCpuLevel()");
     }
     std::unique_lock<std::mutex> lock(cpu::forcedMutex());
-    if (tfaot_runtime_force_cpu_level != nullptr && tfaot_runtime_force_cpu_level(level.c_str()) != 0) {
+    // The runtime answers 1 when it lowers the level to the kernels it has: fine; negative: refused.
+    if (tfaot_runtime_force_cpu_level != nullptr && tfaot_runtime_force_cpu_level(level.c_str()) < 0) {
       throw std::runtime_error("tfaot: the XLA runtime refused CPU level '" + level + "'");
     }
     cpu::forced(lock) = level;
