@@ -34,6 +34,13 @@ def style(engine: str) -> dict:
     return STYLE.get(engine, {"label": engine, "linestyle": "--", "color": None})
 
 
+def save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def main(argv: list[str]) -> int:
     result = json.loads(Path(argv[1]).read_text())
     out = Path(argv[2])
@@ -68,11 +75,7 @@ def main(argv: list[str]) -> int:
     ax.set_title(f"{title}\nsingle thread, {proto['warmup']} warm-up + {proto['calls']} timed calls", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = out / f"{name}_time.png"
-    fig.savefig(path, dpi=120)
-    written.append(path)
-    plt.close(fig)
+    written.append(save(fig, out / f"{name}_time.png"))
 
     if result.get("flops_per_event"):
         fig, ax = plt.subplots(figsize=(7, 5))
@@ -90,11 +93,7 @@ def main(argv: list[str]) -> int:
         ax.set_title(f"{title}\n{result['flops_per_event']:,} floating point operations per event", fontsize=9)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
-        fig.tight_layout()
-        path = out / f"{name}_gflops.png"
-        fig.savefig(path, dpi=120)
-        written.append(path)
-        plt.close(fig)
+        written.append(save(fig, out / f"{name}_gflops.png"))
 
     if result.get("memory"):
         fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4.5))
@@ -113,11 +112,7 @@ def main(argv: list[str]) -> int:
             ax.grid(True, which="both", alpha=0.3)
             ax.legend(fontsize=8)
         fig.suptitle(title, fontsize=9)
-        fig.tight_layout()
-        path = out / f"{name}_memory.png"
-        fig.savefig(path, dpi=120)
-        written.append(path)
-        plt.close(fig)
+        written.append(save(fig, out / f"{name}_memory.png"))
     print("\n".join(str(p) for p in written))
     return 0
 

@@ -36,7 +36,8 @@
 #endif
 
 // Present in runtimes that can force their own CPU level; weak, so null where absent.
-// level: a level name, or nullptr / "" for automatic; returns 0 if accepted.
+// level: a level name, or nullptr / "" for automatic; returns 0 if accepted, 1 if accepted but lowered
+// to the kernels the runtime has, negative if refused.
 extern "C" int tfaot_runtime_force_cpu_level(const char* level) __attribute__((weak));
 // The level the runtime uses.
 extern "C" const char* tfaot_runtime_cpu_level(void) __attribute__((weak));
