@@ -216,28 +216,26 @@ int main(int argc, char** argv) {
 """
 
 
-@pytest.fixture(scope="module")
-def program(multi_level, toolchain, shared_cache, tmp_path_factory) -> Path:
-    """A user's program linked with the package's archive: every level's objects at once."""
-    work = tmp_path_factory.mktemp("levels-program")
+def _link_program(multi_level: Path, toolchain, shared_cache: Path, work: Path, *flags: str) -> Path:
     (work / "program.cc").write_text(PROGRAM)
     runtime = ensure_runtime(toolchain.python, shared_cache, print)
     compile_consumer(runtime, [work / "program.cc"], [multi_level / "include", INTERFACE_INCLUDE],
                      [multi_level / "lib" / "libtfaot-model-simple.a"], work / "program",
-                     ["-Wall", "-Wextra", "-Werror"])
+                     ["-Wall", "-Wextra", "-Werror", *flags])
     return work / "program"
+
+
+@pytest.fixture(scope="module")
+def program(multi_level, toolchain, shared_cache, tmp_path_factory) -> Path:
+    """A user's program linked with the package's archive: every level's objects at once."""
+    return _link_program(multi_level, toolchain, shared_cache, tmp_path_factory.mktemp("levels-program"))
 
 
 @pytest.fixture(scope="module")
 def hooked_program(multi_level, toolchain, shared_cache, tmp_path_factory) -> Path:
     """The same program, defining the runtime's level functions itself."""
-    work = tmp_path_factory.mktemp("levels-hooked")
-    (work / "program.cc").write_text(PROGRAM)
-    runtime = ensure_runtime(toolchain.python, shared_cache, print)
-    compile_consumer(runtime, [work / "program.cc"], [multi_level / "include", INTERFACE_INCLUDE],
-                     [multi_level / "lib" / "libtfaot-model-simple.a"], work / "program",
-                     ["-Wall", "-Wextra", "-Werror", "-DRUNTIME_HOOK"])
-    return work / "program"
+    return _link_program(multi_level, toolchain, shared_cache, tmp_path_factory.mktemp("levels-hooked"),
+                         "-DRUNTIME_HOOK")
 
 
 def test_set_cpu_level_tells_a_runtime_that_can_follow(hooked_program, program, multi_level, tmp_path):

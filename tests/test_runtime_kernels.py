@@ -110,6 +110,7 @@ def best_runnable() -> str:
 def test_runtime_lists_its_levels(runtime):
     meta = json.loads((runtime.root / xla_runtime.MANIFEST).read_text())
     assert meta["cpu_levels"] == ["x86-64", "x86-64-v3", "x86-64-v4"]
+    assert xla_runtime.XlaRuntime.from_dir(runtime.root).cpu_levels == ("x86-64", "x86-64-v3", "x86-64-v4")
 
 
 @pytest.mark.parametrize("level", [lv.name for lv in runtime_kernels.LEVELS])

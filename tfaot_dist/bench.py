@@ -147,11 +147,7 @@ def aot_levels(manifest: ModelManifest, runtime: XlaRuntime) -> list[str]:
     Those of the package's code and of the runtime's matrix kernels that this
     CPU runs. Forced to a level, each side runs its best code not above it.
     """
-    try:
-        kernels = json.loads((runtime.root / "runtime.json").read_text()).get("cpu_levels", [])
-    except (OSError, ValueError):
-        kernels = []
-    levels = set(manifest.compilation.cpu_levels) | set(kernels)
+    levels = set(manifest.compilation.cpu_levels) | set(runtime.cpu_levels)
     return [lv for lv in LANES if lv in levels and cpu_target.check_host(lv).ok]
 
 

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tfaot_dist import process
+from tfaot_dist import names, process
 from tfaot_dist.cxx_build import CXX
 from tfaot_dist.errors import CompileFailed
 
@@ -115,7 +115,7 @@ def share_constants(include_dir: Path, lib_dir: Path, class_name: str, batch_siz
     report = Report()
     owners: dict[str, str] = {}  # digest -> symbol that defines those bytes
     stems = [(bs, "", f"{class_name}_bs{bs}") for bs in sorted(batch_sizes)]
-    stems += [(bs, level, f"{class_name}_bs{bs}_{level.replace('-', '_')}")
+    stems += [(bs, level, f"{class_name}_bs{bs}_{names.level_suffix(level)}")
               for level in other_levels for bs in sorted(batch_sizes)]
     with tempfile.TemporaryDirectory(prefix="tfaot-constants-") as tmp_dir:
         tmp = Path(tmp_dir)

@@ -18,11 +18,12 @@ symbol the wheel's object defined (else models would not link, or would call
 the baseline code).
 """
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfaot_dist import cxx_build, process
+from tfaot_dist import cxx_build, names, process
 from tfaot_dist.cxx_build import BUILD_FLAGS, CONSUMER_CXXFLAGS, Compiler, Unit
 from tfaot_dist.errors import RuntimeBuildError
 from tfaot_dist.fsutil import tree_digest
@@ -37,7 +38,7 @@ class Level:
 
     @property
     def suffix(self) -> str:  # in symbol names
-        return self.name.replace("-", "_")
+        return names.level_suffix(self.name)
 
 
 LEVELS = (Level("x86-64", 1), Level("x86-64-v3", 3), Level("x86-64-v4", 4))
@@ -72,7 +73,12 @@ def levels(cc: Compiler, sources: list[str]) -> list[Level]:
     """
     if cc.arch != "x86_64" or not dispatches(sources):
         return []
-    return [lv for lv in LEVELS if cxx_build.accepts(cc, (f"-march={lv.name}",))]
+    return [lv for lv in LEVELS if _builds(cc, lv.name)]
+
+
+@functools.cache  # asked for every runtime key, i.e. on every build
+def _builds(cc: Compiler, level: str) -> bool:
+    return cxx_build.accepts(cc, (f"-march={level}",))
 
 
 def dispatches(sources: list[str]) -> list[Dispatch]:

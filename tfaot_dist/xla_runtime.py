@@ -117,6 +117,7 @@ class XlaRuntime:
     tensorflow_version: str
     key: str
     compiler: str = CXX
+    cpu_levels: tuple[str, ...] = ()  # levels of its matrix kernels (runtime_kernels.py); () for none
 
     @classmethod
     def from_dir(cls, root: Path) -> "XlaRuntime":
@@ -134,6 +135,7 @@ class XlaRuntime:
             tensorflow_version=meta["tensorflow"]["version"],
             key=meta["key"],
             compiler=meta["compiler"]["command"],
+            cpu_levels=tuple(meta.get("cpu_levels", ())),
         )
 
 
