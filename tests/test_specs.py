@@ -55,9 +55,9 @@ def commit(reg: Path, message: str, date: str = "2026-01-01T00:00:00Z", **env) -
 
 
 def entry(name: str, version: str = "1.0.0", sha: str = SHA_A, url: str = "https://git.example.org/ml/data.git",
-          ref: str = "main", config: str = "simple/aot_config.yaml", **extra) -> dict:
-    return {"name": name, "version": version, "source": {"git": url, "ref": ref, "commit": sha},
-            "aot_config": config, **extra}
+          ref: str = "main", config: str = "simple/aot_config.yaml", branch: str | None = None, **extra) -> dict:
+    source = {"git": url, "ref": ref, "commit": sha, **({"branch": branch} if branch else {})}
+    return {"name": name, "version": version, "source": source, "aot_config": config, **extra}
 
 
 def write_entry(reg: Path, data: dict, name: str | None = None) -> Path:
@@ -105,7 +105,8 @@ def golden_registry(tmp_path) -> Path:
     commit(reg, "Retrain test-simple on 100% of %{data} $(whoami)", "2026-01-02T10:00:00Z",
            GIT_AUTHOR_NAME="Ann %{_bindir} <Example>")
     write_entry(reg, entry("test-multi", version="2.0.0rc1", sha=SHA_C, url="git@github.com:cms-ml/data.git",
-                           ref="v1", config="multi/aot_config.yaml", overrides={"batch_sizes": [1, 8]}))
+                           ref="v1", config="multi/aot_config.yaml", overrides={"batch_sizes": [1, 8]},
+                           branch="release-1"))
     commit(reg, "Add test-multi", "2026-01-03T10:00:00Z")
     return reg
 
@@ -121,8 +122,10 @@ def assert_golden(rendered: dict[str, str], name: str) -> None:
         shutil.rmtree(expected_dir, ignore_errors=True)
         expected_dir.mkdir(parents=True)
         for file, text in rendered.items():
+            (expected_dir / file).parent.mkdir(parents=True, exist_ok=True)
             (expected_dir / file).write_text(text)
-    expected = {p.name: p.read_text() for p in sorted(expected_dir.iterdir())}
+    expected = {p.relative_to(expected_dir).as_posix(): p.read_text()
+                for p in sorted(expected_dir.rglob("*")) if p.is_file()}
     assert sorted(rendered) == sorted(expected)
     for file, text in rendered.items():
         assert text == expected[file], f"{name}/{file} differs from {expected_dir / file}"
@@ -132,7 +135,8 @@ def assert_golden(rendered: dict[str, str], name: str) -> None:
 def test_golden(golden_registry, tmp_path, capsys, flavor):
     out = tmp_path / "out"
     specs_cli(capsys, golden_registry, "--flavor", flavor, "--out", out)
-    assert_golden({p.name: p.read_text() for p in sorted(out.iterdir())}, flavor)
+    assert_golden({p.relative_to(out).as_posix(): p.read_text() for p in sorted(out.rglob("*")) if p.is_file()},
+                  flavor)
 
 
 def test_golden_buildsys_files(tmp_path):
@@ -185,17 +189,20 @@ def test_check_passes_after_rendering_and_lists_stale_files(golden_registry, tmp
 def test_cmsbuild_files_follow_cmsdist_conventions(golden_registry):
     files = specs.render_all(Registry(golden_registry), "cmsbuild")
     # No spec named tensorflow-xla-runtime: that is the release's own package, which ours must not shadow.
-    assert sorted(files) == ["tfaot-compile.file", "tfaot-model-test-multi.spec", "tfaot-model-test-simple.spec",
-                             "tfaot-models.file", "tfaot-xla-runtime.spec"]
+    assert sorted(files) == ["pip/tfaot-dist.file", "tfaot-compile.file", "tfaot-model-test-multi.spec",
+                             "tfaot-model-test-simple.spec", "tfaot-models.file", "tfaot-xla-runtime.spec"]
     simple = files["tfaot-model-test-simple.spec"].splitlines()
     assert simple[0] == "### RPM external tfaot-model-test-simple 1.0.0"
     assert "%define aot_config simple/aot_config.yaml" in simple
     assert simple[-1] == "## INCLUDE tfaot-compile"
     source = next(line for line in simple if line.startswith("Source:"))
-    assert source.startswith("Source: git+https://git.example.org/ml/data.git?obj=%{tfaot_ref}/%{tfaot_commit}&")
+    # cmsdist's git Sources (pip/cms-tfaot.file): obj=BRANCH/COMMIT; the ref main is a branch.
+    assert source.startswith("Source: git+https://git.example.org/ml/data.git?obj=%{tfaot_branch}/%{tfaot_commit}&")
+    assert "%define tfaot_branch main" in simple
     assert f"%define tfaot_commit {SHA_B}" in simple and "%define tfaot_release 2" in simple
     multi = files["tfaot-model-test-multi.spec"]
     assert "git+ssh://git@github.com/cms-ml/data.git?" in multi and "%define tfaot_batch_sizes 1,8" in multi
+    assert "%define tfaot_branch release-1\n" in multi  # source.branch: the ref v1 may be a tag
     compile_file = files["tfaot-compile.file"]
     for needed in ("BuildRequires: py3-tfaot-dist py3-tensorflow", "\nRequires: tfaot-xla-runtime\n",
                    "\n%build\n", "tfaot-dist --registry tfaot-registry compile", "cp -pR \"$pkg\"/. %{i}/",
@@ -234,10 +241,10 @@ def as_cmsbuild_would(spec: str, include: str, name: str = "tfaot-compile", root
 def test_cmsbuild_specs_parse_as_cmsbuild_would(golden_registry, tmp_path):
     files = specs.render_all(Registry(golden_registry), "cmsbuild")
     expected_args = {
-        "test-simple": ("--aot-config \"$root/simple/aot_config.yaml\" --name test-simple --version 1.0.0 "
-                        "--output-directory tfaot-build"),
-        "test-multi": ("--aot-config \"$root/multi/aot_config.yaml\" --name test-multi --version 2.0.0rc1 "
-                       "--batch-sizes 1,8 --output-directory tfaot-build"),
+        # Offline: the release's python3 and TensorFlow, our installed runtime, the AOT config in $config.
+        "test-simple": "--aot-config \"$config\" --name test-simple --version 1.0.0 --output-directory tfaot-build",
+        "test-multi": ("--aot-config \"$config\" --name test-multi --version 2.0.0rc1 --batch-sizes 1,8 "
+                       "--output-directory tfaot-build"),
     }
     for name, compile_args in expected_args.items():
         spec = tmp_path / f"{name}.spec"
@@ -245,7 +252,10 @@ def test_cmsbuild_specs_parse_as_cmsbuild_would(golden_registry, tmp_path):
         proc = subprocess.run(["rpmspec", "-P", str(spec)], capture_output=True, text=True, check=False)
         assert proc.returncode == 0, proc.stderr
         parsed = proc.stdout
-        assert " ".join(parsed.replace("\\\n", " ").split()).count(f"compile {compile_args}") == 1, parsed
+        assert " ".join(parsed.replace("\\\n", " ").split()).count(
+            f"compile --offline --toolchain-python \"${{PYTHON3_ROOT}}/bin/python3\" "
+            f"--runtime \"$TFAOT_XLA_RUNTIME_ROOT\" {compile_args}") == 1, parsed
+        assert 'export TFAOT_DIST_CACHE="$PWD/tfaot-cache"' in parsed
         assert f"cp -pR \"$pkg\"/. /cms/sw/tfaot-model-{name}/" in parsed
         assert "sha256sum" not in parsed  # git sources: the commit pins them
         assert "BuildRequires: py3-tfaot-dist" in parsed and "\nRequires: tfaot-xla-runtime\n" in parsed

@@ -277,6 +277,10 @@ def cmd_compile(args) -> int:
         names.version(args.model_version, "--version")
     sizes = batch_sizes(_int_list(args.batch_sizes, "--batch-sizes"), "--batch-sizes") if args.batch_sizes else None
     levels = names.cpu_levels(args.cpu_levels.split(","), "--cpu-levels") if args.cpu_levels else None
+    if args.offline and not (args.toolchain_python and args.runtime):
+        # Our own toolchain is pip-installed and our own runtime downloads its Abseil source.
+        raise UsageError("--offline: compile needs --toolchain-python and --runtime (building a toolchain "
+                         "or a runtime downloads)")
     defaults = Registry(args.registry).defaults() if (args.registry / "registry.yaml").exists() else Defaults()
     package = builder.compile_config(args.aot_config.absolute(), args.output_directory.absolute(),
                                      defaults, args.cache, log, args.name, args.model_version, sizes,
@@ -634,6 +638,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--toolchain-python", type=Path, metavar="PATH",
                    help="an existing Python with TensorFlow (installs nothing)")
     s.add_argument("--runtime", type=Path, metavar="DIR", help="an installed XLA runtime tree (builds none)")
+    s.add_argument("--offline", action="store_true", help="download nothing: needs --toolchain-python and "
+                   "--runtime (as the cmsBuild specs' %%build does)")
     s.set_defaults(func=cmd_compile)
 
     s = _command(sub, common, "runtime", "place the XLA runtime package in a directory",

@@ -36,7 +36,10 @@ def add_model(registry: Registry, cache: Path, name: str, url: str, ref: str, ao
         config = load_source_config(src, aot_config).with_overrides(overrides or {})
         signature = check_model(config, defaults, cache, scratch / "check", log)
         log(f"signature: {describe_signature(signature)}")
-        entry = ModelEntry(name, version or config.version, GitSource(url, ref, commit), aot_config,
+        # HEAD is no branch name: record the branch it points at, which fetchers that pull a branch
+        # (cmsBuild's git download, the cmsbuild specs) need.
+        branch = sources.head_branch(url) if ref == "HEAD" else None
+        entry = ModelEntry(name, version or config.version, GitSource(url, ref, commit, branch), aot_config,
                            overrides or {})
         # Copied, not renamed: the scratch dir may be on another file system.
         ensure_entry(Cache(cache).sources / commit, lambda staged: shutil.copytree(src.root, staged / "tree"),

@@ -25,7 +25,7 @@
     cpu_levels: [x86-64, x86-64-v3, x86-64-v4]   # when target_cpu is "": code for each level
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -63,6 +63,9 @@ class GitSource:
     url: str
     ref: str
     commit: str
+    # A branch that contains the commit, for fetchers that pull a branch and then reset to the commit
+    # (cmsBuild's git download); optional, and not part of as_dict: it changes no byte of the build.
+    branch: str | None = None
 
     def as_dict(self) -> dict:
         return {"git": self.url, "ref": self.ref, "commit": self.commit}
@@ -109,6 +112,8 @@ class ModelEntry:
             "source": self.source.as_dict(),
             "aot_config": self.aot_config,
         }
+        if isinstance(self.source, GitSource) and self.source.branch:
+            data["source"]["branch"] = self.source.branch
         if self.overrides:
             data["overrides"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.overrides.items()}
         return data
@@ -195,5 +200,7 @@ def parse_source(src: Fields) -> GitSource | ArchiveSource:
         ref=names.git_ref(src.take("ref", str, required=True), src.at("ref")),
         commit=names.commit_sha(src.take("commit", str, required=True), src.at("commit")),
     )
+    if (branch := src.take("branch", str, default=None)) is not None:
+        source = replace(source, branch=names.git_ref(branch, src.at("branch")))
     src.done()
     return source

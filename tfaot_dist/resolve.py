@@ -111,6 +111,20 @@ class GitSources:
         repo.git.update_environment(**git_env())
         return repo
 
+    def head_branch(self, url: str) -> str | None:
+        """The branch the server's HEAD points at (what `--ref HEAD` follows), None if it names none."""
+        cmd = git.cmd.Git()
+        cmd.update_environment(**git_env())
+        try:
+            out = cmd.ls_remote("--symref", "--", url, "HEAD")
+        except git.GitCommandError as exc:
+            raise SourceUnavailable(f"{url}: cannot read git repository: {_last_line(exc.stderr)}") from None
+        for line in out.splitlines():
+            target, _, name = line.partition("\t")
+            if name == "HEAD" and target.startswith("ref: refs/heads/"):
+                return target.removeprefix("ref: refs/heads/")
+        return None
+
     def resolve_ref(self, url: str, ref: str) -> str:
         """The full commit SHA that ref names on the server."""
         check_git_url(url, "source")

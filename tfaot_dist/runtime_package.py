@@ -129,6 +129,7 @@ def _assemble(runtime: XlaRuntime, version: str, root: Path) -> None:
         "cxxflags": runtime.cxxflags,
         "libs": [f"lib/{lib.name}" for lib in runtime.libs],
         "system_libs": runtime.ldflags,
+        "cpu_levels": list(runtime.cpu_levels),  # read back when the installed package is a --runtime
         "scram_tool": SCRAM_TOOL,
         "tool": {"name": "tfaot-dist", "version": __version__},
         "files": {rel: {"sha256": sha256_file(root / rel), "size": (root / rel).stat().st_size}

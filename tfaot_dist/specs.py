@@ -62,7 +62,17 @@ FLAVORS = ("cmsbuild", "rpm", PREBUILT)
 RELEASE_RUNTIME = "tensorflow-xla-runtime"  # CMSDIST's package of the release: never a spec of ours
 # runtime_package.NAME, the runtime spec of every flavour; its scram tool file is etc/scram.d/%{n}.xml
 RPM_RUNTIME = RUNTIME_TOOL
-TOOL_PACKAGE = "py3-tfaot-dist"  # how CMSDIST would name this tool
+TOOL_PACKAGE = "py3-tfaot-dist"  # cmsdist builds pip/NAME.file as py3-NAME (as pip/cms-tfaot.file: py3-cms-tfaot)
+TOOL_PIP_FILE = "pip/tfaot-dist.file"
+# The tool's dependencies (pyproject.toml) as cmsdist names their pip/NAME.file packages.
+TOOL_REQUIRES = ("py3-GitPython", "py3-Jinja2", "py3-PyYAML", "py3-packaging", "py3-requests")
+TOOL_PYTHON = (3, 11)  # pyproject's requires-python
+# The release's Python and TensorFlow: cmsdist's python3 and py3-tensorflow (found through PYTHON3PATH).
+RELEASE_TENSORFLOW = "py3-tensorflow"
+# A model fetched from a CMSDATA repository (github.com/cms-data/REPO) builds from the release's
+# data-REPO package, installed by data-build-github.file under $DATA_REPO_ROOT/<REPO, '-' -> '/'>/data.
+CMS_DATA_URL = re.compile(r"https://github\.com/cms-data/([A-Za-z0-9_]+(?:-[A-Za-z0-9_]+)*?)(?:\.git)?/?")
+COMMIT_LIKE = re.compile(r"[0-9a-f]{7,40}")
 TENSORFLOW_DISTS = ("tensorflow", "tensorflow-cpu", "tensorflow-intel")
 SOURCES = "SOURCES"
 
@@ -158,10 +168,14 @@ def render_all(registry: Registry, flavor: str, channel: str | None = None) -> d
         for m in models:
             files[f"{m['package']}.spec"] = render("cmsbuild_model.spec.j2", **common, m=m)
         files["tfaot-compile.file"] = render("tfaot-compile.file.j2", **common, r=runtime,
-                                             tool_package=TOOL_PACKAGE, runtime_package=RPM_RUNTIME)
+                                             tool_package=TOOL_PACKAGE, runtime_package=RPM_RUNTIME,
+                                             tensorflow_package=RELEASE_TENSORFLOW,
+                                             runtime_root_variable=_root_variable(RPM_RUNTIME))
         files["tfaot-models.file"] = render("tfaot-models.file.j2", **common, models=models)
         files[f"{RPM_RUNTIME}.spec"] = render("cmsbuild_runtime.spec.j2", **common, r=runtime,
                                               tool_package=TOOL_PACKAGE, runtime_package=RPM_RUNTIME)
+        files[TOOL_PIP_FILE] = render("tfaot-dist.pip.file.j2", **common, requires=TOOL_REQUIRES,
+                                      python=".".join(map(str, TOOL_PYTHON)), python_tuple=TOOL_PYTHON)
     elif flavor == PREBUILT:
         if channel is None:
             raise UsageError(f"--channel: the {PREBUILT} flavour needs the http(s) URL of a channel")
@@ -289,7 +303,7 @@ def _model_context(registry: Registry, entry: ModelEntry, defaults: Defaults, tf
     where = str(path)
     version = spec_value(entry.version, f"{where}: version")
     rpmv = rpm_version(entry.version, f"{where}: version")
-    source = _source_context(entry.source, where)
+    source = _source_context(entry.source, where, flavor)
     batch_sizes = ""
     for key, value in entry.overrides.items():
         if key == "batch_sizes":
@@ -316,17 +330,44 @@ def _model_context(registry: Registry, entry: ModelEntry, defaults: Defaults, tf
     }
 
 
-def _source_context(source, where: str) -> dict:
-    """git: URL, ref and commit; archive (http, pinned by sha256): URL and digest."""
+def _source_context(source, where: str, flavor: str) -> dict:
+    """git: URL, ref, branch and commit (or the release's data package for a CMSDATA repository);
+    archive (http, pinned by sha256): URL and digest."""
     if hasattr(source, "commit"):
-        return {"kind": "git", "url": spec_url(source.url, f"{where}: source.git"),
-                "ref": spec_value(source.ref, f"{where}: source.ref"),
-                "commit": spec_value(source.commit, f"{where}: source.commit")}
+        context = {"kind": "git", "url": spec_url(source.url, f"{where}: source.git"),
+                   "ref": spec_value(source.ref, f"{where}: source.ref"),
+                   "commit": spec_value(source.commit, f"{where}: source.commit")}
+        if data := CMS_DATA_URL.fullmatch(source.url):
+            repo = data.group(1)
+            return {**context, "kind": "cms-data", "data_package": f"data-{repo}",
+                    "data_dir": f"${{{_root_variable('data-' + repo)}}}/{repo.replace('-', '/')}/data"}
+        if flavor == "cmsbuild":
+            context["branch"] = spec_value(_branch(source, where), f"{where}: source.branch")
+        return context
     url = source.url
     if not url.startswith(("https://", "http://")) or not SCHEME_URL.fullmatch(url):
         raise InvalidInput(f"{where}: source.archive: URL {url!r} cannot be placed in a spec "
                            f"(use http(s)://host/path with letters, digits and ._~:/@+- only)")
     return {"kind": "archive", "url": url, "sha256": spec_value(source.sha256, f"{where}: source.sha256")}
+
+
+def _branch(source, where: str) -> str:
+    """The branch cmsBuild's git download pulls before it resets to the commit: source.branch, else
+    the ref when it names a branch. A tag cannot be told from a branch by its name: give source.branch."""
+    if source.branch:
+        return source.branch
+    ref = source.ref.removeprefix("refs/heads/")
+    if ref.startswith("refs/") or ref == "HEAD" or COMMIT_LIKE.fullmatch(ref):
+        raise InvalidInput(f"{where}: source.ref {source.ref!r} is not a branch, and cmsBuild's git download "
+                           f"pulls a branch, then resets to the commit: add source.branch (a branch that "
+                           f"contains {source.commit})")
+    return ref
+
+
+def _root_variable(package: str) -> str:
+    """The environment variable cmsBuild sets to a dependency's install root (data-build-github.file's
+    %post: the name upper-cased, '-' -> '_', then _ROOT)."""
+    return package.upper().replace("-", "_") + "_ROOT"
 
 
 def _runtime_context(registry: Registry, defaults: Defaults, tf_version: str) -> dict:

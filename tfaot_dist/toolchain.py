@@ -24,6 +24,18 @@ from tfaot_dist.fsutil import file_lock, remove_stale_siblings, replace_dir, sha
 WORKER = Path(__file__).parent / "worker" / "tf_worker.py"
 READY = "toolchain.json"
 
+# A release's Python (cmsdist's python3) finds py3-tensorflow through PYTHONPATH and PYTHON3PATH (its
+# sitecustomize.py adds PYTHON3PATH entries with site.addsitedir). `python -I` ignores both, so code
+# run in an existing Python starts with this: the paths of the caller's environment, applied explicitly.
+# The worker applies the same variables itself (it is one stdlib-only file).
+RELEASE_PATH_VARIABLES = ("PYTHONPATH", "PYTHON3PATH")
+RELEASE_PATHS = r"""
+import os as _os, site as _site, sys as _sys
+_sys.path[0:0] = [p for p in _os.environ.get("PYTHONPATH", "").split(_os.pathsep) if p]
+for _p in [p for p in _os.environ.get("PYTHON3PATH", "").split(_os.pathsep) if p]:
+    _site.addsitedir(_p)
+"""
+
 
 @dataclass(frozen=True)
 class Toolchain:
@@ -32,6 +44,9 @@ class Toolchain:
     requirements: tuple[str, ...]
     installed: tuple[str, ...]  # `pip freeze` of the environment
     executable: Path | None = None  # an existing Python (--toolchain-python), not a venv of ours
+    # An existing Python's PYTHONPATH and PYTHON3PATH (where a release's TensorFlow is found), passed on
+    # to the worker; empty for our venvs, whose environment inherits nothing.
+    path_environment: tuple[tuple[str, str], ...] = ()
 
     @property
     def python(self) -> Path:
@@ -111,9 +126,10 @@ def existing_toolchain(python: Path) -> Toolchain:
     python = Path(python)
     if not python.is_file():
         raise errors.ToolchainError(f"--toolchain-python {python}: no such file")
-    found = process.run([python, "-I", "-c", _TF_VERSION_QUERY], what=f"--toolchain-python {python}",
-                        error=errors.ToolchainError, timeout=120).strip()
-    return Toolchain("existing", python.parent.parent, (), (found,), executable=python)
+    paths = tuple((name, os.environ[name]) for name in RELEASE_PATH_VARIABLES if os.environ.get(name))
+    found = process.run([python, "-I", "-c", RELEASE_PATHS + _TF_VERSION_QUERY],
+                        what=f"--toolchain-python {python}", error=errors.ToolchainError, timeout=120).strip()
+    return Toolchain("existing", python.parent.parent, (), (found,), executable=python, path_environment=paths)
 
 
 def list_toolchains(cache: Path) -> list[Toolchain]:
@@ -210,7 +226,7 @@ def run_worker(toolchain: Toolchain, request: dict, work_dir: Path, tf_xla_flags
         try:
             proc = subprocess.run(
                 [str(toolchain.python), "-I", str(WORKER), str(req_path)],
-                cwd=work_dir, env=worker_env(tmp, tf_xla_flags, xla_flags),
+                cwd=work_dir, env={**worker_env(tmp, tf_xla_flags, xla_flags), **dict(toolchain.path_environment)},
                 stdout=log, stderr=subprocess.STDOUT, timeout=timeout,
             )
         except subprocess.TimeoutExpired:

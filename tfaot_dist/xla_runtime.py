@@ -38,6 +38,7 @@ from tfaot_dist import abseil, cxx_build, process, runtime_kernels
 from tfaot_dist.abseil import AbseilSource
 from tfaot_dist.cache import COMPLETE, Cache, ensure_entry
 from tfaot_dist.cxx_build import BUILD_FLAGS, CONSUMER_CXXFLAGS, CXX, RECIPE_VERSION, Compiler
+from tfaot_dist.toolchain import RELEASE_PATHS
 from tfaot_dist.cxx_build import Log as Log  # re-exported: callers type their log with it
 from tfaot_dist.errors import RuntimeBuildError as RuntimeBuildError  # re-exported: its old home
 from tfaot_dist.fsutil import (
@@ -104,6 +105,7 @@ _EXCLUDED_SOURCES = ("runtime_fork_join.cc",)
 RUNTIME_LIB = "libtf_xla_runtime.a"
 ABSEIL_LIB = abseil.LIB
 MANIFEST = "runtime.json"
+PACKAGE_MANIFEST = "manifest.json"  # of a runtime package (runtime_package.py)
 MARKER = COMPLETE
 
 
@@ -137,6 +139,25 @@ class XlaRuntime:
             compiler=meta["compiler"]["command"],
             cpu_levels=tuple(meta.get("cpu_levels", ())),
         )
+
+    @classmethod
+    def from_package(cls, root: Path) -> "XlaRuntime":
+        """The runtime of an installed tfaot-xla-runtime package (what its cmsBuild spec puts in %{i})."""
+        meta = json.loads((root / PACKAGE_MANIFEST).read_text())
+        if meta.get("kind") != "runtime":
+            raise ValueError(f"kind is {meta.get('kind')!r}, not 'runtime'")
+        return cls(
+            root=root,
+            include_dir=root / "include",
+            libs=[root / rel for rel in meta["libs"]],
+            cxxflags=list(meta["cxxflags"]),
+            ldflags=list(meta["system_libs"]),
+            tensorflow_version=meta["tensorflow_version"],
+            key=meta["runtime_key"],
+            compiler=meta["compiler"],
+            cpu_levels=tuple(meta.get("cpu_levels", ())),
+        )
+
 
 
 # ---------------------------------------------------------------- identities
@@ -182,7 +203,8 @@ class _TensorFlow:
 
 
 def _tensorflow(toolchain_python: Path) -> _TensorFlow:
-    out = process.run([toolchain_python, "-I", "-c", _TF_QUERY], what="locate TensorFlow", error=RuntimeBuildError)
+    out = process.run([toolchain_python, "-I", "-c", RELEASE_PATHS + _TF_QUERY], what="locate TensorFlow",
+                      error=RuntimeBuildError)
     info = json.loads(out)
     tf = _TensorFlow(Path(info["dir"]), info["dist"], info["version"])
     if not (tf.runtime_src / "CMakeLists.txt").is_file() or not tf.include.is_dir():
@@ -250,10 +272,13 @@ def ensure_runtime(toolchain_python: Path, cache_dir: Path, log: Log = print, *,
 
 def installed_runtime(root: Path, tensorflow_version: str) -> XlaRuntime:
     """An XLA runtime installed elsewhere (--runtime DIR), checked to belong to this TensorFlow."""
+    root = Path(root)
+    package = (root / PACKAGE_MANIFEST).is_file()
     try:
-        runtime = XlaRuntime.from_dir(Path(root))
-    except (OSError, ValueError, KeyError) as exc:
-        raise RuntimeBuildError(f"--runtime {root}: unreadable {MANIFEST}: {exc}") from None
+        runtime = XlaRuntime.from_package(root) if package else XlaRuntime.from_dir(root)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise RuntimeBuildError(f"--runtime {root}: unreadable {PACKAGE_MANIFEST if package else MANIFEST}: "
+                                f"{exc!r}") from None
     if runtime.tensorflow_version != tensorflow_version:
         raise RuntimeBuildError(f"--runtime {root}: built for TensorFlow {runtime.tensorflow_version}, "
                                 f"the model was compiled with {tensorflow_version}")

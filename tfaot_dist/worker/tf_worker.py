@@ -50,6 +50,17 @@ def _stage(name, start):
     return now
 
 
+def _release_paths():
+    """Where an existing Python (a release's python3) finds TensorFlow: `-I` ignores PYTHONPATH and
+    PYTHON3PATH, which the caller passes on only for such a Python, so they are applied here, as
+    cmsdist's sitecustomize.py does for PYTHON3PATH (site.addsitedir)."""
+    import site  # noqa: PLC0415
+
+    sys.path[0:0] = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    for path in [p for p in os.environ.get("PYTHON3PATH", "").split(os.pathsep) if p]:
+        site.addsitedir(path)
+
+
 def _import_tf():
     import tensorflow as tf  # noqa: PLC0415 - the import is the expensive part
 
@@ -501,6 +512,7 @@ OPS = {"inspect": do_inspect, "check": do_check, "compile": do_compile}
 
 def main(argv):
     global HELPERS
+    _release_paths()  # first: the compile helpers are spawned with this sys.path
     with open(argv[1]) as f:
         req = json.load(f)
     try:
