@@ -1,0 +1,253 @@
+"""The cmsBuild flavour builds offline, as cmsBuild would run it, against a release's Python and runtime.
+
+The sandbox test expands a generated tfaot-model spec with rpmspec (cmsBuild's macros %{n},
+%{realversion}, %{i}, %{relocateConfig} defined as cmsBuild defines them, the INCLUDE inlined),
+runs its %prep, %build and %install with bash in a network namespace that has no route
+(`unshare -n`), against a "release" directory in the test's tmp dir:
+
+    release/python3/bin/python3         the interpreter of the cached TF 2.12 toolchain (a symlink)
+    PYTHON3PATH=<that toolchain's site-packages>   how cmsdist's python3 finds py3-tensorflow
+    release/tfaot-xla-runtime/VERSION/  our runtime package, installed as its cmsBuild spec installs it
+    release/bin/tfaot-dist              the tool (py3-tfaot-dist), run by a Python >= 3.11
+
+and checks that nothing was downloaded or installed, that the installed tree is the package
+`tfaot-dist build` makes for the same entry with the same TensorFlow (file by file), and that the
+tool file names the install root after relocation.
+"""
+
+import ast
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from conftest import REPO, fresh_cache, git, run_in_toolchain
+from test_specs import golden_registry  # noqa: F401 - the fixture
+
+from tfaot_dist import cli, package, runtime_package, scram_tool, specs
+from tfaot_dist.registry import Registry
+from tfaot_dist.toolchain import WORKER, ensure_toolchain
+from tfaot_dist.xla_runtime import ensure_runtime
+
+TF212 = ("tensorflow-cpu==2.12.0",)
+PKGREL = "slc-test/external"  # where cmsBuild installs externals: %{instroot}/%{cmsplatf}/external/%n/%v
+SECTIONS = ("%prep", "%build", "%install", "%post")
+# Which installed files differ from `tfaot-dist build`'s package, by design:
+#   manifest.json: `compile` records the source it was given (the AOT config and the SavedModel's digest)
+#   where `build` records the registry's git source and build key, and the toolchain as "existing" (the
+#   release's Python, its installed TensorFlow) with the runtime "installed", where `build` records its
+#   requirements; every other field (files, signature, compilation, verification...) is the same.
+#   etc/scram.d/NAME.xml: %install replaces @TOOL_ROOT@ with %{i}, as cmsdist's tfaot-compile does.
+DIFFER_BY_DESIGN = {"manifest.json", "etc/scram.d/tfaot-model-offline.xml"}
+
+
+# --- Python 3.9: what runs under the release's python3 ---------------------------------------------
+
+def test_worker_runs_under_python_39():
+    """The worker runs in the release's python3 (3.9.14 in CMSSW 14): 3.9 syntax, stdlib imports only
+    (TensorFlow and NumPy aside). No 3.9 interpreter here: the parser's 3.9 grammar and an audit."""
+    tree = ast.parse(WORKER.read_text(), feature_version=(3, 9))
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            imported.add(node.module.split(".")[0])
+        # X | Y in an annotation is evaluated at definition time and fails before 3.10.
+        annotations = [a.annotation for a in getattr(getattr(node, "args", None), "args", [])] + [
+            getattr(node, "returns", None), getattr(node, "annotation", None)]
+        for annotation in filter(None, annotations):
+            assert not any(isinstance(n, ast.BinOp) for n in ast.walk(annotation)), ast.unparse(annotation)
+        # 3.10+ built-in arguments the grammar check cannot see.
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "zip":
+            assert not node.keywords, ast.unparse(node)
+    assert imported - sys.stdlib_module_names == {"tensorflow", "numpy"}, imported
+
+
+def test_pip_file_checks_the_python_first(golden_registry):
+    """pip/tfaot-dist.file: cmsdist's pip conventions, and the one-line Python check before pip runs."""
+    files = specs.render_all(Registry(golden_registry), "cmsbuild")
+    text = files["pip/tfaot-dist.file"]
+    # The Python bound and the dependencies are pyproject's.
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert project["requires-python"] == ">=" + ".".join(map(str, specs.TOOL_PYTHON))
+    cmsdist_name = {"pyyaml": "py3-PyYAML", "jinja2": "py3-Jinja2", "gitpython": "py3-GitPython",
+                    "requests": "py3-requests", "packaging": "py3-packaging"}
+    wanted = sorted(cmsdist_name[dep.split(">")[0].split("=")[0].strip()] for dep in project["dependencies"])
+    requires = [line for line in text.splitlines() if line.startswith("Requires:")]
+    assert requires == ["Requires: " + " ".join(wanted)]
+    assert "Source" not in text  # build-with-pip's default: pip://tfaot-dist/%{realversion}
+    check = next(line for line in text.splitlines() if line.startswith("%define PipPreBuild "))
+    command = check.removeprefix("%define PipPreBuild ").replace("python3 ", f"{sys.executable} ", 1)
+    # Run by this Python (>= 3.11): passes silently. Under an older one it exits with the one line.
+    ok = subprocess.run(["bash", "-c", command], capture_output=True, text=True, check=False)
+    assert (ok.returncode, ok.stdout, ok.stderr) == (0, "", "")
+    refused = subprocess.run(["bash", "-c", command.replace(">= (3, 11)", ">= (99, 0)")], capture_output=True,
+                             text=True, check=False)
+    version = ".".join(map(str, sys.version_info[:3]))
+    assert refused.returncode == 1
+    assert refused.stderr == f"py3-tfaot-dist: tfaot-dist needs Python >= 3.11, the release python3 is {version}\n"
+
+
+# --- the sandbox ------------------------------------------------------------------------------------
+
+def tree_digests(root: Path) -> dict[str, str]:
+    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def cmsbuild_spec(spec: str, include: str, instroot: Path) -> str:
+    """The spec with its INCLUDE inlined and the macros cmsBuild defines (pkgtools' cmsBuild: %i is
+    %{instroot}/%{pkgrel}; %{relocateConfig} rewrites the build-time install root to
+    $RPM_INSTALL_PREFIX in the files it is given, relative to the installed package)."""
+    first, body = spec.split("\n", 1)
+    _, _, _, name, version = first.split()
+    pkgrel = f"{PKGREL}/{name}/{version}"
+    header = (f"%define n {name}\n%define realversion {version}\n%define pkgrel {pkgrel}\n"
+              f"%define i {instroot}/%{{pkgrel}}\n"
+              f"%define relocateConfig sed -i -e \"s|{instroot}|$RPM_INSTALL_PREFIX|g\" $RPM_INSTALL_PREFIX/%{{pkgrel}}/\n"
+              f"Name: %{{n}}\nVersion: %{{realversion}}\nRelease: 1\nSummary: x\nLicense: x\n")
+    text = header + body.replace("## INCLUDE tfaot-compile\n", include)
+    return text.replace("\n%prep\n", "\n%description\nx\n\n%prep\n", 1)
+
+
+def sections(expanded: str) -> dict[str, str]:
+    """The shell text of each section of an expanded (rpmspec -P) spec."""
+    out: dict[str, list[str]] = {}
+    current = None
+    for line in expanded.splitlines():
+        if line in SECTIONS or line == "%description":
+            current = line
+            out[current] = []
+        elif current:
+            out[current].append(line)
+    return {k: "\n".join(v) + "\n" for k, v in out.items() if k in SECTIONS}
+
+
+@pytest.fixture(scope="module")
+def toolchain212(shared_cache):
+    return ensure_toolchain(shared_cache, TF212, lambda m: print(m, file=sys.stderr))
+
+
+@pytest.mark.slow
+def test_cmsbuild_spec_builds_offline_in_a_sandbox(toolchain212, shared_cache, tmp_path):
+    # The model source: a real git repository, one example model, as the registry names it.
+    models = tmp_path / "models"
+    run_in_toolchain(toolchain212, REPO / "examples" / "make_models.py", models, "simple", tmp=tmp_path / "mk")
+    work = tmp_path / "data"
+    shutil.copytree(models / "simple", work / "simple")
+    git("init", "-q", "-b", "main", cwd=work)
+    git("add", "-A", cwd=work)
+    git("commit", "-q", "-m", "simple", cwd=work)
+    commit = git("rev-parse", "HEAD", cwd=work)
+    reg = tmp_path / "registry"
+    (reg / "models").mkdir(parents=True)
+    (reg / "registry.yaml").write_text(f'toolchain:\n  requirements: ["{TF212[0]}"]\ncpu_levels: [x86-64]\n')
+    (reg / "models" / "offline.yaml").write_text(
+        f"name: offline\nversion: 1.0.0\nsource:\n  git: file://{work}\n  ref: main\n  commit: {commit}\n"
+        f"aot_config: simple/aot_config.yaml\noverrides:\n  batch_sizes: [1]\n")
+    git("init", "-q", "-b", "main", cwd=reg)
+    git("add", "-A", cwd=reg)
+    git("commit", "-q", "-m", "registry", cwd=reg)
+    files = specs.render_all(Registry(reg), "cmsbuild")
+    name, version = "tfaot-model-offline", "1.0.0"
+
+    # What cmsBuild's git download leaves in SOURCES: the commit exported as %{n}-%{realversion}/.
+    sources, builddir, instroot = tmp_path / "SOURCES", tmp_path / "BUILD", tmp_path / "instroot"
+    for d in (sources, builddir, instroot):
+        d.mkdir()
+    source_line = next(line for line in files[f"{name}.spec"].splitlines() if line.startswith("Source:"))
+    assert f"obj=%{{tfaot_branch}}/%{{tfaot_commit}}" in source_line
+    git("archive", "--format=tar.gz", f"--prefix={name}-{version}/", "-o",
+        sources / f"{name}-{version}-{commit}.tgz", commit, cwd=work)
+
+    # The release: python3 with TensorFlow on PYTHON3PATH, our runtime package installed, the tool.
+    release = tmp_path / "release"
+    (release / "python3" / "bin").mkdir(parents=True)
+    interpreter = Path(os.path.realpath(toolchain212.python))
+    (release / "python3" / "bin" / "python3").symlink_to(interpreter)
+    site_packages = next((toolchain212.root / "lib").glob("python3.*/site-packages"))
+    runtime = ensure_runtime(toolchain212.python, shared_cache, lambda m: print(m, file=sys.stderr))
+    runtime_pkg, _ = runtime_package.ensure_runtime_package(runtime, tmp_path / "runtime-dist")
+    runtime_root = release / "tfaot-xla-runtime" / runtime_pkg.version
+    shutil.copytree(runtime_pkg.root, runtime_root)
+    (release / "bin").mkdir()
+    (release / "bin" / "tfaot-dist").symlink_to(Path(sys.executable).parent / "tfaot-dist")
+    home, tmp = tmp_path / "home", tmp_path / "tmp"
+    home.mkdir()
+    tmp.mkdir()
+    env = {"PATH": f"{release / 'bin'}:/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(tmp), "LANG": "C.UTF-8",
+           "PYTHON3_ROOT": str(release / "python3"), "PYTHON3PATH": str(site_packages),
+           "TFAOT_XLA_RUNTIME_ROOT": str(runtime_root)}
+
+    spec_file = tmp_path / f"{name}.spec"
+    spec_file.write_text(cmsbuild_spec(files[f"{name}.spec"], files["tfaot-compile.file"], instroot))
+    expanded = subprocess.run(["rpmspec", "-P", "--define", f"_sourcedir {sources}", "--define",
+                               f"_builddir {builddir}", str(spec_file)], capture_output=True, text=True, check=True)
+    body = sections(expanded.stdout)
+    assert "unshare" not in body["%build"] and "--offline" in body["%build"]
+
+    def sandboxed(script: str, cwd: Path) -> subprocess.CompletedProcess:
+        return subprocess.run(["unshare", "-n", "--", "bash", "-e", "-c", script], cwd=cwd, env=env,
+                              capture_output=True, text=True, check=False, timeout=1800)
+
+    # The sandbox has no route: any download fails.
+    probe = sandboxed(f"{interpreter} -c \"import socket; socket.create_connection(('1.1.1.1', 443), 5)\"",
+                      tmp_path)
+    assert probe.returncode != 0 and "unreachable" in probe.stderr, probe.stderr
+    for section, cwd in (("%prep", builddir), ("%build", builddir / f"{name}-{version}"),
+                         ("%install", builddir / f"{name}-{version}")):
+        if section == "%install":
+            (instroot / PKGREL / name / version).mkdir(parents=True)  # cmsBuild's %install preamble
+        done = sandboxed(body[section], cwd)
+        assert done.returncode == 0, f"{section}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+
+    # Nothing downloaded or installed: no pip cache, no venv, no toolchain, runtime or download in the
+    # tool's cache (inside the build directory), nothing in HOME or TMPDIR.
+    assert list(home.iterdir()) == [] and list(tmp.iterdir()) == []
+    tool_cache = builddir / f"{name}-{version}" / "tfaot-cache"
+    for entry in ("toolchains", "runtime", "downloads", "abseil", "sources", "archives"):
+        assert not any((tool_cache / entry).glob("*")), entry
+    assert not list(tool_cache.rglob("pyvenv.cfg"))
+
+    # The installed tree is the package `tfaot-dist build` makes for the entry with the same TensorFlow.
+    installed = instroot / PKGREL / name / version
+    dist = tmp_path / "dist"
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TFAOT_DIST_CACHE", str(fresh_cache(tmp_path / "cache", shared_cache)))
+    try:
+        assert cli.main(["--registry", str(reg), "build", "offline", "--dist", str(dist)]) == 0
+    finally:
+        mp.undo()
+    built = dist / f"{name}-{version}"
+    got, want = tree_digests(installed), tree_digests(built)
+    assert sorted(got) == sorted(want)
+    differ = sorted(rel for rel in got if got[rel] != want[rel])
+    assert differ == sorted(DIFFER_BY_DESIGN), differ
+    ours, theirs = package.read_manifest(installed), package.read_manifest(built)
+    for key in ("files", "signature", "compilation", "requires", "constants", "reference", "verification"):
+        assert ours[key] == theirs[key], key
+    assert ours["toolchain"]["environment"] == "existing"
+    assert ours["toolchain"]["tensorflow_version"] == theirs["toolchain"]["tensorflow_version"] == "2.12.0"
+    assert ours["toolchain"]["runtime"] == {"origin": "installed", "key": runtime.key}
+    assert ours["requires"] == [{"name": "tfaot-xla-runtime", "version": runtime_pkg.version}]
+    tool = installed / "etc" / "scram.d" / f"{name}.xml"
+    assert tool.read_text() == (built / "etc" / "scram.d" / f"{name}.xml").read_text().replace(
+        "@TOOL_ROOT@", str(installed))
+
+    # %post after relocation: the tool file names the install root, and nothing of the build root.
+    prefix = tmp_path / "cvmfs"
+    shutil.copytree(instroot, prefix)
+    post = subprocess.run(["bash", "-e", "-c", body["%post"]], env={**env, "RPM_INSTALL_PREFIX": str(prefix)},
+                          capture_output=True, text=True, check=False)
+    assert post.returncode == 0, post.stderr
+    relocated = scram_tool.parse((prefix / PKGREL / name / version / "etc" / "scram.d" / f"{name}.xml").read_text())
+    base = scram_tool.base_variable(name)
+    assert relocated.environment[base] == str(prefix / PKGREL / name / version)
+    assert str(instroot) not in (prefix / PKGREL / name / version / "etc" / "scram.d" / f"{name}.xml").read_text()
+    print(json.dumps({"installed_files": len(got), "differ": differ}))
