@@ -5,7 +5,7 @@ The sandbox test expands a generated tfaot-model spec with rpmspec (cmsBuild's m
 runs its %prep, %build and %install with bash in a network namespace that has no route
 (`unshare -n`), against a "release" directory in the test's tmp dir:
 
-    release/python3/bin/python3         the interpreter of the cached TF 2.12 toolchain (a symlink)
+    release/python3/bin/python3         a bare Python (a venv with nothing in it) of the TF 2.12 toolchain's version
     PYTHON3PATH=<that toolchain's site-packages>   how cmsdist's python3 finds py3-tensorflow
     release/tfaot-xla-runtime/VERSION/  our runtime package, installed as its cmsBuild spec installs it
     release/bin/tfaot-dist              the tool (py3-tfaot-dist), run by a Python >= 3.11
@@ -36,14 +36,15 @@ from tfaot_dist.xla_runtime import ensure_runtime
 
 TF212 = ("tensorflow-cpu==2.12.0",)
 PKGREL = "slc-test/external"  # where cmsBuild installs externals: %{instroot}/%{cmsplatf}/external/%n/%v
-SECTIONS = ("%prep", "%build", "%install", "%post")
 # Which installed files differ from `tfaot-dist build`'s package, by design:
 #   manifest.json: `compile` records the source it was given (the AOT config and the SavedModel's digest)
-#   where `build` records the registry's git source and build key, and the toolchain as "existing" (the
+#   where `build` records the registry's git source and build key; the toolchain as "existing" (the
 #   release's Python, its installed TensorFlow) with the runtime "installed", where `build` records its
-#   requirements; every other field (files, signature, compilation, verification...) is the same.
-#   etc/scram.d/NAME.xml: %install replaces @TOOL_ROOT@ with %{i}, as cmsdist's tfaot-compile does.
-DIFFER_BY_DESIGN = {"manifest.json", "etc/scram.d/tfaot-model-offline.xml"}
+#   requirements; the target triple of %{_arch} (x86_64-unknown-linux-gnu, as cmsdist's tfaot-compile)
+#   where the registry says x86_64-pc-linux (the objects are the same bytes all the same).
+#   etc/scram.d/NAME.xml: %install replaces @TOOL_ROOT@ with %{i}, as cmsdist's tfaot-compile does;
+#   and it has no <info url=...>, nor the .pc file a URL: line: `compile` is given no source URL.
+DIFFER_BY_DESIGN = {"manifest.json", "etc/scram.d/tfaot-model-offline.xml", "lib/pkgconfig/tfaot-model-offline.pc"}
 
 
 # --- Python 3.9: what runs under the release's python3 ---------------------------------------------
@@ -113,20 +114,8 @@ def cmsbuild_spec(spec: str, include: str, instroot: Path) -> str:
               f"%define relocateConfig sed -i -e \"s|{instroot}|$RPM_INSTALL_PREFIX|g\" $RPM_INSTALL_PREFIX/%{{pkgrel}}/\n"
               f"Name: %{{n}}\nVersion: %{{realversion}}\nRelease: 1\nSummary: x\nLicense: x\n")
     text = header + body.replace("## INCLUDE tfaot-compile\n", include)
-    return text.replace("\n%prep\n", "\n%description\nx\n\n%prep\n", 1)
-
-
-def sections(expanded: str) -> dict[str, str]:
-    """The shell text of each section of an expanded (rpmspec -P) spec."""
-    out: dict[str, list[str]] = {}
-    current = None
-    for line in expanded.splitlines():
-        if line in SECTIONS or line == "%description":
-            current = line
-            out[current] = []
-        elif current:
-            out[current].append(line)
-    return {k: "\n".join(v) + "\n" for k, v in out.items() if k in SECTIONS}
+    text = text.replace("\n%prep\n", "\n%description\nx\n\n%prep\n", 1)
+    return text.replace("\n%install\n", "\n%install\nmkdir -p %i\n", 1)  # cmsBuild's %install preamble
 
 
 @pytest.fixture(scope="module")
@@ -168,9 +157,10 @@ def test_cmsbuild_spec_builds_offline_in_a_sandbox(toolchain212, shared_cache, t
 
     # The release: python3 with TensorFlow on PYTHON3PATH, our runtime package installed, the tool.
     release = tmp_path / "release"
-    (release / "python3" / "bin").mkdir(parents=True)
+    # A bare Python like cmsdist's python3 (nothing installed in it; the host's dist-packages hidden), of
+    # the version the cached TF 2.12 wheel is built for.
     interpreter = Path(os.path.realpath(toolchain212.python))
-    (release / "python3" / "bin" / "python3").symlink_to(interpreter)
+    subprocess.run([interpreter, "-m", "venv", "--without-pip", release / "python3"], check=True)
     site_packages = next((toolchain212.root / "lib").glob("python3.*/site-packages"))
     runtime = ensure_runtime(toolchain212.python, shared_cache, lambda m: print(m, file=sys.stderr))
     runtime_pkg, _ = runtime_package.ensure_runtime_package(runtime, tmp_path / "runtime-dist")
@@ -187,25 +177,21 @@ def test_cmsbuild_spec_builds_offline_in_a_sandbox(toolchain212, shared_cache, t
 
     spec_file = tmp_path / f"{name}.spec"
     spec_file.write_text(cmsbuild_spec(files[f"{name}.spec"], files["tfaot-compile.file"], instroot))
-    expanded = subprocess.run(["rpmspec", "-P", "--define", f"_sourcedir {sources}", "--define",
-                               f"_builddir {builddir}", str(spec_file)], capture_output=True, text=True, check=True)
-    body = sections(expanded.stdout)
-    assert "unshare" not in body["%build"] and "--offline" in body["%build"]
+    # rpm expands the macros and runs %prep, %build and %install (rpmbuild -bi), as cmsBuild does.
+    rpm_dirs = [f"_topdir {tmp_path / 'rpm'}", f"_tmppath {tmp_path / 'rpm'}", f"_sourcedir {sources}",
+                f"_builddir {builddir}"]
+    defines = [arg for d in rpm_dirs for arg in ("--define", d)]
 
-    def sandboxed(script: str, cwd: Path) -> subprocess.CompletedProcess:
-        return subprocess.run(["unshare", "-n", "--", "bash", "-e", "-c", script], cwd=cwd, env=env,
+    def sandboxed(*argv) -> subprocess.CompletedProcess:
+        return subprocess.run(["unshare", "-n", "--", *map(str, argv)], cwd=tmp_path, env=env,
                               capture_output=True, text=True, check=False, timeout=1800)
 
     # The sandbox has no route: any download fails.
-    probe = sandboxed(f"{interpreter} -c \"import socket; socket.create_connection(('1.1.1.1', 443), 5)\"",
-                      tmp_path)
+    probe = sandboxed(release / "python3" / "bin" / "python3", "-c", "import socket; socket.create_connection(('1.1.1.1', 443), 5)")
     assert probe.returncode != 0 and "unreachable" in probe.stderr, probe.stderr
-    for section, cwd in (("%prep", builddir), ("%build", builddir / f"{name}-{version}"),
-                         ("%install", builddir / f"{name}-{version}")):
-        if section == "%install":
-            (instroot / PKGREL / name / version).mkdir(parents=True)  # cmsBuild's %install preamble
-        done = sandboxed(body[section], cwd)
-        assert done.returncode == 0, f"{section}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    done = sandboxed("rpmbuild", "-bi", "--nodeps", *defines, spec_file)
+    assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert "compile --offline" in done.stderr, done.stderr[-3000:]
 
     # Nothing downloaded or installed: no pip cache, no venv, no toolchain, runtime or download in the
     # tool's cache (inside the build directory), nothing in HOME or TMPDIR.
@@ -230,20 +216,29 @@ def test_cmsbuild_spec_builds_offline_in_a_sandbox(toolchain212, shared_cache, t
     differ = sorted(rel for rel in got if got[rel] != want[rel])
     assert differ == sorted(DIFFER_BY_DESIGN), differ
     ours, theirs = package.read_manifest(installed), package.read_manifest(built)
-    for key in ("files", "signature", "compilation", "requires", "constants", "reference", "verification"):
+    for key in ("signature", "requires", "constants", "reference", "verification"):
         assert ours[key] == theirs[key], key
+    assert {k: v for k, v in ours["files"].items() if k not in DIFFER_BY_DESIGN} == {
+        k: v for k, v in theirs["files"].items() if k not in DIFFER_BY_DESIGN}
+    assert ours["compilation"] == {**theirs["compilation"], "target_triple": "x86_64-unknown-linux-gnu"}
     assert ours["toolchain"]["environment"] == "existing"
     assert ours["toolchain"]["tensorflow_version"] == theirs["toolchain"]["tensorflow_version"] == "2.12.0"
     assert ours["toolchain"]["runtime"] == {"origin": "installed", "key": runtime.key}
     assert ours["requires"] == [{"name": "tfaot-xla-runtime", "version": runtime_pkg.version}]
     tool = installed / "etc" / "scram.d" / f"{name}.xml"
+    url_line = f'  <info url="file://{work}"/>\n'
     assert tool.read_text() == (built / "etc" / "scram.d" / f"{name}.xml").read_text().replace(
-        "@TOOL_ROOT@", str(installed))
+        "@TOOL_ROOT@", str(installed)).replace(url_line, "")
+    pc = f"lib/pkgconfig/{name}.pc"
+    assert (installed / pc).read_text() == (built / pc).read_text().replace(f"URL: file://{work}\n", "")
 
     # %post after relocation: the tool file names the install root, and nothing of the build root.
     prefix = tmp_path / "cvmfs"
     shutil.copytree(instroot, prefix)
-    post = subprocess.run(["bash", "-e", "-c", body["%post"]], env={**env, "RPM_INSTALL_PREFIX": str(prefix)},
+    expanded = subprocess.run(["rpmspec", "-P", *defines, str(spec_file)], capture_output=True, text=True,
+                              check=True).stdout
+    post_script = expanded.split("\n%post\n", 1)[1]
+    post = subprocess.run(["bash", "-e", "-c", post_script], env={**env, "RPM_INSTALL_PREFIX": str(prefix)},
                           capture_output=True, text=True, check=False)
     assert post.returncode == 0, post.stderr
     relocated = scram_tool.parse((prefix / PKGREL / name / version / "etc" / "scram.d" / f"{name}.xml").read_text())
