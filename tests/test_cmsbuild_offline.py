@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, fresh_cache, git, run_in_toolchain
+from test_specs import as_cmsbuild_would, entry, specs_cli, write_entry, write_registry_yaml
 from test_specs import golden_registry  # noqa: F401 - the fixture
 
 from tfaot_dist import cli, package, runtime_package, scram_tool, specs
@@ -93,6 +94,64 @@ def test_pip_file_checks_the_python_first(golden_registry):
     version = ".".join(map(str, sys.version_info[:3]))
     assert refused.returncode == 1
     assert refused.stderr == f"py3-tfaot-dist: tfaot-dist needs Python >= 3.11, the release python3 is {version}\n"
+
+
+# --- what the specs say -----------------------------------------------------------------------------
+
+def test_cms_data_source_builds_from_the_release_data_package(tmp_path):
+    """The documentation's production pattern: `BuildRequires: data-NAME` and only %{aot_config}, for a
+    model in a CMSDATA repository; data-build-github.file installs it under $DATA_NAME_ROOT/<A/B>/data."""
+    reg = tmp_path / "reg"
+    write_registry_yaml(reg)
+    git_url = "https://github.com/cms-data/PhysicsTools-TensorFlowAOT.git"
+    write_entry(reg, entry("test-simple", url=git_url, ref="master"))
+    files = specs.render_all(Registry(reg), "cmsbuild")
+    spec = files["tfaot-model-test-simple.spec"]
+    assert "BuildRequires: data-PhysicsTools-TensorFlowAOT\n" in spec
+    assert ("%define aot_config ${DATA_PHYSICSTOOLS_TENSORFLOWAOT_ROOT}/PhysicsTools/TensorFlowAOT/data/"
+            "simple/aot_config.yaml\n") in spec
+    assert "Source" not in spec and "aot_source" not in spec
+    path = tmp_path / "data.spec"
+    path.write_text(as_cmsbuild_would(spec, files["tfaot-compile.file"]))
+    parsed = subprocess.run(["rpmspec", "-P", str(path)], capture_output=True, text=True, check=True).stdout
+    # No Source to unpack: %prep makes an empty directory of its own; the config path is absolute.
+    assert "rpmuncompress" not in parsed and "mkdir -p 'tfaot-model-test-simple-1.0.0'" in parsed, parsed
+    assert 'config="${DATA_PHYSICSTOOLS_TENSORFLOWAOT_ROOT}/PhysicsTools/TensorFlowAOT/data/simple/' in parsed
+
+
+@pytest.mark.parametrize("ref", ["HEAD", "0123456789abcdef0123456789abcdef01234567", "refs/tags/v1"])
+def test_a_ref_that_is_no_branch_needs_source_branch(tmp_path, capsys, ref):
+    """cmsBuild's git download pulls a branch: a ref that names none is refused, in one line, unless
+    source.branch names one; the registry keeps the field."""
+    reg = tmp_path / "reg"
+    write_registry_yaml(reg)
+    path = write_entry(reg, entry("test-simple", ref=ref))
+    _, err = specs_cli(capsys, reg, "--out", tmp_path / "out", expect=3)
+    assert err == (f"tfaot-dist: error: {path}: source.ref {ref!r} is not a branch, and cmsBuild's git download "
+                   f"pulls a branch, then resets to the commit: add source.branch (a branch that contains "
+                   f"0123456789abcdef0123456789abcdef01234567)\n")
+    assert not (tmp_path / "out").exists()
+    write_entry(reg, entry("test-simple", ref=ref, branch="releases/2026"))
+    assert Registry(reg).load("test-simple").as_dict()["source"]["branch"] == "releases/2026"
+    specs_cli(capsys, reg, "--out", tmp_path / "out")
+    assert "%define tfaot_branch releases/2026\n" in (tmp_path / "out" / "tfaot-model-test-simple.spec").read_text()
+    # The rpm flavour pins the archive, not a branch: any ref is fine there.
+    write_entry(reg, entry("test-simple", ref=ref))
+    specs_cli(capsys, reg, "--flavor", "rpm", "--out", tmp_path / "rpm")
+
+
+def test_offline_compile_needs_the_release_toolchain_and_runtime(tmp_path, capsys, monkeypatch):
+    config = tmp_path / "aot_config.yaml"
+    config.write_text("model: {name: x, version: 1.0.0}\n")
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("TFAOT_DIST_CACHE", str(cache))
+    for extra in ([], ["--toolchain-python", sys.executable], ["--runtime", str(tmp_path)]):
+        code = cli.main(["compile", "--offline", "--aot-config", str(config),
+                         "--output-directory", str(tmp_path / "out"), *extra])
+        assert code == 2
+        assert capsys.readouterr().err == ("tfaot-dist: error: --offline: compile needs --toolchain-python and "
+                                           "--runtime (building a toolchain or a runtime downloads)\n")
+    assert not (tmp_path / "out").exists() and not cache.exists()
 
 
 # --- the sandbox ------------------------------------------------------------------------------------
