@@ -71,7 +71,7 @@ def test_worker_runs_under_python_39():
     assert imported - sys.stdlib_module_names == {"tensorflow", "numpy"}, imported
 
 
-def test_pip_file_checks_the_python_first(golden_registry):
+def test_pip_file_checks_the_python_first(golden_registry):  # noqa: F811 - the fixture
     """pip/tfaot-dist.file: cmsdist's pip conventions, and the one-line Python check before pip runs."""
     files = specs.render_all(Registry(golden_registry), "cmsbuild")
     text = files["pip/tfaot-dist.file"]
@@ -210,7 +210,7 @@ def test_cmsbuild_spec_builds_offline_in_a_sandbox(toolchain212, shared_cache, t
     for d in (sources, builddir, instroot):
         d.mkdir()
     source_line = next(line for line in files[f"{name}.spec"].splitlines() if line.startswith("Source:"))
-    assert f"obj=%{{tfaot_branch}}/%{{tfaot_commit}}" in source_line
+    assert "obj=%{tfaot_branch}/%{tfaot_commit}" in source_line
     git("archive", "--format=tar.gz", f"--prefix={name}-{version}/", "-o",
         sources / f"{name}-{version}-{commit}.tgz", commit, cwd=work)
 
@@ -256,8 +256,8 @@ def test_cmsbuild_spec_builds_offline_in_a_sandbox(toolchain212, shared_cache, t
     # tool's cache (inside the build directory), nothing in HOME or TMPDIR.
     assert list(home.iterdir()) == [] and list(tmp.iterdir()) == []
     tool_cache = builddir / f"{name}-{version}" / "tfaot-cache"
-    for entry in ("toolchains", "runtime", "downloads", "abseil", "sources", "archives"):
-        assert not any((tool_cache / entry).glob("*")), entry
+    for kind in ("toolchains", "runtime", "downloads", "abseil", "sources", "archives"):
+        assert not any((tool_cache / kind).glob("*")), kind
     assert not list(tool_cache.rglob("pyvenv.cfg"))
 
     # The installed tree is the package `tfaot-dist build` makes for the entry with the same TensorFlow.

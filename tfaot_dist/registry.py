@@ -25,7 +25,7 @@
     cpu_levels: [x86-64, x86-64-v3, x86-64-v4]   # when target_cpu is "": code for each level
 """
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -195,12 +195,12 @@ def parse_source(src: Fields) -> GitSource | ArchiveSource:
     from tfaot_dist.resolve import check_git_url  # noqa: PLC0415 - keeps registry free of git at import
 
     check_git_url(url, src.at("git"))
+    branch = src.take("branch", str, default=None)
     source = GitSource(
         url=url,
         ref=names.git_ref(src.take("ref", str, required=True), src.at("ref")),
         commit=names.commit_sha(src.take("commit", str, required=True), src.at("commit")),
+        branch=names.git_ref(branch, src.at("branch")) if branch is not None else None,
     )
-    if (branch := src.take("branch", str, default=None)) is not None:
-        source = replace(source, branch=names.git_ref(branch, src.at("branch")))
     src.done()
     return source

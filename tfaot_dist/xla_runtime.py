@@ -38,7 +38,6 @@ from tfaot_dist import abseil, cxx_build, process, runtime_kernels
 from tfaot_dist.abseil import AbseilSource
 from tfaot_dist.cache import COMPLETE, Cache, ensure_entry
 from tfaot_dist.cxx_build import BUILD_FLAGS, CONSUMER_CXXFLAGS, CXX, RECIPE_VERSION, Compiler
-from tfaot_dist.toolchain import RELEASE_PATHS
 from tfaot_dist.cxx_build import Log as Log  # re-exported: callers type their log with it
 from tfaot_dist.errors import RuntimeBuildError as RuntimeBuildError  # re-exported: its old home
 from tfaot_dist.fsutil import (
@@ -47,6 +46,7 @@ from tfaot_dist.fsutil import (
     tree_digest,
     write_atomic,
 )
+from tfaot_dist.toolchain import RELEASE_PATHS
 
 SYSTEM_LIBS = ("-lpthread", "-lm")
 
