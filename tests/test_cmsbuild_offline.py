@@ -182,6 +182,44 @@ def toolchain212(shared_cache):
     return ensure_toolchain(shared_cache, TF212, lambda m: print(m, file=sys.stderr))
 
 
+def release_python(toolchain, release: Path) -> tuple[Path, Path]:
+    """A bare Python like cmsdist's python3 (nothing installed in it, the host's dist-packages hidden) of
+    the version the toolchain's TensorFlow wheel is built for, and the site-packages that PYTHON3PATH
+    names for it (the release's py3-tensorflow)."""
+    interpreter = Path(os.path.realpath(toolchain.python))
+    subprocess.run([interpreter, "-m", "venv", "--without-pip", release / "python3"], check=True)
+    return release / "python3" / "bin" / "python3", next((toolchain.root / "lib").glob("python3.*/site-packages"))
+
+
+@pytest.mark.slow
+def test_runtime_from_the_release_python_offline(toolchain212, shared_cache, tmp_path, capsys, monkeypatch):
+    """`runtime --offline --toolchain-python` finds the release's TensorFlow through PYTHON3PATH; with
+    no Abseil sdist in the cache it stops before any download, in one line, the cache as it was."""
+    python3, site_packages = release_python(toolchain212, tmp_path / "release")
+    monkeypatch.setenv("PYTHON3PATH", str(site_packages))
+    monkeypatch.setenv("TFAOT_DIST_CACHE", str(fresh_cache(tmp_path / "cache", shared_cache)))
+    # The runtime build is in the shared cache: found, packaged, nothing downloaded.
+    out = tmp_path / "out"
+    assert cli.main(["--json", "runtime", "--offline", "--toolchain-python", str(python3),
+                     "--output-directory", str(out)]) == 0
+    made = json.loads(capsys.readouterr().out)
+    runtime = ensure_runtime(toolchain212.python, shared_cache, lambda m: None)
+    assert made["version"] == runtime_package.runtime_version(runtime) and made["version"].startswith("2.12.0+")
+    # An empty cache: the Abseil sources would have to be downloaded.
+    empty = tmp_path / "empty-cache"
+    monkeypatch.setenv("TFAOT_DIST_CACHE", str(empty))
+    code = cli.main(["runtime", "--offline", "--toolchain-python", str(python3), "--output-directory",
+                     str(tmp_path / "out2")])
+    err = capsys.readouterr().err
+    assert code == 4, err
+    assert err.splitlines()[-1].startswith("tfaot-dist: error: offline: grpcio-1.51.3.tar.gz (sha256 be7b2265"), err
+    assert "Traceback" not in err
+    # Only the entry locks and the log: no download, no build left behind.
+    left = [p for p in empty.rglob("*") if p.is_file() and p.suffix != ".lock" and "logs" not in p.parts]
+    assert not left, left
+    assert not (tmp_path / "out2").exists()
+
+
 @pytest.mark.slow
 def test_cmsbuild_spec_builds_offline_in_a_sandbox(toolchain212, shared_cache, tmp_path):
     # The model source: a real git repository, one example model, as the registry names it.
@@ -216,11 +254,7 @@ def test_cmsbuild_spec_builds_offline_in_a_sandbox(toolchain212, shared_cache, t
 
     # The release: python3 with TensorFlow on PYTHON3PATH, our runtime package installed, the tool.
     release = tmp_path / "release"
-    # A bare Python like cmsdist's python3 (nothing installed in it; the host's dist-packages hidden), of
-    # the version the cached TF 2.12 wheel is built for.
-    interpreter = Path(os.path.realpath(toolchain212.python))
-    subprocess.run([interpreter, "-m", "venv", "--without-pip", release / "python3"], check=True)
-    site_packages = next((toolchain212.root / "lib").glob("python3.*/site-packages"))
+    python3, site_packages = release_python(toolchain212, release)
     runtime = ensure_runtime(toolchain212.python, shared_cache, lambda m: print(m, file=sys.stderr))
     runtime_pkg, _ = runtime_package.ensure_runtime_package(runtime, tmp_path / "runtime-dist")
     runtime_root = release / "tfaot-xla-runtime" / runtime_pkg.version
@@ -246,7 +280,7 @@ def test_cmsbuild_spec_builds_offline_in_a_sandbox(toolchain212, shared_cache, t
                               capture_output=True, text=True, check=False, timeout=1800)
 
     # The sandbox has no route: any download fails.
-    probe = sandboxed(release / "python3" / "bin" / "python3", "-c", "import socket; socket.create_connection(('1.1.1.1', 443), 5)")
+    probe = sandboxed(python3, "-c", "import socket; socket.create_connection(('1.1.1.1', 443), 5)")
     assert probe.returncode != 0 and "unreachable" in probe.stderr, probe.stderr
     done = sandboxed("rpmbuild", "-bi", "--nodeps", *defines, spec_file)
     assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"

@@ -26,7 +26,7 @@ from typing import Any
 from tfaot_dist import cxx_build, process
 from tfaot_dist.cache import COMPLETE, Cache, ensure_entry
 from tfaot_dist.cxx_build import BUILD_FLAGS, CONSUMER_CXXFLAGS, RECIPE_VERSION, Compiler, Log
-from tfaot_dist.errors import RuntimeBuildError
+from tfaot_dist.errors import RuntimeBuildError, SourceUnavailable
 from tfaot_dist.fsutil import copy_file, file_lock, sha256_bytes, sha256_file, temp_sibling
 
 
@@ -93,15 +93,17 @@ def key(cc: Compiler, src: AbseilSource) -> str:
     return f"{src.dist}-{src.version}-{cc.target}-{digest[:16]}"
 
 
-def ensure_abseil(python: Path, cc: Compiler, src: AbseilSource, cache_dir: Path, log: Log, jobs: int) -> Path:
+def ensure_abseil(python: Path, cc: Compiler, src: AbseilSource, cache_dir: Path, log: Log, jobs: int,
+                  offline: bool = False) -> Path:
     """The cached Abseil build: include/absl (all headers) and lib/libtfaot_absl.a.
 
-    python: a Python with pip (the toolchain's) to download the sdist with.
+    python: a Python with pip (the toolchain's) to download the sdist with; offline: never download
+    (the sdist must already be in CACHE/downloads, as a cmsBuild spec's Source puts it there).
     """
     final = Cache(cache_dir).abseil / key(cc, src)
 
     def build(staged: Path) -> None:
-        sdist = _ensure_sdist(python, src, cache_dir, log)
+        sdist = _ensure_sdist(python, src, cache_dir, log, offline)
         log(f"building Abseil from {sdist.name} ({jobs} jobs)")
         t0 = time.monotonic()
         _build(sdist, src, cc, staged, log, jobs)
@@ -110,7 +112,7 @@ def ensure_abseil(python: Path, cc: Compiler, src: AbseilSource, cache_dir: Path
     return ensure_entry(final, build, marker=MARKER, log=log)
 
 
-def _ensure_sdist(python: Path, source: AbseilSource, cache_dir: Path, log: Log) -> Path:
+def _ensure_sdist(python: Path, source: AbseilSource, cache_dir: Path, log: Log, offline: bool = False) -> Path:
     """The grpcio sdist in CACHE/downloads/, fetched with pip when missing.
 
     The toolchain's pip does the download: the toolchain is a venv made with
@@ -121,6 +123,9 @@ def _ensure_sdist(python: Path, source: AbseilSource, cache_dir: Path, log: Log)
     target = downloads / name
     if target.is_file() and sha256_file(target) == source.sha256:
         return target
+    if offline:
+        raise SourceUnavailable(f"offline: {name} (sha256 {source.sha256}, the Abseil sources of the runtime) "
+                                f"is not in {downloads}")
     with file_lock(downloads / f"{name}.lock", log):
         if target.is_file() and sha256_file(target) == source.sha256:
             return target

@@ -293,12 +293,17 @@ def cmd_compile(args) -> int:
 
 def cmd_runtime(args) -> int:
     from tfaot_dist import runtime_package
-    from tfaot_dist.toolchain import ensure_toolchain
+    from tfaot_dist.toolchain import ensure_toolchain, existing_toolchain
     from tfaot_dist.xla_runtime import ensure_runtime
 
+    if args.offline and not args.toolchain_python:
+        raise UsageError("--offline: runtime needs --toolchain-python (our own toolchain is pip-installed)")
     defaults = Registry(args.registry).defaults() if (args.registry / "registry.yaml").exists() else Defaults()
-    toolchain = ensure_toolchain(args.cache, defaults.requirements, log)
-    runtime = ensure_runtime(toolchain.python, args.cache, log)
+    if args.toolchain_python:
+        toolchain = existing_toolchain(args.toolchain_python)
+    else:
+        toolchain = ensure_toolchain(args.cache, defaults.requirements, log)
+    runtime = ensure_runtime(toolchain.python, args.cache, log, offline=args.offline)
     package, status = runtime_package.ensure_runtime_package(runtime, args.output_directory.absolute())
     emit(args, {"package": package.name, "version": package.version, "status": status, "dir": str(package.root),
                 "archive": str(package.archive), "sha256": package.archive_sha256},
@@ -649,6 +654,10 @@ def parser() -> argparse.ArgumentParser:
                   "--output-directory out/ --json"])
     s.add_argument("--output-directory", type=Path, required=True, metavar="DIR",
                    help="where the runtime package and archive are written")
+    s.add_argument("--toolchain-python", type=Path, metavar="PATH",
+                   help="an existing Python with TensorFlow (installs nothing)")
+    s.add_argument("--offline", action="store_true", help="download nothing: needs --toolchain-python and the "
+                   "Abseil sdist in the cache's downloads/ (as the cmsBuild spec puts it there)")
     s.set_defaults(func=cmd_runtime)
 
     s = _command(sub, common, "check", "list the ops of a model and whether XLA compiles them",

@@ -46,7 +46,8 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
-from tfaot_dist import __version__, builder, names, release, yamlio
+from tfaot_dist import __version__, abseil, builder, names, release, yamlio
+from tfaot_dist.abseil import AbseilSource
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable, UsageError
 from tfaot_dist.channel import INDEX, MAX_MANIFEST, ChannelPackage, parse_index, verify_archive
 from tfaot_dist.documents import load_json
@@ -173,7 +174,8 @@ def render_all(registry: Registry, flavor: str, channel: str | None = None) -> d
                                              runtime_root_variable=_root_variable(RPM_RUNTIME))
         files["tfaot-models.file"] = render("tfaot-models.file.j2", **common, models=models)
         files[f"{RPM_RUNTIME}.spec"] = render("cmsbuild_runtime.spec.j2", **common, r=runtime,
-                                              tool_package=TOOL_PACKAGE, runtime_package=RPM_RUNTIME)
+                                              tool_package=TOOL_PACKAGE, runtime_package=RPM_RUNTIME,
+                                              tensorflow_package=RELEASE_TENSORFLOW, abseil=_abseil_sources())
         files[TOOL_PIP_FILE] = render("tfaot-dist.pip.file.j2", **common, requires=TOOL_REQUIRES,
                                       python=".".join(map(str, TOOL_PYTHON)), python_tuple=TOOL_PYTHON)
     elif flavor == PREBUILT:
@@ -362,6 +364,12 @@ def _branch(source, where: str) -> str:
                            f"pulls a branch, then resets to the commit: add source.branch (a branch that "
                            f"contains {source.commit})")
     return ref
+
+
+def _abseil_sources() -> list[AbseilSource]:
+    """Every Abseil sdist a runtime build may need (which one depends on TensorFlow's headers)."""
+    found = {(a.dist, a.version): a for a in (*abseil.ABSEIL_BY_NAMESPACE.values(), abseil.ABSEIL)}
+    return [found[k] for k in sorted(found, key=lambda k: (k[0], Version(k[1])))]
 
 
 def _root_variable(package: str) -> str:

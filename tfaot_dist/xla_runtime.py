@@ -245,8 +245,9 @@ def runtime_key(toolchain_python: Path, *, cxx: str = CXX) -> str:
 
 
 def ensure_runtime(toolchain_python: Path, cache_dir: Path, log: Log = print, *,
-                   cxx: str = CXX, jobs: int | None = None) -> XlaRuntime:
-    """Return the cached runtime for this toolchain, building it first if needed.
+                   cxx: str = CXX, jobs: int | None = None, offline: bool = False) -> XlaRuntime:
+    """Return the cached runtime for this toolchain, building it first if needed (offline: with the
+    Abseil sources already in the cache's downloads).
 
     Safe to call from concurrent processes: one builds, the others wait on the
     lock and then find the finished tree.
@@ -259,7 +260,7 @@ def ensure_runtime(toolchain_python: Path, cache_dir: Path, log: Log = print, *,
 
     def build(staged: Path) -> None:
         workers = jobs or max(1, len(os.sched_getaffinity(0)))
-        absl = abseil.ensure_abseil(Path(toolchain_python), cc, tf.abseil, cache_dir, log, workers)
+        absl = abseil.ensure_abseil(Path(toolchain_python), cc, tf.abseil, cache_dir, log, workers, offline)
         log(f"building XLA AOT runtime {key} ({workers} jobs)")
         t0 = time.monotonic()
         _build_runtime(tf, cc, key, absl, staged, log, workers)
