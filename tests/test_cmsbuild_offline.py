@@ -30,7 +30,7 @@ from conftest import REPO, fresh_cache, git, run_in_toolchain
 from test_specs import as_cmsbuild_would, entry, specs_cli, write_entry, write_registry_yaml
 from test_specs import golden_registry  # noqa: F401 - the fixture
 
-from tfaot_dist import cli, package, runtime_package, scram_tool, specs
+from tfaot_dist import abseil, cli, package, runtime_package, scram_tool, specs
 from tfaot_dist.registry import Registry
 from tfaot_dist.toolchain import WORKER, ensure_toolchain
 from tfaot_dist.xla_runtime import ensure_runtime
@@ -117,6 +117,22 @@ def test_cms_data_source_builds_from_the_release_data_package(tmp_path):
     # No Source to unpack: %prep makes an empty directory of its own; the config path is absolute.
     assert "rpmuncompress" not in parsed and "mkdir -p 'tfaot-model-test-simple-1.0.0'" in parsed, parsed
     assert 'config="${DATA_PHYSICSTOOLS_TENSORFLOWAOT_ROOT}/PhysicsTools/TensorFlowAOT/data/simple/' in parsed
+
+
+def test_runtime_spec_declares_its_abseil_sources(golden_registry, tmp_path):  # noqa: F811 - the fixture
+    """The runtime spec downloads nothing in %build: each Abseil sdist is a pip:// Source as
+    build-with-pip.file writes them (after rpm's expansion), checked against tfaot-dist's pin in %prep."""
+    files = specs.render_all(Registry(golden_registry), "cmsbuild")
+    path = tmp_path / "runtime.spec"
+    path.write_text(as_cmsbuild_would(files["tfaot-xla-runtime.spec"], ""))
+    parsed = subprocess.run(["rpmspec", "-P", str(path)], capture_output=True, text=True, check=True).stdout
+    for index, (version, pin) in enumerate((("1.51.3", abseil.ABSEIL_BY_NAMESPACE["lts_20220623"].sha256),
+                                            ("1.85.1", abseil.ABSEIL.sha256)), start=1):
+        assert (f"Source{index}: pip://grpcio/{version}?pip_options=--no-deps%20--no-binary%3D:all:&pip=pip3"
+                f"&package_dependency=py3-pip&output=/grpcio-{version}.tar.gz\n") in parsed
+        assert f'echo "{pin}  %{{SOURCE{index}}}" | sha256sum -c -' not in parsed  # expanded by rpm
+        assert f'echo "{pin}  ' in parsed
+    assert "runtime --offline" in parsed and "BuildRequires: py3-tfaot-dist py3-tensorflow" in parsed
 
 
 @pytest.mark.parametrize("ref", ["HEAD", "0123456789abcdef0123456789abcdef01234567", "refs/tags/v1"])
