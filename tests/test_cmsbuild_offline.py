@@ -292,7 +292,9 @@ def test_cmsbuild_spec_builds_offline_in_a_sandbox(toolchain212, shared_cache, t
     defines = [arg for d in rpm_dirs for arg in ("--define", d)]
 
     def sandboxed(*argv) -> subprocess.CompletedProcess:
-        return subprocess.run(["unshare", "-n", "--", *map(str, argv)], cwd=tmp_path, env=env,
+        # A new network namespace (root here; elsewhere, such as CI's runner user, in a user namespace).
+        unshare = ["unshare", "-n"] if os.geteuid() == 0 else ["unshare", "--map-root-user", "-n"]
+        return subprocess.run([*unshare, "--", *map(str, argv)], cwd=tmp_path, env=env,
                               capture_output=True, text=True, check=False, timeout=1800)
 
     # The sandbox has no route: any download fails.
