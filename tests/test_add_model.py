@@ -39,11 +39,16 @@ def test_add_by_tag_with_version_and_batch_sizes(run, data_repo, registry):
     assert entry["source"]["ref"] == "v1" and len(entry["source"]["commit"]) == 40
 
 
-def test_config_without_serving_key_works(run, data_repo):
+def test_config_without_serving_key_works(run, data_repo, registry):
     # The upstream tool crashes on this with KeyError: 'serving_key'.
     cfg = yaml.safe_load((data_repo.work / "two_inputs" / "aot_config.yaml").read_text())
     assert "serving_key" not in cfg["model"]
     run("add-model", "two", "--source", data_repo.url, "--aot-config", "two_inputs/aot_config.yaml")
+    # The default ref HEAD is no branch: the branch it points at is recorded (cmsBuild's git download
+    # pulls a branch, then resets to the commit).
+    source = yaml.safe_load((registry / "models" / "two.yaml").read_text())["source"]
+    assert source["ref"] == "HEAD" and source["branch"] == "main"
+    assert source["commit"] == git("rev-parse", "main", cwd=data_repo.bare)
 
 
 def add(run, name="m", source=None, ref="main", config="simple/aot_config.yaml", *extra):
