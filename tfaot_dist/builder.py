@@ -146,7 +146,7 @@ def _compile(config: AotConfig, package: str, version: str, source: dict, defaul
     if runtime_dir:
         runtime = installed_runtime(runtime_dir, toolchain.tensorflow_version)
     else:
-        runtime = ensure_runtime(toolchain.python, cache, log)
+        runtime = ensure_runtime(toolchain.python, cache, log, path_environment=toolchain.path_environment)
     work = out / "work"
     compiled, reference = work / "compiled", work / "reference"
     compiled.mkdir(parents=True)

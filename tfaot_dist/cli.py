@@ -303,7 +303,8 @@ def cmd_runtime(args) -> int:
         toolchain = existing_toolchain(args.toolchain_python)
     else:
         toolchain = ensure_toolchain(args.cache, defaults.requirements, log)
-    runtime = ensure_runtime(toolchain.python, args.cache, log, offline=args.offline)
+    runtime = ensure_runtime(toolchain.python, args.cache, log, offline=args.offline,
+                             path_environment=toolchain.path_environment)
     package, status = runtime_package.ensure_runtime_package(runtime, args.output_directory.absolute())
     emit(args, {"package": package.name, "version": package.version, "status": status, "dir": str(package.root),
                 "archive": str(package.archive), "sha256": package.archive_sha256},

@@ -29,6 +29,7 @@ READY = "toolchain.json"
 # run in an existing Python starts with this: the paths of the caller's environment, applied explicitly.
 # The worker applies the same variables itself (it is one stdlib-only file).
 RELEASE_PATH_VARIABLES = ("PYTHONPATH", "PYTHON3PATH")
+PathEnvironment = tuple[tuple[str, str], ...]  # (variable, value) of RELEASE_PATH_VARIABLES
 RELEASE_PATHS = r"""
 import os as _os, site as _site, sys as _sys
 _sys.path[0:0] = [p for p in _os.environ.get("PYTHONPATH", "").split(_os.pathsep) if p]
@@ -46,7 +47,7 @@ class Toolchain:
     executable: Path | None = None  # an existing Python (--toolchain-python), not a venv of ours
     # An existing Python's PYTHONPATH and PYTHON3PATH (where a release's TensorFlow is found), passed on
     # to the worker; empty for our venvs, whose environment inherits nothing.
-    path_environment: tuple[tuple[str, str], ...] = ()
+    path_environment: PathEnvironment = ()
 
     @property
     def python(self) -> Path:

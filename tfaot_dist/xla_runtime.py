@@ -46,7 +46,7 @@ from tfaot_dist.fsutil import (
     tree_digest,
     write_atomic,
 )
-from tfaot_dist.toolchain import RELEASE_PATHS
+from tfaot_dist.toolchain import RELEASE_PATH_VARIABLES, RELEASE_PATHS, PathEnvironment
 
 SYSTEM_LIBS = ("-lpthread", "-lm")
 
@@ -202,9 +202,11 @@ class _TensorFlow:
         return abseil.source_for(self.include / "absl" / "base" / "options.h")
 
 
-def _tensorflow(toolchain_python: Path) -> _TensorFlow:
+def _tensorflow(toolchain_python: Path, path_environment: PathEnvironment = ()) -> _TensorFlow:
+    # Only an existing Python gets the caller's PYTHONPATH/PYTHON3PATH: never one of our venvs.
+    env = {k: v for k, v in os.environ.items() if k not in RELEASE_PATH_VARIABLES} | dict(path_environment)
     out = process.run([toolchain_python, "-I", "-c", RELEASE_PATHS + _TF_QUERY], what="locate TensorFlow",
-                      error=RuntimeBuildError)
+                      error=RuntimeBuildError, env=env)
     info = json.loads(out)
     tf = _TensorFlow(Path(info["dir"]), info["dist"], info["version"])
     if not (tf.runtime_src / "CMakeLists.txt").is_file() or not tf.include.is_dir():
@@ -245,14 +247,16 @@ def runtime_key(toolchain_python: Path, *, cxx: str = CXX) -> str:
 
 
 def ensure_runtime(toolchain_python: Path, cache_dir: Path, log: Log = print, *,
-                   cxx: str = CXX, jobs: int | None = None, offline: bool = False) -> XlaRuntime:
+                   cxx: str = CXX, jobs: int | None = None, offline: bool = False,
+                   path_environment: PathEnvironment = ()) -> XlaRuntime:
     """Return the cached runtime for this toolchain, building it first if needed (offline: with the
-    Abseil sources already in the cache's downloads).
+    Abseil sources already in the cache's downloads; path_environment: an existing Python's, see
+    Toolchain.path_environment).
 
     Safe to call from concurrent processes: one builds, the others wait on the
     lock and then find the finished tree.
     """
-    tf = _tensorflow(Path(toolchain_python))
+    tf = _tensorflow(Path(toolchain_python), path_environment)
     cc = _compiler(cxx)
     key = _runtime_key(tf, cc)
     cache_dir = Path(cache_dir).absolute()
