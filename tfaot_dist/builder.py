@@ -239,7 +239,7 @@ def _require_cached_toolchain(cache: Path, defaults: Defaults) -> None:
 
 def _load(root: Path) -> pkg.Package:
     manifest = pkg.read_manifest(root)
-    return pkg.Package(manifest["package"], manifest["version"], root,
+    return pkg.Package(manifest.package, manifest.version, root,
                        root.parent / f"{root.name}.tar.gz", manifest)
 
 

@@ -3,8 +3,9 @@
     IndexRow      one package of a channel's index.json
     InstalledRow  one package of an area's installed.json (keyed by package name)
     Requirement   one `requires` entry (index rows, installed rows, manifests)
-    Manifest      the fields of a package's manifest.json that publish and setup read
+    Manifest      the fields of a package's manifest.json that publish, setup, the catalogue and specs read
     ModelManifest a model package's whole manifest.json, as the builder writes it once
+    RuntimeManifest  the runtime package's whole manifest.json, as runtime_package writes it
     CompileRequest / CompileAnswer   the TensorFlow worker's "compile" request and its answer
     CheckRequest / CheckAnswer       its "check" request (signature and XLA op support) and answer
 
@@ -463,15 +464,24 @@ class Manifest(Document):
     toolchain: Toolchain | None = None  # a model's
     compilation: Compilation | None = None
     signature: dict | None = field(default=None, metadata=check(_signature))
-    model: dict | None = None
+    model: dict | None = None  # free text: whoever shows it checks the types of its fields
     source: dict | None = None
     cxxflags: tuple[str, ...] = ()
     system_libs: tuple[str, ...] = ()
     libs: tuple[str, ...] = ()
+    # Shown by the catalogue only, as older versions wrote them: kept as objects.
+    digests: dict | None = None
+    build_key: str | None = None
+    verification: dict | None = None
 
     def __post_init__(self):
         for rel in self.files:
             _rel_path(rel, f"files.{shown(rel, quote=False)}")
+
+    def text(self, section: str, key: str) -> str:
+        """A string field of the free-form objects model and source ("" when missing or not a string)."""
+        value = (getattr(self, section) or {}).get(key)
+        return value if isinstance(value, str) else ""
 
 
 @dataclass(frozen=True)
@@ -509,6 +519,26 @@ class ModelManifest(Document):
     constants: SharedConstants
     files: dict[str, FileDigest] = field(metadata=check(_each(_rel_path)))
     verification: Verification | None  # None only between assembly and verification
+
+
+@dataclass(frozen=True)
+class RuntimeManifest(Document):
+    """The tfaot-xla-runtime package's manifest.json: the runtime build it holds (runtime_key, the
+    compiler and the flags consumers compile with), its libraries and every file's digest."""
+
+    kind: str = field(metadata=check(_one_of("runtime")))
+    name: str = field(metadata=check(_one_of(RUNTIME)))
+    package: str = field(metadata=check(_one_of(RUNTIME)))
+    version: str = field(metadata=check(names.version))
+    runtime_key: str
+    tensorflow_version: str
+    compiler: str
+    cxxflags: tuple[str, ...]
+    libs: tuple[str, ...] = field(metadata=check(_each(_rel_path)))  # lib/libNAME.a
+    system_libs: tuple[str, ...]  # -lNAME
+    scram_tool: str
+    tool: ToolInfo
+    files: dict[str, FileDigest] = field(metadata=check(_each(_rel_path)))
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from tfaot_dist import __version__, buildsys, package as pkg, scram_tool
-from tfaot_dist.documents import Requirement
+from tfaot_dist.documents import FileDigest, Manifest, Requirement, RuntimeManifest, ToolInfo
 from tfaot_dist.fsutil import (
     file_lock,
     remove_stale_siblings,
@@ -111,30 +111,31 @@ def _assemble(runtime: XlaRuntime, version: str, root: Path) -> None:
     tool.parent.mkdir(parents=True)
     tool.write_text(scram_tool.render_runtime_tool(runtime.tensorflow_version, [lib.name for lib in runtime.libs],
                                                    list(runtime.ldflags)))
-    facts = {"package": NAME, "version": version, "tensorflow_version": runtime.tensorflow_version,
-             "cxxflags": runtime.cxxflags, "libs": [f"lib/{lib.name}" for lib in runtime.libs],
-             "system_libs": runtime.ldflags}
+    libs = tuple(f"lib/{lib.name}" for lib in runtime.libs)
+    facts = Manifest(package=NAME, version=version, files={}, kind="runtime",
+                     tensorflow_version=runtime.tensorflow_version, cxxflags=tuple(runtime.cxxflags), libs=libs,
+                     system_libs=tuple(runtime.ldflags))
     for rel, text in ((buildsys.cmake_config_path(NAME), buildsys.render_runtime_cmake_config(facts)),
                       (buildsys.pkgconfig_path(NAME), buildsys.render_runtime_pkgconfig(facts))):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
-    manifest = {
-        "kind": "runtime",
-        "name": NAME,
-        "package": NAME,
-        "version": version,
-        "runtime_key": runtime.key,
-        "tensorflow_version": runtime.tensorflow_version,
-        "compiler": runtime.compiler,
-        "cxxflags": runtime.cxxflags,
-        "libs": [f"lib/{lib.name}" for lib in runtime.libs],
-        "system_libs": runtime.ldflags,
-        "scram_tool": SCRAM_TOOL,
-        "tool": {"name": "tfaot-dist", "version": __version__},
-        "files": {rel: {"sha256": sha256_file(root / rel), "size": (root / rel).stat().st_size}
-                  for rel in tree_files(root)},
-    }
-    pkg.write_manifest(root, manifest)
+    manifest = RuntimeManifest(
+        kind="runtime",
+        name=NAME,
+        package=NAME,
+        version=version,
+        runtime_key=runtime.key,
+        tensorflow_version=runtime.tensorflow_version,
+        compiler=runtime.compiler,
+        cxxflags=tuple(runtime.cxxflags),
+        libs=libs,
+        system_libs=tuple(runtime.ldflags),
+        scram_tool=SCRAM_TOOL,
+        tool=ToolInfo(name="tfaot-dist", version=__version__),
+        files={rel: FileDigest(sha256=sha256_file(root / rel), size=(root / rel).stat().st_size)
+               for rel in tree_files(root)},
+    )
+    pkg.write_manifest(root, manifest.to_json())
 
 
 def _eigen_aliases(include: Path) -> None:

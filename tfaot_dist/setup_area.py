@@ -37,7 +37,7 @@ from packaging.version import Version
 from tfaot_dist import buildsys, cpu_target, names, process
 from tfaot_dist import package as pkg
 from tfaot_dist.channel import PACKAGE_NAME, RUNTIME, Channel, ChannelPackage, VerifiedArchive, verify_archive
-from tfaot_dist.documents import InstalledRow, load_json
+from tfaot_dist.documents import InstalledRow, Manifest, load_json
 from tfaot_dist.download import discard, keep
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable, TfaotError
 from tfaot_dist.fsutil import (
@@ -238,7 +238,7 @@ def _setup_one(text: str, channel: Channel, root: Path, cache: Path, offline: bo
             discard(path)
     for p in todo:
         # Only a warning: areas are often prepared on one machine and used on others.
-        check = cpu_target.check_package(verified[p.key].typed.compilation)
+        check = cpu_target.check_package(verified[p.key].manifest.compilation)
         if p.kind == "model" and not check.ok:
             log(f"warning: {p.name} {p.version}: {check.message}")
 
@@ -409,21 +409,21 @@ def _install_tree(archive: VerifiedArchive, final: Path) -> None:
             final.parent.rmdir()  # a refused package leaves no empty PACKAGE/ directory
 
 
-def buildsys_files(manifest: dict) -> dict[str, str]:
+def buildsys_files(manifest: Manifest) -> dict[str, str]:
     """CMake config and pkg-config file of a package (buildsys.py), unless the package ships them."""
-    name = manifest["package"]
-    if manifest.get("kind") == "runtime":
+    name = manifest.package
+    if manifest.kind == "runtime":
         files = {buildsys.cmake_config_path(name): buildsys.render_runtime_cmake_config(manifest),
                  buildsys.pkgconfig_path(name): buildsys.render_runtime_pkgconfig(manifest)}
     else:
         files = {buildsys.cmake_config_path(name): buildsys.render_cmake_config(manifest),
                  buildsys.pkgconfig_path(name): buildsys.render_pkgconfig(manifest)}
-    return {rel: text for rel, text in files.items() if rel not in manifest.get("files", {})}
+    return {rel: text for rel, text in files.items() if rel not in manifest.files}
 
 
-def _place_area_files(root: Path, manifest: dict, rel: str, previous: dict | None) -> list[str]:
+def _place_area_files(root: Path, manifest: Manifest, rel: str, previous: dict | None) -> list[str]:
     """Relocated tool files, the CMake forwarder and the area's .pc; returns the tool files (relative)."""
-    name, version = manifest["package"], manifest["version"]
+    name, version = manifest.package, manifest.version
     tree = root / rel
     tools = []
     for xml in sorted((tree / "etc" / "scram.d").glob("*.xml")):

@@ -49,7 +49,7 @@ from packaging.version import Version
 from tfaot_dist import __version__, builder, names, release, yamlio
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable, UsageError
 from tfaot_dist.channel import INDEX, MAX_MANIFEST, ChannelPackage, parse_index, verify_archive
-from tfaot_dist.documents import load_json
+from tfaot_dist.documents import Manifest, load_json
 from tfaot_dist.download import check_url, get_bytes
 from tfaot_dist.fsutil import copy_atomic, sha256_bytes, sha256_file, write_atomic
 from tfaot_dist.registry import DEFAULT_REQUIREMENTS, REQUIREMENT_CHARS, Defaults, ModelEntry, Registry
@@ -388,11 +388,9 @@ def _prebuilt_model(base: str, rows: dict, entry: ModelEntry, m: dict, tf_versio
     data = get_bytes(manifest_url, limit=MAX_MANIFEST)
     if sha256_bytes(data) != row.manifest_sha256:
         raise IntegrityError(f"{manifest_url}: sha256 differs from the channel index's manifest_sha256")
-    manifest = load_json(data, manifest_url)
+    manifest = Manifest.from_json(load_json(data, manifest_url), manifest_url)
     wanted = {**entry.source.as_dict(), "url": entry.source.url, "aot_config": entry.aot_config}
-    got = manifest.get("source") if isinstance(manifest, dict) else None
-    got = got if isinstance(got, dict) else {}
-    if differ := sorted(k for k in wanted if got.get(k) != wanted[k]):
+    if differ := sorted(k for k in wanted if manifest.text("source", k) != wanted[k]):
         raise InvalidInput(f"{manifest_url}: not the build of {m['entry_file']} (source.{', source.'.join(differ)} "
                            f"differ); build and publish a new version")
     if rpm_version(row.tensorflow_version or "0", index) != tf_version:
@@ -439,11 +437,11 @@ def _collect_sources(registry: Registry, dist: Path, log) -> dict[str, Path | No
             raise IntegrityError(f"{archive}: holds {verified.name} {verified.version}")
         manifest = verified.manifest
         key = builder.build_key(entry, defaults)
-        if manifest.get("build_key") != key:
+        if manifest.build_key != key:
             raise InvalidInput(f"{archive}: built from another state of {entry.path} (build key differs); "
                                f"run `tfaot-dist build --all --dist {dist}` first")
         out[name] = archive
-        runtime_versions |= {r.get("version") for r in manifest.get("requires", []) if r.get("name") == RPM_RUNTIME}
+        runtime_versions |= {r.version for r in manifest.requires if r.name == RPM_RUNTIME}
 
     runtime_name = f"{RPM_RUNTIME}-{tf_version}.tar.gz"
     if len(runtime_versions) > 1:
