@@ -28,14 +28,6 @@ from tfaot_dist.textsafe import pkgconfig_text, render
 RUNTIME_PACKAGE = "tfaot-xla-runtime"
 RUNTIME_TARGET = "tfaot::xla-runtime"
 
-PACKAGE = re.compile(r"tfaot-model-" + names.MODEL_NAME.pattern)
-# PEP 440 versions, normalized (names.version), possibly with a local label.
-VERSION_CHARS = re.compile(r"[A-Za-z0-9.+!]{1,100}")
-# What may sit in a CMake string or a pkg-config field without meaning anything there.
-FLAG = re.compile(r"-[A-Za-z0-9_=+.,/-]{1,200}")
-SYSTEM_LIB = re.compile(r"-l[A-Za-z0-9_+.-]{1,100}")
-STATIC_LIB = re.compile(r"lib/lib([A-Za-z0-9_+-][A-Za-z0-9_+.-]{0,99})\.a")
-SAFE_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[A-Za-z0-9._~:/@+-]{1,500}")
 
 
 def cmake_config_path(package: str) -> str:
@@ -51,7 +43,7 @@ def model_target(package: str) -> str:
 
 
 def render_cmake_config(manifest: Manifest) -> str:
-    """lib/cmake/PACKAGE/PACKAGEConfig.cmake of a model package."""
+    """lib/cmake/names.MODEL_PACKAGE/PACKAGEConfig.cmake of a model package."""
     package, version = _model_identity(manifest)
     return render(
         "cmake_config.cmake.j2",
@@ -67,7 +59,7 @@ def render_cmake_config(manifest: Manifest) -> str:
 
 
 def render_pkgconfig(manifest: Manifest) -> str:
-    """lib/pkgconfig/PACKAGE.pc of a model package; Requires the runtime it was verified with, if known."""
+    """lib/pkgconfig/names.MODEL_PACKAGE.pc of a model package; Requires the runtime it was verified with, if known."""
     package, version = _model_identity(manifest)
     requires = _runtime_requirement(manifest)
     text = manifest.text("model", "description") or \
@@ -78,7 +70,7 @@ def render_pkgconfig(manifest: Manifest) -> str:
         package=package,
         version=version,
         description=pkgconfig_text(text),
-        url=url if SAFE_URL.fullmatch(url) else "",  # only informational: left out rather than escaped
+        url=url if names.SAFE_URL.fullmatch(url) else "",  # only informational: left out rather than escaped
         requires=requires,
         include_dir="include",
         lib_dir="lib",
@@ -143,13 +135,13 @@ def _runtime_requirement(manifest: Manifest) -> str:
 
 def _model_identity(manifest: Manifest) -> tuple[str, str]:
     package = manifest.package
-    if not PACKAGE.fullmatch(package):
+    if not names.MODEL_PACKAGE.fullmatch(package):
         raise InvalidInput(f"manifest: package: invalid package name {package!r}")
     return package, _version(manifest.version, "version")
 
 
 def _version(value: str, field: str) -> str:
-    if not VERSION_CHARS.fullmatch(value):
+    if not names.VERSION_CHARS.fullmatch(value):
         raise InvalidInput(f"manifest: {field}: invalid version {value!r}")
     return value
 
@@ -159,12 +151,12 @@ def _runtime_facts(manifest: Manifest) -> dict:
     if package != RUNTIME_PACKAGE:
         raise InvalidInput(f"runtime manifest: package: expected {RUNTIME_PACKAGE!r}, got {package!r}")
     version = _version(manifest.version, "version")
-    cxxflags = _each(manifest.cxxflags, FLAG, "cxxflags")
+    cxxflags = _each(manifest.cxxflags, names.COMPILER_FLAG, "cxxflags")
     # "-lpthread" -> "pthread": CMake adds the -l itself.
-    system_libs = [lib[2:] for lib in _each(manifest.system_libs, SYSTEM_LIB, "system_libs")]
+    system_libs = [lib[2:] for lib in _each(manifest.system_libs, names.SYSTEM_LIB, "system_libs")]
     libs = []
-    for path in _each(manifest.libs, STATIC_LIB, "libs"):
-        name = STATIC_LIB.fullmatch(path).group(1)
+    for path in _each(manifest.libs, names.STATIC_LIB, "libs"):
+        name = names.STATIC_LIB.fullmatch(path).group(1)
         libs.append({"path": path, "name": name, "target": f"tfaot::xla-runtime-{name}"})
     if not libs:
         raise InvalidInput("runtime manifest: libs: no static library listed")

@@ -21,7 +21,6 @@ content-addressed CACHE/archives/.
 
 import hashlib
 import json
-import re
 import shutil
 import tarfile
 import tempfile
@@ -49,12 +48,11 @@ INDEX = "index.json"
 FORMAT = "tfaot-dist-channel/1"
 LOCK = ".publish.lock"
 RUNTIME = "tfaot-xla-runtime"
-PACKAGE_NAME = re.compile(rf"tfaot-model-{names.MODEL_NAME.pattern}|{RUNTIME}")
 MAX_MANIFEST = 64 << 20
 
 
 def package_name(value, where: str) -> str:
-    if not isinstance(value, str) or not PACKAGE_NAME.fullmatch(value):
+    if not isinstance(value, str) or not names.PACKAGE_NAME.fullmatch(value):
         raise InvalidInput(f"{where}: invalid package name {value!r} (expected tfaot-model-NAME or {RUNTIME})")
     return value
 
@@ -112,10 +110,7 @@ def verify_archive(path: Path, label: str | None = None) -> VerifiedArchive:
                     if len(manifest_bytes) > MAX_MANIFEST:
                         raise IntegrityError(f"{label}: {MANIFEST} is too large")
                     continue
-                h = hashlib.sha256()
-                while chunk := f.read(1 << 20):
-                    h.update(chunk)
-                found[rel] = (h.hexdigest(), member.size)
+                found[rel] = (hashlib.file_digest(f, "sha256").hexdigest(), member.size)
     except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
         raise IntegrityError(f"{label}: not a readable .tar.gz ({exc})") from None
     if manifest_bytes is None:

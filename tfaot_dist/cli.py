@@ -180,7 +180,7 @@ def cmd_build(args) -> int:
         log(f"summary: {built} ok, {len(summary.failures)} failed, {len(summary.skipped)} not started")
         for f in summary.failures:
             log(f"FAILED {f.name}: {f.message}")
-        raise buildall.BuildFailed(summary)
+        raise buildall.failed(summary)
     return 0
 
 

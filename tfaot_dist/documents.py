@@ -34,8 +34,7 @@ from tfaot_dist.textsafe import shown
 MAX_DEPTH = 64
 MAX_INT_DIGITS = 64
 MAX_JSON = 64 << 20
-RUNTIME = "tfaot-xla-runtime"
-PACKAGE_NAME_PATTERN = rf"tfaot-model-{names.MODEL_NAME.pattern}|{RUNTIME}"
+RUNTIME = names.RUNTIME_PACKAGE
 
 
 # ---------------------------------------------------------------- bounded loading
@@ -81,19 +80,14 @@ def _depth(doc) -> int:
 
 
 def _package_name(value: str, where: str) -> str:
-    import re
-
-    if not re.fullmatch(PACKAGE_NAME_PATTERN, value):
+    if not names.PACKAGE_NAME.fullmatch(value):
         raise InvalidInput(f"{where}: invalid package name {shown(value)} (expected tfaot-model-NAME or {RUNTIME})")
     return value
 
 
 def _rel_path(value: str, where: str) -> str:
     """A relative path of plain segments (versions may hold "+"): no "..", no leading "/"."""
-    import re
-
-    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._+-]*(/[A-Za-z0-9_][A-Za-z0-9._+-]*)*", value) \
-            or ".." in value.split("/"):
+    if not names.PACKAGE_PATH.fullmatch(value) or ".." in value.split("/"):
         raise InvalidInput(f"{where}: invalid path {shown(value)}")
     return value
 
@@ -119,9 +113,7 @@ def _positive(value: int, where: str) -> int:
 
 
 def _tool_file(value: str, where: str) -> str:
-    import re
-
-    if not re.fullmatch(r"scram\.d/[A-Za-z0-9_.+-]+\.xml", value):
+    if not names.TOOL_FILE.fullmatch(value):
         raise InvalidInput(f"{where}: unexpected tool file {shown(value)} (scram.d/NAME.xml)")
     return value
 
@@ -303,9 +295,7 @@ class FileDigest(Document):
 
 def _file_name(value: str, where: str) -> str:
     """A plain file name (what the worker says it wrote into its output directory)."""
-    import re
-
-    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._+-]*", value):
+    if not names.FILE_NAME.fullmatch(value):
         raise InvalidInput(f"{where}: invalid file name {shown(value)}")
     return value
 

@@ -25,7 +25,6 @@ import dataclasses
 from contextlib import contextmanager
 import json
 import os
-import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,10 +35,10 @@ from packaging.version import Version
 
 from tfaot_dist import buildsys, cpu_target, names, process
 from tfaot_dist import package as pkg
-from tfaot_dist.channel import PACKAGE_NAME, RUNTIME, Channel, ChannelPackage, VerifiedArchive, verify_archive
+from tfaot_dist.channel import RUNTIME, Channel, ChannelPackage, VerifiedArchive, verify_archive
 from tfaot_dist.documents import InstalledRow, Manifest, load_json
 from tfaot_dist.download import discard, keep
-from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable, TfaotError
+from tfaot_dist.errors import IntegrityError, InvalidInput, ScramFailed, SourceUnavailable
 from tfaot_dist.fsutil import (
     crash_point, file_lock, remove_entry, replace_dir, sha256_bytes, temp_sibling, write_atomic,
 )
@@ -49,12 +48,6 @@ from tfaot_dist.textsafe import shown
 FORMAT = "tfaot-dist-area/1"
 INSTALLED = "installed.json"
 TOOL_ROOT = "@TOOL_ROOT@"
-# Paths that go into tool files (XML attributes) and env.sh lines as they are.
-SAFE_PATH = re.compile(r"/[A-Za-z0-9._/+,=@~%-]*")
-
-
-class ScramFailed(TfaotError):
-    exit_code = 1
 
 
 @dataclass(frozen=True)
@@ -75,8 +68,8 @@ class Report:
 
 def area_root(area: Path) -> Path:
     root = area.absolute() / "tfaot"
-    if not SAFE_PATH.fullmatch(str(root)):
-        bad = sorted({c for c in str(root) if not re.fullmatch(r"[A-Za-z0-9._/+,=@~%-]", c)})
+    if not names.AREA_PATH.fullmatch(str(root)):
+        bad = sorted({c for c in str(root) if not names.AREA_PATH_CHAR.fullmatch(c)})
         raise InvalidInput(f"--area: {area.absolute()}: characters {''.join(bad)!r} cannot go into tool files "
                            "and environment lines; use another directory")
     return root
@@ -320,7 +313,7 @@ def _repair(root: Path, state: dict[str, dict], scram: str | None, report: Repor
         for stale in root.glob(pattern):
             remove_entry(stale)
     for package_dir in root.iterdir():
-        if not (package_dir.is_dir() and PACKAGE_NAME.fullmatch(package_dir.name)):
+        if not (package_dir.is_dir() and names.PACKAGE_NAME.fullmatch(package_dir.name)):
             continue
         listed = state.get(package_dir.name, {}).get("path")
         for version_dir in package_dir.iterdir():
@@ -492,7 +485,7 @@ def environment(root: Path, state: dict[str, dict]) -> dict[str, str]:
 
 
 def export_lines(env: dict[str, str]) -> list[str]:
-    """`export NAME="VALUE${NAME:+:$NAME}"`: prepended to what is set already (values are SAFE_PATH checked)."""
+    """`export NAME="VALUE${NAME:+:$NAME}"`: prepended to what is set already (values are names.AREA_PATH checked)."""
     return [f'export {k}="{v}${{{k}:+:${k}}}"' for k, v in env.items()]
 
 

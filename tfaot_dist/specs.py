@@ -38,7 +38,6 @@ each file is written atomically, so an error leaves the output as it was.
 """
 
 import json
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,7 +51,7 @@ from tfaot_dist.channel import INDEX, MAX_MANIFEST, ChannelPackage, parse_index,
 from tfaot_dist.documents import Manifest, load_json
 from tfaot_dist.download import check_url, get_bytes
 from tfaot_dist.fsutil import copy_atomic, sha256_bytes, sha256_file, write_atomic
-from tfaot_dist.registry import DEFAULT_REQUIREMENTS, REQUIREMENT_CHARS, Defaults, ModelEntry, Registry
+from tfaot_dist.registry import DEFAULT_REQUIREMENTS, Defaults, ModelEntry, Registry
 from tfaot_dist.render import templates_dir
 from tfaot_dist.scram_tool import RUNTIME_TOOL
 from tfaot_dist.textsafe import render, spec_text
@@ -66,13 +65,6 @@ TOOL_PACKAGE = "py3-tfaot-dist"  # how CMSDIST would name this tool
 TENSORFLOW_DISTS = ("tensorflow", "tensorflow-cpu", "tensorflow-intel")
 SOURCES = "SOURCES"
 
-# Anything placed in a spec, a shell line or a heredoc: no "%", "$", quotes, backticks, spaces or line breaks.
-SPEC_VALUE = re.compile(r"[A-Za-z0-9._~:/@+,=-]{1,500}")
-_URL_CHARS = r"[A-Za-z0-9._~:/@+-]"
-SCHEME_URL = re.compile(rf"(?:https?|ssh|git|file)://{_URL_CHARS}+")
-ABSOLUTE_PATH = re.compile(rf"/{_URL_CHARS}*")
-SCP_URL = re.compile(r"([A-Za-z0-9._-]+@[A-Za-z0-9.-]+):(" + _URL_CHARS + r"+)")
-EMAIL = re.compile(r"[A-Za-z0-9._+-]+@[A-Za-z0-9.-]+")
 _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
@@ -189,7 +181,7 @@ def render_all(registry: Registry, flavor: str, channel: str | None = None) -> d
 
 def spec_value(value, where: str) -> str:
     """An identifier for a spec line: rejected unless every character is harmless there."""
-    if not isinstance(value, str) or not SPEC_VALUE.fullmatch(value):
+    if not isinstance(value, str) or not names.SPEC_VALUE.fullmatch(value):
         raise InvalidInput(f"{where}: {value!r} cannot be placed in a spec "
                            f"(allowed: letters, digits and ._~:/@+,=-)")
     return value
@@ -197,11 +189,11 @@ def spec_value(value, where: str) -> str:
 
 def spec_url(url: str, where: str) -> str:
     """The git URL as a URL (scp-like and plain paths rewritten), checked for spec-safe characters."""
-    if SCHEME_URL.fullmatch(url):
+    if names.SPEC_SCHEME_URL.fullmatch(url):
         return url
-    if ABSOLUTE_PATH.fullmatch(url):
+    if names.SPEC_ABSOLUTE_PATH.fullmatch(url):
         return f"file://{url}"
-    if m := SCP_URL.fullmatch(url):
+    if m := names.SPEC_SCP_URL.fullmatch(url):
         return f"ssh://{m.group(1)}/{m.group(2).lstrip('/')}"
     raise InvalidInput(f"{where}: git URL {url!r} cannot be placed in a spec "
                        f"(use scheme://host/path with letters, digits and ._~:/@+- only)")
@@ -270,7 +262,7 @@ def _changelog(rel: release.Release, version: str) -> list[dict]:
     out = []
     for change in rel.changes:
         t = time.gmtime(change.time)
-        email = change.email if EMAIL.fullmatch(change.email) else "unknown@invalid"
+        email = change.email if names.EMAIL.fullmatch(change.email) else "unknown@invalid"
         author = spec_text(change.author.replace("<", "").replace(">", ""), 80) or "unknown"
         out.append({
             "date": f"{_DAYS[t.tm_wday]} {_MONTHS[t.tm_mon - 1]} {t.tm_mday:02d} {t.tm_year}",
@@ -323,7 +315,7 @@ def _source_context(source, where: str) -> dict:
                 "ref": spec_value(source.ref, f"{where}: source.ref"),
                 "commit": spec_value(source.commit, f"{where}: source.commit")}
     url = source.url
-    if not url.startswith(("https://", "http://")) or not SCHEME_URL.fullmatch(url):
+    if not url.startswith(("https://", "http://")) or not names.SPEC_SCHEME_URL.fullmatch(url):
         raise InvalidInput(f"{where}: source.archive: URL {url!r} cannot be placed in a spec "
                            f"(use http(s)://host/path with letters, digits and ._~:/@+- only)")
     return {"kind": "archive", "url": url, "sha256": spec_value(source.sha256, f"{where}: source.sha256")}
@@ -332,7 +324,7 @@ def _source_context(source, where: str) -> dict:
 def _runtime_context(registry: Registry, defaults: Defaults, tf_version: str) -> dict:
     where = registry.root / "registry.yaml"
     for req in defaults.requirements:
-        if not REQUIREMENT_CHARS.fullmatch(req) or any(c in req for c in "%$`'\"\\"):
+        if not names.REQUIREMENT_CHARS.fullmatch(req) or any(c in req for c in "%$`'\"\\"):
             raise InvalidInput(f"{where}: toolchain.requirements: {req!r} cannot be placed in a spec")
     rel = release.derive(where, _templates(), tf_version, _registry_tf_version)
     # The registry defaults the cmsBuild build writes for `tfaot-dist compile` (JSON is YAML).
@@ -360,7 +352,7 @@ def _read_channel(url: str) -> tuple[str, dict[tuple[str, str], ChannelPackage]]
     """The channel's base URL (ending in /) and its index rows by (name, version)."""
     base = check_url(url, "--channel")
     base = base if base.endswith("/") else base + "/"
-    if not SCHEME_URL.fullmatch(base):
+    if not names.SPEC_SCHEME_URL.fullmatch(base):
         raise InvalidInput(f"--channel: URL {url!r} cannot be placed in a spec "
                            f"(use http(s)://host/path with letters, digits and ._~:/@+- only)")
     rows = parse_index(get_bytes(base + INDEX), base + INDEX)
@@ -370,7 +362,7 @@ def _read_channel(url: str) -> tuple[str, dict[tuple[str, str], ChannelPackage]]
 def _archive_url(base: str, row: ChannelPackage) -> str:
     """Where cmsBuild downloads the archive from; its file name is the one %{SOURCE0} and %setup expect."""
     url = base + row.archive
-    if not row.archive.endswith(f"/{row.name}-{row.version}.tar.gz") or not SCHEME_URL.fullmatch(url):
+    if not row.archive.endswith(f"/{row.name}-{row.version}.tar.gz") or not names.SPEC_SCHEME_URL.fullmatch(url):
         raise InvalidInput(f"{base}{INDEX}: {row.name} {row.version}: archive {row.archive!r} cannot be placed "
                            f"in a spec (expected .../{row.name}-{row.version}.tar.gz, letters, digits and "
                            f"._~:/@+- only)")
