@@ -366,6 +366,36 @@ def test_release_sees_templates_in_the_same_work_tree(tmp_path, monkeypatch):
     assert releases(reg) == {"tfaot-model-m.spec": 2, "tfaot-xla-runtime.spec": 2}
 
 
+def test_release_counts_spec_templates_not_package_templates(tmp_path, monkeypatch):
+    """A package template (model.h, bench_aot.cc, ...) changes the build key, not every spec's Release."""
+    repo = tmp_path / "repo"
+    reg, spec_dir, package_dir = repo / "registry", repo / "spec_templates", repo / "package_templates"
+    write_registry_yaml(reg)
+    write_entry(reg, entry("m"))
+    for folder in (spec_dir, package_dir):
+        folder.mkdir()
+        (folder / "x.j2").write_text("1\n")
+    git(repo, "init", "-q", "-b", "main")
+    commit(repo, "start")
+    monkeypatch.setattr(specs, "spec_templates_dir", lambda: spec_dir)  # what an installed tree would hold
+    (package_dir / "x.j2").write_text("2\n")
+    commit(repo, "package template change")
+    assert releases(reg) == {"tfaot-model-m.spec": 1, "tfaot-xla-runtime.spec": 1}
+    (spec_dir / "x.j2").write_text("2\n")
+    commit(repo, "spec template change")
+    assert releases(reg) == {"tfaot-model-m.spec": 2, "tfaot-xla-runtime.spec": 2}
+
+
+def test_template_folders_split_package_and_spec_templates():
+    from tfaot_dist import bench, package, render, runtime_package
+
+    spec_names = {p.name for p in render.spec_templates_dir().glob("*.j2")}
+    package_names = {p.name for p in render.package_templates_dir().glob("*.j2")}
+    assert spec_names and not spec_names & package_names
+    assert all(name.endswith((".spec.j2", ".file.j2")) for name in spec_names)
+    assert {*package.TEMPLATES, *runtime_package.TEMPLATES, bench.BENCH_TEMPLATE} == package_names
+
+
 def test_release_history_outside_git_is_empty(tmp_path):
     write_registry_yaml(tmp_path / "reg")
     path = write_entry(tmp_path / "reg", entry("m"))

@@ -53,6 +53,7 @@ STUDY_BATCH_SIZES = tuple(2**i for i in range(11))
 PLOT_REQUIREMENTS = ("matplotlib==3.11.2",)
 TF_BENCH = Path(__file__).parent / "worker" / "tf_bench.py"
 CAPI_SOURCE = Path(__file__).parent / "bench_src" / "tf_capi_bench.cc"
+BENCH_TEMPLATE = "bench_aot.cc.j2"  # package_templates/: compiled against a built package
 PEAK_SOURCE = Path(__file__).parent / "bench_src" / "peak_flops.cc"
 LANES = {"x86-64": 4, "x86-64-v3": 8, "x86-64-v4": 16}  # floats per vector register of each level
 PLOT_SCRIPT = Path(__file__).parent / "plot_bench.py"
@@ -90,7 +91,7 @@ def build_aot_program(target: Target, runtime: XlaRuntime, cache: Path, work: Pa
     manifest = target.manifest
     comp = manifest.compilation
     src = work / "bench_aot.cc"
-    src.write_text(render("bench_aot.cc.j2", package=manifest.package, namespace=comp.namespace,
+    src.write_text(render(BENCH_TEMPLATE, package=manifest.package, namespace=comp.namespace,
                           class_name=comp.class_name, inputs=[t.to_json() for t in manifest.signature.inputs],
                           outputs=[t.to_json() for t in manifest.signature.outputs]))
     exe = work / "bench_aot"

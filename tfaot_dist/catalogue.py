@@ -31,6 +31,7 @@ from packaging.version import Version
 
 from tfaot_dist.documents import Manifest
 from tfaot_dist.fsutil import remove_stale_siblings, write_atomic
+from tfaot_dist.render import make_environment
 from tfaot_dist.textsafe import one_line
 
 INDEX_PAGE = "index.html"
@@ -210,8 +211,7 @@ def _size(n: int) -> str:
 
 
 def _env() -> jinja2.Environment:
-    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
-                             lstrip_blocks=True)
+    env = make_environment([], autoescape=True, keep_trailing_newline=False)  # HTML: everything escaped
     env.filters["urlpath"] = lambda p: quote(p, safe="/")
     return env
 

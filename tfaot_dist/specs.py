@@ -52,7 +52,7 @@ from tfaot_dist.documents import Manifest, load_json
 from tfaot_dist.download import check_url, get_bytes
 from tfaot_dist.fsutil import copy_atomic, sha256_bytes, sha256_file, write_atomic
 from tfaot_dist.registry import DEFAULT_REQUIREMENTS, Defaults, ModelEntry, Registry
-from tfaot_dist.render import templates_dir
+from tfaot_dist.render import spec_templates_dir
 from tfaot_dist.scram_tool import RUNTIME_TOOL
 from tfaot_dist.textsafe import render, spec_text
 
@@ -255,7 +255,9 @@ def _registry_tf_version(text: str | None) -> str | None:
 
 
 def _templates() -> list[Path]:
-    return [templates_dir()]
+    """The templates whose changes count in a spec's Release: the spec templates, not the package
+    templates (a changed package template changes the build key, hence the package's version)."""
+    return [spec_templates_dir()]
 
 
 def _changelog(rel: release.Release, version: str) -> list[dict]:
