@@ -19,7 +19,8 @@ from pathlib import Path
 from tfaot_dist import builder, names
 from tfaot_dist.errors import BuildFailed, TfaotError, UsageError
 from tfaot_dist.progress import Reporter
-from tfaot_dist.registry import Defaults, ModelEntry, Registry
+from tfaot_dist.registry import ModelEntry, Registry
+from tfaot_dist.session import Session
 
 
 @dataclass(frozen=True)
@@ -95,9 +96,8 @@ def load_selected(registry: Registry, names: list[str] | None, shard: Shard | No
     return entries, failures
 
 
-def build_many(entries: list[ModelEntry], defaults: Defaults, cache: Path, dist: Path, reporter: Reporter,
-               jobs: int = 1, fail_fast: bool = False, offline: bool = False,
-               failed_before: Sequence[Failure] = ()) -> Summary:
+def build_many(entries: list[ModelEntry], session: Session, dist: Path, reporter: Reporter,
+               jobs: int = 1, fail_fast: bool = False, failed_before: Sequence[Failure] = ()) -> Summary:
     """Build every entry, `jobs` at a time; a failure is recorded and the others go on (unless fail_fast).
 
     failed_before: models that failed before building (entries that did not load).
@@ -115,8 +115,8 @@ def build_many(entries: list[ModelEntry], defaults: Defaults, cache: Path, dist:
     def one(entry: ModelEntry) -> None:
         reporter.start(entry.name)
         try:
-            result = builder.build_entry(entry, defaults, cache, dist,
-                                         lambda message: reporter.log(entry.name, message), offline=offline)
+            result = builder.build_entry(
+                entry, session.logging_to(lambda message: reporter.log(entry.name, message)), dist)
         except TfaotError as exc:
             outcome[entry.name] = Failure(entry.name, _one_line(str(exc)), exc.exit_code)
             reporter.finish(entry.name, "failed", _one_line(str(exc)))
