@@ -184,8 +184,9 @@ def check_files(root: Path, manifest: Manifest) -> None:
             raise IntegrityError(f"{path}: sha256 differs from the manifest")
 
 
-def write_archive(root: Path, archive: Path) -> None:
-    write_atomic(archive, reproducible_targz(root, root.name))
+def write_archive(root: Path, archive: Path, top: str | None = None) -> None:
+    """The reproducible archive of the package in root, its top directory named top (default: root's name)."""
+    write_atomic(archive, reproducible_targz(root, top or root.name))
 
 
 def _archive_objects(lib: Path, objects: list[str], output: Path) -> None:

@@ -26,15 +26,8 @@ from packaging.version import Version
 
 from tfaot_dist import __version__, buildsys, package as pkg, scram_tool
 from tfaot_dist.documents import FileDigest, Manifest, Requirement, RuntimeManifest, ToolInfo
-from tfaot_dist.fsutil import (
-    file_lock,
-    remove_stale_siblings,
-    replace_dir,
-    sha256_file,
-    temp_sibling,
-    tree_digest,
-    tree_files,
-)
+from tfaot_dist.cache import ensure_entry
+from tfaot_dist.fsutil import remove_stale_siblings, sha256_file, tree_digest, tree_files
 from tfaot_dist.render import templates_digest
 from tfaot_dist.xla_runtime import XlaRuntime
 
@@ -83,19 +76,19 @@ def ensure_runtime_package(runtime: XlaRuntime, dist: Path) -> tuple[pkg.Package
     root = dist / pkg.dir_name(NAME, version)
     archive = dist / f"{root.name}.tar.gz"
     status = "up to date"
-    with file_lock(dist / f".{root.name}.lock"):
-        if not (root / pkg.MANIFEST).is_file() or not archive.is_file():
-            status = "built"
-            remove_stale_siblings(root)
-            remove_stale_siblings(archive)
-            staged = temp_sibling(root)
-            _assemble(runtime, version, staged / root.name)
-            pkg.write_archive(staged / root.name, staged / archive.name)
-            replace_dir(staged / root.name, root)
-            (staged / archive.name).replace(archive)
-            shutil.rmtree(staged)
-    manifest = pkg.read_manifest(root)
-    return pkg.Package(NAME, version, root, archive, manifest), status
+
+    def assemble(staged: Path) -> None:
+        nonlocal status
+        status = "built"
+        remove_stale_siblings(archive)
+        _assemble(runtime, version, staged)
+        # Written before the directory's rename: the package is complete once both are there.
+        pkg.write_archive(staged, archive, top=root.name)
+
+    # An entry of dist rather than of the cache (no marker: its manifest and archive say it is complete).
+    ensure_entry(root, assemble, marker=None, is_complete=lambda d: (d / pkg.MANIFEST).is_file() and archive.is_file(),
+                 lock=dist / f".{root.name}.lock")
+    return pkg.Package(NAME, version, root, archive, pkg.read_manifest(root)), status
 
 
 def _assemble(runtime: XlaRuntime, version: str, root: Path) -> None:
