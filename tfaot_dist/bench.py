@@ -81,7 +81,7 @@ class Target:
 
     @property
     def manifest(self) -> ModelManifest:
-        return pkg.model_manifest(pkg.read_manifest(self.package_root), self.package_root / pkg.MANIFEST)
+        return pkg.model_manifest(pkg.read_manifest_json(self.package_root), self.package_root / pkg.MANIFEST)
 
 
 # ---------------------------------------------------------------- programs
