@@ -21,9 +21,11 @@ from pathlib import Path
 
 from tfaot_dist import bench, builder
 from tfaot_dist import package as pkg
+from tfaot_dist.cache import Cache
 from tfaot_dist.cli import default_cache
 from tfaot_dist.config import load_aot_config
-from tfaot_dist.registry import DEFAULT_REQUIREMENTS, Defaults
+from tfaot_dist.registry import DEFAULT_REQUIREMENTS
+from tfaot_dist.session import Session
 from tfaot_dist.toolchain import ensure_toolchain, run_worker, worker_env
 from tfaot_dist.xla_runtime import ensure_runtime
 
@@ -65,7 +67,7 @@ def main() -> int:
         weights = None
         for k in range(1, len(all_sizes) + 1):
             sizes = all_sizes[:k]
-            package = builder.compile_config(config_path, tmp / f"dist{k}", Defaults(), cache, lambda m: None,
+            package = builder.compile_config(config_path, tmp / f"dist{k}", Session(Cache(cache), log=lambda m: None),
                                              batch_sizes=tuple(sizes))
             raw = tmp / f"raw{k}"
             (raw / "out").mkdir(parents=True)

@@ -16,9 +16,11 @@ import tempfile
 from pathlib import Path
 
 from tfaot_dist import bench, builder, cpu_target
+from tfaot_dist.cache import Cache
 from tfaot_dist.cli import default_cache
 from tfaot_dist.config import load_aot_config
-from tfaot_dist.registry import DEFAULT_REQUIREMENTS, Defaults
+from tfaot_dist.registry import DEFAULT_REQUIREMENTS
+from tfaot_dist.session import Session
 from tfaot_dist.toolchain import ensure_toolchain, worker_env
 from tfaot_dist.xla_runtime import ensure_runtime
 
@@ -63,7 +65,7 @@ def main() -> int:
                 "model": {"name": args.model, "version": "1.0.0", "saved_model": str(base.saved_model)},
                 "compilation": {"batch_sizes": [int(s) for s in sizes.split(",")], "target_cpu": cpu,
                                 "xla_flags": flags}}))
-            package = builder.compile_config(cfg, tmp / f"dist{len(programs)}", Defaults(), cache, lambda m: None)
+            package = builder.compile_config(cfg, tmp / f"dist{len(programs)}", Session(Cache(cache), log=lambda m: None))
             work = tmp / f"w{len(programs)}"
             work.mkdir()
             programs[label] = bench.build_aot_program(bench.Target(package.root, None), runtime, cache, work)

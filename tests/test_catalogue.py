@@ -13,6 +13,7 @@ from browser import Browser
 from httpserve import Server
 from tfaot_dist import catalogue
 from tfaot_dist.channel import RUNTIME, parse_index
+from tfaot_dist.documents import Manifest
 
 SCREENSHOT = Path("/tmp/catalogue.png")
 MODELS = ("tfaot-model-test-multi", "tfaot-model-test-simple")
@@ -28,6 +29,11 @@ def published(built, tmp_path, run) -> Path:
 def rows_and_manifests(ch: Path):
     rows = parse_index((ch / "index.json").read_bytes(), "index.json")
     return rows, {r.key: json.loads((ch / r.manifest).read_bytes()) for r in rows}
+
+
+def typed(manifests: dict) -> dict:
+    """The manifests as the catalogue reads them (documents.Manifest)."""
+    return {key: Manifest.from_json(m, "manifest.json") for key, m in manifests.items()}
 
 
 class Links(HTMLParser):
@@ -50,7 +56,7 @@ def test_publish_writes_a_page_per_listed_version_and_nothing_else(published):
     pages = sorted(p.relative_to(published).as_posix() for p in published.rglob("index.html"))
     assert pages == sorted(["index.html", *(catalogue.page_path(r.name, r.version) for r in rows)])
     # The catalogue is a function of the index rows and manifests: rendering again gives the bytes on disk.
-    for rel, text in catalogue.render(rows, manifests).items():
+    for rel, text in catalogue.render(rows, typed(manifests)).items():
         assert (published / rel).read_text() == text, rel
     page = (published / catalogue.page_path("tfaot-model-test-multi", "1.0.0")).read_text()
     m = manifests[("tfaot-model-test-multi", "1.0.0")]
@@ -107,7 +113,7 @@ def test_everything_is_escaped(published):
     evil["source"] = {"git": "javascript:alert(1)", "commit": '"><script>1</script>', "url": "https://h/a?b=<c>&d"}
     evil["signature"] = {"inputs": [{"name": "<in>", "dtype": "float32", "shape": [4]}],
                          "outputs": [{"name": "o\"ut", "dtype": "bool", "shape": [2]}], "order": "<o>"}
-    pages = catalogue.render(rows, {**manifests, key: evil})
+    pages = catalogue.render(rows, typed({**manifests, key: evil}))
     for text in (pages["index.html"], pages[catalogue.page_path(*key)]):
         assert "<script>alert" not in text and "<img" not in text and "<b>" not in text and "<in>" not in text
         parser = Links()

@@ -326,7 +326,7 @@ def test_cmsbuild_spec_builds_offline_in_a_sandbox(toolchain212, shared_cache, t
     assert sorted(got) == sorted(want)
     differ = sorted(rel for rel in got if got[rel] != want[rel])
     assert differ == sorted(DIFFER_BY_DESIGN), differ
-    ours, theirs = package.read_manifest(installed), package.read_manifest(built)
+    ours, theirs = package.read_manifest_json(installed), package.read_manifest_json(built)
     for key in ("signature", "requires", "constants", "reference", "verification"):
         assert ours[key] == theirs[key], key
     assert {k: v for k, v in ours["files"].items() if k not in DIFFER_BY_DESIGN} == {

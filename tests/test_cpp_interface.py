@@ -25,8 +25,10 @@ import pytest
 
 from conftest import fresh_cache
 from tfaot_dist import builder, cpu_target, runtime_package, scram_tool
+from tfaot_dist.cache import Cache
 from tfaot_dist.registry import Defaults
 from tfaot_dist.render import render_model_header
+from tfaot_dist.session import Session
 from tfaot_dist.xla_runtime import ensure_runtime
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,8 +63,8 @@ def packages(example_models, tmp_path_factory, shared_cache, toolchain) -> dict[
     cache = fresh_cache(out / "cache", shared_cache)
     # simple with every default CPU level (model.h dispatches, under both contracts), multi with one
     return {name: builder.compile_config(example_models / name / "aot_config.yaml", out / "dist",
-                                         Defaults() if name == "simple" else Defaults(cpu_levels=("x86-64",)),
-                                         cache, print).root
+                                         Session(Cache(cache), Defaults() if name == "simple"
+                                                 else Defaults(cpu_levels=("x86-64",)))).root
             for name in ("simple", "multi")}
 
 

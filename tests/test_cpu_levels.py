@@ -14,7 +14,9 @@ from tfaot_dist import builder, cpu_target
 from tfaot_dist.config import load_aot_config
 from tfaot_dist.documents import Compilation
 from tfaot_dist.errors import InvalidInput
+from tfaot_dist.cache import Cache
 from tfaot_dist.registry import DEFAULT_CPU_LEVELS, Defaults, Registry
+from tfaot_dist.session import Session
 from tfaot_dist.toolchain import WORKER, worker_env
 from tfaot_dist.verify import INTERFACE_INCLUDE
 from tfaot_dist.xla_runtime import compile_consumer, ensure_runtime
@@ -107,8 +109,8 @@ def multi_level(example_models, tmp_path_factory, shared_cache, toolchain) -> Pa
     """The simple example for every default level (and batch sizes 1, 2, 4), verified."""
     out = tmp_path_factory.mktemp("levels")
     cache = fresh_cache(out / "cache", shared_cache)
-    return builder.compile_config(example_models / "simple" / "aot_config.yaml", out / "dist", Defaults(),
-                                  cache, print).root
+    return builder.compile_config(example_models / "simple" / "aot_config.yaml", out / "dist",
+                                  Session(Cache(cache))).root
 
 
 def test_manifest_lists_levels_and_what_was_verified(multi_level):

@@ -179,7 +179,7 @@ def dist_digests(dist: Path) -> dict[str, str]:
         else:
             manifest = pkg.read_manifest(entry)
             pkg.check_files(entry, manifest)
-            assert entry.name.startswith(RUNTIME) or manifest["verification"]["batch_sizes"]
+            assert entry.name.startswith(RUNTIME) or (manifest.verification or {}).get("batch_sizes")
             out[entry.name] = tree_digest(entry)
     return out
 
@@ -368,11 +368,11 @@ def check_tree(tree: Path) -> None:
     """An installed package: its manifest's files with their digests, the build-system files
     setup adds, nothing else."""
     manifest = pkg.read_manifest(tree)
-    listed = manifest["files"]
+    listed = manifest.files
     present = {p.relative_to(tree).as_posix() for p in tree.rglob("*") if p.is_file()}
     assert present == set(listed) | set(buildsys_files(manifest)) | {pkg.MANIFEST}, tree
     for rel, meta in listed.items():
-        assert sha256_file(tree / rel) == meta["sha256"], rel
+        assert sha256_file(tree / rel) == meta.sha256, rel
 
 
 def check_area(area: Path) -> int:

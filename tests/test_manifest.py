@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tfaot_dist.documents import CompileAnswer, CompileRequest, ModelManifest
+from tfaot_dist.documents import CompileAnswer, CompileRequest, ModelManifest, RuntimeManifest
 from tfaot_dist.errors import InvalidInput
 
 SHA = "ab" * 32
@@ -147,3 +147,43 @@ def test_check_answer_and_the_signature_line():
     assert describe_signature(answer.signature) == "input_0:float32[4] -> input_0:float32[4]"
     with pytest.raises(InvalidInput, match=r"^answer.ops\[0\].xla_cpu: expected true or false, got 'yes'"):
         CheckAnswer.from_json({**answer.to_json(), "ops": [{"op": "MatMul", "xla_cpu": "yes"}]}, "answer")
+
+
+RUNTIME_MANIFEST = {
+    "compiler": "g++", "cxxflags": ["-std=c++17", "-DEIGEN_MPL2_ONLY"],
+    "files": {"lib/libtf_xla_runtime.a": {"sha256": SHA, "size": 5}, "include/x.h": {"sha256": SHA, "size": 0}},
+    "kind": "runtime", "libs": ["lib/libtf_xla_runtime.a", "lib/libtfaot_absl.a"], "name": "tfaot-xla-runtime",
+    "package": "tfaot-xla-runtime", "runtime_key": "2.21.0-gcc-b8fd209dfb55daad", "scram_tool": "tfaot-xla-runtime",
+    "system_libs": ["-lpthread", "-lm"], "tensorflow_version": "2.21.0",
+    "tool": {"name": "tfaot-dist", "version": "0.1.0"}, "version": "2.21.0+b8fd209dfb55daad.p303909c2",
+}
+
+
+def test_runtime_manifest_reads_back_to_the_same_bytes():
+    typed = RuntimeManifest.from_json(json.loads(dumped(RUNTIME_MANIFEST)), "manifest.json")
+    assert dumped(typed.to_json()) == dumped(RUNTIME_MANIFEST)
+    assert typed.libs == ("lib/libtf_xla_runtime.a", "lib/libtfaot_absl.a") and typed.files["include/x.h"].size == 0
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("package", "tfaot-model-x", "m.package: expected one of tfaot-xla-runtime, got 'tfaot-model-x'"),
+    ("libs", ["../lib.a"], "m.libs[0]: invalid path '../lib.a'"),
+    ("cxxflags", "-O2", "m.cxxflags: expected a list, got '-O2'"),
+    ("runtime_key", None, "m.runtime_key: required field is missing"),
+])
+def test_runtime_manifest_refusals_name_the_field(field, value, message):
+    doc = {k: v for k, v in RUNTIME_MANIFEST.items() if k != field}
+    if value is not None:
+        doc[field] = value
+    with pytest.raises(InvalidInput) as exc:
+        RuntimeManifest.from_json(doc, "m")
+    assert str(exc.value) == message
+
+
+def test_runtime_package_on_disk_reads_back_to_its_bytes(built):
+    """The runtime package a real build wrote: its manifest.json typed and written again, byte for byte."""
+    (root,) = [p for p in (built / "dist").glob("tfaot-xla-runtime-*") if p.is_dir()]
+    data = (root / "manifest.json").read_text()
+    typed = RuntimeManifest.from_json(json.loads(data), "manifest.json")
+    assert dumped(typed.to_json()) == data
+    assert typed.version == root.name.removeprefix("tfaot-xla-runtime-")

@@ -105,3 +105,23 @@ def test_an_unwritable_log_dir_falls_back_and_still_fails(tmp_path):
     log = log_of(str(info.value))
     assert log.is_file() and log.parent.name == "tfaot-dist-logs"
     log.unlink()
+
+
+def test_stream_writes_both_streams_to_the_file_in_order(tmp_path):
+    script = ("import sys\n"
+              "print('one', flush=True)\n"
+              "print('two', file=sys.stderr, flush=True)\n"
+              "print('three', flush=True)\n"
+              "sys.exit(4)\n")
+    finished = process.stream([PY, "-c", script], tmp_path / "worker.log", cwd=tmp_path)
+    assert (finished.status, finished.stdout, finished.describe_status()) == (4, "", "exit 4")
+    assert (tmp_path / "worker.log").read_text() == "one\ntwo\nthree\n"
+
+
+def test_stream_reports_a_timeout_and_a_program_that_cannot_run(tmp_path):
+    slow = process.stream([PY, "-c", "import time; print('started', flush=True); time.sleep(30)"],
+                          tmp_path / "slow.log", timeout=1)
+    assert slow.status == process.TIMED_OUT and slow.describe_status() == "timed out after 1 s"
+    assert (tmp_path / "slow.log").read_text() == "started\n"  # what it wrote before it was stopped
+    missing = process.stream([tmp_path / "no-such-program"], tmp_path / "missing.log")
+    assert missing.status == process.NOT_RUN and "cannot run" in missing.stderr

@@ -23,6 +23,7 @@ import yaml
 from conftest import GIT_ENV, snapshot
 
 from tfaot_dist import buildsys, cli, release, specs
+from tfaot_dist.documents import Manifest
 from tfaot_dist.registry import Registry
 from tfaot_dist.render import render
 from tfaot_dist.textsafe import environment, one_line, pkgconfig_text, spec_text
@@ -141,10 +142,10 @@ def test_golden(golden_registry, tmp_path, capsys, flavor):
 
 def test_golden_buildsys_files(tmp_path):
     files = {
-        "tfaot-model-test-simpleConfig.cmake": buildsys.render_cmake_config(MODEL_MANIFEST),
-        "tfaot-model-test-simple.pc": buildsys.render_pkgconfig(MODEL_MANIFEST),
-        "tfaot-xla-runtimeConfig.cmake": buildsys.render_runtime_cmake_config(RUNTIME_MANIFEST),
-        "tfaot-xla-runtime.pc": buildsys.render_runtime_pkgconfig(RUNTIME_MANIFEST),
+        "tfaot-model-test-simpleConfig.cmake": buildsys.render_cmake_config(typed(MODEL_MANIFEST)),
+        "tfaot-model-test-simple.pc": buildsys.render_pkgconfig(typed(MODEL_MANIFEST)),
+        "tfaot-xla-runtimeConfig.cmake": buildsys.render_runtime_cmake_config(typed(RUNTIME_MANIFEST)),
+        "tfaot-xla-runtime.pc": buildsys.render_runtime_pkgconfig(typed(RUNTIME_MANIFEST)),
     }
     assert_golden(files, "buildsys")
 
@@ -375,6 +376,36 @@ def test_release_sees_templates_in_the_same_work_tree(tmp_path, monkeypatch):
     assert releases(reg) == {"tfaot-model-m.spec": 2, "tfaot-xla-runtime.spec": 2}
 
 
+def test_release_counts_spec_templates_not_package_templates(tmp_path, monkeypatch):
+    """A package template (model.h, bench_aot.cc, ...) changes the build key, not every spec's Release."""
+    repo = tmp_path / "repo"
+    reg, spec_dir, package_dir = repo / "registry", repo / "spec_templates", repo / "package_templates"
+    write_registry_yaml(reg)
+    write_entry(reg, entry("m"))
+    for folder in (spec_dir, package_dir):
+        folder.mkdir()
+        (folder / "x.j2").write_text("1\n")
+    git(repo, "init", "-q", "-b", "main")
+    commit(repo, "start")
+    monkeypatch.setattr(specs, "spec_templates_dir", lambda: spec_dir)  # what an installed tree would hold
+    (package_dir / "x.j2").write_text("2\n")
+    commit(repo, "package template change")
+    assert releases(reg) == {"tfaot-model-m.spec": 1, "tfaot-xla-runtime.spec": 1}
+    (spec_dir / "x.j2").write_text("2\n")
+    commit(repo, "spec template change")
+    assert releases(reg) == {"tfaot-model-m.spec": 2, "tfaot-xla-runtime.spec": 2}
+
+
+def test_template_folders_split_package_and_spec_templates():
+    from tfaot_dist import bench, package, render, runtime_package
+
+    spec_names = {p.name for p in render.spec_templates_dir().glob("*.j2")}
+    package_names = {p.name for p in render.package_templates_dir().glob("*.j2")}
+    assert spec_names and not spec_names & package_names
+    assert all(name.endswith((".spec.j2", ".file.j2")) for name in spec_names)
+    assert {*package.TEMPLATES, *runtime_package.TEMPLATES, bench.BENCH_TEMPLATE} == package_names
+
+
 def test_release_history_outside_git_is_empty(tmp_path):
     write_registry_yaml(tmp_path / "reg")
     path = write_entry(tmp_path / "reg", entry("m"))
@@ -478,24 +509,30 @@ MODEL_MANIFEST = {
     "package": "tfaot-model-test-simple", "name": "test-simple", "version": "1.0.0",
     "source": {"git": "https://git.example.org/ml/data.git", "url": "https://git.example.org/ml/data.git"},
     "model": {"description": "A simple model " + HOSTILE + "\nsecond line", "author": HOSTILE},
-    "requires": [{"name": "tfaot-xla-runtime", "version": "2.21.0+b8fd209dfb55daad"}],
+    "requires": [{"name": "tfaot-xla-runtime", "version": "2.21.0+b8fd209dfb55daad"}], "files": {},
 }
 RUNTIME_MANIFEST = {
     "package": "tfaot-xla-runtime", "name": "tfaot-xla-runtime", "version": "2.21.0+b8fd209dfb55daad",
     "tensorflow_version": "2.21.0", "cxxflags": ["-std=c++17", "-D_GLIBCXX_USE_CXX11_ABI=1"],
-    "libs": ["lib/libtf_xla_runtime.a", "lib/libtfaot_absl.a"], "system_libs": ["-lpthread", "-lm"],
+    "libs": ["lib/libtf_xla_runtime.a", "lib/libtfaot_absl.a"], "system_libs": ["-lpthread", "-lm"], "files": {},
+    "kind": "runtime",
 }
+
+
+def typed(manifest: dict) -> Manifest:
+    """The manifest as buildsys reads it (documents.Manifest: field types checked)."""
+    return Manifest.from_json(manifest, "manifest")
 
 
 def fake_tree(root: Path) -> tuple[Path, Path]:
     """A model package and a runtime package with empty libraries and the four generated files."""
     model, runtime = root / "model", root / "runtime"
     files = {
-        model / buildsys.cmake_config_path("tfaot-model-test-simple"): buildsys.render_cmake_config(MODEL_MANIFEST),
-        model / buildsys.pkgconfig_path("tfaot-model-test-simple"): buildsys.render_pkgconfig(MODEL_MANIFEST),
+        model / buildsys.cmake_config_path("tfaot-model-test-simple"): buildsys.render_cmake_config(typed(MODEL_MANIFEST)),
+        model / buildsys.pkgconfig_path("tfaot-model-test-simple"): buildsys.render_pkgconfig(typed(MODEL_MANIFEST)),
         runtime / buildsys.cmake_config_path("tfaot-xla-runtime"):
-            buildsys.render_runtime_cmake_config(RUNTIME_MANIFEST),
-        runtime / buildsys.pkgconfig_path("tfaot-xla-runtime"): buildsys.render_runtime_pkgconfig(RUNTIME_MANIFEST),
+            buildsys.render_runtime_cmake_config(typed(RUNTIME_MANIFEST)),
+        runtime / buildsys.pkgconfig_path("tfaot-xla-runtime"): buildsys.render_runtime_pkgconfig(typed(RUNTIME_MANIFEST)),
         model / "lib" / "libtfaot-model-test-simple.a": "",
         runtime / "lib" / "libtf_xla_runtime.a": "",
         runtime / "lib" / "libtfaot_absl.a": "",
@@ -543,11 +580,11 @@ def test_pkgconfig_before_verification_accepts_any_build_of_the_tensorflow_versi
     fresh = {k: v for k, v in MODEL_MANIFEST.items() if k != "requires"}
     fresh["toolchain"] = {"tensorflow_version": "2.21.0"}
     model, runtime = fake_tree(tmp_path)
-    (model / buildsys.pkgconfig_path("tfaot-model-test-simple")).write_text(buildsys.render_pkgconfig(fresh))
+    (model / buildsys.pkgconfig_path("tfaot-model-test-simple")).write_text(buildsys.render_pkgconfig(typed(fresh)))
     runtime_pc = runtime / buildsys.pkgconfig_path("tfaot-xla-runtime")
     for runtime_version, found in (("2.21.0+b8fd209dfb55daad", True), ("2.21.0", True), ("2.21.1", False),
                                    ("2.22.0+b8fd209dfb55daad", False), ("2.20.0", False)):
-        runtime_pc.write_text(buildsys.render_runtime_pkgconfig({**RUNTIME_MANIFEST, "version": runtime_version}))
+        runtime_pc.write_text(buildsys.render_runtime_pkgconfig(typed({**RUNTIME_MANIFEST, "version": runtime_version})))
         env = {**os.environ, "PKG_CONFIG_PATH": f"{model}/lib/pkgconfig:{runtime}/lib/pkgconfig",
                "PKG_CONFIG_LIBDIR": ""}
         proc = subprocess.run(["pkg-config", "--exists", "tfaot-model-test-simple"], env=env, check=False)
@@ -614,7 +651,7 @@ def test_buildsys_rejects_unsafe_manifest_values(field, value):
     render_fn = (buildsys.render_runtime_cmake_config if field in ("cxxflags", "libs", "system_libs")
                  else buildsys.render_cmake_config)
     with pytest.raises(InvalidInput, match=field):
-        render_fn(manifest)
+        render_fn(typed(manifest))
 
 
 # --- real rpms from built packages ------------------------------------------------------------------
@@ -800,13 +837,13 @@ def test_real_packages_with_generated_cmake_and_pkgconfig_files(built, tmp_path)
     model_manifest = json.loads((model / "manifest.json").read_text())
     runtime_manifest = json.loads((runtime / "manifest.json").read_text())
     for root, files in ((model, {buildsys.cmake_config_path("tfaot-model-test-simple"):
-                                 buildsys.render_cmake_config(model_manifest),
+                                 buildsys.render_cmake_config(typed(model_manifest)),
                                  buildsys.pkgconfig_path("tfaot-model-test-simple"):
-                                 buildsys.render_pkgconfig(model_manifest)}),
+                                 buildsys.render_pkgconfig(typed(model_manifest))}),
                         (runtime, {buildsys.cmake_config_path("tfaot-xla-runtime"):
-                                   buildsys.render_runtime_cmake_config(runtime_manifest),
+                                   buildsys.render_runtime_cmake_config(typed(runtime_manifest)),
                                    buildsys.pkgconfig_path("tfaot-xla-runtime"):
-                                   buildsys.render_runtime_pkgconfig(runtime_manifest)})):
+                                   buildsys.render_runtime_pkgconfig(typed(runtime_manifest))})):
         for rel, text in files.items():
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_text(text)

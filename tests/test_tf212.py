@@ -62,8 +62,8 @@ def compiled212(examples212, shared_cache, tmp_path_factory) -> Path:
 @pytest.mark.parametrize("name", ["simple", "multi"])
 def test_examples_compile_and_verify_with_212(compiled212, name):
     pkg_dir = compiled212 / f"tfaot-model-{name}-1.0.0"
-    manifest = package.read_manifest(pkg_dir)
-    package.check_files(pkg_dir, manifest)
+    package.check_files(pkg_dir, package.read_manifest(pkg_dir))
+    manifest = package.read_manifest_json(pkg_dir)
     assert manifest["toolchain"]["tensorflow_version"] == "2.12.0"
     runtime_req = [r for r in manifest["requires"] if r["name"] == "tfaot-xla-runtime"]
     assert runtime_req and runtime_req[0]["version"].startswith("2.12.0"), manifest["requires"]
@@ -132,11 +132,11 @@ def test_existing_python_and_installed_runtime(compiled212, examples212, toolcha
     assert not (cache / "toolchains").exists() and not (cache / "runtime").exists()
     assert not (cache / "abseil").exists()
     pkg_dir = out / "tfaot-model-simple-1.0.0"
-    manifest = package.read_manifest(pkg_dir)
+    manifest = package.read_manifest_json(pkg_dir)
     assert manifest["toolchain"]["environment"] == "existing"
     assert manifest["toolchain"]["installed"] == ["tensorflow-cpu==2.12.0"]
     assert manifest["toolchain"]["runtime"] == {"origin": "installed", "key": runtime.key}
     assert manifest["verification"]
     # The compiled files are those of the isolated build.
-    ref = package.read_manifest(compiled212 / "tfaot-model-simple-1.0.0")
+    ref = package.read_manifest_json(compiled212 / "tfaot-model-simple-1.0.0")
     assert {k: v for k, v in manifest["files"].items()} == ref["files"]

@@ -45,6 +45,7 @@ from tfaot_dist.documents import ModelManifest
 from tfaot_dist.errors import CompileFailed, InvalidInput
 from tfaot_dist.fsutil import sha256_bytes, write_atomic
 from tfaot_dist.render import render
+from tfaot_dist.session import Session
 from tfaot_dist.toolchain import Toolchain, ensure_toolchain, worker_env
 from tfaot_dist.xla_runtime import XlaRuntime, compile_consumer
 
@@ -53,6 +54,7 @@ STUDY_BATCH_SIZES = tuple(2**i for i in range(11))
 PLOT_REQUIREMENTS = ("matplotlib==3.11.2",)
 TF_BENCH = Path(__file__).parent / "worker" / "tf_bench.py"
 CAPI_SOURCE = Path(__file__).parent / "bench_src" / "tf_capi_bench.cc"
+BENCH_TEMPLATE = "bench_aot.cc.j2"  # package_templates/: compiled against a built package
 PEAK_SOURCE = Path(__file__).parent / "bench_src" / "peak_flops.cc"
 LANES = {"x86-64": 4, "x86-64-v3": 8, "x86-64-v4": 16}  # floats per vector register of each level
 PLOT_SCRIPT = Path(__file__).parent / "plot_bench.py"
@@ -79,7 +81,7 @@ class Target:
 
     @property
     def manifest(self) -> ModelManifest:
-        return pkg.model_manifest(pkg.read_manifest(self.package_root), self.package_root / pkg.MANIFEST)
+        return pkg.model_manifest(pkg.read_manifest_json(self.package_root), self.package_root / pkg.MANIFEST)
 
 
 # ---------------------------------------------------------------- programs
@@ -90,7 +92,7 @@ def build_aot_program(target: Target, runtime: XlaRuntime, cache: Path, work: Pa
     manifest = target.manifest
     comp = manifest.compilation
     src = work / "bench_aot.cc"
-    src.write_text(render("bench_aot.cc.j2", package=manifest.package, namespace=comp.namespace,
+    src.write_text(render(BENCH_TEMPLATE, package=manifest.package, namespace=comp.namespace,
                           class_name=comp.class_name, inputs=[t.to_json() for t in manifest.signature.inputs],
                           outputs=[t.to_json() for t in manifest.signature.outputs]))
     exe = work / "bench_aot"
@@ -350,7 +352,7 @@ def plot(result_json: Path, out_dir: Path, cache: Path, log=print) -> list[Path]
     return [Path(line) for line in out.split()]
 
 
-def resolve_target(spec: str, registry, cache: Path, dist: Path, saved_model: Path | None = None, log=print):
+def resolve_target(spec: str, registry, session: Session, dist: Path, saved_model: Path | None = None):
     """NAME (registry entry, built if needed), a package directory, or an aot_config.yaml (compiled into dist).
 
     Returns (Target, ModelEntry or None). A package directory has no SavedModel
@@ -359,10 +361,8 @@ def resolve_target(spec: str, registry, cache: Path, dist: Path, saved_model: Pa
     from tfaot_dist import builder
     from tfaot_dist.config import load_aot_config
     from tfaot_dist.models import load_source_config
-    from tfaot_dist.registry import Defaults
     from tfaot_dist.resolve import fetch_source
 
-    defaults = registry.defaults() if (registry.root / "registry.yaml").exists() else Defaults()
     path = Path(spec)
     if path.is_dir():
         if not (path / "manifest.json").is_file():
@@ -370,26 +370,22 @@ def resolve_target(spec: str, registry, cache: Path, dist: Path, saved_model: Pa
         return Target(path.absolute(), saved_model.absolute() if saved_model else None), None
     if path.is_file():
         config = load_aot_config(path.absolute())
-        package = builder.compile_config(path.absolute(), dist.absolute(), defaults, cache, log)
+        package = builder.compile_config(path.absolute(), dist.absolute(), session)
         return Target(package.root, saved_model or config.saved_model, config.serving_key), None
     entry = registry.load(spec)
-    built = builder.build_entry(entry, defaults, cache, dist.absolute(), log)
+    built = builder.build_entry(entry, session, dist.absolute())
     if saved_model is None:
-        config = load_source_config(fetch_source(entry.source, cache), entry.aot_config).with_overrides(entry.overrides)
+        config = load_source_config(fetch_source(entry.source, session.cache.root),
+                                    entry.aot_config).with_overrides(entry.overrides)
         saved_model, key = config.saved_model, config.serving_key
     else:
         key = "serving_default"
     return Target(built.package.root, saved_model, key), entry
 
 
-def bench_command(spec: str, registry, cache: Path, dist: Path, protocol: Protocol, out_dir: Path,
-                  saved_model: Path | None = None, plots: bool = True, log=print) -> dict:
+def bench_command(spec: str, registry, session: Session, dist: Path, protocol: Protocol, out_dir: Path,
+                  saved_model: Path | None = None, plots: bool = True) -> dict:
     """`tfaot-dist bench`: resolve spec to a package (and SavedModel), then run()."""
-    from tfaot_dist.registry import Defaults
-    from tfaot_dist.xla_runtime import ensure_runtime
-
-    target, _ = resolve_target(spec, registry, cache, dist, saved_model, log)
-    defaults = registry.defaults() if (registry.root / "registry.yaml").exists() else Defaults()
-    toolchain = ensure_toolchain(cache, defaults.requirements, log)
-    runtime = ensure_runtime(toolchain.python, cache, log)
-    return run(target, protocol, toolchain, runtime, cache, out_dir, log, plots)
+    target, _ = resolve_target(spec, registry, session, dist, saved_model)
+    toolchain, runtime = session.toolchain_and_runtime()
+    return run(target, protocol, toolchain, runtime, session.cache.root, out_dir, session.log, plots)

@@ -9,7 +9,6 @@ they share (toolchain, XLA runtime, sources, build cache) take file locks.
 """
 
 import hashlib
-import re
 import threading
 import traceback
 from collections.abc import Sequence
@@ -17,12 +16,11 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tfaot_dist import builder
-from tfaot_dist.errors import TfaotError, UsageError
+from tfaot_dist import builder, names
+from tfaot_dist.errors import BuildFailed, TfaotError, UsageError
 from tfaot_dist.progress import Reporter
-from tfaot_dist.registry import Defaults, ModelEntry, Registry
-
-_SHARD = re.compile(r"([1-9][0-9]{0,3})/([1-9][0-9]{0,3})")
+from tfaot_dist.registry import ModelEntry, Registry
+from tfaot_dist.session import Session
 
 
 @dataclass(frozen=True)
@@ -35,7 +33,7 @@ class Shard:
 
 
 def parse_shard(text: str) -> Shard:
-    m = _SHARD.fullmatch(text or "")
+    m = names.SHARD.fullmatch(text or "")
     if not m or int(m.group(1)) > int(m.group(2)):
         raise UsageError(f"--shard: expected K/N with 1 <= K <= N (e.g. 2/8), got {text!r}")
     return Shard(int(m.group(1)), int(m.group(2)))
@@ -67,18 +65,15 @@ class Summary:
     skipped: list[str] = field(default_factory=list)  # not started after a failure (--fail-fast)
 
 
-class BuildFailed(TfaotError):
-    """Some models failed; exits with the code of the first failure (in registry order)."""
-
-    def __init__(self, summary: Summary):
-        failures = summary.failures
-        self.exit_code = failures[0].exit_code
-        if summary.total == 1:  # one model: its own message, as if it had been built alone
-            super().__init__(failures[0].message)
-            return
-        parts = [f"{f.name} ({f.message})" for f in failures]
-        skipped = f", {len(summary.skipped)} not started" if summary.skipped else ""
-        super().__init__(f"{len(failures)} of {summary.total} models failed{skipped}: {'; '.join(parts)}")
+def failed(summary: Summary) -> BuildFailed:
+    """The error of a build with failures: with the exit code of the first (in registry order)."""
+    failures = summary.failures
+    if summary.total == 1:  # one model: its own message, as if it had been built alone
+        return BuildFailed(failures[0].message, failures[0].exit_code)
+    parts = [f"{f.name} ({f.message})" for f in failures]
+    skipped = f", {len(summary.skipped)} not started" if summary.skipped else ""
+    return BuildFailed(f"{len(failures)} of {summary.total} models failed{skipped}: {'; '.join(parts)}",
+                       failures[0].exit_code)
 
 
 def load_selected(registry: Registry, names: list[str] | None, shard: Shard | None
@@ -101,9 +96,8 @@ def load_selected(registry: Registry, names: list[str] | None, shard: Shard | No
     return entries, failures
 
 
-def build_many(entries: list[ModelEntry], defaults: Defaults, cache: Path, dist: Path, reporter: Reporter,
-               jobs: int = 1, fail_fast: bool = False, offline: bool = False,
-               failed_before: Sequence[Failure] = ()) -> Summary:
+def build_many(entries: list[ModelEntry], session: Session, dist: Path, reporter: Reporter,
+               jobs: int = 1, fail_fast: bool = False, failed_before: Sequence[Failure] = ()) -> Summary:
     """Build every entry, `jobs` at a time; a failure is recorded and the others go on (unless fail_fast).
 
     failed_before: models that failed before building (entries that did not load).
@@ -121,8 +115,8 @@ def build_many(entries: list[ModelEntry], defaults: Defaults, cache: Path, dist:
     def one(entry: ModelEntry) -> None:
         reporter.start(entry.name)
         try:
-            result = builder.build_entry(entry, defaults, cache, dist,
-                                         lambda message: reporter.log(entry.name, message), offline=offline)
+            result = builder.build_entry(
+                entry, session.logging_to(lambda message: reporter.log(entry.name, message)), dist)
         except TfaotError as exc:
             outcome[entry.name] = Failure(entry.name, _one_line(str(exc)), exc.exit_code)
             reporter.finish(entry.name, "failed", _one_line(str(exc)))

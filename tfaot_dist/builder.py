@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tfaot_dist import __version__, documents, package as pkg, runtime_package, verify
-from tfaot_dist.cache import Cache, ensure_entry, staging
+from tfaot_dist.cache import ensure_entry, staging
 from tfaot_dist.config import AotConfig, load_aot_config
 from tfaot_dist.documents import CompileAnswer, CompileRequest
 from tfaot_dist.models import load_source_config
@@ -26,7 +26,8 @@ from tfaot_dist.fsutil import (
 from tfaot_dist.registry import Defaults, ModelEntry
 from tfaot_dist.render import templates_digest
 from tfaot_dist.resolve import fetch_source
-from tfaot_dist.toolchain import READY, WORKER, ensure_toolchain, existing_toolchain, run_worker, toolchain_key
+from tfaot_dist.session import Session
+from tfaot_dist.toolchain import READY, WORKER, existing_toolchain, run_worker, toolchain_key
 from tfaot_dist.xla_runtime import ensure_runtime, installed_runtime
 
 # Sizes checked against TensorFlow beyond the compiled ones: odd sizes need stitching and padding.
@@ -62,16 +63,16 @@ def reference_sizes(batch_sizes) -> list[int]:
     return sorted(set(batch_sizes) | set(extra))
 
 
-def build_entry(entry: ModelEntry, defaults: Defaults, cache: Path, dist: Path, log=print,
-                offline: bool = False) -> BuildResult:
-    """offline: use the cache only (sources, toolchain); what is missing is a SourceUnavailable error."""
-    key = build_key(entry, defaults)
+def build_entry(entry: ModelEntry, session: Session, dist: Path) -> BuildResult:
+    """session.offline: use the cache only (sources, toolchain); what is missing is a SourceUnavailable error."""
+    cache, offline = session.cache.root, session.offline
+    key = build_key(entry, session.defaults)
     dest = dist / pkg.dir_name(entry.package, entry.version)
     current = _current(dest, key)
     if current:
         return BuildResult(entry.name, current, "up to date", key)
 
-    cached_dir = Cache(cache).builds / key
+    cached_dir = session.cache.builds / key
     # Fetched before the lock is taken: a source that cannot be had leaves the build cache as it was.
     src = None if _existing(cached_dir / dest.name, key) else fetch_source(entry.source, cache, offline)
     built = False
@@ -81,20 +82,20 @@ def build_entry(entry: ModelEntry, defaults: Defaults, cache: Path, dist: Path, 
         built = True
         tree = src or fetch_source(entry.source, cache, offline)
         if offline:
-            _require_cached_toolchain(cache, defaults)
+            _require_cached_toolchain(session)
         config = load_source_config(tree, entry.aot_config).with_overrides(entry.overrides)
         source = {**entry.source.as_dict(), "url": entry.source.url, "aot_config": entry.aot_config}
-        _compile(config, entry.package, entry.version, source, defaults, cache, staged, log, key)
+        _compile(config, entry.package, entry.version, source, session, staged, key)
 
     # No marker: the package's manifest names its build key; a failed build's log is kept.
     ensure_entry(cached_dir, build, marker=None, is_complete=lambda d: _existing(d / dest.name, key) is not None,
-                 lock=Cache(cache).build_lock(key), keep_failed=True)
+                 lock=session.cache.build_lock(key), keep_failed=True)
     status = "built" if built else "cached"
     package = _publish_copy(_existing(cached_dir / dest.name, key), dest, key)
     return BuildResult(entry.name, package, status, key)
 
 
-def compile_config(config_path: Path, output_dir: Path, defaults: Defaults, cache: Path, log=print,
+def compile_config(config_path: Path, output_dir: Path, session: Session,
                    name: str | None = None, version: str | None = None,
                    batch_sizes: tuple[int, ...] | None = None, toolchain_python: Path | None = None,
                    runtime_dir: Path | None = None, cpu_levels: tuple[str, ...] | None = None) -> pkg.Package:
@@ -110,7 +111,7 @@ def compile_config(config_path: Path, output_dir: Path, defaults: Defaults, cach
         config = config.with_overrides({"cpu_levels": cpu_levels, "target_cpu": ""})
     package = f"tfaot-model-{name or config.name.lower().replace('_', '-')}"
     if not version and config.version != config.model_version:
-        log(f"note: model.version {config.model_version!r} is not a PEP 440 version; "
+        session.log(f"note: model.version {config.model_version!r} is not a PEP 440 version; "
             f"the package version is {config.version} (--version sets another)")
     version = version or config.version
     source = {"aot_config": config_path.name, "saved_model_sha256": tree_digest(config.saved_model)}
@@ -120,16 +121,15 @@ def compile_config(config_path: Path, output_dir: Path, defaults: Defaults, cach
     with file_lock(output_dir / f".{work.name}.lock"):
         remove_stale_siblings(work)
         with staging(work, keep_failed=True) as staged:
-            _compile(config, package, version, source, defaults, cache, staged, log, key=None,
+            _compile(config, package, version, source, session, staged, key=None,
                      toolchain_python=toolchain_python, runtime_dir=runtime_dir)
             package = _publish_copy(_load(staged / dest.name), dest, None)
             shutil.rmtree(staged)
     return package
 
 
-def _compile(config: AotConfig, package: str, version: str, source: dict, defaults: Defaults,
-             cache: Path, out: Path, log, key: str | None, toolchain_python: Path | None = None,
-             runtime_dir: Path | None = None) -> None:
+def _compile(config: AotConfig, package: str, version: str, source: dict, session: Session, out: Path,
+             key: str | None, toolchain_python: Path | None = None, runtime_dir: Path | None = None) -> None:
     """Compile config into out/<package>-<version>/ and its .tar.gz.
 
     toolchain_python: an existing Python with TensorFlow instead of our venv; runtime_dir: an
@@ -137,16 +137,19 @@ def _compile(config: AotConfig, package: str, version: str, source: dict, defaul
     The runtime is resolved first, so the manifest (and the .pc file) name the exact runtime
     from the start: the manifest is assembled once, verified, and written once.
     """
+    defaults, log = session.defaults, session.log
     config = config.with_target_defaults(defaults.target_triple, defaults.target_cpu, defaults.cpu_levels)
     comp = config.compilation
-    if toolchain_python:
+    if toolchain_python:  # an existing TensorFlow, and an installed runtime or one built with it
         toolchain = existing_toolchain(toolchain_python)
-    else:
-        toolchain = ensure_toolchain(cache, defaults.requirements, log)
-    if runtime_dir:
+        runtime = (installed_runtime(runtime_dir, toolchain.tensorflow_version) if runtime_dir
+                   else ensure_runtime(toolchain.python, session.cache.root, log, offline=session.offline,
+                                       path_environment=toolchain.path_environment))
+    elif runtime_dir:
+        toolchain = session.toolchain()
         runtime = installed_runtime(runtime_dir, toolchain.tensorflow_version)
     else:
-        runtime = ensure_runtime(toolchain.python, cache, log, path_environment=toolchain.path_environment)
+        toolchain, runtime = session.toolchain_and_runtime()
     work = out / "work"
     compiled, reference = work / "compiled", work / "reference"
     compiled.mkdir(parents=True)
@@ -197,7 +200,7 @@ def _compile(config: AotConfig, package: str, version: str, source: dict, defaul
             xla_flags=comp.xla_flags, batch_rules=comp.batch_rules, cpu_levels=comp.cpu_levels or ()),
         requires=(runtime_package.requirement(runtime),),
     )
-    verification = verify.verify_package(root, manifest, runtime, work / "verify", cache)
+    verification = verify.verify_package(root, manifest, runtime, work / "verify", session.cache.root)
     pkg.write_manifest(root, replace(manifest, verification=verification).to_json())
     log(f"verified {package} against TensorFlow at batch sizes {list(verification.batch_sizes)}")
     for level, check in (verification.cpu_levels or {}).items():
@@ -206,8 +209,8 @@ def _compile(config: AotConfig, package: str, version: str, source: dict, defaul
     shutil.rmtree(work)
 
 
-def ensure_runtime_packages(packages: list[pkg.Package], defaults: Defaults, cache: Path, dist: Path,
-                            log=print) -> list[tuple[pkg.Package, str]]:
+def ensure_runtime_packages(packages: list[pkg.Package], session: Session,
+                            dist: Path) -> list[tuple[pkg.Package, str]]:
     """Place in dist the runtime package each model package requires.
 
     A runtime package already in dist is not looked at twice; only a missing
@@ -221,8 +224,7 @@ def ensure_runtime_packages(packages: list[pkg.Package], defaults: Defaults, cac
         if (root / pkg.MANIFEST).is_file() and archive.is_file():
             out.append((_load(root), "up to date"))
             continue
-        toolchain = ensure_toolchain(cache, defaults.requirements, log)
-        runtime = ensure_runtime(toolchain.python, cache, log)
+        _, runtime = session.toolchain_and_runtime()
         if runtime_package.runtime_version(runtime) != version:
             raise CompileFailed(f"packages require {runtime_package.NAME} {version}, but this machine builds "
                                 f"{runtime_package.runtime_version(runtime)}; rebuild them here")
@@ -230,16 +232,17 @@ def ensure_runtime_packages(packages: list[pkg.Package], defaults: Defaults, cac
     return out
 
 
-def _require_cached_toolchain(cache: Path, defaults: Defaults) -> None:
-    key = toolchain_key(defaults.requirements)
-    if not (Cache(cache).toolchains / key / READY).is_file():
-        raise SourceUnavailable(f"offline: toolchain {key} ({' '.join(defaults.requirements)}) is not in the "
-                                f"cache {cache}")
+def _require_cached_toolchain(session: Session) -> None:
+    requirements = session.defaults.requirements
+    key = toolchain_key(requirements)
+    if not (session.cache.toolchains / key / READY).is_file():
+        raise SourceUnavailable(f"offline: toolchain {key} ({' '.join(requirements)}) is not in the "
+                                f"cache {session.cache.root}")
 
 
 def _load(root: Path) -> pkg.Package:
     manifest = pkg.read_manifest(root)
-    return pkg.Package(manifest["package"], manifest["version"], root,
+    return pkg.Package(manifest.package, manifest.version, root,
                        root.parent / f"{root.name}.tar.gz", manifest)
 
 

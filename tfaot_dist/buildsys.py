@@ -10,9 +10,10 @@ The runtime's include directory is a system include directory for consumers
 SYSTEM_INCLUDE makes it in CMSSW: no warning flag of a consumer fires inside
 TensorFlow's headers. All four are relocatable: CMake paths are relative to CMAKE_CURRENT_LIST_DIR,
 pkg-config paths to ${pcfiledir} (so `pkg-config --define-prefix` works too).
-Each function takes a manifest (package.py / runtime_package.py) and returns
-the file's text; every value is checked against a strict pattern first, so
-nothing in a manifest can add a CMake command or a pkg-config field.
+Each function takes a manifest (documents.Manifest: typed, from package.py,
+runtime_package.py or a channel) and returns the file's text; every value is
+checked against a strict pattern first, so nothing in a manifest can add a
+CMake command or a pkg-config field.
 """
 
 import re
@@ -20,20 +21,13 @@ import re
 from packaging.version import InvalidVersion, Version
 
 from tfaot_dist import __version__, names, scram_tool
+from tfaot_dist.documents import Manifest
 from tfaot_dist.errors import InvalidInput
 from tfaot_dist.textsafe import pkgconfig_text, render
 
 RUNTIME_PACKAGE = "tfaot-xla-runtime"
 RUNTIME_TARGET = "tfaot::xla-runtime"
 
-PACKAGE = re.compile(r"tfaot-model-" + names.MODEL_NAME.pattern)
-# PEP 440 versions, normalized (names.version), possibly with a local label.
-VERSION_CHARS = re.compile(r"[A-Za-z0-9.+!]{1,100}")
-# What may sit in a CMake string or a pkg-config field without meaning anything there.
-FLAG = re.compile(r"-[A-Za-z0-9_=+.,/-]{1,200}")
-SYSTEM_LIB = re.compile(r"-l[A-Za-z0-9_+.-]{1,100}")
-STATIC_LIB = re.compile(r"lib/lib([A-Za-z0-9_+-][A-Za-z0-9_+.-]{0,99})\.a")
-SAFE_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[A-Za-z0-9._~:/@+-]{1,500}")
 
 
 def cmake_config_path(package: str) -> str:
@@ -48,8 +42,8 @@ def model_target(package: str) -> str:
     return "tfaot::model-" + package.removeprefix("tfaot-model-")
 
 
-def render_cmake_config(manifest: dict) -> str:
-    """lib/cmake/PACKAGE/PACKAGEConfig.cmake of a model package."""
+def render_cmake_config(manifest: Manifest) -> str:
+    """lib/cmake/names.MODEL_PACKAGE/PACKAGEConfig.cmake of a model package."""
     package, version = _model_identity(manifest)
     return render(
         "cmake_config.cmake.j2",
@@ -64,19 +58,19 @@ def render_cmake_config(manifest: dict) -> str:
     )
 
 
-def render_pkgconfig(manifest: dict) -> str:
-    """lib/pkgconfig/PACKAGE.pc of a model package; Requires the runtime it was verified with, if known."""
+def render_pkgconfig(manifest: Manifest) -> str:
+    """lib/pkgconfig/names.MODEL_PACKAGE.pc of a model package; Requires the runtime it was verified with, if known."""
     package, version = _model_identity(manifest)
     requires = _runtime_requirement(manifest)
-    model = manifest.get("model", {})
-    text = model.get("description") or f"AOT compiled TensorFlow model {package.removeprefix('tfaot-model-')}"
-    url = manifest.get("source", {}).get("url") or manifest.get("source", {}).get("git") or ""
+    text = manifest.text("model", "description") or \
+        f"AOT compiled TensorFlow model {package.removeprefix('tfaot-model-')}"
+    url = manifest.text("source", "url") or manifest.text("source", "git")
     return render(
         "pkgconfig.pc.j2",
         package=package,
         version=version,
         description=pkgconfig_text(text),
-        url=url if SAFE_URL.fullmatch(url) else "",  # only informational: left out rather than escaped
+        url=url if names.SAFE_URL.fullmatch(url) else "",  # only informational: left out rather than escaped
         requires=requires,
         include_dir="include",
         lib_dir="lib",
@@ -85,7 +79,7 @@ def render_pkgconfig(manifest: dict) -> str:
     )
 
 
-def render_runtime_cmake_config(runtime_manifest: dict) -> str:
+def render_runtime_cmake_config(runtime_manifest: Manifest) -> str:
     """lib/cmake/tfaot-xla-runtime/tfaot-xla-runtimeConfig.cmake: target tfaot::xla-runtime."""
     facts = _runtime_facts(runtime_manifest)
     features, definitions, options = [], [], []
@@ -107,7 +101,7 @@ def render_runtime_cmake_config(runtime_manifest: dict) -> str:
     )
 
 
-def render_runtime_pkgconfig(runtime_manifest: dict) -> str:
+def render_runtime_pkgconfig(runtime_manifest: Manifest) -> str:
     """lib/pkgconfig/tfaot-xla-runtime.pc.
 
     No -std= in Cflags: pkg-config cannot say "at least C++17", and a later -std=c++17
@@ -118,17 +112,17 @@ def render_runtime_pkgconfig(runtime_manifest: dict) -> str:
     return render("runtime_pkgconfig.pc.j2", **facts, tfaot_dist_version=__version__)
 
 
-def _runtime_requirement(manifest: dict) -> str:
+def _runtime_requirement(manifest: Manifest) -> str:
     """The runtime build the package was verified with if known, else any build of its TensorFlow version.
 
     The builder knows the exact runtime before assembly; the range is for manifests without
     `requires` (packages of older tfaot-dist versions whose files setup writes in an area):
     "2.21.0" allows 2.21.0 and 2.21.0+BUILD (pkg-config compares like rpm), not 2.21.1.
     """
-    for req in manifest.get("requires", []):
-        if req.get("name") == RUNTIME_PACKAGE:
-            return f"{RUNTIME_PACKAGE} = {_version(req.get('version'), 'requires.version')}"
-    tf = manifest.get("toolchain", {}).get("tensorflow_version")
+    for req in manifest.requires:
+        if req.name == RUNTIME_PACKAGE:
+            return f"{RUNTIME_PACKAGE} = {_version(req.version, 'requires.version')}"
+    tf = manifest.toolchain.tensorflow_version if manifest.toolchain else ""
     if not tf:
         return RUNTIME_PACKAGE
     try:
@@ -139,46 +133,44 @@ def _runtime_requirement(manifest: dict) -> str:
     return f"{RUNTIME_PACKAGE} >= {tf}, {RUNTIME_PACKAGE} < {major}.{minor}.{patch + 1}"
 
 
-def _model_identity(manifest: dict) -> tuple[str, str]:
-    package = manifest.get("package")
-    if not isinstance(package, str) or not PACKAGE.fullmatch(package):
+def _model_identity(manifest: Manifest) -> tuple[str, str]:
+    package = manifest.package
+    if not names.MODEL_PACKAGE.fullmatch(package):
         raise InvalidInput(f"manifest: package: invalid package name {package!r}")
-    return package, _version(manifest.get("version"), "version")
+    return package, _version(manifest.version, "version")
 
 
-def _version(value, field: str) -> str:
-    if not isinstance(value, str) or not VERSION_CHARS.fullmatch(value):
+def _version(value: str, field: str) -> str:
+    if not names.VERSION_CHARS.fullmatch(value):
         raise InvalidInput(f"manifest: {field}: invalid version {value!r}")
     return value
 
 
-def _runtime_facts(manifest: dict) -> dict:
-    package = manifest.get("package", RUNTIME_PACKAGE)
+def _runtime_facts(manifest: Manifest) -> dict:
+    package = manifest.package
     if package != RUNTIME_PACKAGE:
         raise InvalidInput(f"runtime manifest: package: expected {RUNTIME_PACKAGE!r}, got {package!r}")
-    version = _version(manifest.get("version"), "version")
-    cxxflags = _each(manifest.get("cxxflags", []), FLAG, "cxxflags")
+    version = _version(manifest.version, "version")
+    cxxflags = _each(manifest.cxxflags, names.COMPILER_FLAG, "cxxflags")
     # "-lpthread" -> "pthread": CMake adds the -l itself.
-    system_libs = [lib[2:] for lib in _each(manifest.get("system_libs", []), SYSTEM_LIB, "system_libs")]
+    system_libs = [lib[2:] for lib in _each(manifest.system_libs, names.SYSTEM_LIB, "system_libs")]
     libs = []
-    for path in _each(manifest.get("libs", []), STATIC_LIB, "libs"):
-        name = STATIC_LIB.fullmatch(path).group(1)
+    for path in _each(manifest.libs, names.STATIC_LIB, "libs"):
+        name = names.STATIC_LIB.fullmatch(path).group(1)
         libs.append({"path": path, "name": name, "target": f"tfaot::xla-runtime-{name}"})
     if not libs:
         raise InvalidInput("runtime manifest: libs: no static library listed")
     # A shared library linking the runtime exports none of its symbols (see scram_tool.py).
     link_options = [scram_tool.exclude_libs([f"lib{lib['name']}.a" for lib in libs])]
-    tf = manifest.get("tensorflow_version", "")
+    tf = manifest.tensorflow_version or ""
     description = "XLA AOT runtime of tfaot-model packages" + (f" (TensorFlow {tf})" if tf else "")
     return {"package": package, "version": version, "cxxflags": cxxflags, "system_libs": system_libs,
             "libs": libs, "include_dir": "include", "lib_dir": "lib", "description": pkgconfig_text(description),
             "link_options": link_options}
 
 
-def _each(values, pattern: re.Pattern, field: str) -> list[str]:
-    if not isinstance(values, list):
-        raise InvalidInput(f"runtime manifest: {field}: expected a list, got {values!r}")
+def _each(values: tuple[str, ...], pattern: re.Pattern, field: str) -> list[str]:
     for value in values:
-        if not isinstance(value, str) or not pattern.fullmatch(value):
+        if not pattern.fullmatch(value):
             raise InvalidInput(f"runtime manifest: {field}: invalid entry {value!r}")
     return list(values)

@@ -29,7 +29,9 @@ from urllib.parse import quote, urlsplit
 import jinja2
 from packaging.version import Version
 
+from tfaot_dist.documents import Manifest
 from tfaot_dist.fsutil import remove_stale_siblings, write_atomic
+from tfaot_dist.render import make_environment
 from tfaot_dist.textsafe import one_line
 
 INDEX_PAGE = "index.html"
@@ -62,11 +64,12 @@ class Row:
 def render(rows, manifests: dict) -> dict[str, str]:
     """{path relative to the channel: text} for the catalogue of the index rows.
 
-    rows: ChannelPackage values (index.json); manifests: {(name, version): manifest dict}.
+    rows: ChannelPackage values (index.json); manifests: {(name, version): documents.Manifest, or None
+    when a published manifest no longer reads}.
     """
     pages = {STYLE: CSS}
     for row in rows:
-        pages[page_path(row.name, row.version)] = _version_page(row, manifests.get(row.key, {}))
+        pages[page_path(row.name, row.version)] = _version_page(row, manifests.get(row.key))
     pages[INDEX_PAGE] = _index_page(rows, manifests)
     return pages
 
@@ -96,8 +99,8 @@ def _index_page(rows, manifests: dict) -> str:
     for name in sorted(by_name):
         versions = sorted(by_name[name], key=lambda r: Version(r.version), reverse=True)
         newest = versions[0]
-        meta = manifests.get(newest.key, {})
-        description = _text(meta.get("model", {}).get("description", "")) if newest.kind == "model" else (
+        meta = manifests.get(newest.key)
+        description = _text(meta.text("model", "description") if meta else "") if newest.kind == "model" else (
             "XLA runtime library the models link against")
         model = name.removeprefix("tfaot-model-")
         listing.append(Row(
@@ -109,21 +112,24 @@ def _index_page(rows, manifests: dict) -> str:
         rows=listing, models=sum(r.kind == "model" for r in listing), style=STYLE, page_path=page_path)
 
 
-def _version_page(row, manifest: dict) -> str:
-    signature = manifest.get("signature") or {}
-    inputs = [_tensor(t) for t in signature.get("inputs", [])]
-    outputs = [_tensor(t) for t in signature.get("outputs", [])]
-    compilation = manifest.get("compilation", {})
-    source = manifest.get("source", {})
+def _version_page(row, manifest: Manifest | None) -> str:
+    manifest = manifest or Manifest(package=row.name, version=row.version, files={})  # unreadable: the row alone
+    signature = manifest.signature or {}
+    inputs = [_tensor(t) for t in _objects(signature.get("inputs"))]
+    outputs = [_tensor(t) for t in _objects(signature.get("outputs"))]
+    compilation = manifest.compilation.to_json() if manifest.compilation else {}
+    source = manifest.source or {}
     model = row.name.removeprefix("tfaot-model-")
-    cls = f"{compilation.get('namespace', 'tfaot_model')}::{compilation.get('class_name', 'model')}"
-    verification = manifest.get("verification", {})
+    cls = f"{compilation.get('namespace') or 'tfaot_model'}::{compilation.get('class_name') or 'model'}"
+    verification = manifest.verification or {}
+    order = signature.get("order")
+    order = order if isinstance(order, str) else ""
     context = {
         "row": row, "model": model, "style": STYLE, "depth": "../../../",
-        "description": _text(manifest.get("model", {}).get("description", "")),
-        "author": _text(manifest.get("model", {}).get("author", "")),
+        "description": _text(manifest.text("model", "description")),
+        "author": _text(manifest.text("model", "author")),
         "inputs": inputs, "outputs": outputs,
-        "order": _text(signature.get("order", "")[:1].upper() + signature.get("order", "")[1:]),
+        "order": _text(order[:1].upper() + order[1:]),
         "compilation": {k: _text(", ".join(map(str, v)) if isinstance(v, list) else str(v))
                         for k, v in sorted(compilation.items()) if v not in ("", [], None)},
         "verification": {
@@ -140,13 +146,18 @@ def _version_page(row, manifest: dict) -> str:
         "source": [(_text(k), _text(str(v)), _link(v)) for k, v in sorted(source.items()) if v],
         "digests": [("archive sha256", row.sha256), ("archive size", f"{row.size} bytes ({_size(row.size)})"),
                     ("manifest sha256", row.manifest_sha256)]
-                   + [(f"{_text(k)} sha256", _text(str(v))) for k, v in sorted(manifest.get("digests", {}).items())]
-                   + ([("build key", _text(manifest["build_key"]))] if manifest.get("build_key") else []),
+                   + [(f"{_text(k)} sha256", _text(str(v))) for k, v in sorted((manifest.digests or {}).items())]
+                   + ([("build key", _text(manifest.build_key))] if manifest.build_key else []),
         "requires": [f"{_text(r.name)} {_text(r.version)}" for r in row.requires],
         "cpp_class": _text(cls),
         "cpp_call": _cpp_call(cls, inputs, outputs),
     }
     return _env().from_string(VERSION_TEMPLATE).render(**context)
+
+
+def _objects(value) -> list[dict]:
+    """The objects of a list in a manifest's free-form signature (anything else left out)."""
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
 def _tensor(t: dict) -> dict:
@@ -200,8 +211,7 @@ def _size(n: int) -> str:
 
 
 def _env() -> jinja2.Environment:
-    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
-                             lstrip_blocks=True)
+    env = make_environment([], autoescape=True, keep_trailing_newline=False)  # HTML: everything escaped
     env.filters["urlpath"] = lambda p: quote(p, safe="/")
     return env
 

@@ -21,7 +21,6 @@ content-addressed CACHE/archives/.
 
 import hashlib
 import json
-import re
 import shutil
 import tarfile
 import tempfile
@@ -49,12 +48,11 @@ INDEX = "index.json"
 FORMAT = "tfaot-dist-channel/1"
 LOCK = ".publish.lock"
 RUNTIME = "tfaot-xla-runtime"
-PACKAGE_NAME = re.compile(rf"tfaot-model-{names.MODEL_NAME.pattern}|{RUNTIME}")
 MAX_MANIFEST = 64 << 20
 
 
 def package_name(value, where: str) -> str:
-    if not isinstance(value, str) or not PACKAGE_NAME.fullmatch(value):
+    if not isinstance(value, str) or not names.PACKAGE_NAME.fullmatch(value):
         raise InvalidInput(f"{where}: invalid package name {value!r} (expected tfaot-model-NAME or {RUNTIME})")
     return value
 
@@ -74,18 +72,17 @@ class VerifiedArchive:
     path: Path
     sha256: str
     size: int
-    manifest: dict
+    manifest: Manifest  # its fields, checked
     manifest_bytes: bytes
-    typed: Manifest  # the manifest's fields, checked
     label: str = ""  # how errors name it (the path, unless it was checked as a copy)
 
     @property
     def name(self) -> str:
-        return self.manifest["package"]
+        return self.manifest.package
 
     @property
     def version(self) -> str:
-        return self.manifest["version"]
+        return self.manifest.version
 
 
 def verify_archive(path: Path, label: str | None = None) -> VerifiedArchive:
@@ -113,38 +110,35 @@ def verify_archive(path: Path, label: str | None = None) -> VerifiedArchive:
                     if len(manifest_bytes) > MAX_MANIFEST:
                         raise IntegrityError(f"{label}: {MANIFEST} is too large")
                     continue
-                h = hashlib.sha256()
-                while chunk := f.read(1 << 20):
-                    h.update(chunk)
-                found[rel] = (h.hexdigest(), member.size)
+                found[rel] = (hashlib.file_digest(f, "sha256").hexdigest(), member.size)
     except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
         raise IntegrityError(f"{label}: not a readable .tar.gz ({exc})") from None
     if manifest_bytes is None:
         raise IntegrityError(f"{label}: no {MANIFEST} in the archive")
     try:
-        manifest = load_json(manifest_bytes, f"{label}: {MANIFEST}", MAX_MANIFEST)
-        typed = Manifest.from_json(manifest, f"{label}: {MANIFEST}")
+        manifest = Manifest.from_json(load_json(manifest_bytes, f"{label}: {MANIFEST}", MAX_MANIFEST),
+                                      f"{label}: {MANIFEST}")
     except InvalidInput as exc:
         raise IntegrityError(str(exc)) from None
-    package, version = typed.package, typed.version
+    package, version = manifest.package, manifest.version
     if tops != {f"{package}-{version}"}:
         raise IntegrityError(f"{label}: expected the single top directory {package}-{version}/, "
                              f"found {', '.join(sorted(tops))}")
-    listed = manifest["files"]
+    listed = manifest.files
     for rel in sorted(found.keys() - listed.keys()):
         raise IntegrityError(f"{label}: {rel} is not listed in the manifest")
     for rel in sorted(listed):
         meta = listed[rel]
         if rel not in found:
             raise IntegrityError(f"{label}: {rel} is listed in the manifest but missing")
-        if found[rel] != (meta.get("sha256"), meta.get("size")):
+        if found[rel] != (meta.sha256, meta.size):
             raise IntegrityError(f"{label}: {rel}: sha256 or size differs from the manifest")
-    return VerifiedArchive(path, sha256_file(path), path.stat().st_size, manifest, manifest_bytes, typed, label)
+    return VerifiedArchive(path, sha256_file(path), path.stat().st_size, manifest, manifest_bytes, label)
 
 
 def index_line(archive: VerifiedArchive) -> ChannelPackage:
     """The index entry of a verified archive, with the manifest's key facts."""
-    m = archive.typed
+    m = archive.manifest
     base = f"packages/{archive.name}/{archive.version}"
     runtime = m.kind == "runtime"
     sig = m.signature
@@ -248,13 +242,21 @@ def _publish_verified(verified: list[VerifiedArchive], channel: Path, log) -> li
     return out
 
 
+def _published_manifest(path: Path) -> Manifest | None:
+    try:
+        return Manifest.from_json(load_json(path.read_bytes(), str(path), MAX_MANIFEST), str(path))
+    except (OSError, InvalidInput):
+        return None
+
+
 def _write_catalogue(channel: Path, listed: dict, manifests: dict) -> None:
     """Version pages, then index.json, then index.html (catalogue.py says why in this order)."""
     from tfaot_dist import catalogue
 
     for line in listed.values():
         if line.key not in manifests:
-            manifests[line.key] = json.loads((channel / line.manifest).read_bytes())
+            # Published by this channel's own checks; a manifest that no longer reads gets a page without it.
+            manifests[line.key] = _published_manifest(channel / line.manifest)
     rows = list(listed.values())
     catalogue.write(channel, rows, manifests, "pages")
     crash_point("publish_index")

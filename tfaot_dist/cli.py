@@ -9,7 +9,8 @@ from pathlib import Path
 from tfaot_dist import __version__, builder, models
 from tfaot_dist.cache import default_cache
 from tfaot_dist.errors import InvalidInput, SourceUnavailable, TfaotError, UsageError
-from tfaot_dist.registry import Defaults, Registry
+from tfaot_dist.registry import Registry
+from tfaot_dist.session import Session
 from tfaot_dist.textsafe import shown, terminal
 
 MAX_ERROR = 2000  # an error line quotes values cut to ~200 characters; this bounds the whole line
@@ -33,6 +34,11 @@ exit codes:
   2  usage error                  7  integrity failure (digest mismatch, unsafe archive)
   3  invalid input                8  toolchain environment cannot be created
   4  source unavailable (git repository, archive, channel)"""
+
+
+def session_of(args) -> Session:
+    """The command's session: --cache, the defaults of --registry, --offline (for the commands that have it)."""
+    return Session.of_registry(args.registry, args.cache, offline=getattr(args, "offline", False), log=log)
 
 
 def registry_of(args) -> Registry:
@@ -118,8 +124,8 @@ def cmd_add_model(args) -> int:
         overrides["batch_sizes"] = batch_sizes(_int_list(args.batch_sizes, "--batch-sizes"), "--batch-sizes")
     if not args.registry.exists():
         log(f"creating registry {args.registry}")
-    entry = models.add_model(Registry(args.registry), args.cache, args.name, source_url(args.source), args.ref,
-                             args.aot_config, args.model_version, overrides, log)
+    entry = models.add_model(Registry(args.registry), session_of(args), args.name, source_url(args.source),
+                             args.ref, args.aot_config, args.model_version, overrides)
     path = Registry(args.registry).entry_path(entry.name)
     emit(args, {"entry": entry.as_dict(), "path": str(path)},
          f"registered {entry.package} {entry.version} at {entry.source.commit[:12]} ({path})")
@@ -156,17 +162,15 @@ def cmd_build(args) -> int:
         load_entry(reg, name)
     shard = buildall.parse_shard(args.shard) if args.shard else None
     entries, failed = buildall.load_selected(reg, None if args.all else args.names, shard)
-    defaults = reg.defaults()
+    session = session_of(args)
     if shard:
         log(f"shard {shard}: {len(entries) + len(failed)} models")
     if not entries and not failed:
         log(f"nothing to build: no models in {reg.root}" + (f" for shard {shard}" if shard else ""))
-    summary = buildall.build_many(entries, defaults, args.cache, args.dist.absolute(),
-                                  make_reporter(len(entries) + len(failed)), jobs=args.jobs,
-                                  fail_fast=args.fail_fast, offline=args.offline, failed_before=failed)
+    summary = buildall.build_many(entries, session, args.dist.absolute(), make_reporter(len(entries) + len(failed)),
+                                  jobs=args.jobs, fail_fast=args.fail_fast, failed_before=failed)
     results = summary.results
-    runtimes = builder.ensure_runtime_packages([r.package for r in results], defaults, args.cache,
-                                               args.dist.absolute(), log)
+    runtimes = builder.ensure_runtime_packages([r.package for r in results], session, args.dist.absolute())
     data = {"results": [_result_json(r) for r in results],
             "runtime": [{"package": p.name, "version": p.version, "status": status, "dir": str(p.root),
                          "archive": str(p.archive), "sha256": p.archive_sha256} for p, status in runtimes],
@@ -180,7 +184,7 @@ def cmd_build(args) -> int:
         log(f"summary: {built} ok, {len(summary.failures)} failed, {len(summary.skipped)} not started")
         for f in summary.failures:
             log(f"FAILED {f.name}: {f.message}")
-        raise buildall.BuildFailed(summary)
+        raise buildall.failed(summary)
     return 0
 
 
@@ -281,9 +285,8 @@ def cmd_compile(args) -> int:
         # Our own toolchain is pip-installed and our own runtime downloads its Abseil source.
         raise UsageError("--offline: compile needs --toolchain-python and --runtime (building a toolchain "
                          "or a runtime downloads)")
-    defaults = Registry(args.registry).defaults() if (args.registry / "registry.yaml").exists() else Defaults()
     package = builder.compile_config(args.aot_config.absolute(), args.output_directory.absolute(),
-                                     defaults, args.cache, log, args.name, args.model_version, sizes,
+                                     session_of(args), args.name, args.model_version, sizes,
                                      args.toolchain_python, args.runtime, cpu_levels=levels)
     emit(args, {"package": package.name, "version": package.version, "dir": str(package.root),
                 "archive": str(package.archive), "sha256": package.archive_sha256},
@@ -293,18 +296,18 @@ def cmd_compile(args) -> int:
 
 def cmd_runtime(args) -> int:
     from tfaot_dist import runtime_package
-    from tfaot_dist.toolchain import ensure_toolchain, existing_toolchain
+    from tfaot_dist.toolchain import existing_toolchain
     from tfaot_dist.xla_runtime import ensure_runtime
 
     if args.offline and not args.toolchain_python:
         raise UsageError("--offline: runtime needs --toolchain-python (our own toolchain is pip-installed)")
-    defaults = Registry(args.registry).defaults() if (args.registry / "registry.yaml").exists() else Defaults()
+    session = session_of(args)
     if args.toolchain_python:
         toolchain = existing_toolchain(args.toolchain_python)
+        runtime = ensure_runtime(toolchain.python, session.cache.root, log, offline=args.offline,
+                                 path_environment=toolchain.path_environment)
     else:
-        toolchain = ensure_toolchain(args.cache, defaults.requirements, log)
-    runtime = ensure_runtime(toolchain.python, args.cache, log, offline=args.offline,
-                             path_environment=toolchain.path_environment)
+        _, runtime = session.toolchain_and_runtime()
     package, status = runtime_package.ensure_runtime_package(runtime, args.output_directory.absolute())
     emit(args, {"package": package.name, "version": package.version, "status": status, "dir": str(package.root),
                 "archive": str(package.archive), "sha256": package.archive_sha256},
@@ -322,8 +325,7 @@ def _int_list(text: str, option: str) -> list[int]:
 def cmd_check(args) -> int:
     from tfaot_dist.config import load_aot_config
 
-    reg = Registry(args.registry)
-    defaults = reg.defaults() if (args.registry / "registry.yaml").exists() else Defaults()
+    session = session_of(args)
     target = Path(args.target)
     if target.is_dir():
         saved_model, serving_key = target, args.serving_key
@@ -340,7 +342,7 @@ def cmd_check(args) -> int:
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="tfaot-check-") as work:
-        answer = models.op_check(saved_model.absolute(), serving_key, defaults, args.cache, Path(work), log)
+        answer = models.op_check(saved_model.absolute(), serving_key, session, Path(work))
     ops = [row.to_json() for row in answer.ops]
     bad = [r["op"] for r in ops if not r["xla_cpu"]]
     if args.table:
@@ -363,11 +365,11 @@ def cmd_verify(args) -> int:
     reg = registry_of(args)
     entry = load_entry(reg, args.name)
     if args.rebuild:
-        data = reproduce.rebuild_and_compare(entry, reg.defaults(), args.cache, args.dist.absolute(), log)
+        data = reproduce.rebuild_and_compare(entry, session_of(args), args.dist.absolute())
         text = f"{entry.package} {entry.version}: rebuilt bit-identical ({data['archive_sha256']})"
     else:
         package = reproduce.check_installed(entry, args.dist.absolute())
-        report = reproduce.check_numbers(package, reg.defaults(), args.cache, log).to_json()
+        report = reproduce.check_numbers(package, session_of(args)).to_json()
         data = {"package": package.name, "version": package.version, "files": len(package.model_manifest.files),
                 "verification": report}
         worst = max((o["max_abs"] for o in report["outputs"].values()), default=0.0)
@@ -378,7 +380,7 @@ def cmd_verify(args) -> int:
 
 
 def cmd_toolchain(args) -> int:
-    from tfaot_dist.toolchain import ensure_toolchain, list_toolchains
+    from tfaot_dist.toolchain import list_toolchains
 
     if args.list:
         found = list_toolchains(args.cache)
@@ -387,8 +389,7 @@ def cmd_toolchain(args) -> int:
              "\n".join(f"{t.key} tensorflow {t.tensorflow_version} ({' '.join(t.requirements)}) {t.root}"
                        for t in found) or "no toolchain cached")
         return 0
-    defaults = Registry(args.registry).defaults() if (args.registry / "registry.yaml").exists() else Defaults()
-    toolchain = ensure_toolchain(args.cache, defaults.requirements, log)
+    toolchain = session_of(args).toolchain()
     if args.python:
         print(toolchain.python)
         return 0
@@ -425,8 +426,8 @@ def cmd_bench(args) -> int:
     protocol = bench.Protocol(warmup=args.warmup, calls=args.calls, batch_sizes=args.batch_sizes,
                               instances=args.instances, engines=tuple(args.engines.split(",")), rounds=args.rounds,
                               tf_onednn=not args.tf_no_onednn)
-    result = bench.bench_command(args.target, Registry(args.registry), args.cache, args.dist, protocol,
-                                 args.out.absolute(), args.saved_model, plots=not args.no_plots, log=log)
+    result = bench.bench_command(args.target, Registry(args.registry), session_of(args), args.dist, protocol,
+                                 args.out.absolute(), args.saved_model, plots=not args.no_plots)
     lines = [f"{result['package']} {result['version']}: per-event time [us] (compiled: "
              f"{','.join(map(str, result['compiled_batch_sizes']))})"]
     engines = list(result["time"])
@@ -445,9 +446,9 @@ def cmd_bench(args) -> int:
 def cmd_tune(args) -> int:
     from tfaot_dist import tune
 
-    report = tune.tune_command(args.target, Registry(args.registry), args.cache, args.dist,
+    report = tune.tune_command(args.target, Registry(args.registry), session_of(args), args.dist,
                                tune.parse_targets(args.targets), args.warmup, args.calls, args.out.absolute(),
-                               write=not args.dry_run, log=log)
+                               write=not args.dry_run)
     lines = ["target  default rule -> tuned rule: measured speed-up"]
     for t, e in sorted(report["targets"].items(), key=lambda kv: int(kv[0])):
         if e.get("kept"):

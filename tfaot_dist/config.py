@@ -98,7 +98,6 @@ def batch_sizes(value, where: str) -> tuple[int, ...]:
     return tuple(sorted(value))
 
 
-BATCH_RULE = re.compile(r"([1-9][0-9]{0,5}):([1-9][0-9]{0,5}(,[1-9][0-9]{0,5}){0,4095})")
 
 
 def batch_rules(value, where: str) -> tuple[str, ...]:
@@ -111,7 +110,7 @@ def batch_rules(value, where: str) -> tuple[str, ...]:
         raise InvalidInput(f"{where}: expected a list of batch rules like '5:4,1', got {value!r}")
     targets = set()
     for rule in value:
-        m = BATCH_RULE.fullmatch(rule) if isinstance(rule, str) else None
+        m = names.BATCH_RULE.fullmatch(rule) if isinstance(rule, str) else None
         if not m:
             raise InvalidInput(f"{where}: invalid batch rule {rule!r} (expected 'TARGET:SIZE[,SIZE...]', e.g. '5:4,1')")
         target, sizes = int(m.group(1)), [int(x) for x in m.group(2).split(",")]

@@ -3,8 +3,9 @@
     IndexRow      one package of a channel's index.json
     InstalledRow  one package of an area's installed.json (keyed by package name)
     Requirement   one `requires` entry (index rows, installed rows, manifests)
-    Manifest      the fields of a package's manifest.json that publish and setup read
+    Manifest      the fields of a package's manifest.json that publish, setup, the catalogue and specs read
     ModelManifest a model package's whole manifest.json, as the builder writes it once
+    RuntimeManifest  the runtime package's whole manifest.json, as runtime_package writes it
     CompileRequest / CompileAnswer   the TensorFlow worker's "compile" request and its answer
     CheckRequest / CheckAnswer       its "check" request (signature and XLA op support) and answer
 
@@ -33,8 +34,7 @@ from tfaot_dist.textsafe import shown
 MAX_DEPTH = 64
 MAX_INT_DIGITS = 64
 MAX_JSON = 64 << 20
-RUNTIME = "tfaot-xla-runtime"
-PACKAGE_NAME_PATTERN = rf"tfaot-model-{names.MODEL_NAME.pattern}|{RUNTIME}"
+RUNTIME = names.RUNTIME_PACKAGE
 
 
 # ---------------------------------------------------------------- bounded loading
@@ -80,19 +80,14 @@ def _depth(doc) -> int:
 
 
 def _package_name(value: str, where: str) -> str:
-    import re
-
-    if not re.fullmatch(PACKAGE_NAME_PATTERN, value):
+    if not names.PACKAGE_NAME.fullmatch(value):
         raise InvalidInput(f"{where}: invalid package name {shown(value)} (expected tfaot-model-NAME or {RUNTIME})")
     return value
 
 
 def _rel_path(value: str, where: str) -> str:
     """A relative path of plain segments (versions may hold "+"): no "..", no leading "/"."""
-    import re
-
-    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._+-]*(/[A-Za-z0-9_][A-Za-z0-9._+-]*)*", value) \
-            or ".." in value.split("/"):
+    if not names.PACKAGE_PATH.fullmatch(value) or ".." in value.split("/"):
         raise InvalidInput(f"{where}: invalid path {shown(value)}")
     return value
 
@@ -118,9 +113,7 @@ def _positive(value: int, where: str) -> int:
 
 
 def _tool_file(value: str, where: str) -> str:
-    import re
-
-    if not re.fullmatch(r"scram\.d/[A-Za-z0-9_.+-]+\.xml", value):
+    if not names.TOOL_FILE.fullmatch(value):
         raise InvalidInput(f"{where}: unexpected tool file {shown(value)} (scram.d/NAME.xml)")
     return value
 
@@ -302,9 +295,7 @@ class FileDigest(Document):
 
 def _file_name(value: str, where: str) -> str:
     """A plain file name (what the worker says it wrote into its output directory)."""
-    import re
-
-    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._+-]*", value):
+    if not names.FILE_NAME.fullmatch(value):
         raise InvalidInput(f"{where}: invalid file name {shown(value)}")
     return value
 
@@ -463,15 +454,24 @@ class Manifest(Document):
     toolchain: Toolchain | None = None  # a model's
     compilation: Compilation | None = None
     signature: dict | None = field(default=None, metadata=check(_signature))
-    model: dict | None = None
+    model: dict | None = None  # free text: whoever shows it checks the types of its fields
     source: dict | None = None
     cxxflags: tuple[str, ...] = ()
     system_libs: tuple[str, ...] = ()
     libs: tuple[str, ...] = ()
+    # Shown by the catalogue only, as older versions wrote them: kept as objects.
+    digests: dict | None = None
+    build_key: str | None = None
+    verification: dict | None = None
 
     def __post_init__(self):
         for rel in self.files:
             _rel_path(rel, f"files.{shown(rel, quote=False)}")
+
+    def text(self, section: str, key: str) -> str:
+        """A string field of the free-form objects model and source ("" when missing or not a string)."""
+        value = (getattr(self, section) or {}).get(key)
+        return value if isinstance(value, str) else ""
 
 
 @dataclass(frozen=True)
@@ -509,6 +509,28 @@ class ModelManifest(Document):
     constants: SharedConstants
     files: dict[str, FileDigest] = field(metadata=check(_each(_rel_path)))
     verification: Verification | None  # None only between assembly and verification
+
+
+@dataclass(frozen=True)
+class RuntimeManifest(Document):
+    """The tfaot-xla-runtime package's manifest.json: the runtime build it holds (runtime_key, the
+    compiler and the flags consumers compile with), its libraries and every file's digest."""
+
+    kind: str = field(metadata=check(_one_of("runtime")))
+    name: str = field(metadata=check(_one_of(RUNTIME)))
+    package: str = field(metadata=check(_one_of(RUNTIME)))
+    version: str = field(metadata=check(names.version))
+    runtime_key: str
+    tensorflow_version: str
+    compiler: str
+    cxxflags: tuple[str, ...]
+    libs: tuple[str, ...] = field(metadata=check(_each(_rel_path)))  # lib/libNAME.a
+    system_libs: tuple[str, ...]  # -lNAME
+    scram_tool: str
+    tool: ToolInfo
+    files: dict[str, FileDigest] = field(metadata=check(_each(_rel_path)))
+    # Levels of the runtime's matrix kernels; absent in packages made before the levels.
+    cpu_levels: tuple[str, ...] = field(default=(), metadata=check(lambda v, at: names.cpu_levels(list(v), at) if v else v))
 
 
 @dataclass(frozen=True)

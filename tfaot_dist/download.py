@@ -23,7 +23,6 @@ replaced in the cache are a miss, removed and fetched again, never installed.
 
 import hashlib
 import os
-import re
 import threading
 import time
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from urllib.parse import urljoin, urlsplit
 import requests
 import urllib3
 
-from tfaot_dist import __version__
+from tfaot_dist import __version__, names
 from tfaot_dist.cache import Cache
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable
 from tfaot_dist.fsutil import claim_temp, remove_abandoned, sha256_file
@@ -49,20 +48,18 @@ DEFAULT_ATTEMPTS = 3
 DOWNLOAD_PREFIX = ".download-"
 BACKOFF = 0.5  # seconds before the second attempt, doubled each time after
 CHUNK = 1 << 16
-SHA256 = re.compile(r"[0-9a-f]{64}")
-HTTP_URL = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~!$&'()*+,;=:@%/?-]*)?")
 # Anything else a request raises (bad URL, TLS, ...): not worth another attempt.
 _OTHER = (requests.RequestException, urllib3.exceptions.HTTPError)
 
 
 def check_url(url, where: str) -> str:
-    if not isinstance(url, str) or not HTTP_URL.fullmatch(url):
+    if not isinstance(url, str) or not names.HTTP_URL.fullmatch(url):
         raise InvalidInput(f"{where}: invalid URL {url!r} (expected http:// or https://)")
     return url
 
 
 def check_sha256(value, where: str) -> str:
-    if not isinstance(value, str) or not SHA256.fullmatch(value):
+    if not isinstance(value, str) or not names.SHA256.fullmatch(value):
         raise InvalidInput(f"{where}: invalid sha256 {value!r} (expected 64 lowercase hex digits)")
     return value
 

@@ -49,3 +49,22 @@ class ToolchainError(TfaotError):
     """An isolated build environment cannot be created."""
 
     exit_code = 8
+
+
+class BuildFailed(TfaotError):
+    """Some models of a build failed (buildall.failure_message says which); exits with the code
+    of the first failure, in registry order."""
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class ScramFailed(TfaotError):
+    """`scram setup` refused a tool file of the area."""
+
+    exit_code = 1
+
+
+class BlobsNotReady(SourceUnavailable):
+    """An OCI registry does not know a blob the manifest names (yet)."""

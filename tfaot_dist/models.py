@@ -5,17 +5,20 @@ import tempfile
 from pathlib import Path
 
 from tfaot_dist import names
-from tfaot_dist.cache import Cache, ensure_entry
+from tfaot_dist.cache import ensure_entry
 from tfaot_dist.config import AotConfig, load_aot_config
 from tfaot_dist.documents import CheckAnswer, CheckRequest, Signature, Tensor
 from tfaot_dist.errors import InvalidInput
-from tfaot_dist.registry import Defaults, GitSource, ModelEntry, Registry
+from tfaot_dist.registry import GitSource, ModelEntry, Registry
 from tfaot_dist.resolve import SOURCE_COMPLETE, GitSources, ResolvedSource, check_git_url
-from tfaot_dist.toolchain import ensure_toolchain, run_worker
+from tfaot_dist.session import Session
+from tfaot_dist.toolchain import run_worker
 
 
-def add_model(registry: Registry, cache: Path, name: str, url: str, ref: str, aot_config: str,
-              version: str | None = None, overrides: dict | None = None, log=print) -> ModelEntry:
+def add_model(registry: Registry, session: Session, name: str, url: str, ref: str, aot_config: str,
+              version: str | None = None, overrides: dict | None = None) -> ModelEntry:
+    """session: its defaults are registry's (cli builds it so)."""
+    log = session.log
     names.model_name(name, "NAME")
     check_git_url(url, "--source")
     names.git_ref(ref, "--ref")
@@ -24,7 +27,6 @@ def add_model(registry: Registry, cache: Path, name: str, url: str, ref: str, ao
         names.version(version, "--version")
     if registry.entry_path(name).exists():
         raise InvalidInput(f"{name}: already registered ({registry.entry_path(name)})")
-    defaults = registry.defaults()
 
     # Fetch into a scratch cache: a source that fails validation leaves the real cache untouched.
     with tempfile.TemporaryDirectory(prefix="tfaot-add-") as scratch_dir:
@@ -34,7 +36,7 @@ def add_model(registry: Registry, cache: Path, name: str, url: str, ref: str, ao
         log(f"{url} {ref} -> {commit}")
         src = sources.fetch(url, commit)
         config = load_source_config(src, aot_config).with_overrides(overrides or {})
-        signature = check_model(config, defaults, cache, scratch / "check", log)
+        signature = check_model(config, session, scratch / "check")
         log(f"signature: {describe_signature(signature)}")
         # HEAD is no branch name: record the branch it points at, which fetchers that pull a branch
         # (cmsBuild's git download, the cmsbuild specs) need.
@@ -42,7 +44,7 @@ def add_model(registry: Registry, cache: Path, name: str, url: str, ref: str, ao
         entry = ModelEntry(name, version or config.version, GitSource(url, ref, commit, branch), aot_config,
                            overrides or {})
         # Copied, not renamed: the scratch dir may be on another file system.
-        ensure_entry(Cache(cache).sources / commit, lambda staged: shutil.copytree(src.root, staged / "tree"),
+        ensure_entry(session.cache.sources / commit, lambda staged: shutil.copytree(src.root, staged / "tree"),
                      marker=SOURCE_COMPLETE)
     registry.save(entry)
     return entry
@@ -56,18 +58,17 @@ def load_source_config(src: ResolvedSource, aot_config: str) -> AotConfig:
     return load_aot_config(path, label, within=src.root)
 
 
-def check_model(config: AotConfig, defaults: Defaults, cache: Path, work: Path, log=print) -> Signature:
+def check_model(config: AotConfig, session: Session, work: Path) -> Signature:
     """Load the SavedModel in TensorFlow, check its signature and ops; returns the signature."""
-    answer = op_check(config.saved_model, config.serving_key, defaults, cache, work, log)
+    answer = op_check(config.saved_model, config.serving_key, session, work)
     bad = [row.op for row in answer.ops if not row.xla_cpu]
     if bad:
         raise InvalidInput(f"{config.path}: ops XLA cannot compile on CPU: {', '.join(bad)}")
     return answer.signature
 
 
-def op_check(saved_model: Path, serving_key: str, defaults: Defaults, cache: Path, work: Path,
-             log=print) -> CheckAnswer:
-    toolchain = ensure_toolchain(cache, defaults.requirements, log)
+def op_check(saved_model: Path, serving_key: str, session: Session, work: Path) -> CheckAnswer:
+    toolchain = session.toolchain()
     work.mkdir(parents=True, exist_ok=True)
     try:
         answer = run_worker(toolchain, CheckRequest(saved_model=str(saved_model), serving_key=serving_key).to_json(),

@@ -23,6 +23,53 @@ TARGET_CPU = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 XLA_FLAG = re.compile(r"--[a-z0-9_]+(=[A-Za-z0-9_.,:+-]*)?")
 # Free text (author, description): one printable line.
 FREE_TEXT = re.compile(r"[^\x00-\x1f\x7f]{0,500}")
+REQUIREMENT_CHARS = re.compile(r"[A-Za-z0-9_.\-\[\],<>=!~ ]{1,100}")  # a pip requirement of registry.yaml
+BATCH_RULE = re.compile(r"([1-9][0-9]{0,5}):([1-9][0-9]{0,5}(,[1-9][0-9]{0,5}){0,4095})")  # N:B1,B2,...
+SHARD = re.compile(r"([1-9][0-9]{0,3})/([1-9][0-9]{0,3})")  # build --shard I/N
+
+# Packages, their files and their channels.
+RUNTIME_PACKAGE = "tfaot-xla-runtime"
+MODEL_PACKAGE = re.compile(rf"tfaot-model-{MODEL_NAME.pattern}")
+PACKAGE_NAME = re.compile(rf"{MODEL_PACKAGE.pattern}|{RUNTIME_PACKAGE}")
+SHA256 = re.compile(r"[0-9a-f]{64}")
+# A path inside a package or a channel (versions may hold "+"): plain segments, no leading "/".
+PACKAGE_PATH = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]*(/[A-Za-z0-9_][A-Za-z0-9._+-]*)*")
+FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]*")  # what the worker says it wrote
+TOOL_FILE = re.compile(r"scram\.d/[A-Za-z0-9_.+-]+\.xml")  # an area's tool file, relative to the area
+SCRAM_TOOL_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,99}")
+# A directory that goes into tool files (XML attributes) and env.sh lines as it is: one character of it, and it.
+AREA_PATH_CHAR = re.compile(r"[A-Za-z0-9._/+,=@~%-]")
+AREA_PATH = re.compile(rf"/{AREA_PATH_CHAR.pattern}*")
+HTTP_URL = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~!$&'()*+,;=:@%/?-]*)?")
+# A git remote git may be given: scheme://..., an absolute local path, or scp-like user@host:path.
+GIT_URL = re.compile(
+    r"(?:(?:https?|ssh|git|file)://[^\s\\]+"
+    r"|/[^\s\\:]*"
+    r"|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^\s\\:]+)"
+)
+# oci://HOST[:PORT]/NAMESPACE channels; a tag is a version with "+" as "_" and "!" as "-".
+OCI_HOST = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?")
+OCI_NAMESPACE = re.compile(r"[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*")  # lowercase components
+OCI_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
+
+# What may sit in a CMake string or a pkg-config field without meaning anything there.
+VERSION_CHARS = re.compile(r"[A-Za-z0-9.+!]{1,100}")  # PEP 440 versions, normalized, maybe with a local label
+COMPILER_FLAG = re.compile(r"-[A-Za-z0-9_=+.,/-]{1,200}")
+SYSTEM_LIB = re.compile(r"-l[A-Za-z0-9_+.-]{1,100}")
+STATIC_LIB = re.compile(r"lib/lib([A-Za-z0-9_+-][A-Za-z0-9_+.-]{0,99})\.a")
+SAFE_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[A-Za-z0-9._~:/@+-]{1,500}")
+
+# Anything placed in a spec, a shell line or a heredoc: no "%", "$", quotes, backticks, spaces or line breaks.
+SPEC_VALUE = re.compile(r"[A-Za-z0-9._~:/@+,=-]{1,500}")
+_SPEC_URL_CHARS = r"[A-Za-z0-9._~:/@+-]"
+SPEC_SCHEME_URL = re.compile(rf"(?:https?|ssh|git|file)://{_SPEC_URL_CHARS}+")
+SPEC_ABSOLUTE_PATH = re.compile(rf"/{_SPEC_URL_CHARS}*")
+SPEC_SCP_URL = re.compile(r"([A-Za-z0-9._-]+@[A-Za-z0-9.-]+):(" + _SPEC_URL_CHARS + r"+)")
+EMAIL = re.compile(r"[A-Za-z0-9._+-]+@[A-Za-z0-9.-]+")
+# A model fetched from a CMSDATA repository (github.com/cms-data/REPO) builds from the release's
+# data-REPO package, installed by data-build-github.file under $DATA_REPO_ROOT/<REPO, '-' -> '/'>/data.
+CMS_DATA_URL = re.compile(r"https://github\.com/cms-data/([A-Za-z0-9_]+(?:-[A-Za-z0-9_]+)*?)(?:\.git)?/?")
+COMMIT_LIKE = re.compile(r"[0-9a-f]{7,40}")  # a ref that may be an abbreviated commit, not a branch
 
 # C++ keywords that cannot name a class or namespace.
 CPP_KEYWORDS = frozenset(

@@ -41,7 +41,7 @@ from urllib.parse import urljoin
 import requests
 import urllib3
 
-from tfaot_dist import __version__
+from tfaot_dist import __version__, names
 from tfaot_dist.cache import Cache
 from tfaot_dist.channel import (
     Channel,
@@ -54,7 +54,7 @@ from tfaot_dist.channel import (
     verified_dist,
 )
 from tfaot_dist.download import Via, cached_archive, cached_verified, download, timeout
-from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable
+from tfaot_dist.errors import BlobsNotReady, IntegrityError, InvalidInput, SourceUnavailable
 from tfaot_dist.fsutil import file_lock, remove_stale_siblings, sha256_bytes, write_atomic
 
 SCHEME = "oci://"
@@ -75,9 +75,6 @@ LATEST = "latest"
 PART_PREFIX = "part-"
 MAX_DOCUMENT = 64 << 20
 
-HOST = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?")
-# OCI distribution repository name components (lowercase).
-NAMESPACE = re.compile(r"[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*")
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 _OTHER = (requests.RequestException, urllib3.exceptions.HTTPError)
 
@@ -85,7 +82,7 @@ _OTHER = (requests.RequestException, urllib3.exceptions.HTTPError)
 def tag_of(version: str) -> str:
     """The tag of a (normalized PEP 440) version: those never hold "_" or "-", so this is one to one."""
     tag = version.replace("+", "_").replace("!", "-")
-    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}", tag):
+    if not names.OCI_TAG.fullmatch(tag):
         raise InvalidInput(f"version {version!r} does not fit an OCI tag (at most 128 characters)")
     return tag
 
@@ -103,7 +100,7 @@ class Location:
     def parse(cls, location: str, where: str = "--channel") -> "Location":
         rest = location.removeprefix(SCHEME).rstrip("/")
         host, _, namespace = rest.partition("/")
-        if not HOST.fullmatch(host) or not NAMESPACE.fullmatch(namespace):
+        if not names.OCI_HOST.fullmatch(host) or not names.OCI_NAMESPACE.fullmatch(namespace):
             raise InvalidInput(f"{where}: invalid OCI channel {location!r} (expected oci://HOST[:PORT]/NAMESPACE, "
                                "lowercase NAMESPACE)")
         return cls(host, namespace)
@@ -493,10 +490,6 @@ def _reason(exc: Exception) -> str:
         if marker in text:
             return marker
     return text.splitlines()[0][:200] if text else type(exc).__name__
-
-
-class BlobsNotReady(SourceUnavailable):
-    """The registry does not know a blob the manifest names (yet)."""
 
 
 def _push_artifact(client: Client, repo: str, tag: str, blobs: list[tuple[str, bytes | Path]],

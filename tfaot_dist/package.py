@@ -24,6 +24,7 @@ from tfaot_dist.documents import (
     Compilation,
     CompileAnswer,
     FileDigest,
+    Manifest,
     ModelInfo,
     ModelManifest,
     Reference,
@@ -51,7 +52,7 @@ class Package:
     version: str
     root: Path  # the package directory
     archive: Path  # the .tar.gz next to it
-    manifest: dict[str, Any]
+    manifest: Manifest
 
     @property
     def archive_sha256(self) -> str:
@@ -59,8 +60,8 @@ class Package:
 
     @cached_property
     def model_manifest(self) -> ModelManifest:
-        """The manifest of a model package, typed (IntegrityError naming the field if it does not fit)."""
-        return model_manifest(self.manifest, self.root / MANIFEST)
+        """The whole manifest of a model package (IntegrityError naming the field if it does not fit)."""
+        return model_manifest(read_manifest_json(self.root), self.root / MANIFEST)
 
 
 def dir_name(package: str, version: str) -> str:
@@ -109,8 +110,8 @@ def assemble(compiled: Path, reference: Path, answer: CompileAnswer, root: Path,
     tool.parent.mkdir(parents=True)
     tool.write_text(scram_tool.render_model_tool(package, version, source.get("url", "")))
     # buildsys checks every value it is given: the same fields as in a manifest read from elsewhere.
-    facts = {"package": package, "version": version, "model": model.to_json(), "source": source,
-             "requires": [r.to_json() for r in requires]}
+    facts = Manifest(package=package, version=version, files={}, model=model.to_json(), source=source,
+                     requires=requires)
     for rel, text in ((buildsys.cmake_config_path(package), buildsys.render_cmake_config(facts)),
                       (buildsys.pkgconfig_path(package), buildsys.render_pkgconfig(facts))):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -143,12 +144,22 @@ def write_manifest(root: Path, manifest: dict[str, Any]) -> None:
     write_atomic(root / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
 
 
-def read_manifest(root: Path) -> dict[str, Any]:
+def read_manifest_json(root: Path) -> dict[str, Any]:
+    """The manifest of the package in root as JSON (to read as ModelManifest or RuntimeManifest)."""
     try:
         manifest: dict[str, Any] = json.loads((root / MANIFEST).read_text())
     except (OSError, ValueError) as exc:
         raise IntegrityError(f"{root / MANIFEST}: unreadable manifest: {exc}") from None
     return manifest
+
+
+def read_manifest(root: Path) -> Manifest:
+    """The fields of the manifest of the package in root that every reader needs, checked."""
+    try:
+        typed: Manifest = Manifest.from_json(read_manifest_json(root), str(root / MANIFEST))
+    except InvalidInput as exc:
+        raise IntegrityError(str(exc)) from None
+    return typed
 
 
 def model_manifest(manifest: dict[str, Any], path: Path) -> ModelManifest:
@@ -159,9 +170,9 @@ def model_manifest(manifest: dict[str, Any], path: Path) -> ModelManifest:
     return typed
 
 
-def check_files(root: Path, manifest: dict[str, Any]) -> None:
+def check_files(root: Path, manifest: Manifest) -> None:
     """Every file listed is present with its digest, and nothing else is there."""
-    listed = set(manifest.get("files", {}))
+    listed = set(manifest.files)
     present = set(tree_files(root)) - {MANIFEST}
     for rel in sorted(present - listed):
         raise IntegrityError(f"{root / rel}: not listed in the manifest")
@@ -169,12 +180,13 @@ def check_files(root: Path, manifest: dict[str, Any]) -> None:
         path = root / rel
         if not path.is_file():
             raise IntegrityError(f"{path}: listed in the manifest but missing")
-        if sha256_file(path) != manifest["files"][rel]["sha256"]:
+        if sha256_file(path) != manifest.files[rel].sha256:
             raise IntegrityError(f"{path}: sha256 differs from the manifest")
 
 
-def write_archive(root: Path, archive: Path) -> None:
-    write_atomic(archive, reproducible_targz(root, root.name))
+def write_archive(root: Path, archive: Path, top: str | None = None) -> None:
+    """The reproducible archive of the package in root, its top directory named top (default: root's name)."""
+    write_atomic(archive, reproducible_targz(root, top or root.name))
 
 
 def _archive_objects(lib: Path, objects: list[str], output: Path) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from tfaot_dist import cxx_build, process
 from tfaot_dist.cache import COMPLETE, Cache, ensure_entry
 from tfaot_dist.errors import TfaotError
+from tfaot_dist.fsutil import sha256_file
 from tfaot_dist.xla_runtime import CODEGEN_HEADERS, Log, XlaRuntime
 
 INTERFACE_INCLUDE = Path(__file__).parent / "runtime" / "include"
@@ -40,7 +41,7 @@ def header_text() -> str:
 
 def _key(runtime: XlaRuntime, opt: str) -> str:
     version = cxx_build.version_text(runtime.compiler)
-    interface = {p.relative_to(INTERFACE_INCLUDE).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+    interface = {p.relative_to(INTERFACE_INCLUDE).as_posix(): sha256_file(p)
                  for p in sorted(INTERFACE_INCLUDE.rglob("*.h"))}
     identity = {"runtime": runtime.key, "compiler": version, "flags": [*runtime.cxxflags, opt],
                 "interface": interface, "header": header_text()}

@@ -1,7 +1,9 @@
 """Running other programs: one way in, one line out.
 
 Every program tfaot-dist starts (compilers, ar, pip, git, scram, the harnesses)
-goes through probe() or run(): an argv list, never a shell, output captured.
+goes through probe() or run(): an argv list, never a shell, output captured;
+the TensorFlow worker through stream(), its output going to its own log file as
+it is written (long runs, read while they run and kept with a failed build).
 A failure is one error line naming what failed, its exit status, the line of
 output that says why, and a log file holding the whole story:
 
@@ -80,6 +82,22 @@ def probe(argv: Sequence[str | Path], *, cwd: Path | None = None, env: Mapping[s
     except OSError as exc:  # not found, not executable, no such cwd
         return Finished(args, cwd, NOT_RUN, "", f"cannot run {args[0]}: {exc.strerror or exc}")
     return Finished(args, cwd, proc.returncode, proc.stdout, proc.stderr, timeout)
+
+
+def stream(argv: Sequence[str | Path], output: Path, *, cwd: Path | None = None,
+           env: Mapping[str, str] | None = None, timeout: float | None = None) -> Finished:
+    """Run argv with stdout and stderr going to the file output as they are written (not captured:
+    Finished's stdout is empty); how it ended, whatever that was, like probe()."""
+    args = tuple(str(a) for a in argv)
+    with open(output, "wb") as log:
+        try:
+            proc = subprocess.run(args, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout,
+                                  check=False)
+        except subprocess.TimeoutExpired:  # run() has killed it
+            return Finished(args, cwd, TIMED_OUT, "", "", timeout)
+        except OSError as exc:  # not found, not executable, no such cwd
+            return Finished(args, cwd, NOT_RUN, "", f"cannot run {args[0]}: {exc.strerror or exc}")
+    return Finished(args, cwd, proc.returncode, "", "", timeout)
 
 
 def run(argv: Sequence[str | Path], *, what: str, error: type[TfaotError] = CompileFailed,

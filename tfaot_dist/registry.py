@@ -39,7 +39,6 @@ from tfaot_dist.yamlio import Fields, load_mapping
 DEFAULT_REQUIREMENTS = ("tensorflow-cpu==2.21.0",)
 # Generic code for every CPU, and the two levels that pay (AVX2+FMA: 1.5-2.8x at small batches; AVX-512).
 DEFAULT_CPU_LEVELS = ("x86-64", "x86-64-v3", "x86-64-v4")
-REQUIREMENT_CHARS = names.re.compile(r"[A-Za-z0-9_.\-\[\],<>=!~ ]{1,100}")
 
 
 @dataclass(frozen=True)
@@ -135,7 +134,7 @@ class Registry:
         if not requirements:
             raise InvalidInput(f"{toolchain.at('requirements')}: must not be empty")
         for req in requirements:
-            if not isinstance(req, str) or not REQUIREMENT_CHARS.fullmatch(req):
+            if not isinstance(req, str) or not names.REQUIREMENT_CHARS.fullmatch(req):
                 raise InvalidInput(f"{toolchain.at('requirements')}: invalid requirement {req!r}")
         triple = names.target_triple(f.take("target_triple", str, DEFAULT_TARGET_TRIPLE), f.at("target_triple"))
         cpu = names.target_cpu(f.take("target_cpu", str, ""), f.at("target_cpu"))

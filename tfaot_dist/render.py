@@ -1,11 +1,22 @@
-"""Jinja2 rendering of everything generated from templates in spec_templates/.
+"""Every Jinja2 environment of tfaot-dist (one factory), and the package templates.
 
-XML templates are autoescaped (entities for & < > " '), so free text cannot add
-an element or attribute; all other values were validated before they got here.
+Two template folders, installed as package data:
+
+    package_templates/   files inside packages: model.h, tool files, CMake and pkg-config
+                         files, the verification harness, the benchmark (their digest is
+                         part of every build key)
+    spec_templates/      cmsBuild and rpm specs, CMSDIST tool files (their changes raise
+                         the specs' Release, see release.py)
+
+environment() below renders the package templates: XML templates are
+autoescaped (entities for & < > " '), so free text cannot add an element or
+attribute; all other values were validated before they got here. textsafe.py
+builds the one-line environment of specs, CMake and pkg-config files, and
+catalogue.py the HTML one, with the same factory.
 """
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -16,21 +27,34 @@ import jinja2
 from tfaot_dist import __version__
 
 
-def templates_dir() -> Path:
+def package_templates_dir() -> Path:
+    return Path(str(resources.files("tfaot_dist.package_templates")))
+
+
+def spec_templates_dir() -> Path:
     return Path(str(resources.files("tfaot_dist.spec_templates")))
+
+
+def make_environment(folders: list[Path], *, autoescape: bool | Callable[[str | None], bool],
+                     finalize: Callable[[Any], Any] | None = None,
+                     keep_trailing_newline: bool = True) -> jinja2.Environment:
+    """A Jinja2 environment as every one of tfaot-dist is: an undefined value is an error, block
+    tags leave no blank lines. folders: where templates are looked up ([] for from_string only)."""
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(folders) if folders else None,
+        undefined=jinja2.StrictUndefined,
+        autoescape=autoescape,
+        finalize=finalize,
+        keep_trailing_newline=keep_trailing_newline,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
 
 
 @cache
 def environment() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(templates_dir()),
-        undefined=jinja2.StrictUndefined,
-        autoescape=jinja2.select_autoescape(enabled_extensions=("xml.j2",), default_for_string=False,
-                                            default=False),
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
+    autoescape = jinja2.select_autoescape(enabled_extensions=("xml.j2",), default_for_string=False, default=False)
+    return make_environment([package_templates_dir()], autoescape=autoescape)
 
 
 def render(template: str, **context: Any) -> str:
@@ -62,9 +86,9 @@ def render_model_header(context: dict[str, Any]) -> str:
 
 
 def templates_digest(names: Iterable[str]) -> str:
-    """Digest of the named templates (those that shape a package): part of each build key."""
+    """Digest of the named package templates (their names and bytes, not their folder): part of each build key."""
     h = hashlib.sha256()
-    root = templates_dir()
+    root = package_templates_dir()
     for name in sorted(names):
         h.update(name.encode() + b"\0" + (root / name).read_bytes())
     return h.hexdigest()

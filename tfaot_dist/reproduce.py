@@ -16,13 +16,11 @@ from typing import Any
 
 from tfaot_dist import builder, verify
 from tfaot_dist import package as pkg
-from tfaot_dist.cache import Cache
 from tfaot_dist.documents import Verification
 from tfaot_dist.errors import InvalidInput, VerificationFailed
 from tfaot_dist.fsutil import sha256_file, tree_files
-from tfaot_dist.registry import Defaults, ModelEntry
-from tfaot_dist.toolchain import ensure_toolchain
-from tfaot_dist.xla_runtime import Log, ensure_runtime
+from tfaot_dist.registry import ModelEntry
+from tfaot_dist.session import Session
 
 
 def check_installed(entry: ModelEntry, dist: Path) -> pkg.Package:
@@ -34,22 +32,22 @@ def check_installed(entry: ModelEntry, dist: Path) -> pkg.Package:
     return pkg.Package(entry.package, entry.version, root, root.parent / f"{root.name}.tar.gz", manifest)
 
 
-def check_numbers(package: pkg.Package, defaults: Defaults, cache: Path, log: Log = print) -> Verification:
+def check_numbers(package: pkg.Package, session: Session) -> Verification:
     """Link the package's objects into the verification harness again and compare every output
     with the reference TensorFlow outputs in the package; VerificationFailed names the first miss."""
-    toolchain = ensure_toolchain(cache, defaults.requirements, log)
-    runtime = ensure_runtime(toolchain.python, cache, log)
+    _, runtime = session.toolchain_and_runtime()
     with tempfile.TemporaryDirectory(prefix="tfaot-verify-") as tmp_dir:
-        return verify.verify_package(package.root, package.model_manifest, runtime, Path(tmp_dir) / "work", cache)
+        return verify.verify_package(package.root, package.model_manifest, runtime, Path(tmp_dir) / "work",
+                                     session.cache.root)
 
 
-def rebuild_and_compare(entry: ModelEntry, defaults: Defaults, cache: Path, dist: Path, log: Log = print) -> dict[str, Any]:
+def rebuild_and_compare(entry: ModelEntry, session: Session, dist: Path) -> dict[str, Any]:
     existing = check_installed(entry, dist)
     with tempfile.TemporaryDirectory(prefix="tfaot-rebuild-") as tmp_dir:
         tmp = Path(tmp_dir)
         # A fresh cache sharing the expensive entries keyed by their contents.
-        fresh_cache = Cache(cache).share_into(tmp / "cache").root
-        rebuilt = builder.build_entry(entry, defaults, fresh_cache, tmp / "dist", log).package
+        fresh_cache = session.cache.share_into(tmp / "cache").root
+        rebuilt = builder.build_entry(entry, session.with_cache(fresh_cache), tmp / "dist").package
         difference = first_difference(existing.root, rebuilt.root)
         if difference:
             raise VerificationFailed(f"{entry.package} {entry.version} is not reproducible: {difference}")

@@ -14,7 +14,6 @@ so a tree that exists is complete.
 """
 
 import os
-import re
 import shutil
 import tempfile
 import time
@@ -34,15 +33,10 @@ from tfaot_dist.safe_extract import TAR, extract, kind_of_content, kind_of_url
 SOURCE_COMPLETE = ".complete"
 # Transports that cannot run commands: ext:: and fd:: are never allowed.
 ALLOWED_PROTOCOLS = "file:git:http:https:ssh"
-_URL = re.compile(
-    r"(?:(?:https?|ssh|git|file)://[^\s\\]+"  # scheme://...
-    r"|/[^\s\\:]*"  # an absolute local path
-    r"|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^\s\\:]+)"  # scp-like user@host:path
-)
 
 
 def check_git_url(url, where: str) -> str:
-    if not isinstance(url, str) or "::" in url or url.startswith("-") or not _URL.fullmatch(url):
+    if not isinstance(url, str) or "::" in url or url.startswith("-") or not names.GIT_URL.fullmatch(url):
         raise InvalidInput(f"{where}: unsupported git URL {url!r} (use https://, ssh://, git://, file://, "
                            "user@host:path or an absolute path)")
     return url

@@ -25,16 +25,9 @@ from pathlib import Path
 from packaging.version import Version
 
 from tfaot_dist import __version__, buildsys, package as pkg, scram_tool
-from tfaot_dist.documents import Requirement
-from tfaot_dist.fsutil import (
-    file_lock,
-    remove_stale_siblings,
-    replace_dir,
-    sha256_file,
-    temp_sibling,
-    tree_digest,
-    tree_files,
-)
+from tfaot_dist.documents import FileDigest, Manifest, Requirement, RuntimeManifest, ToolInfo
+from tfaot_dist.cache import ensure_entry
+from tfaot_dist.fsutil import remove_stale_siblings, sha256_file, tree_digest, tree_files
 from tfaot_dist.render import templates_digest
 from tfaot_dist.xla_runtime import XlaRuntime
 
@@ -83,19 +76,19 @@ def ensure_runtime_package(runtime: XlaRuntime, dist: Path) -> tuple[pkg.Package
     root = dist / pkg.dir_name(NAME, version)
     archive = dist / f"{root.name}.tar.gz"
     status = "up to date"
-    with file_lock(dist / f".{root.name}.lock"):
-        if not (root / pkg.MANIFEST).is_file() or not archive.is_file():
-            status = "built"
-            remove_stale_siblings(root)
-            remove_stale_siblings(archive)
-            staged = temp_sibling(root)
-            _assemble(runtime, version, staged / root.name)
-            pkg.write_archive(staged / root.name, staged / archive.name)
-            replace_dir(staged / root.name, root)
-            (staged / archive.name).replace(archive)
-            shutil.rmtree(staged)
-    manifest = pkg.read_manifest(root)
-    return pkg.Package(NAME, version, root, archive, manifest), status
+
+    def assemble(staged: Path) -> None:
+        nonlocal status
+        status = "built"
+        remove_stale_siblings(archive)
+        _assemble(runtime, version, staged)
+        # Written before the directory's rename: the package is complete once both are there.
+        pkg.write_archive(staged, archive, top=root.name)
+
+    # An entry of dist rather than of the cache (no marker: its manifest and archive say it is complete).
+    ensure_entry(root, assemble, marker=None, is_complete=lambda d: (d / pkg.MANIFEST).is_file() and archive.is_file(),
+                 lock=dist / f".{root.name}.lock")
+    return pkg.Package(NAME, version, root, archive, pkg.read_manifest(root)), status
 
 
 def _assemble(runtime: XlaRuntime, version: str, root: Path) -> None:
@@ -111,31 +104,32 @@ def _assemble(runtime: XlaRuntime, version: str, root: Path) -> None:
     tool.parent.mkdir(parents=True)
     tool.write_text(scram_tool.render_runtime_tool(runtime.tensorflow_version, [lib.name for lib in runtime.libs],
                                                    list(runtime.ldflags)))
-    facts = {"package": NAME, "version": version, "tensorflow_version": runtime.tensorflow_version,
-             "cxxflags": runtime.cxxflags, "libs": [f"lib/{lib.name}" for lib in runtime.libs],
-             "system_libs": runtime.ldflags}
+    libs = tuple(f"lib/{lib.name}" for lib in runtime.libs)
+    facts = Manifest(package=NAME, version=version, files={}, kind="runtime",
+                     tensorflow_version=runtime.tensorflow_version, cxxflags=tuple(runtime.cxxflags), libs=libs,
+                     system_libs=tuple(runtime.ldflags))
     for rel, text in ((buildsys.cmake_config_path(NAME), buildsys.render_runtime_cmake_config(facts)),
                       (buildsys.pkgconfig_path(NAME), buildsys.render_runtime_pkgconfig(facts))):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
-    manifest = {
-        "kind": "runtime",
-        "name": NAME,
-        "package": NAME,
-        "version": version,
-        "runtime_key": runtime.key,
-        "tensorflow_version": runtime.tensorflow_version,
-        "compiler": runtime.compiler,
-        "cxxflags": runtime.cxxflags,
-        "libs": [f"lib/{lib.name}" for lib in runtime.libs],
-        "system_libs": runtime.ldflags,
-        "cpu_levels": list(runtime.cpu_levels),  # read back when the installed package is a --runtime
-        "scram_tool": SCRAM_TOOL,
-        "tool": {"name": "tfaot-dist", "version": __version__},
-        "files": {rel: {"sha256": sha256_file(root / rel), "size": (root / rel).stat().st_size}
-                  for rel in tree_files(root)},
-    }
-    pkg.write_manifest(root, manifest)
+    manifest = RuntimeManifest(
+        kind="runtime",
+        name=NAME,
+        package=NAME,
+        version=version,
+        runtime_key=runtime.key,
+        tensorflow_version=runtime.tensorflow_version,
+        compiler=runtime.compiler,
+        cxxflags=tuple(runtime.cxxflags),
+        libs=libs,
+        system_libs=tuple(runtime.ldflags),
+        cpu_levels=runtime.cpu_levels,  # read back when the installed package is a --runtime
+        scram_tool=SCRAM_TOOL,
+        tool=ToolInfo(name="tfaot-dist", version=__version__),
+        files={rel: FileDigest(sha256=sha256_file(root / rel), size=(root / rel).stat().st_size)
+               for rel in tree_files(root)},
+    )
+    pkg.write_manifest(root, manifest.to_json())
 
 
 def _eigen_aliases(include: Path) -> None:

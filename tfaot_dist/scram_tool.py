@@ -21,10 +21,10 @@ symbols, so XLA runtimes of two TensorFlow versions in one process (ours
 and the release's shared libtf_xla_runtime.so) cannot interpose.
 """
 
-import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
+from tfaot_dist import names
 from tfaot_dist.render import render
 
 RUNTIME_TOOL = "tfaot-xla-runtime"
@@ -39,7 +39,6 @@ ATTRIBUTES = {
     "use": {"name"},
     "flags": {"LDFLAGS", "SYSTEM_INCLUDE"},
 }
-TOOL_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,99}")
 
 
 def base_variable(tool: str) -> str:
@@ -101,7 +100,7 @@ def parse(text: str) -> ToolFile:
         if extra := set(element.attrib) - ATTRIBUTES[element.tag]:
             raise ValueError(f"<{element.tag}>: unexpected attributes {sorted(extra)}")
     name = tool.get("name", "")
-    if not TOOL_NAME.fullmatch(name):
+    if not names.SCRAM_TOOL_NAME.fullmatch(name):
         raise ValueError(f"tool name {name!r} is not a lower-case scram tool name")
     result = ToolFile(name=name, version=tool.get("version", ""))
     for child in tool:

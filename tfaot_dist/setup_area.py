@@ -25,7 +25,6 @@ import dataclasses
 from contextlib import contextmanager
 import json
 import os
-import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,10 +35,10 @@ from packaging.version import Version
 
 from tfaot_dist import buildsys, cpu_target, names, process
 from tfaot_dist import package as pkg
-from tfaot_dist.channel import PACKAGE_NAME, RUNTIME, Channel, ChannelPackage, VerifiedArchive, verify_archive
-from tfaot_dist.documents import InstalledRow, load_json
+from tfaot_dist.channel import RUNTIME, Channel, ChannelPackage, VerifiedArchive, verify_archive
+from tfaot_dist.documents import InstalledRow, Manifest, load_json
 from tfaot_dist.download import discard, keep
-from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable, TfaotError
+from tfaot_dist.errors import IntegrityError, InvalidInput, ScramFailed, SourceUnavailable
 from tfaot_dist.fsutil import (
     crash_point, file_lock, remove_entry, replace_dir, sha256_bytes, temp_sibling, write_atomic,
 )
@@ -49,12 +48,6 @@ from tfaot_dist.textsafe import shown
 FORMAT = "tfaot-dist-area/1"
 INSTALLED = "installed.json"
 TOOL_ROOT = "@TOOL_ROOT@"
-# Paths that go into tool files (XML attributes) and env.sh lines as they are.
-SAFE_PATH = re.compile(r"/[A-Za-z0-9._/+,=@~%-]*")
-
-
-class ScramFailed(TfaotError):
-    exit_code = 1
 
 
 @dataclass(frozen=True)
@@ -75,8 +68,8 @@ class Report:
 
 def area_root(area: Path) -> Path:
     root = area.absolute() / "tfaot"
-    if not SAFE_PATH.fullmatch(str(root)):
-        bad = sorted({c for c in str(root) if not re.fullmatch(r"[A-Za-z0-9._/+,=@~%-]", c)})
+    if not names.AREA_PATH.fullmatch(str(root)):
+        bad = sorted({c for c in str(root) if not names.AREA_PATH_CHAR.fullmatch(c)})
         raise InvalidInput(f"--area: {area.absolute()}: characters {''.join(bad)!r} cannot go into tool files "
                            "and environment lines; use another directory")
     return root
@@ -238,7 +231,7 @@ def _setup_one(text: str, channel: Channel, root: Path, cache: Path, offline: bo
             discard(path)
     for p in todo:
         # Only a warning: areas are often prepared on one machine and used on others.
-        check = cpu_target.check_package(verified[p.key].typed.compilation)
+        check = cpu_target.check_package(verified[p.key].manifest.compilation)
         if p.kind == "model" and not check.ok:
             log(f"warning: {p.name} {p.version}: {check.message}")
 
@@ -320,7 +313,7 @@ def _repair(root: Path, state: dict[str, dict], scram: str | None, report: Repor
         for stale in root.glob(pattern):
             remove_entry(stale)
     for package_dir in root.iterdir():
-        if not (package_dir.is_dir() and PACKAGE_NAME.fullmatch(package_dir.name)):
+        if not (package_dir.is_dir() and names.PACKAGE_NAME.fullmatch(package_dir.name)):
             continue
         listed = state.get(package_dir.name, {}).get("path")
         for version_dir in package_dir.iterdir():
@@ -409,21 +402,21 @@ def _install_tree(archive: VerifiedArchive, final: Path) -> None:
             final.parent.rmdir()  # a refused package leaves no empty PACKAGE/ directory
 
 
-def buildsys_files(manifest: dict) -> dict[str, str]:
+def buildsys_files(manifest: Manifest) -> dict[str, str]:
     """CMake config and pkg-config file of a package (buildsys.py), unless the package ships them."""
-    name = manifest["package"]
-    if manifest.get("kind") == "runtime":
+    name = manifest.package
+    if manifest.kind == "runtime":
         files = {buildsys.cmake_config_path(name): buildsys.render_runtime_cmake_config(manifest),
                  buildsys.pkgconfig_path(name): buildsys.render_runtime_pkgconfig(manifest)}
     else:
         files = {buildsys.cmake_config_path(name): buildsys.render_cmake_config(manifest),
                  buildsys.pkgconfig_path(name): buildsys.render_pkgconfig(manifest)}
-    return {rel: text for rel, text in files.items() if rel not in manifest.get("files", {})}
+    return {rel: text for rel, text in files.items() if rel not in manifest.files}
 
 
-def _place_area_files(root: Path, manifest: dict, rel: str, previous: dict | None) -> list[str]:
+def _place_area_files(root: Path, manifest: Manifest, rel: str, previous: dict | None) -> list[str]:
     """Relocated tool files, the CMake forwarder and the area's .pc; returns the tool files (relative)."""
-    name, version = manifest["package"], manifest["version"]
+    name, version = manifest.package, manifest.version
     tree = root / rel
     tools = []
     for xml in sorted((tree / "etc" / "scram.d").glob("*.xml")):
@@ -492,7 +485,7 @@ def environment(root: Path, state: dict[str, dict]) -> dict[str, str]:
 
 
 def export_lines(env: dict[str, str]) -> list[str]:
-    """`export NAME="VALUE${NAME:+:$NAME}"`: prepended to what is set already (values are SAFE_PATH checked)."""
+    """`export NAME="VALUE${NAME:+:$NAME}"`: prepended to what is set already (values are names.AREA_PATH checked)."""
     return [f'export {k}="{v}${{{k}:+:${k}}}"' for k, v in env.items()]
 
 

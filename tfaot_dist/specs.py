@@ -38,7 +38,6 @@ each file is written atomically, so an error leaves the output as it was.
 """
 
 import json
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,11 +49,11 @@ from tfaot_dist import __version__, abseil, builder, names, release, yamlio
 from tfaot_dist.abseil import AbseilSource
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable, UsageError
 from tfaot_dist.channel import INDEX, MAX_MANIFEST, ChannelPackage, parse_index, verify_archive
-from tfaot_dist.documents import load_json
+from tfaot_dist.documents import Manifest, load_json
 from tfaot_dist.download import check_url, get_bytes
 from tfaot_dist.fsutil import copy_atomic, sha256_bytes, sha256_file, write_atomic
-from tfaot_dist.registry import DEFAULT_REQUIREMENTS, REQUIREMENT_CHARS, Defaults, ModelEntry, Registry
-from tfaot_dist.render import templates_dir
+from tfaot_dist.registry import DEFAULT_REQUIREMENTS, Defaults, ModelEntry, Registry
+from tfaot_dist.render import spec_templates_dir
 from tfaot_dist.scram_tool import RUNTIME_TOOL
 from tfaot_dist.textsafe import render, spec_text
 
@@ -70,20 +69,9 @@ TOOL_REQUIRES = ("py3-GitPython", "py3-Jinja2", "py3-PyYAML", "py3-packaging", "
 TOOL_PYTHON = (3, 11)  # pyproject's requires-python
 # The release's Python and TensorFlow: cmsdist's python3 and py3-tensorflow (found through PYTHON3PATH).
 RELEASE_TENSORFLOW = "py3-tensorflow"
-# A model fetched from a CMSDATA repository (github.com/cms-data/REPO) builds from the release's
-# data-REPO package, installed by data-build-github.file under $DATA_REPO_ROOT/<REPO, '-' -> '/'>/data.
-CMS_DATA_URL = re.compile(r"https://github\.com/cms-data/([A-Za-z0-9_]+(?:-[A-Za-z0-9_]+)*?)(?:\.git)?/?")
-COMMIT_LIKE = re.compile(r"[0-9a-f]{7,40}")
 TENSORFLOW_DISTS = ("tensorflow", "tensorflow-cpu", "tensorflow-intel")
 SOURCES = "SOURCES"
 
-# Anything placed in a spec, a shell line or a heredoc: no "%", "$", quotes, backticks, spaces or line breaks.
-SPEC_VALUE = re.compile(r"[A-Za-z0-9._~:/@+,=-]{1,500}")
-_URL_CHARS = r"[A-Za-z0-9._~:/@+-]"
-SCHEME_URL = re.compile(rf"(?:https?|ssh|git|file)://{_URL_CHARS}+")
-ABSOLUTE_PATH = re.compile(rf"/{_URL_CHARS}*")
-SCP_URL = re.compile(r"([A-Za-z0-9._-]+@[A-Za-z0-9.-]+):(" + _URL_CHARS + r"+)")
-EMAIL = re.compile(r"[A-Za-z0-9._+-]+@[A-Za-z0-9.-]+")
 _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
@@ -205,7 +193,7 @@ def render_all(registry: Registry, flavor: str, channel: str | None = None) -> d
 
 def spec_value(value, where: str) -> str:
     """An identifier for a spec line: rejected unless every character is harmless there."""
-    if not isinstance(value, str) or not SPEC_VALUE.fullmatch(value):
+    if not isinstance(value, str) or not names.SPEC_VALUE.fullmatch(value):
         raise InvalidInput(f"{where}: {value!r} cannot be placed in a spec "
                            f"(allowed: letters, digits and ._~:/@+,=-)")
     return value
@@ -213,11 +201,11 @@ def spec_value(value, where: str) -> str:
 
 def spec_url(url: str, where: str) -> str:
     """The git URL as a URL (scp-like and plain paths rewritten), checked for spec-safe characters."""
-    if SCHEME_URL.fullmatch(url):
+    if names.SPEC_SCHEME_URL.fullmatch(url):
         return url
-    if ABSOLUTE_PATH.fullmatch(url):
+    if names.SPEC_ABSOLUTE_PATH.fullmatch(url):
         return f"file://{url}"
-    if m := SCP_URL.fullmatch(url):
+    if m := names.SPEC_SCP_URL.fullmatch(url):
         return f"ssh://{m.group(1)}/{m.group(2).lstrip('/')}"
     raise InvalidInput(f"{where}: git URL {url!r} cannot be placed in a spec "
                        f"(use scheme://host/path with letters, digits and ._~:/@+- only)")
@@ -279,14 +267,16 @@ def _registry_tf_version(text: str | None) -> str | None:
 
 
 def _templates() -> list[Path]:
-    return [templates_dir()]
+    """The templates whose changes count in a spec's Release: the spec templates, not the package
+    templates (a changed package template changes the build key, hence the package's version)."""
+    return [spec_templates_dir()]
 
 
 def _changelog(rel: release.Release, version: str) -> list[dict]:
     out = []
     for change in rel.changes:
         t = time.gmtime(change.time)
-        email = change.email if EMAIL.fullmatch(change.email) else "unknown@invalid"
+        email = change.email if names.EMAIL.fullmatch(change.email) else "unknown@invalid"
         author = spec_text(change.author.replace("<", "").replace(">", ""), 80) or "unknown"
         out.append({
             "date": f"{_DAYS[t.tm_wday]} {_MONTHS[t.tm_mon - 1]} {t.tm_mday:02d} {t.tm_year}",
@@ -339,7 +329,7 @@ def _source_context(source, where: str, flavor: str) -> dict:
         context = {"kind": "git", "url": spec_url(source.url, f"{where}: source.git"),
                    "ref": spec_value(source.ref, f"{where}: source.ref"),
                    "commit": spec_value(source.commit, f"{where}: source.commit")}
-        if data := CMS_DATA_URL.fullmatch(source.url):
+        if data := names.CMS_DATA_URL.fullmatch(source.url):
             repo = data.group(1)
             return {**context, "kind": "cms-data", "data_package": f"data-{repo}",
                     "data_dir": f"${{{_root_variable('data-' + repo)}}}/{repo.replace('-', '/')}/data"}
@@ -347,7 +337,7 @@ def _source_context(source, where: str, flavor: str) -> dict:
             context["branch"] = spec_value(_branch(source, where), f"{where}: source.branch")
         return context
     url = source.url
-    if not url.startswith(("https://", "http://")) or not SCHEME_URL.fullmatch(url):
+    if not url.startswith(("https://", "http://")) or not names.SPEC_SCHEME_URL.fullmatch(url):
         raise InvalidInput(f"{where}: source.archive: URL {url!r} cannot be placed in a spec "
                            f"(use http(s)://host/path with letters, digits and ._~:/@+- only)")
     return {"kind": "archive", "url": url, "sha256": spec_value(source.sha256, f"{where}: source.sha256")}
@@ -359,7 +349,7 @@ def _branch(source, where: str) -> str:
     if source.branch:
         return source.branch
     ref = source.ref.removeprefix("refs/heads/")
-    if ref.startswith("refs/") or ref == "HEAD" or COMMIT_LIKE.fullmatch(ref):
+    if ref.startswith("refs/") or ref == "HEAD" or names.COMMIT_LIKE.fullmatch(ref):
         raise InvalidInput(f"{where}: source.ref {source.ref!r} is not a branch, and cmsBuild's git download "
                            f"pulls a branch, then resets to the commit: add source.branch (a branch that "
                            f"contains {source.commit})")
@@ -381,7 +371,7 @@ def _root_variable(package: str) -> str:
 def _runtime_context(registry: Registry, defaults: Defaults, tf_version: str) -> dict:
     where = registry.root / "registry.yaml"
     for req in defaults.requirements:
-        if not REQUIREMENT_CHARS.fullmatch(req) or any(c in req for c in "%$`'\"\\"):
+        if not names.REQUIREMENT_CHARS.fullmatch(req) or any(c in req for c in "%$`'\"\\"):
             raise InvalidInput(f"{where}: toolchain.requirements: {req!r} cannot be placed in a spec")
     rel = release.derive(where, _templates(), tf_version, _registry_tf_version)
     # The registry defaults the cmsBuild build writes for `tfaot-dist compile` (JSON is YAML).
@@ -409,7 +399,7 @@ def _read_channel(url: str) -> tuple[str, dict[tuple[str, str], ChannelPackage]]
     """The channel's base URL (ending in /) and its index rows by (name, version)."""
     base = check_url(url, "--channel")
     base = base if base.endswith("/") else base + "/"
-    if not SCHEME_URL.fullmatch(base):
+    if not names.SPEC_SCHEME_URL.fullmatch(base):
         raise InvalidInput(f"--channel: URL {url!r} cannot be placed in a spec "
                            f"(use http(s)://host/path with letters, digits and ._~:/@+- only)")
     rows = parse_index(get_bytes(base + INDEX), base + INDEX)
@@ -419,7 +409,7 @@ def _read_channel(url: str) -> tuple[str, dict[tuple[str, str], ChannelPackage]]
 def _archive_url(base: str, row: ChannelPackage) -> str:
     """Where cmsBuild downloads the archive from; its file name is the one %{SOURCE0} and %setup expect."""
     url = base + row.archive
-    if not row.archive.endswith(f"/{row.name}-{row.version}.tar.gz") or not SCHEME_URL.fullmatch(url):
+    if not row.archive.endswith(f"/{row.name}-{row.version}.tar.gz") or not names.SPEC_SCHEME_URL.fullmatch(url):
         raise InvalidInput(f"{base}{INDEX}: {row.name} {row.version}: archive {row.archive!r} cannot be placed "
                            f"in a spec (expected .../{row.name}-{row.version}.tar.gz, letters, digits and "
                            f"._~:/@+- only)")
@@ -437,11 +427,9 @@ def _prebuilt_model(base: str, rows: dict, entry: ModelEntry, m: dict, tf_versio
     data = get_bytes(manifest_url, limit=MAX_MANIFEST)
     if sha256_bytes(data) != row.manifest_sha256:
         raise IntegrityError(f"{manifest_url}: sha256 differs from the channel index's manifest_sha256")
-    manifest = load_json(data, manifest_url)
+    manifest = Manifest.from_json(load_json(data, manifest_url), manifest_url)
     wanted = {**entry.source.as_dict(), "url": entry.source.url, "aot_config": entry.aot_config}
-    got = manifest.get("source") if isinstance(manifest, dict) else None
-    got = got if isinstance(got, dict) else {}
-    if differ := sorted(k for k in wanted if got.get(k) != wanted[k]):
+    if differ := sorted(k for k in wanted if manifest.text("source", k) != wanted[k]):
         raise InvalidInput(f"{manifest_url}: not the build of {m['entry_file']} (source.{', source.'.join(differ)} "
                            f"differ); build and publish a new version")
     if rpm_version(row.tensorflow_version or "0", index) != tf_version:
@@ -488,11 +476,11 @@ def _collect_sources(registry: Registry, dist: Path, log) -> dict[str, Path | No
             raise IntegrityError(f"{archive}: holds {verified.name} {verified.version}")
         manifest = verified.manifest
         key = builder.build_key(entry, defaults)
-        if manifest.get("build_key") != key:
+        if manifest.build_key != key:
             raise InvalidInput(f"{archive}: built from another state of {entry.path} (build key differs); "
                                f"run `tfaot-dist build --all --dist {dist}` first")
         out[name] = archive
-        runtime_versions |= {r.get("version") for r in manifest.get("requires", []) if r.get("name") == RPM_RUNTIME}
+        runtime_versions |= {r.version for r in manifest.requires if r.name == RPM_RUNTIME}
 
     runtime_name = f"{RPM_RUNTIME}-{tf_version}.tar.gz"
     if len(runtime_versions) > 1:

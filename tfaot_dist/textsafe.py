@@ -1,4 +1,4 @@
-"""Escaping free text for each target file, and the Jinja2 environment for non-XML outputs.
+"""Escaping free text for each target file, and the Jinja2 environment for specs, CMake and pkg-config files.
 
 Identifiers (names, versions, refs, commits, paths, URLs) are validated against
 strict patterns before they reach a template (names.py, specs.spec_url); free
@@ -22,7 +22,7 @@ from functools import cache
 
 import jinja2
 
-from tfaot_dist.render import templates_dir
+from tfaot_dist.render import make_environment, package_templates_dir, spec_templates_dir
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\x85]")
 _PKGCONFIG_SPECIAL = re.compile(r"[$#\\]")
@@ -73,16 +73,10 @@ def _single_line(value):
 
 @cache
 def environment() -> jinja2.Environment:
-    """Spec, CMake and pkg-config templates: no autoescape (none of them is XML), one line per value."""
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(templates_dir()),
-        undefined=jinja2.StrictUndefined,
-        autoescape=False,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        finalize=_single_line,
-    )
+    """Specs (spec_templates/), CMake and pkg-config files (package_templates/): no autoescape (none
+    of them is XML), one line per value."""
+    return make_environment([spec_templates_dir(), package_templates_dir()], autoescape=False,
+                            finalize=_single_line)
 
 
 def render(template: str, **context) -> str:

@@ -10,7 +10,6 @@ an environment that exists is complete. One that no longer runs is rebuilt.
 import json
 import os
 import platform
-import subprocess
 import sys
 import sysconfig
 import tempfile
@@ -18,8 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tfaot_dist import errors, process
-from tfaot_dist.cache import Cache, entry_lock
-from tfaot_dist.fsutil import file_lock, remove_stale_siblings, replace_dir, sha256_bytes, temp_sibling, write_atomic
+from tfaot_dist.cache import Cache, ensure_entry, entry_lock
+from tfaot_dist.fsutil import file_lock, sha256_bytes, write_atomic
+from tfaot_dist.textsafe import one_line
 
 WORKER = Path(__file__).parent / "worker" / "tf_worker.py"
 READY = "toolchain.json"
@@ -77,32 +77,28 @@ def ensure_toolchain(cache: Path, requirements: tuple[str, ...], log=print) -> T
     root = toolchains / key
     # Scripts name the real directory: CACHE/toolchains may be a symlink to a shared one.
     real = toolchains.resolve() / key
-    found = _load(root, requirements)
-    if found and _built_at(root) == str(real):
-        return found
-    with file_lock(entry_lock(root)):
-        found = _load(root, requirements)
-        if found:
-            _point_scripts_at(root, _built_at(root), real)  # environments made before the scripts were fixed
-            return found
-        log(f"creating toolchain {key}: {' '.join(requirements)}")
-        remove_stale_siblings(root)
-        staged = temp_sibling(root)
-        try:
-            _run([sys.executable, "-m", "venv", str(staged)], "create venv")
-            py = str(staged / "bin" / "python")
-            _run([py, "-m", "pip", "install", "--disable-pip-version-check", "-q", *requirements],
-                 f"pip install {' '.join(requirements)}")
-            frozen = _run([py, "-m", "pip", "freeze", "--all"], "pip freeze").split()
-            write_atomic(staged / READY, json.dumps(
-                {"key": key, "requirements": list(requirements), "installed": sorted(frozen)}, indent=1))
-            _point_scripts_at(staged, str(staged), real)
-            replace_dir(staged, root)
-        except BaseException:
-            import shutil
 
-            shutil.rmtree(staged, ignore_errors=True)
-            raise
+    def usable(entry: Path) -> bool:
+        return _load(entry, requirements) is not None and _built_at(entry) == str(real)
+
+    if not usable(root) and _load(root, requirements):
+        with file_lock(entry_lock(root)):  # environments made before the scripts were fixed
+            if _load(root, requirements):
+                _point_scripts_at(root, _built_at(root), real)
+
+    def create(staged: Path) -> None:
+        log(f"creating toolchain {key}: {' '.join(requirements)}")
+        _run([sys.executable, "-m", "venv", str(staged)], "create venv")
+        py = str(staged / "bin" / "python")
+        _run([py, "-m", "pip", "install", "--disable-pip-version-check", "-q", *requirements],
+             f"pip install {' '.join(requirements)}")
+        frozen = _run([py, "-m", "pip", "freeze", "--all"], "pip freeze").split()
+        write_atomic(staged / READY, json.dumps(
+            {"key": key, "requirements": list(requirements), "installed": sorted(frozen)}, indent=1))
+        _point_scripts_at(staged, str(staged), real)  # its scripts name where it is renamed to
+
+    # READY is the marker (it holds what pip installed); a venv whose Python does not run is made again.
+    ensure_entry(root, create, marker=None, is_complete=usable)
     toolchain = _load(root, requirements)
     if not toolchain:
         raise errors.ToolchainError(f"toolchain {key} at {root} does not run after creation")
@@ -222,22 +218,20 @@ def run_worker(toolchain: Toolchain, request: dict, work_dir: Path, tf_xla_flags
     request = dict(request, result=str(work_dir / "result.json"))
     req_path = work_dir / "request.json"
     req_path.write_text(json.dumps(request, indent=1))
-    log_path = work_dir / "worker.log"
-    with open(log_path, "wb") as log:
-        try:
-            proc = subprocess.run(
-                [str(toolchain.python), "-I", str(WORKER), str(req_path)],
-                cwd=work_dir, env={**worker_env(tmp, tf_xla_flags, xla_flags), **dict(toolchain.path_environment)},
-                stdout=log, stderr=subprocess.STDOUT, timeout=timeout,
-            )
-        except subprocess.TimeoutExpired:
-            raise errors.CompileFailed(f"TensorFlow worker did not finish in {timeout:.0f} s") from None
+    log_path = work_dir / "worker.log"  # written while it runs; kept in the work directory of a failed build
+    finished = process.stream([toolchain.python, "-I", WORKER, req_path], log_path, cwd=work_dir,
+                              env={**worker_env(tmp, tf_xla_flags, xla_flags), **dict(toolchain.path_environment)},
+                              timeout=timeout)
+    if finished.status == process.TIMED_OUT:
+        raise errors.CompileFailed(f"TensorFlow worker did not finish in {timeout:.0f} s (log: {log_path})")
+    if finished.status == process.NOT_RUN:
+        raise errors.CompileFailed(f"TensorFlow worker: {finished.stderr}")
     try:
         answer = json.loads((work_dir / "result.json").read_text())
     except (OSError, ValueError):
         tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
         raise errors.CompileFailed(
-            f"TensorFlow worker died (exit {proc.returncode}): {tail[0]} (log: {log_path})"
+            f"TensorFlow worker died ({finished.describe_status()}): {one_line(tail[0])} (log: {log_path})"
         ) from None
     if not answer.get("ok"):
         kind = {"invalid-input": errors.InvalidInput}.get(answer.get("kind"), errors.CompileFailed)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from tfaot_dist import process
 from tfaot_dist.errors import CompileFailed, InvalidInput
+from tfaot_dist.session import Session
 
 INF = float("inf")
 
@@ -158,8 +159,8 @@ def tune(program: Path, compiled: list[int], targets: list[int], warmup: int = 1
     return report
 
 
-def tune_command(spec: str, registry, cache: Path, dist: Path, targets: list[int], warmup: int, calls: int,
-                 out_dir: Path, write: bool = True, log=print) -> dict:
+def tune_command(spec: str, registry, session: Session, dist: Path, targets: list[int], warmup: int, calls: int,
+                 out_dir: Path, write: bool = True) -> dict:
     """`tfaot-dist tune`: tune the package of spec (see bench.resolve_target); for a registry entry, write the
     kept rules into its overrides and rebuild, so the package's model.h applies them by default."""
     import dataclasses
@@ -167,18 +168,14 @@ def tune_command(spec: str, registry, cache: Path, dist: Path, targets: list[int
 
     from tfaot_dist import bench, builder
     from tfaot_dist.fsutil import write_atomic
-    from tfaot_dist.registry import Defaults
-    from tfaot_dist.toolchain import ensure_toolchain
-    from tfaot_dist.xla_runtime import ensure_runtime
 
-    target, entry = bench.resolve_target(spec, registry, cache, dist, None, log)
+    log = session.log
+    target, entry = bench.resolve_target(spec, registry, session, dist, None)
     manifest = target.manifest
     compiled = sorted(manifest.compilation.batch_sizes)
-    defaults = registry.defaults() if (registry.root / "registry.yaml").exists() else Defaults()
-    toolchain = ensure_toolchain(cache, defaults.requirements, log)
-    runtime = ensure_runtime(toolchain.python, cache, log)
+    _, runtime = session.toolchain_and_runtime()
     with tempfile.TemporaryDirectory(prefix="tfaot-tune-") as tmp:
-        program = bench.build_aot_program(target, runtime, cache, Path(tmp))
+        program = bench.build_aot_program(target, runtime, session.cache.root, Path(tmp))
         report = tune(program, compiled, targets, warmup, calls, log)
     report.update(package=manifest.package, version=manifest.version, compiled_batch_sizes=compiled,
                   protocol={"warmup": warmup, "calls": calls}, host=bench.host_info())
@@ -194,7 +191,7 @@ def tune_command(spec: str, registry, cache: Path, dist: Path, targets: list[int
         new_entry = dataclasses.replace(entry, overrides=overrides)
         path = registry.save(new_entry)
         log(f"wrote {len(merged)} batch rules to {path}")
-        built = builder.build_entry(new_entry, defaults, cache, dist.absolute(), log)
+        built = builder.build_entry(new_entry, session, dist.absolute())
         report["registry_entry"] = str(path)
         report["package_dir"] = str(built.package.root)
     name = manifest.package.removeprefix("tfaot-model-")

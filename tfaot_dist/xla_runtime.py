@@ -39,6 +39,8 @@ from tfaot_dist.abseil import AbseilSource
 from tfaot_dist.cache import COMPLETE, Cache, ensure_entry
 from tfaot_dist.cxx_build import BUILD_FLAGS, CONSUMER_CXXFLAGS, CXX, RECIPE_VERSION, Compiler
 from tfaot_dist.cxx_build import Log as Log  # re-exported: callers type their log with it
+from tfaot_dist.documents import RuntimeManifest
+from tfaot_dist.errors import InvalidInput
 from tfaot_dist.errors import RuntimeBuildError as RuntimeBuildError  # re-exported: its old home
 from tfaot_dist.fsutil import (
     copy_file,
@@ -143,21 +145,19 @@ class XlaRuntime:
     @classmethod
     def from_package(cls, root: Path) -> "XlaRuntime":
         """The runtime of an installed tfaot-xla-runtime package (what its cmsBuild spec puts in %{i})."""
-        meta = json.loads((root / PACKAGE_MANIFEST).read_text())
-        if meta.get("kind") != "runtime":
-            raise ValueError(f"kind is {meta.get('kind')!r}, not 'runtime'")
+        where = str(root / PACKAGE_MANIFEST)
+        meta = RuntimeManifest.from_json(json.loads((root / PACKAGE_MANIFEST).read_text()), where)
         return cls(
             root=root,
             include_dir=root / "include",
-            libs=[root / rel for rel in meta["libs"]],
-            cxxflags=list(meta["cxxflags"]),
-            ldflags=list(meta["system_libs"]),
-            tensorflow_version=meta["tensorflow_version"],
-            key=meta["runtime_key"],
-            compiler=meta["compiler"],
-            cpu_levels=tuple(meta.get("cpu_levels", ())),
+            libs=[root / rel for rel in meta.libs],
+            cxxflags=list(meta.cxxflags),
+            ldflags=list(meta.system_libs),
+            tensorflow_version=meta.tensorflow_version,
+            key=meta.runtime_key,
+            compiler=meta.compiler,
+            cpu_levels=meta.cpu_levels,
         )
-
 
 
 # ---------------------------------------------------------------- identities
@@ -281,6 +281,8 @@ def installed_runtime(root: Path, tensorflow_version: str) -> XlaRuntime:
     package = (root / PACKAGE_MANIFEST).is_file()
     try:
         runtime = XlaRuntime.from_package(root) if package else XlaRuntime.from_dir(root)
+    except InvalidInput as exc:  # the package's manifest, read as a RuntimeManifest: names the field
+        raise RuntimeBuildError(f"--runtime: {exc}") from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise RuntimeBuildError(f"--runtime {root}: unreadable {PACKAGE_MANIFEST if package else MANIFEST}: "
                                 f"{exc!r}") from None

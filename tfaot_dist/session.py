@@ -1,0 +1,55 @@
+"""What one command works with: the cache, the registry's defaults, offline or not, where progress goes.
+
+cli.py builds one Session per command and hands it down; the TensorFlow
+toolchain and the XLA runtime built with it are resolved once per session
+(toolchain_and_runtime), however many steps need them.
+"""
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from tfaot_dist.cache import Cache
+from tfaot_dist.registry import Defaults, Registry
+from tfaot_dist.toolchain import Toolchain, ensure_toolchain
+from tfaot_dist.xla_runtime import XlaRuntime, ensure_runtime
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Session:
+    cache: Cache
+    defaults: Defaults = field(default_factory=Defaults)
+    offline: bool = False  # use the cache only: what is missing is a SourceUnavailable error
+    log: Log = print
+
+    @classmethod
+    def of_registry(cls, registry: Path, cache: Path, *, offline: bool = False, log: Log = print) -> "Session":
+        """The defaults of the registry at registry (the built-in ones where it has no registry.yaml)."""
+        return cls(Cache(cache), Registry(registry).defaults(), offline, log)
+
+    def logging_to(self, log: Log) -> "Session":
+        """The same session, progress going to log (one model's lines of a parallel build)."""
+        return dataclasses.replace(self, log=log)
+
+    def with_cache(self, cache: Path) -> "Session":
+        return dataclasses.replace(self, cache=Cache(cache))
+
+    def toolchain(self) -> Toolchain:
+        """The isolated TensorFlow of the defaults' requirements, created if missing."""
+        return self._toolchain
+
+    def toolchain_and_runtime(self) -> tuple[Toolchain, XlaRuntime]:
+        """The toolchain and the XLA runtime built from its TensorFlow (cached builds, resolved once)."""
+        return self._toolchain, self._runtime
+
+    @cached_property
+    def _toolchain(self) -> Toolchain:
+        return ensure_toolchain(self.cache.root, self.defaults.requirements, self.log)
+
+    @cached_property
+    def _runtime(self) -> XlaRuntime:
+        return ensure_runtime(self._toolchain.python, self.cache.root, self.log)
