@@ -159,9 +159,12 @@ RUNTIME_MANIFEST = {
 }
 
 
-def test_runtime_manifest_reads_back_to_the_same_bytes():
-    typed = RuntimeManifest.from_json(json.loads(dumped(RUNTIME_MANIFEST)), "manifest.json")
-    assert dumped(typed.to_json()) == dumped(RUNTIME_MANIFEST)
+@pytest.mark.parametrize("levels", [None, ["x86-64", "x86-64-v3", "x86-64-v4"]])
+def test_runtime_manifest_reads_back_to_the_same_bytes(levels):
+    written = RUNTIME_MANIFEST if levels is None else {**RUNTIME_MANIFEST, "cpu_levels": levels}
+    typed = RuntimeManifest.from_json(json.loads(dumped(written)), "manifest.json")
+    assert dumped(typed.to_json()) == dumped(written)
+    assert typed.cpu_levels == tuple(levels or ())
     assert typed.libs == ("lib/libtf_xla_runtime.a", "lib/libtfaot_absl.a") and typed.files["include/x.h"].size == 0
 
 
@@ -170,6 +173,7 @@ def test_runtime_manifest_reads_back_to_the_same_bytes():
     ("libs", ["../lib.a"], "m.libs[0]: invalid path '../lib.a'"),
     ("cxxflags", "-O2", "m.cxxflags: expected a list, got '-O2'"),
     ("runtime_key", None, "m.runtime_key: required field is missing"),
+    ("cpu_levels", ["x86-64", "avx9"], "m.cpu_levels: unknown CPU level 'avx9' (expected one of x86-64, x86-64-v2, x86-64-v3, x86-64-v4)"),
 ])
 def test_runtime_manifest_refusals_name_the_field(field, value, message):
     doc = {k: v for k, v in RUNTIME_MANIFEST.items() if k != field}

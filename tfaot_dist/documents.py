@@ -511,6 +511,10 @@ class ModelManifest(Document):
     verification: Verification | None  # None only between assembly and verification
 
 
+def _runtime_levels(levels: tuple[str, ...], where: str) -> tuple[str, ...]:
+    return names.cpu_levels(list(levels), where) if levels else levels
+
+
 @dataclass(frozen=True)
 class RuntimeManifest(Document):
     """The tfaot-xla-runtime package's manifest.json: the runtime build it holds (runtime_key, the
@@ -530,7 +534,7 @@ class RuntimeManifest(Document):
     tool: ToolInfo
     files: dict[str, FileDigest] = field(metadata=check(_each(_rel_path)))
     # Levels of the runtime's matrix kernels; absent in packages made before the levels.
-    cpu_levels: tuple[str, ...] = field(default=(), metadata=check(lambda v, at: names.cpu_levels(list(v), at) if v else v))
+    cpu_levels: tuple[str, ...] = field(default=(), metadata=check(_runtime_levels, omit_default=True))
 
 
 @dataclass(frozen=True)
