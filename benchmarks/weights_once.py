@@ -1,5 +1,5 @@
 """Weights once: model data in a linked program and RSS against the number of compiled batch sizes,
-before (every size's _constants.o as tfcompile wrote it) and after (tfaot_dist.constants).
+before (every size's _constants.o as tfcompile wrote it) and after (tfaot_dist.cxx.weight_sharing).
 
     python benchmarks/weights_once.py [--model study_l12_u128] [--sizes 1,2,4,8,16,32]
 
@@ -19,15 +19,16 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tfaot_dist import bench, builder
+from tfaot_dist import builder
 from tfaot_dist import package as pkg
 from tfaot_dist.cache import Cache
 from tfaot_dist.cli import default_cache
 from tfaot_dist.config import load_aot_config
+from tfaot_dist.cxx.xla_runtime import ensure_runtime
+from tfaot_dist.perf import bench
 from tfaot_dist.registry import DEFAULT_REQUIREMENTS
 from tfaot_dist.session import Session
 from tfaot_dist.toolchain import ensure_toolchain, run_worker, worker_env
-from tfaot_dist.xla_runtime import ensure_runtime
 
 REPO = Path(__file__).resolve().parent.parent
 

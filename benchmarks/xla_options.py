@@ -5,7 +5,7 @@
 Each variant is compiled (and verified against TensorFlow, as every build) for
 batch sizes 1, 8, 64, 512 and timed with the AOT benchmark program; the timing
 runs of all variants alternate, twice, the faster kept. Variants the host CPU
-cannot run are skipped (tfaot_dist.cpu_target).
+cannot run are skipped (tfaot_dist.dist.cpu_target).
 """
 
 import argparse
@@ -15,14 +15,16 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tfaot_dist import bench, builder, cpu_target
+from tfaot_dist import builder
 from tfaot_dist.cache import Cache
 from tfaot_dist.cli import default_cache
 from tfaot_dist.config import load_aot_config
+from tfaot_dist.cxx.xla_runtime import ensure_runtime
+from tfaot_dist.dist import cpu_target
+from tfaot_dist.perf import bench
 from tfaot_dist.registry import DEFAULT_REQUIREMENTS
 from tfaot_dist.session import Session
 from tfaot_dist.toolchain import ensure_toolchain, worker_env
-from tfaot_dist.xla_runtime import ensure_runtime
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tfaot_dist import builder
-from tfaot_dist.fsutil import sha256_file
+from tfaot_dist.util.fs import sha256_file
 from tfaot_dist.toolchain import WORKER, worker_env
 
 

@@ -30,10 +30,12 @@ from conftest import REPO, fresh_cache, git, run_in_toolchain
 from test_specs import as_cmsbuild_would, entry, specs_cli, write_entry, write_registry_yaml
 from test_specs import golden_registry  # noqa: F401 - the fixture
 
-from tfaot_dist import abseil, cli, package, runtime_package, scram_tool, specs
+from tfaot_dist import cli, package
+from tfaot_dist.cxx import abseil, runtime_package, scram_tool
+from tfaot_dist.specs import flavors
 from tfaot_dist.registry import Registry
 from tfaot_dist.toolchain import WORKER, ensure_toolchain
-from tfaot_dist.xla_runtime import ensure_runtime
+from tfaot_dist.cxx.xla_runtime import ensure_runtime
 
 TF212 = ("tensorflow-cpu==2.12.0",)
 PKGREL = "slc-test/external"  # where cmsBuild installs externals: %{instroot}/%{cmsplatf}/external/%n/%v
@@ -73,11 +75,11 @@ def test_worker_runs_under_python_39():
 
 def test_pip_file_checks_the_python_first(golden_registry):  # noqa: F811 - the fixture
     """pip/tfaot-dist.file: cmsdist's pip conventions, and the one-line Python check before pip runs."""
-    files = specs.render_all(Registry(golden_registry), "cmsbuild")
+    files = flavors.render_all(Registry(golden_registry), "cmsbuild")
     text = files["pip/tfaot-dist.file"]
     # The Python bound and the dependencies are pyproject's.
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    assert project["requires-python"] == ">=" + ".".join(map(str, specs.TOOL_PYTHON))
+    assert project["requires-python"] == ">=" + ".".join(map(str, flavors.TOOL_PYTHON))
     cmsdist_name = {"pyyaml": "py3-PyYAML", "jinja2": "py3-Jinja2", "gitpython": "py3-GitPython",
                     "requests": "py3-requests", "packaging": "py3-packaging"}
     wanted = sorted(cmsdist_name[dep.split(">")[0].split("=")[0].strip()] for dep in project["dependencies"])
@@ -105,7 +107,7 @@ def test_cms_data_source_builds_from_the_release_data_package(tmp_path):
     write_registry_yaml(reg)
     git_url = "https://github.com/cms-data/PhysicsTools-TensorFlowAOT.git"
     write_entry(reg, entry("test-simple", url=git_url, ref="master"))
-    files = specs.render_all(Registry(reg), "cmsbuild")
+    files = flavors.render_all(Registry(reg), "cmsbuild")
     spec = files["tfaot-model-test-simple.spec"]
     assert "BuildRequires: data-PhysicsTools-TensorFlowAOT\n" in spec
     assert ("%define aot_config ${DATA_PHYSICSTOOLS_TENSORFLOWAOT_ROOT}/PhysicsTools/TensorFlowAOT/data/"
@@ -122,7 +124,7 @@ def test_cms_data_source_builds_from_the_release_data_package(tmp_path):
 def test_runtime_spec_declares_its_abseil_sources(golden_registry, tmp_path):  # noqa: F811 - the fixture
     """The runtime spec downloads nothing in %build: each Abseil sdist is a pip:// Source as
     build-with-pip.file writes them (after rpm's expansion), checked against tfaot-dist's pin in %prep."""
-    files = specs.render_all(Registry(golden_registry), "cmsbuild")
+    files = flavors.render_all(Registry(golden_registry), "cmsbuild")
     path = tmp_path / "runtime.spec"
     path.write_text(as_cmsbuild_would(files["tfaot-xla-runtime.spec"], ""))
     parsed = subprocess.run(["rpmspec", "-P", str(path)], capture_output=True, text=True, check=True).stdout
@@ -256,7 +258,7 @@ def test_cmsbuild_spec_builds_offline_in_a_sandbox(toolchain212, shared_cache, t
     git("init", "-q", "-b", "main", cwd=reg)
     git("add", "-A", cwd=reg)
     git("commit", "-q", "-m", "registry", cwd=reg)
-    files = specs.render_all(Registry(reg), "cmsbuild")
+    files = flavors.render_all(Registry(reg), "cmsbuild")
     name, version = "tfaot-model-offline", "1.0.0"
 
     # What cmsBuild's git download leaves in SOURCES: the commit exported as %{n}-%{realversion}/.

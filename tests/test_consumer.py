@@ -13,7 +13,7 @@ import pytest
 from conftest import run_in_toolchain
 from tfaot_dist.errors import VerificationFailed
 from tfaot_dist import package as pkg, verify
-from tfaot_dist.xla_runtime import ensure_runtime
+from tfaot_dist.cxx.xla_runtime import ensure_runtime
 
 CONSUMER = r"""
 #include <cstdio>

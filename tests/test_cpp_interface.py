@@ -24,12 +24,14 @@ from pathlib import Path
 import pytest
 
 from conftest import fresh_cache
-from tfaot_dist import builder, cpu_target, runtime_package, scram_tool
+from tfaot_dist import builder
+from tfaot_dist.cxx import runtime_package, scram_tool
+from tfaot_dist.dist import cpu_target
 from tfaot_dist.cache import Cache
 from tfaot_dist.registry import Defaults
-from tfaot_dist.render import render_model_header
+from tfaot_dist.util.render import render_model_header
 from tfaot_dist.session import Session
-from tfaot_dist.xla_runtime import ensure_runtime
+from tfaot_dist.cxx.xla_runtime import ensure_runtime
 
 ROOT = Path(__file__).resolve().parent.parent
 INTERFACE_INCLUDE = ROOT / "tfaot_dist" / "runtime" / "include"

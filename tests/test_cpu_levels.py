@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from conftest import fresh_cache
-from tfaot_dist import builder, cpu_target
+from tfaot_dist import builder
+from tfaot_dist.dist import cpu_target
 from tfaot_dist.config import load_aot_config
 from tfaot_dist.documents import Compilation
 from tfaot_dist.errors import InvalidInput
@@ -19,7 +20,7 @@ from tfaot_dist.registry import DEFAULT_CPU_LEVELS, Defaults, Registry
 from tfaot_dist.session import Session
 from tfaot_dist.toolchain import WORKER, worker_env
 from tfaot_dist.verify import INTERFACE_INCLUDE
-from tfaot_dist.xla_runtime import compile_consumer, ensure_runtime
+from tfaot_dist.cxx.xla_runtime import compile_consumer, ensure_runtime
 
 LEVELS = ("x86-64", "x86-64-v3", "x86-64-v4")
 RUNNABLE = [level for level in LEVELS if cpu_target.check_host(level).ok]

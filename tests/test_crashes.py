@@ -38,9 +38,9 @@ import yaml
 from conftest import fresh_cache, snapshot
 
 from tfaot_dist import package as pkg
-from tfaot_dist.channel import verify_archive
-from tfaot_dist.fsutil import CRASH_AT, sha256_file, tree_digest
-from tfaot_dist.setup_area import buildsys_files, read_installed
+from tfaot_dist.dist.channel import verify_archive
+from tfaot_dist.util.fs import CRASH_AT, sha256_file, tree_digest
+from tfaot_dist.dist.setup_area import buildsys_files, read_installed
 
 TRIALS = int(os.environ.get("TFAOT_DIST_KILL_TRIALS", "4"))
 SEED = int(os.environ.get("TFAOT_DIST_KILL_SEED", "2026"))
@@ -124,7 +124,7 @@ class Tally:
 def test_only_the_temporaries_of_that_name_are_stale(tmp_path):
     """Cleaning up after tfaot-model-x-1.0 under its lock must not touch what a build of
     tfaot-model-x-1.0.1 (under another lock) is writing."""
-    from tfaot_dist.fsutil import remove_stale_siblings, temp_sibling, write_atomic
+    from tfaot_dist.util.fs import remove_stale_siblings, temp_sibling, write_atomic
 
     final = tmp_path / "tfaot-model-x-1.0"
     mine = [temp_sibling(final), tmp_path / ".tfaot-model-x-1.0.abcd_123.tmp"]

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tfaot_dist import cxx_build
+from tfaot_dist.cxx import build_kit
 from tfaot_dist.errors import RuntimeBuildError
 
 SOURCES = {
@@ -21,14 +21,14 @@ def build(root: Path, jobs: int) -> bytes:
         (src / rel).write_text(text)
     objdir = root / "obj"
     objdir.mkdir()
-    units = [cxx_build.Unit(cmd=[cxx_build.CXX, *cxx_build.CONSUMER_CXXFLAGS, *cxx_build.BUILD_FLAGS,
-                                 *cxx_build.reproducible_flags(rel, {root: "build"}), "-c", rel,
-                                 "-o", str(objdir / cxx_build.object_name(rel))],
-                            cwd=src, obj=objdir / cxx_build.object_name(rel), name=rel) for rel in SOURCES]
+    units = [build_kit.Unit(cmd=[build_kit.CXX, *build_kit.CONSUMER_CXXFLAGS, *build_kit.BUILD_FLAGS,
+                                 *build_kit.reproducible_flags(rel, {root: "build"}), "-c", rel,
+                                 "-o", str(objdir / build_kit.object_name(rel))],
+                            cwd=src, obj=objdir / build_kit.object_name(rel), name=rel) for rel in SOURCES]
     lines: list[str] = []
-    cxx_build.compile_all(units, jobs, lines.append)
+    build_kit.compile_all(units, jobs, lines.append)
     assert lines and lines[-1].startswith("  compiled 2/2")
-    cxx_build.archive(root / "lib.a", list(reversed([u.obj for u in units])))
+    build_kit.archive(root / "lib.a", list(reversed([u.obj for u in units])))
     return (root / "lib.a").read_bytes()
 
 
@@ -42,10 +42,10 @@ def test_two_directories_give_the_same_archive(tmp_path):
 def test_a_failing_unit_raises_one_line_with_its_log(tmp_path, monkeypatch):
     monkeypatch.setenv("TFAOT_DIST_CACHE", str(tmp_path / "cache"))
     (tmp_path / "bad.cc").write_text("int f() { return undeclared_name; }\n")
-    unit = cxx_build.Unit(cmd=[cxx_build.CXX, "-c", "bad.cc", "-o", str(tmp_path / "bad.o")], cwd=tmp_path,
+    unit = build_kit.Unit(cmd=[build_kit.CXX, "-c", "bad.cc", "-o", str(tmp_path / "bad.o")], cwd=tmp_path,
                           obj=tmp_path / "bad.o", name="bad.cc")
     with pytest.raises(RuntimeBuildError) as info:
-        cxx_build.compile_all([unit], 1, lambda line: None, RuntimeBuildError)
+        build_kit.compile_all([unit], 1, lambda line: None, RuntimeBuildError)
     message = str(info.value)
     # The compiler's first error line (its quotes follow the locale).
     assert re.match(r"compile bad\.cc failed \(exit 1\): bad\.cc:1:18: error: .undeclared_name. was not declared",
@@ -56,6 +56,6 @@ def test_a_failing_unit_raises_one_line_with_its_log(tmp_path, monkeypatch):
 
 
 def test_compiler_identity():
-    cc = cxx_build.compiler()
+    cc = build_kit.compiler()
     assert cc.version_line and cc.full_version[0].isdigit() and cc.arch in cc.target
-    assert cxx_build.accepts(cc, ["-std=c++17"]) and not cxx_build.accepts(cc, ["-std=no-such-standard"])
+    assert build_kit.accepts(cc, ["-std=c++17"]) and not build_kit.accepts(cc, ["-std=no-such-standard"])

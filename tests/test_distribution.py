@@ -32,9 +32,9 @@ from httpserve import Server, SilentServer, refused_url
 
 from tfaot_dist import buildall
 from tfaot_dist.errors import IntegrityError
-from tfaot_dist.fsutil import reproducible_targz, sha256_file
-from tfaot_dist.progress import make_reporter
-from tfaot_dist.safe_extract import TAR, ZIP, extract, zip_entry_count
+from tfaot_dist.util.fs import reproducible_targz, sha256_file
+from tfaot_dist.util.progress import make_reporter
+from tfaot_dist.util.archives import TAR, ZIP, extract, zip_entry_count
 
 REPO = Path(__file__).resolve().parent.parent
 # The release workflow runs these same scripts (tests/test_workflows.py checks it).
@@ -121,7 +121,7 @@ def archive_server(tmp_path, data_repo):
 
 
 def test_archive_source_retries_5xx_then_verifies_and_caches(archive_server, cache):
-    from tfaot_dist.resolve import ArchiveSources
+    from tfaot_dist.sources import ArchiveSources
 
     sha = sha256_file(archive_server.root / "data-1.0.tar.gz")
     archive_server.fail("data-1.0.tar.gz", 2)

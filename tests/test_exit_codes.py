@@ -18,7 +18,7 @@ import yaml
 from conftest import DataRepo, snapshot
 
 from tfaot_dist import errors
-from tfaot_dist.fsutil import sha256_file
+from tfaot_dist.util.fs import sha256_file
 
 CODES = {"usage": 2, "invalid input": 3, "source unavailable": 4, "compile failed": 5,
          "verification failed": 6, "integrity": 7, "toolchain": 8}

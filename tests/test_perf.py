@@ -16,7 +16,8 @@ import pytest
 from conftest import REPO, run_in_toolchain
 
 from tfaot_dist import config as config_mod
-from tfaot_dist import cpu_target, tune
+from tfaot_dist.dist import cpu_target
+from tfaot_dist.perf import tune
 from tfaot_dist.documents import Compilation
 from tfaot_dist.errors import InvalidInput
 
@@ -228,7 +229,7 @@ def _fake_size(include: Path, lib: Path, bs: int, buffers: dict[str, bytes]) -> 
 
 
 def test_share_constants_on_synthetic_objects(tmp_path):
-    from tfaot_dist import constants
+    from tfaot_dist.cxx import weight_sharing
 
     include, lib = tmp_path / "include", tmp_path / "lib"
     include.mkdir()
@@ -239,7 +240,7 @@ def test_share_constants_on_synthetic_objects(tmp_path):
     _fake_size(include, lib, 2, {"a2_constant_buffer_contents": weights, "b2_constant_buffer_contents": bias,
                                  "c2_constant_buffer_contents": weights})
     _fake_size(include, lib, 4, {"a4_constant_buffer_contents": weights, "b4_constant_buffer_contents": bias})
-    report = constants.share_constants(include, lib, "m", [1, 2, 4]).as_dict()
+    report = weight_sharing.share_constants(include, lib, "m", [1, 2, 4]).as_dict()
     assert report["per_batch_size"] == {"1": {"defined": 2, "shared": 0}, "2": {"defined": 1, "shared": 2},
                                         "4": {"defined": 0, "shared": 2}}
     h4 = (include / "m_bs4.h").read_text()
@@ -259,7 +260,7 @@ def test_share_constants_on_synthetic_objects(tmp_path):
 
 
 def test_share_constants_leaves_unknown_forms_alone(tmp_path):
-    from tfaot_dist import constants
+    from tfaot_dist.cxx import weight_sharing
 
     include, lib = tmp_path / "include", tmp_path / "lib"
     include.mkdir()
@@ -267,6 +268,6 @@ def test_share_constants_leaves_unknown_forms_alone(tmp_path):
     _fake_size(include, lib, 1, {"a1_constant_buffer_contents": b"x" * 100})
     (include / "m_bs1.h").write_text((include / "m_bs1.h").read_text().replace(' asm("a1_constant_buffer_contents")', ""))
     before = (lib / "m_bs1_constants.o").read_bytes()
-    report = constants.share_constants(include, lib, "m", [1]).as_dict()
+    report = weight_sharing.share_constants(include, lib, "m", [1]).as_dict()
     assert "left as compiled" in report["per_batch_size"]["1"]["note"]
     assert (lib / "m_bs1_constants.o").read_bytes() == before

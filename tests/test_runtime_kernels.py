@@ -1,4 +1,4 @@
-"""The runtime's per-level matrix kernels (runtime_kernels.py), built for real and run.
+"""The runtime's per-level matrix kernels (cxx/runtime_kernels.py), built for real and run.
 
 Every level this CPU runs is forced in turn, through TFAOT_CPU_LEVEL and
 through tfaot_runtime_force_cpu_level(), and the products are compared with
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tfaot_dist import cpu_target, runtime_kernels, xla_runtime
+from tfaot_dist.cxx import runtime_kernels, xla_runtime
+from tfaot_dist.dist import cpu_target
 
 pytestmark = pytest.mark.slow
 

@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from tfaot_dist import names, runtime_package
-from tfaot_dist.xla_runtime import XlaRuntime
+from tfaot_dist import names
+from tfaot_dist.cxx import runtime_package
+from tfaot_dist.cxx.xla_runtime import XlaRuntime
 
 
 def runtime_with_key(key: str) -> XlaRuntime:

@@ -22,10 +22,10 @@ import pytest
 
 from tests.conftest import Cli, snapshot
 from tfaot_dist import cli
-from tfaot_dist.download import DEADLINE_ENV, TIMEOUT_ENV, cached_archive, cached_verified, get_bytes
+from tfaot_dist.util.download import DEADLINE_ENV, TIMEOUT_ENV, cached_archive, cached_verified, get_bytes
 from tfaot_dist.errors import IntegrityError, SourceUnavailable
-from tfaot_dist.resolve import _extract_git_archive
-from tfaot_dist.safe_extract import TAR, ZIP, extract
+from tfaot_dist.sources import _extract_git_archive
+from tfaot_dist.util.archives import TAR, ZIP, extract
 
 
 @pytest.fixture
@@ -99,9 +99,9 @@ def test_package_archive_with_a_link_is_refused(run, tmp_path):
 
 def test_verify_archive_caps_entries(run, tmp_path, monkeypatch):
     """The package reader stops at the entry cap before reading on (the same cap as extraction)."""
-    from tfaot_dist import safe_extract
+    from tfaot_dist.util import archives
 
-    monkeypatch.setattr(safe_extract, "MAX_ENTRIES", 2)
+    monkeypatch.setattr(archives, "MAX_ENTRIES", 2)
     dist = tmp_path / "dist"
     dist.mkdir()
     (dist / "tfaot-model-x-1.0.tar.gz").write_bytes(package_tar(files={f"f{i}": b"x" for i in range(5)}))
@@ -375,7 +375,7 @@ def test_compressing_server_and_foreign_redirect(trickle, run, tmp_path):
 
 
 def test_download_stops_at_the_declared_size(trickle, tmp_path):
-    from tfaot_dist.download import download
+    from tfaot_dist.util.download import download
 
     with pytest.raises(IntegrityError, match="at most 10 expected"):
         download(trickle + "/gzip/index.json", tmp_path / "cache", None, limit=10)

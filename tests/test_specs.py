@@ -22,11 +22,13 @@ import pytest
 import yaml
 from conftest import GIT_ENV, snapshot
 
-from tfaot_dist import buildsys, cli, release, specs
+from tfaot_dist import cli
+from tfaot_dist.cxx import buildsys
+from tfaot_dist.specs import flavors, release
 from tfaot_dist.documents import Manifest
 from tfaot_dist.registry import Registry
-from tfaot_dist.render import render
-from tfaot_dist.textsafe import environment, one_line, pkgconfig_text, spec_text
+from tfaot_dist.util.render import render
+from tfaot_dist.util.textsafe import environment, one_line, pkgconfig_text, spec_text
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("TFAOT_UPDATE_GOLDEN") == "1"
@@ -86,7 +88,7 @@ def specs_cli(capsys, reg: Path, *args, expect: int = 0) -> tuple[str, str]:
 def releases(reg: Path, flavor: str = "rpm") -> dict[str, int]:
     """Release of every rendered spec, read back from the text."""
     out = {}
-    for rel, text in specs.render_all(Registry(reg), flavor).items():
+    for rel, text in flavors.render_all(Registry(reg), flavor).items():
         for line in text.splitlines():
             if line.startswith(("Release:", "%define tfaot_release")):
                 out[rel] = int(line.split()[-1].removesuffix("%{?dist}"))
@@ -153,9 +155,9 @@ def test_golden_buildsys_files(tmp_path):
 def test_golden_history_is_what_the_specs_say(golden_registry):
     assert releases(golden_registry) == {"tfaot-model-test-simple.spec": 2, "tfaot-model-test-multi.spec": 1,
                                          "tfaot-xla-runtime.spec": 1}
-    rpm = specs.render_all(Registry(golden_registry), "rpm")["tfaot-model-test-simple.spec"]
+    rpm = flavors.render_all(Registry(golden_registry), "rpm")["tfaot-model-test-simple.spec"]
     assert "Version:        1.0.0\nRelease:        2%{?dist}" in rpm
-    multi = specs.render_all(Registry(golden_registry), "rpm")["tfaot-model-test-multi.spec"]
+    multi = flavors.render_all(Registry(golden_registry), "rpm")["tfaot-model-test-multi.spec"]
     assert "Version:        2.0.0~rc1\n" in multi  # sorts before 2.0.0, as in PEP 440
 
 
@@ -188,7 +190,7 @@ def test_check_passes_after_rendering_and_lists_stale_files(golden_registry, tmp
 
 
 def test_cmsbuild_files_follow_cmsdist_conventions(golden_registry):
-    files = specs.render_all(Registry(golden_registry), "cmsbuild")
+    files = flavors.render_all(Registry(golden_registry), "cmsbuild")
     # No spec named tensorflow-xla-runtime: that is the release's own package, which ours must not shadow.
     assert sorted(files) == ["pip/tfaot-dist.file", "tfaot-compile.file", "tfaot-model-test-multi.spec",
                              "tfaot-model-test-simple.spec", "tfaot-models.file", "tfaot-xla-runtime.spec"]
@@ -240,7 +242,7 @@ def as_cmsbuild_would(spec: str, include: str, name: str = "tfaot-compile", root
 
 
 def test_cmsbuild_specs_parse_as_cmsbuild_would(golden_registry, tmp_path):
-    files = specs.render_all(Registry(golden_registry), "cmsbuild")
+    files = flavors.render_all(Registry(golden_registry), "cmsbuild")
     expected_args = {
         # Offline: the release's python3 and TensorFlow, our installed runtime, the AOT config in $config.
         "test-simple": "--aot-config \"$config\" --name test-simple --version 1.0.0 --output-directory tfaot-build",
@@ -286,7 +288,7 @@ def test_archive_sources(tmp_path, capsys):
             "source": {"archive": "https://models.example.org/data-1.0.tar.gz", "sha256": digest},
             "aot_config": "simple/aot_config.yaml"}
     write_entry(reg, data)
-    files = specs.render_all(Registry(reg), "cmsbuild")
+    files = flavors.render_all(Registry(reg), "cmsbuild")
     spec = files["tfaot-model-arch.spec"]
     assert f"%define tfaot_source_sha256 {digest}\nSource: https://models.example.org/data-1.0.tar.gz\n" in spec
     path = tmp_path / "arch.spec"
@@ -294,7 +296,7 @@ def test_archive_sources(tmp_path, capsys):
     parsed = subprocess.run(["rpmspec", "-P", str(path)], capture_output=True, text=True, check=True).stdout
     assert f"echo \"{digest}  " in parsed and "sha256sum -c -" in parsed
     assert 'root="$(ls -A)"' in parsed
-    rpm_spec = specs.render_all(Registry(reg), "rpm")["tfaot-model-arch.spec"]
+    rpm_spec = flavors.render_all(Registry(reg), "rpm")["tfaot-model-arch.spec"]
     assert f"in https://models.example.org/data-1.0.tar.gz (sha256 {digest})." in rpm_spec
     path.write_text(rpm_spec)
     subprocess.run(["rpmspec", "-P", str(path)], capture_output=True, check=True)
@@ -369,7 +371,7 @@ def test_release_sees_templates_in_the_same_work_tree(tmp_path, monkeypatch):
     (templates / "x.j2").write_text("1\n")
     git(repo, "init", "-q", "-b", "main")
     commit(repo, "start")
-    monkeypatch.setattr(specs, "_templates", lambda: [templates])
+    monkeypatch.setattr(flavors, "_templates", lambda: [templates])
     assert releases(reg)["tfaot-model-m.spec"] == 1
     (templates / "x.j2").write_text("2\n")
     commit(repo, "template change")
@@ -387,7 +389,7 @@ def test_release_counts_spec_templates_not_package_templates(tmp_path, monkeypat
         (folder / "x.j2").write_text("1\n")
     git(repo, "init", "-q", "-b", "main")
     commit(repo, "start")
-    monkeypatch.setattr(specs, "spec_templates_dir", lambda: spec_dir)  # what an installed tree would hold
+    monkeypatch.setattr(flavors, "spec_templates_dir", lambda: spec_dir)  # what an installed tree would hold
     (package_dir / "x.j2").write_text("2\n")
     commit(repo, "package template change")
     assert releases(reg) == {"tfaot-model-m.spec": 1, "tfaot-xla-runtime.spec": 1}
@@ -397,7 +399,10 @@ def test_release_counts_spec_templates_not_package_templates(tmp_path, monkeypat
 
 
 def test_template_folders_split_package_and_spec_templates():
-    from tfaot_dist import bench, package, render, runtime_package
+    from tfaot_dist import package
+    from tfaot_dist.cxx import runtime_package
+    from tfaot_dist.perf import bench
+    from tfaot_dist.util import render
 
     spec_names = {p.name for p in render.spec_templates_dir().glob("*.j2")}
     package_names = {p.name for p in render.package_templates_dir().glob("*.j2")}
@@ -924,10 +929,10 @@ def check_installed_tree(install: Path, manifest_bytes: bytes) -> None:
 
 def fake_package(root: Path, name: str, version: str, source: dict | None, runtime: str) -> Path:
     """A small package tree in the layout of `tfaot-dist build` (for the fast tests; the slow ones use real ones)."""
-    from tfaot_dist import scram_tool
+    from tfaot_dist.cxx import scram_tool
 
     tree = root / f"{name}-{version}"
-    if name == specs.RPM_RUNTIME:
+    if name == flavors.RPM_RUNTIME:
         files = {f"etc/scram.d/{name}.xml": scram_tool.render_runtime_tool(version, ["libtf_xla_runtime.a"], []),
                  "lib/libtf_xla_runtime.a": "!<arch>\n", "include/tfaot/Model.h": "// runtime\n"}
     else:
@@ -940,7 +945,7 @@ def fake_package(root: Path, name: str, version: str, source: dict | None, runti
                 "files": {rel: {"sha256": sha256(text.encode()), "size": len(text.encode())}
                           for rel, text in files.items()}}
     if source is not None:
-        manifest |= {"source": source, "requires": [{"name": specs.RPM_RUNTIME, "version": runtime}],
+        manifest |= {"source": source, "requires": [{"name": flavors.RPM_RUNTIME, "version": runtime}],
                      "toolchain": {"tensorflow_version": "2.21.0"}}
     else:
         manifest["tensorflow_version"] = "2.21.0"
@@ -968,7 +973,7 @@ def publish_fake(channel: Path, trees: list[Path]) -> None:
         with gzip.GzipFile(archive, "wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
             tar.add(tree, arcname=tree.name, filter=fixed)
         (base / "manifest.json").write_bytes((tree / "manifest.json").read_bytes())
-        runtime = name == specs.RPM_RUNTIME
+        runtime = name == flavors.RPM_RUNTIME
         rows.append({"name": name, "version": version, "kind": "runtime" if runtime else "model",
                      "archive": f"packages/{name}/{version}/{archive.name}", "size": archive.stat().st_size,
                      "sha256": sha256(archive.read_bytes()), "manifest": f"packages/{name}/{version}/manifest.json",
@@ -1016,7 +1021,7 @@ def test_prebuilt_golden(golden_registry, fake_channel, tmp_path, capsys):
 
 def test_prebuilt_specs_parse_and_install_from_the_channel(golden_registry, fake_channel, tmp_path):
     server, channel = fake_channel
-    files = specs.render_all(Registry(golden_registry), "cmsbuild-prebuilt", server.url())
+    files = flavors.render_all(Registry(golden_registry), "cmsbuild-prebuilt", server.url())
     for spec_name, version in (("tfaot-model-test-simple", "1.0.0"), ("tfaot-model-test-multi", "2.0.0rc1"),
                                ("tfaot-xla-runtime", RUNTIME_VERSION)):
         archive = channel / "packages" / spec_name / version / f"{spec_name}-{version}.tar.gz"
@@ -1036,7 +1041,7 @@ def test_prebuilt_specs_parse_and_install_from_the_channel(golden_registry, fake
 
 def test_prebuilt_refuses_a_tampered_archive_before_unpacking(golden_registry, fake_channel, tmp_path):
     server, channel = fake_channel
-    files = specs.render_all(Registry(golden_registry), "cmsbuild-prebuilt", server.url())
+    files = flavors.render_all(Registry(golden_registry), "cmsbuild-prebuilt", server.url())
     rel = "packages/tfaot-model-test-simple/1.0.0/tfaot-model-test-simple-1.0.0.tar.gz"
     good = (channel / rel).read_bytes()
     server.replace(rel, good[:-1] + bytes([good[-1] ^ 1]))  # the server now serves other bytes

@@ -84,7 +84,7 @@ def test_examples_compile_and_verify_with_212(compiled212, name):
 
 
 def test_runtime_212_uses_the_matching_abseil(compiled212, shared_cache, toolchain212):
-    from tfaot_dist import xla_runtime
+    from tfaot_dist.cxx import xla_runtime
 
     runtime = xla_runtime.ensure_runtime(toolchain212.python, shared_cache, lambda m: None)
     meta = json.loads((runtime.root / xla_runtime.MANIFEST).read_text())
@@ -117,7 +117,7 @@ def definers(archive: Path, symbol: str) -> list[tuple[str, str]]:
 def test_existing_python_and_installed_runtime(compiled212, examples212, toolchain212, shared_cache, tmp_path,
                                                monkeypatch, capsys):
     """--toolchain-python and --runtime: nothing installed or built, same package, both recorded."""
-    from tfaot_dist import xla_runtime
+    from tfaot_dist.cxx import xla_runtime
 
     runtime = xla_runtime.ensure_runtime(toolchain212.python, shared_cache, lambda m: None)
     cache = tmp_path / "empty-cache"  # shares nothing: any toolchain or runtime build would land here

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import snapshot
-from tfaot_dist import scram_tool
+from tfaot_dist.cxx import scram_tool
 
 # cmsdist's form, as a release installs it (config/toolbox/ARCH/tools/selected/): the release's runtime tool.
 RELEASE_RUNTIME_TOOL = """<tool name="tensorflow-xla-runtime" version="2.12.0">
@@ -79,7 +79,7 @@ def test_rendered_tool_files_follow_the_conventions():
     assert scram_tool.base_variable("tfaot-model-test-simple") == "TFAOT_MODEL_TEST_SIMPLE_BASE"
     runtime = check_conventions(scram_tool.render_runtime_tool("2.21.0", ["libtf_xla_runtime.a", "libtfaot_absl.a"],
                                                                ["-lpthread", "-lm"]), "tfaot-xla-runtime.xml")
-    assert runtime.name != "tensorflow-xla-runtime"  # never the release's tool (see scram_tool.py)
+    assert runtime.name != "tensorflow-xla-runtime"  # never the release's tool (see cxx/scram_tool.py)
     assert runtime.libs == ["tf_xla_runtime", "tfaot_absl", "pthread", "m"]
     assert runtime.flags["SYSTEM_INCLUDE"] == ["1"]
     assert runtime.version == "2.21.0"  # as cmsdist versions its tensorflow-xla-runtime: TensorFlow's version

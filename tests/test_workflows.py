@@ -68,8 +68,8 @@ def test_release_shard_job_runs_the_tested_commands():
     # ... after restoring the toolchain and runtime caches, keyed by what makes them.
     caches = [s for s in build["steps"] if s.get("uses", "").startswith("actions/cache@")]
     key = caches[0]["with"]["key"]
-    for source in ("registry/registry.yaml", "tfaot_dist/xla_runtime.py", "tfaot_dist/abseil.py",
-                   "tfaot_dist/cxx_build.py", "tfaot_dist/toolchain.py"):
+    for source in ("registry/registry.yaml", "tfaot_dist/cxx/xla_runtime.py", "tfaot_dist/cxx/abseil.py",
+                   "tfaot_dist/cxx/build_kit.py", "tfaot_dist/toolchain.py"):
         assert source in key, key
     assert ".cache/tfaot-dist/toolchains" in caches[0]["with"]["path"]
     assert ".cache/tfaot-dist/runtime" in caches[0]["with"]["path"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tfaot_dist import xla_runtime
+from tfaot_dist.cxx import xla_runtime
 
 # The first run builds the runtime (minutes); later runs reuse the cache.
 pytestmark = pytest.mark.slow

@@ -18,9 +18,9 @@ from pathlib import Path
 
 from tfaot_dist import builder, names
 from tfaot_dist.errors import BuildFailed, TfaotError, UsageError
-from tfaot_dist.progress import Reporter
 from tfaot_dist.registry import ModelEntry, Registry
 from tfaot_dist.session import Session
+from tfaot_dist.util.progress import Reporter
 
 
 @dataclass(frozen=True)

@@ -13,22 +13,32 @@ import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tfaot_dist import __version__, documents, package as pkg, runtime_package, verify
+from tfaot_dist import __version__, documents, verify
+from tfaot_dist import package as pkg
 from tfaot_dist.cache import ensure_entry, staging
 from tfaot_dist.config import AotConfig, load_aot_config
+from tfaot_dist.cxx import runtime_package
+from tfaot_dist.cxx.xla_runtime import ensure_runtime, installed_runtime
 from tfaot_dist.documents import CompileAnswer, CompileRequest
-from tfaot_dist.models import load_source_config
 from tfaot_dist.errors import CompileFailed, SourceUnavailable
-from tfaot_dist.fsutil import (
-    copy_atomic, crash_point, file_lock, remove_stale_siblings, replace_dir, sha256_bytes, sha256_file,
-    temp_sibling, tree_digest, write_atomic,
-)
+from tfaot_dist.register import load_source_config
 from tfaot_dist.registry import Defaults, ModelEntry
-from tfaot_dist.render import templates_digest
-from tfaot_dist.resolve import fetch_source
 from tfaot_dist.session import Session
+from tfaot_dist.sources import fetch_source
 from tfaot_dist.toolchain import READY, WORKER, existing_toolchain, run_worker, toolchain_key
-from tfaot_dist.xla_runtime import ensure_runtime, installed_runtime
+from tfaot_dist.util.fs import (
+    copy_atomic,
+    crash_point,
+    file_lock,
+    remove_stale_siblings,
+    replace_dir,
+    sha256_bytes,
+    sha256_file,
+    temp_sibling,
+    tree_digest,
+    write_atomic,
+)
+from tfaot_dist.util.render import templates_digest
 
 # Sizes checked against TensorFlow beyond the compiled ones: odd sizes need stitching and padding.
 EXTRA_REFERENCE_SIZES = 2
@@ -50,7 +60,7 @@ def build_key(entry: ModelEntry, defaults: Defaults) -> str:
         "templates": templates_digest(pkg.TEMPLATES),
         "layout": pkg.LAYOUT_VERSION,
         "worker": sha256_file(WORKER),
-        "constants": sha256_file(Path(pkg.constants.__file__)),  # rewrites objects and headers
+        "constants": sha256_file(Path(pkg.weight_sharing.__file__)),  # rewrites objects and headers
         "runtime_package": runtime_package.packaging_digest(),  # the version "requires" names
     }
     return sha256_bytes(json.dumps(parts, sort_keys=True).encode())

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tfaot_dist.errors import TfaotError
-from tfaot_dist.fsutil import (
+from tfaot_dist.util.fs import (
     file_lock,
     remove_stale_siblings,
     replace_dir,

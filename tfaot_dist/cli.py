@@ -6,12 +6,12 @@ import os
 import sys
 from pathlib import Path
 
-from tfaot_dist import __version__, builder, models
+from tfaot_dist import __version__, builder, register
 from tfaot_dist.cache import default_cache
 from tfaot_dist.errors import InvalidInput, SourceUnavailable, TfaotError, UsageError
 from tfaot_dist.registry import Registry
 from tfaot_dist.session import Session
-from tfaot_dist.textsafe import shown, terminal
+from tfaot_dist.util.textsafe import shown, terminal
 
 MAX_ERROR = 2000  # an error line quotes values cut to ~200 characters; this bounds the whole line
 
@@ -82,7 +82,7 @@ def source_url(text: str) -> str:
 
 
 def cmd_init(args) -> int:
-    from tfaot_dist.fsutil import write_atomic
+    from tfaot_dist.util.fs import write_atomic
 
     root = (args.directory or args.registry).absolute()
     config = root / "registry.yaml"
@@ -124,7 +124,7 @@ def cmd_add_model(args) -> int:
         overrides["batch_sizes"] = batch_sizes(_int_list(args.batch_sizes, "--batch-sizes"), "--batch-sizes")
     if not args.registry.exists():
         log(f"creating registry {args.registry}")
-    entry = models.add_model(Registry(args.registry), session_of(args), args.name, source_url(args.source),
+    entry = register.add_model(Registry(args.registry), session_of(args), args.name, source_url(args.source),
                              args.ref, args.aot_config, args.model_version, overrides)
     path = Registry(args.registry).entry_path(entry.name)
     emit(args, {"entry": entry.as_dict(), "path": str(path)},
@@ -153,7 +153,7 @@ def cmd_show(args) -> int:
 
 def cmd_build(args) -> int:
     from tfaot_dist import buildall
-    from tfaot_dist.progress import make_reporter
+    from tfaot_dist.util.progress import make_reporter
 
     if args.all == bool(args.names):
         raise UsageError("build: name models or give --all (not both)")
@@ -195,10 +195,10 @@ def _result_json(r: builder.BuildResult) -> dict:
 
 
 def cmd_publish(args) -> int:
-    from tfaot_dist import channel
+    from tfaot_dist.dist import channel
 
-    if args.channel.startswith("oci://"):  # a registry: tfaot_dist/oci.py
-        from tfaot_dist import oci
+    if args.channel.startswith("oci://"):  # a registry: tfaot_dist/dist/oci.py
+        from tfaot_dist.dist import oci
 
         published = oci.publish(args.dist.absolute(), args.channel, log)
         emit(args, {"channel": args.channel, "packages": [vars(p) for p in published]},
@@ -216,8 +216,8 @@ def cmd_publish(args) -> int:
 def cmd_setup(args) -> int:
     import shutil
 
-    from tfaot_dist import setup_area
-    from tfaot_dist.channel import Channel
+    from tfaot_dist.dist import setup_area
+    from tfaot_dist.dist.channel import Channel
 
     area = args.area or (Path(os.environ["CMSSW_BASE"]) if os.environ.get("CMSSW_BASE") else None)
     location = args.channel or os.environ.get("TFAOT_DIST_CHANNEL")
@@ -295,9 +295,9 @@ def cmd_compile(args) -> int:
 
 
 def cmd_runtime(args) -> int:
-    from tfaot_dist import runtime_package
+    from tfaot_dist.cxx import runtime_package
+    from tfaot_dist.cxx.xla_runtime import ensure_runtime
     from tfaot_dist.toolchain import existing_toolchain
-    from tfaot_dist.xla_runtime import ensure_runtime
 
     if args.offline and not args.toolchain_python:
         raise UsageError("--offline: runtime needs --toolchain-python (our own toolchain is pip-installed)")
@@ -333,16 +333,16 @@ def cmd_check(args) -> int:
         config = load_aot_config(target)
         saved_model, serving_key = config.saved_model, config.serving_key
     else:
-        from tfaot_dist.resolve import fetch_source
+        from tfaot_dist.sources import fetch_source
 
         entry = load_entry(registry_of(args), args.target)
         src = fetch_source(entry.source, args.cache)
-        config = models.load_source_config(src, entry.aot_config)
+        config = register.load_source_config(src, entry.aot_config)
         saved_model, serving_key = config.saved_model, config.serving_key
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="tfaot-check-") as work:
-        answer = models.op_check(saved_model.absolute(), serving_key, session, Path(work))
+        answer = register.op_check(saved_model.absolute(), serving_key, session, Path(work))
     ops = [row.to_json() for row in answer.ops]
     bad = [r["op"] for r in ops if not r["xla_cpu"]]
     if args.table:
@@ -360,16 +360,16 @@ def cmd_check(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    from tfaot_dist import reproduce
+    from tfaot_dist import recheck
 
     reg = registry_of(args)
     entry = load_entry(reg, args.name)
     if args.rebuild:
-        data = reproduce.rebuild_and_compare(entry, session_of(args), args.dist.absolute())
+        data = recheck.rebuild_and_compare(entry, session_of(args), args.dist.absolute())
         text = f"{entry.package} {entry.version}: rebuilt bit-identical ({data['archive_sha256']})"
     else:
-        package = reproduce.check_installed(entry, args.dist.absolute())
-        report = reproduce.check_numbers(package, session_of(args)).to_json()
+        package = recheck.check_installed(entry, args.dist.absolute())
+        report = recheck.check_numbers(package, session_of(args)).to_json()
         data = {"package": package.name, "version": package.version, "files": len(package.model_manifest.files),
                 "verification": report}
         worst = max((o["max_abs"] for o in report["outputs"].values()), default=0.0)
@@ -400,9 +400,9 @@ def cmd_toolchain(args) -> int:
 
 
 def cmd_specs(args) -> int:
-    from tfaot_dist import specs
+    from tfaot_dist.specs import flavors
 
-    result = specs.generate(registry_of(args), args.flavor, args.out.absolute(), check=args.check,
+    result = flavors.generate(registry_of(args), args.flavor, args.out.absolute(), check=args.check,
                             sources=args.sources.absolute() if args.sources else None, log=log,
                             channel=args.channel)
     if args.check:
@@ -421,7 +421,7 @@ def _int_tuple_arg(text: str) -> tuple[int, ...]:
 
 
 def cmd_bench(args) -> int:
-    from tfaot_dist import bench
+    from tfaot_dist.perf import bench
 
     protocol = bench.Protocol(warmup=args.warmup, calls=args.calls, batch_sizes=args.batch_sizes,
                               instances=args.instances, engines=tuple(args.engines.split(",")), rounds=args.rounds,
@@ -444,7 +444,7 @@ def cmd_bench(args) -> int:
 
 
 def cmd_tune(args) -> int:
-    from tfaot_dist import tune
+    from tfaot_dist.perf import tune
 
     report = tune.tune_command(args.target, Registry(args.registry), session_of(args), args.dist,
                                tune.parse_targets(args.targets), args.warmup, args.calls, args.out.absolute(),

@@ -28,7 +28,7 @@ from packaging.version import InvalidVersion, Version
 
 from tfaot_dist import names
 from tfaot_dist.errors import InvalidInput
-from tfaot_dist.yamlio import Fields, load_mapping
+from tfaot_dist.util.yamlio import Fields, load_mapping
 
 DEFAULT_TARGET_TRIPLE = "x86_64-pc-linux"
 MAX_BATCH_SIZE = 65536

@@ -27,9 +27,9 @@ from functools import cache
 from typing import Any
 
 from tfaot_dist import names
-from tfaot_dist.download import check_sha256
 from tfaot_dist.errors import InvalidInput
-from tfaot_dist.textsafe import shown
+from tfaot_dist.util.download import check_sha256
+from tfaot_dist.util.textsafe import shown
 
 MAX_DEPTH = 64
 MAX_INT_DIGITS = 64

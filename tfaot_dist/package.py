@@ -19,7 +19,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from tfaot_dist import __version__, buildsys, constants, cxx_build, scram_tool
+from tfaot_dist import __version__
+from tfaot_dist.cxx import build_kit, buildsys, scram_tool, weight_sharing
 from tfaot_dist.documents import (
     Compilation,
     CompileAnswer,
@@ -34,8 +35,8 @@ from tfaot_dist.documents import (
     ToolInfo,
 )
 from tfaot_dist.errors import CompileFailed, IntegrityError, InvalidInput
-from tfaot_dist.fsutil import reproducible_targz, sha256_file, tree_files, write_atomic
-from tfaot_dist.render import render_model_header
+from tfaot_dist.util.fs import reproducible_targz, sha256_file, tree_files, write_atomic
+from tfaot_dist.util.render import render_model_header
 
 MANIFEST = "manifest.json"
 # Templates whose output is part of a model package (and so of its build key).
@@ -89,7 +90,7 @@ def assemble(compiled: Path, reference: Path, answer: CompileAnswer, root: Path,
             shutil.copyfile(compiled / obj, lib / obj)
             objects.append(obj)
     # Weights once: identical constant buffers of several batch sizes and levels are defined by one object.
-    shared = constants.share_constants(include, lib, class_name, list(compilation.batch_sizes),
+    shared = weight_sharing.share_constants(include, lib, class_name, list(compilation.batch_sizes),
                                        other_levels=levels[1:])
     _archive_objects(lib, sorted(objects), lib / f"lib{package}.a")
 
@@ -190,4 +191,4 @@ def write_archive(root: Path, archive: Path, top: str | None = None) -> None:
 
 
 def _archive_objects(lib: Path, objects: list[str], output: Path) -> None:
-    cxx_build.archive(output, [lib / obj for obj in objects], CompileFailed)  # reproducible
+    build_kit.archive(output, [lib / obj for obj in objects], CompileFailed)  # reproducible

@@ -29,8 +29,8 @@ from pathlib import Path
 
 from tfaot_dist.cache import Cache, default_cache
 from tfaot_dist.errors import CompileFailed, TfaotError
-from tfaot_dist.fsutil import write_atomic
-from tfaot_dist.textsafe import one_line
+from tfaot_dist.util.fs import write_atomic
+from tfaot_dist.util.textsafe import one_line
 
 # Statuses probe() reports for a program that never ran or was stopped (as shells and timeout(1) do).
 NOT_RUN = 127

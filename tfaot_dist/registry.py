@@ -33,8 +33,8 @@ import yaml
 from tfaot_dist import names
 from tfaot_dist.config import DEFAULT_TARGET_TRIPLE, parse_compilation
 from tfaot_dist.errors import InvalidInput
-from tfaot_dist.fsutil import write_atomic
-from tfaot_dist.yamlio import Fields, load_mapping
+from tfaot_dist.util.fs import write_atomic
+from tfaot_dist.util.yamlio import Fields, load_mapping
 
 DEFAULT_REQUIREMENTS = ("tensorflow-cpu==2.21.0",)
 # Generic code for every CPU, and the two levels that pay (AVX2+FMA: 1.5-2.8x at small batches; AVX-512).
@@ -184,14 +184,14 @@ def parse_source(src: Fields) -> GitSource | ArchiveSource:
     if "archive" in src.data and "git" in src.data:
         raise InvalidInput(f"{src.at('archive')}: give either git or archive, not both")
     if "archive" in src.data:
-        from tfaot_dist.download import check_sha256, check_url  # here: requests only when needed
+        from tfaot_dist.util.download import check_sha256, check_url  # here: requests only when needed
 
         source = ArchiveSource(url=check_url(src.take("archive", str, required=True), src.at("archive")),
                                sha256=check_sha256(src.take("sha256", str, required=True), src.at("sha256")))
         src.done()
         return source
     url = src.take("git", str, required=True)
-    from tfaot_dist.resolve import check_git_url  # noqa: PLC0415 - keeps registry free of git at import
+    from tfaot_dist.sources import check_git_url  # noqa: PLC0415 - keeps registry free of git at import
 
     check_git_url(url, src.at("git"))
     branch = src.take("branch", str, default=None)

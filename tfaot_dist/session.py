@@ -12,9 +12,9 @@ from functools import cached_property
 from pathlib import Path
 
 from tfaot_dist.cache import Cache
+from tfaot_dist.cxx.xla_runtime import XlaRuntime, ensure_runtime
 from tfaot_dist.registry import Defaults, Registry
 from tfaot_dist.toolchain import Toolchain, ensure_toolchain
-from tfaot_dist.xla_runtime import XlaRuntime, ensure_runtime
 
 Log = Callable[[str], None]
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from tfaot_dist import errors, process
 from tfaot_dist.cache import Cache, ensure_entry, entry_lock
-from tfaot_dist.fsutil import file_lock, sha256_bytes, write_atomic
-from tfaot_dist.textsafe import one_line
+from tfaot_dist.util.fs import file_lock, sha256_bytes, write_atomic
+from tfaot_dist.util.textsafe import one_line
 
 WORKER = Path(__file__).parent / "worker" / "tf_worker.py"
 READY = "toolchain.json"

@@ -17,13 +17,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tfaot_dist import cpu_target, pch, process
+from tfaot_dist import process
+from tfaot_dist.cxx import INTERFACE_INCLUDE, pch
+from tfaot_dist.cxx.xla_runtime import XlaRuntime, compile_consumer
+from tfaot_dist.dist import cpu_target
 from tfaot_dist.documents import Deviation, LevelCheck, ModelManifest, ReferenceCase, Signature, Verification
 from tfaot_dist.errors import VerificationFailed
-from tfaot_dist.render import render
-from tfaot_dist.xla_runtime import XlaRuntime, compile_consumer
-
-INTERFACE_INCLUDE = Path(__file__).parent / "runtime" / "include"
+from tfaot_dist.util.render import render
 
 TOLERANCE = 1e-5
 TYPECODES = {"float32": "f", "float64": "d", "int32": "i", "int64": "q", "bool": "B"}
@@ -46,7 +46,7 @@ def verify_package(root: Path, manifest: ModelManifest, runtime: XlaRuntime, wor
                    cache: Path | None = None) -> Verification:
     """Build and run the harness against the package in root; returns the deviation report.
 
-    cache: where the precompiled interface headers live (tfaot_dist.pch); None compiles without.
+    cache: where the precompiled interface headers live (tfaot_dist.cxx.pch); None compiles without.
     """
     work.mkdir(parents=True)
     package = manifest.package

@@ -24,10 +24,10 @@ import git
 
 from tfaot_dist import names
 from tfaot_dist.cache import Cache, ensure_entry
-from tfaot_dist.download import cached_archive, cached_verified, discard, download, keep
 from tfaot_dist.errors import InvalidInput, SourceUnavailable
-from tfaot_dist.fsutil import file_lock, owned_temp_dir
-from tfaot_dist.safe_extract import TAR, extract, kind_of_content, kind_of_url
+from tfaot_dist.util.archives import TAR, extract, kind_of_content, kind_of_url
+from tfaot_dist.util.download import cached_archive, cached_verified, discard, download, keep
+from tfaot_dist.util.fs import file_lock, owned_temp_dir
 
 # The marker of a complete source tree (its content: the commit, or sha256:HEX).
 SOURCE_COMPLETE = ".complete"

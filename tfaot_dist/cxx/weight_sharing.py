@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from tfaot_dist import names, process
-from tfaot_dist.cxx_build import CXX
+from tfaot_dist.cxx.build_kit import CXX
 from tfaot_dist.errors import CompileFailed
 
 # Bump when the bytes this module writes change (part of the build key).

@@ -166,8 +166,9 @@ def tune_command(spec: str, registry, session: Session, dist: Path, targets: lis
     import dataclasses
     import tempfile
 
-    from tfaot_dist import bench, builder
-    from tfaot_dist.fsutil import write_atomic
+    from tfaot_dist import builder
+    from tfaot_dist.perf import bench
+    from tfaot_dist.util.fs import write_atomic
 
     log = session.log
     target, entry = bench.resolve_target(spec, registry, session, dist, None)

@@ -20,10 +20,11 @@ import re
 
 from packaging.version import InvalidVersion, Version
 
-from tfaot_dist import __version__, names, scram_tool
+from tfaot_dist import __version__, names
+from tfaot_dist.cxx import scram_tool
 from tfaot_dist.documents import Manifest
 from tfaot_dist.errors import InvalidInput
-from tfaot_dist.textsafe import pkgconfig_text, render
+from tfaot_dist.util.textsafe import pkgconfig_text, render
 
 RUNTIME_PACKAGE = "tfaot-xla-runtime"
 RUNTIME_TARGET = "tfaot::xla-runtime"

@@ -45,17 +45,20 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
-from tfaot_dist import __version__, abseil, builder, names, release, yamlio
-from tfaot_dist.abseil import AbseilSource
-from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable, UsageError
-from tfaot_dist.channel import INDEX, MAX_MANIFEST, ChannelPackage, parse_index, verify_archive
+from tfaot_dist import __version__, builder, names
+from tfaot_dist.cxx import abseil
+from tfaot_dist.cxx.abseil import AbseilSource
+from tfaot_dist.cxx.scram_tool import RUNTIME_TOOL
+from tfaot_dist.dist.channel import INDEX, MAX_MANIFEST, ChannelPackage, parse_index, verify_archive
 from tfaot_dist.documents import Manifest, load_json
-from tfaot_dist.download import check_url, get_bytes
-from tfaot_dist.fsutil import copy_atomic, sha256_bytes, sha256_file, write_atomic
+from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable, UsageError
 from tfaot_dist.registry import DEFAULT_REQUIREMENTS, Defaults, ModelEntry, Registry
-from tfaot_dist.render import spec_templates_dir
-from tfaot_dist.scram_tool import RUNTIME_TOOL
-from tfaot_dist.textsafe import render, spec_text
+from tfaot_dist.specs import release
+from tfaot_dist.util import yamlio
+from tfaot_dist.util.download import check_url, get_bytes
+from tfaot_dist.util.fs import copy_atomic, sha256_bytes, sha256_file, write_atomic
+from tfaot_dist.util.render import spec_templates_dir
+from tfaot_dist.util.textsafe import render, spec_text
 
 PREBUILT = "cmsbuild-prebuilt"
 FLAVORS = ("cmsbuild", "rpm", PREBUILT)

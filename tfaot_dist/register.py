@@ -10,8 +10,8 @@ from tfaot_dist.config import AotConfig, load_aot_config
 from tfaot_dist.documents import CheckAnswer, CheckRequest, Signature, Tensor
 from tfaot_dist.errors import InvalidInput
 from tfaot_dist.registry import GitSource, ModelEntry, Registry
-from tfaot_dist.resolve import SOURCE_COMPLETE, GitSources, ResolvedSource, check_git_url
 from tfaot_dist.session import Session
+from tfaot_dist.sources import SOURCE_COMPLETE, GitSources, ResolvedSource, check_git_url
 from tfaot_dist.toolchain import run_worker
 
 

@@ -30,9 +30,9 @@ import jinja2
 from packaging.version import Version
 
 from tfaot_dist.documents import Manifest
-from tfaot_dist.fsutil import remove_stale_siblings, write_atomic
-from tfaot_dist.render import make_environment
-from tfaot_dist.textsafe import one_line
+from tfaot_dist.util.fs import remove_stale_siblings, write_atomic
+from tfaot_dist.util.render import make_environment
+from tfaot_dist.util.textsafe import one_line
 
 INDEX_PAGE = "index.html"
 STYLE = "catalogue.css"

@@ -17,13 +17,13 @@ import hashlib
 import json
 from pathlib import Path
 
-from tfaot_dist import cxx_build, process
+from tfaot_dist import process
 from tfaot_dist.cache import COMPLETE, Cache, ensure_entry
+from tfaot_dist.cxx import INTERFACE_INCLUDE, build_kit
+from tfaot_dist.cxx.xla_runtime import CODEGEN_HEADERS, Log, XlaRuntime
 from tfaot_dist.errors import TfaotError
-from tfaot_dist.fsutil import sha256_file
-from tfaot_dist.xla_runtime import CODEGEN_HEADERS, Log, XlaRuntime
+from tfaot_dist.util.fs import sha256_file
 
-INTERFACE_INCLUDE = Path(__file__).parent / "runtime" / "include"
 HEADER = "tfaot_pch.h"
 MARKER = COMPLETE
 # The standard headers of the generated harnesses, after everything tfcompile's headers include.
@@ -40,7 +40,7 @@ def header_text() -> str:
 
 
 def _key(runtime: XlaRuntime, opt: str) -> str:
-    version = cxx_build.version_text(runtime.compiler)
+    version = build_kit.version_text(runtime.compiler)
     interface = {p.relative_to(INTERFACE_INCLUDE).as_posix(): sha256_file(p)
                  for p in sorted(INTERFACE_INCLUDE.rglob("*.h"))}
     identity = {"runtime": runtime.key, "compiler": version, "flags": [*runtime.cxxflags, opt],

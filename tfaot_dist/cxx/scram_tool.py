@@ -25,7 +25,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
 from tfaot_dist import names
-from tfaot_dist.render import render
+from tfaot_dist.util.render import render
 
 RUNTIME_TOOL = "tfaot-xla-runtime"
 TOOL_ROOT = "@TOOL_ROOT@"

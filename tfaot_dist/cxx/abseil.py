@@ -23,11 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tfaot_dist import cxx_build, process
+from tfaot_dist import process
 from tfaot_dist.cache import COMPLETE, Cache, ensure_entry
-from tfaot_dist.cxx_build import BUILD_FLAGS, CONSUMER_CXXFLAGS, RECIPE_VERSION, Compiler, Log
+from tfaot_dist.cxx import build_kit
+from tfaot_dist.cxx.build_kit import BUILD_FLAGS, CONSUMER_CXXFLAGS, RECIPE_VERSION, Compiler, Log
 from tfaot_dist.errors import RuntimeBuildError, SourceUnavailable
-from tfaot_dist.fsutil import copy_file, file_lock, sha256_bytes, sha256_file, temp_sibling
+from tfaot_dist.util.fs import copy_file, file_lock, sha256_bytes, sha256_file, temp_sibling
 
 
 @dataclass(frozen=True)
@@ -178,15 +179,15 @@ def _build(sdist: Path, source: AbseilSource, cc: Compiler, out: Path, log: Log,
     objdir.mkdir(parents=True)
     units = []
     for rel in sources:
-        obj = objdir / cxx_build.object_name(rel)
-        units.append(cxx_build.Unit(
+        obj = objdir / build_kit.object_name(rel)
+        units.append(build_kit.Unit(
             cmd=[cc.command, *CONSUMER_CXXFLAGS, *BUILD_FLAGS, *file_flags.get(rel, ()),
-                 *cxx_build.reproducible_flags(rel, {work: "tfaot-build"}), "-I.",
+                 *build_kit.reproducible_flags(rel, {work: "tfaot-build"}), "-I.",
                  "-c", rel, "-o", str(obj)],
             cwd=src, obj=obj, name=rel))
-    cxx_build.compile_all(units, jobs, log, RuntimeBuildError)
+    build_kit.compile_all(units, jobs, log, RuntimeBuildError)
     (out / "lib").mkdir()
-    cxx_build.archive(out / "lib" / LIB, [u.obj for u in units], RuntimeBuildError)
+    build_kit.archive(out / "lib" / LIB, [u.obj for u in units], RuntimeBuildError)
     # Headers: every .h/.inc of the tree, so the overlay sees a complete absl.
     for path in sorted((src / "absl").rglob("*")):
         if path.is_file() and path.suffix in (".h", ".inc"):

@@ -14,7 +14,7 @@ same bytes (a no-op); other bytes are an IntegrityError. A file lock lets
 concurrent publishers into one channel take turns, and both land.
 
 A channel is read from a path, a file:// URL or an http(s):// URL (oci:// registries:
-tfaot_dist/oci.py). Remote indexes are kept under CACHE/channels/ after a successful setup, so that
+tfaot_dist/dist/oci.py). Remote indexes are kept under CACHE/channels/ after a successful setup, so that
 `setup --offline` can use the last one seen; archives go to the
 content-addressed CACHE/archives/.
 """
@@ -34,15 +34,15 @@ from packaging.version import Version
 from tfaot_dist import names
 from tfaot_dist.cache import Cache
 from tfaot_dist.documents import IndexRow, Manifest, Requirement, load_json
-from tfaot_dist.download import cached_archive, cached_verified, download, get_bytes
+from tfaot_dist.util.download import cached_archive, cached_verified, download, get_bytes
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable
-from tfaot_dist.fsutil import (
+from tfaot_dist.util.fs import (
     copy_atomic, crash_point, file_lock, remove_stale_siblings, sha256_bytes, sha256_file, write_atomic,
 )
 from tfaot_dist.package import MANIFEST
-from tfaot_dist.textsafe import shown
-from tfaot_dist import safe_extract
-from tfaot_dist.safe_extract import PACKAGE, check_name, checked_tar_members, refuse_polyglot
+from tfaot_dist.util.textsafe import shown
+from tfaot_dist.util import archives
+from tfaot_dist.util.archives import PACKAGE, check_name, checked_tar_members, refuse_polyglot
 
 INDEX = "index.json"
 FORMAT = "tfaot-dist-channel/1"
@@ -96,7 +96,7 @@ def verify_archive(path: Path, label: str | None = None) -> VerifiedArchive:
     refuse_polyglot(path, PACKAGE, label)
     try:
         with tarfile.open(path, "r:gz") as tar:
-            for member in checked_tar_members(tar, label, safe_extract.MAX_ENTRIES, links=False):
+            for member in checked_tar_members(tar, label, archives.MAX_ENTRIES, links=False):
                 name = check_name(member.name, label)
                 top, _, rel = name.partition("/")
                 tops.add(top)
@@ -251,7 +251,7 @@ def _published_manifest(path: Path) -> Manifest | None:
 
 def _write_catalogue(channel: Path, listed: dict, manifests: dict) -> None:
     """Version pages, then index.json, then index.html (catalogue.py says why in this order)."""
-    from tfaot_dist import catalogue
+    from tfaot_dist.dist import catalogue
 
     for line in listed.values():
         if line.key not in manifests:
@@ -308,8 +308,8 @@ class Channel:
 
     @classmethod
     def open(cls, location: str, cache: Path, offline: bool = False) -> "Channel":
-        if location.startswith("oci://"):  # a registry: tfaot_dist/oci.py
-            from tfaot_dist.oci import OciChannel
+        if location.startswith("oci://"):  # a registry: tfaot_dist/dist/oci.py
+            from tfaot_dist.dist.oci import OciChannel
 
             return OciChannel.open_oci(location, cache, offline)
         root, base_url = _locate(location)
@@ -386,7 +386,7 @@ def _saved_index(cache: Path, base_url: str) -> Path:
 def _locate(location: str) -> tuple[Path | None, str | None]:
     """(local directory, None) or (None, base URL ending in /)."""
     if location.startswith(("http://", "https://")):
-        from tfaot_dist.download import check_url
+        from tfaot_dist.util.download import check_url
 
         check_url(location, "--channel")
         return None, location if location.endswith("/") else location + "/"

@@ -1,6 +1,6 @@
 """Plots of a `tfaot-dist bench` result, in the style of the AOT study.
 
-Run in an environment with matplotlib (tfaot_dist.bench makes a cached one):
+Run in an environment with matplotlib (tfaot_dist.perf.bench makes a cached one):
 
     python plot_bench.py RESULT.json OUT_DIR
 

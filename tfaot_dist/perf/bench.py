@@ -37,27 +37,29 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from tfaot_dist import cpu_target, cxx_build, pch, process
 from tfaot_dist import package as pkg
+from tfaot_dist import process
 from tfaot_dist.cache import Cache, ensure_entry
-from tfaot_dist.cxx_build import CXX
+from tfaot_dist.cxx import build_kit, pch
+from tfaot_dist.cxx.build_kit import CXX
+from tfaot_dist.cxx.xla_runtime import XlaRuntime, compile_consumer
+from tfaot_dist.dist import cpu_target
 from tfaot_dist.documents import ModelManifest
 from tfaot_dist.errors import CompileFailed, InvalidInput
-from tfaot_dist.fsutil import sha256_bytes, write_atomic
-from tfaot_dist.render import render
 from tfaot_dist.session import Session
 from tfaot_dist.toolchain import Toolchain, ensure_toolchain, worker_env
-from tfaot_dist.xla_runtime import XlaRuntime, compile_consumer
+from tfaot_dist.util.fs import sha256_bytes, write_atomic
+from tfaot_dist.util.render import render
 
 ENGINES = ("aot", "tf-capi", "tf-python")
 STUDY_BATCH_SIZES = tuple(2**i for i in range(11))
 PLOT_REQUIREMENTS = ("matplotlib==3.11.2",)
-TF_BENCH = Path(__file__).parent / "worker" / "tf_bench.py"
+TF_BENCH = Path(__file__).parent.parent / "worker" / "tf_bench.py"
 CAPI_SOURCE = Path(__file__).parent / "bench_src" / "tf_capi_bench.cc"
 BENCH_TEMPLATE = "bench_aot.cc.j2"  # package_templates/: compiled against a built package
 PEAK_SOURCE = Path(__file__).parent / "bench_src" / "peak_flops.cc"
 LANES = {"x86-64": 4, "x86-64-v3": 8, "x86-64-v4": 16}  # floats per vector register of each level
-PLOT_SCRIPT = Path(__file__).parent / "plot_bench.py"
+PLOT_SCRIPT = Path(__file__).parent.parent / "worker" / "plot_bench.py"
 
 
 @dataclass(frozen=True)
@@ -112,7 +114,7 @@ def tensorflow_dir(toolchain: Toolchain) -> Path:
 def build_capi_program(toolchain: Toolchain, cache: Path, cxx: str = CXX) -> Path:
     """tf_capi_bench linked against the wheel's libtensorflow_cc (rpath), cached per toolchain and source."""
     tf = tensorflow_dir(toolchain)
-    version = cxx_build.version_text(cxx)
+    version = build_kit.version_text(cxx)
     key = sha256_bytes(json.dumps([toolchain.key, str(tf), version, CAPI_SOURCE.read_text()]).encode())[:20]
     name = "tf_capi_bench"
 
@@ -129,7 +131,7 @@ def build_capi_program(toolchain: Toolchain, cache: Path, cxx: str = CXX) -> Pat
 
 def peak_gflops(level: str, cache: Path, cxx: str = CXX) -> float:
     """The measured single-core GFLOP/s peak of a CPU level (its program cached per compiler and source)."""
-    version = cxx_build.version_text(cxx)
+    version = build_kit.version_text(cxx)
     key = sha256_bytes(json.dumps([level, version, PEAK_SOURCE.read_text()]).encode())[:20]
     name = "peak_flops"
 
@@ -360,8 +362,8 @@ def resolve_target(spec: str, registry, session: Session, dist: Path, saved_mode
     """
     from tfaot_dist import builder
     from tfaot_dist.config import load_aot_config
-    from tfaot_dist.models import load_source_config
-    from tfaot_dist.resolve import fetch_source
+    from tfaot_dist.register import load_source_config
+    from tfaot_dist.sources import fetch_source
 
     path = Path(spec)
     if path.is_dir():

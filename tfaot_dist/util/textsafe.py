@@ -22,7 +22,7 @@ from functools import cache
 
 import jinja2
 
-from tfaot_dist.render import make_environment, package_templates_dir, spec_templates_dir
+from tfaot_dist.util.render import make_environment, package_templates_dir, spec_templates_dir
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\x85]")
 _PKGCONFIG_SPECIAL = re.compile(r"[$#\\]")

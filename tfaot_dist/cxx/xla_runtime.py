@@ -34,21 +34,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfaot_dist import abseil, cxx_build, process, runtime_kernels
-from tfaot_dist.abseil import AbseilSource
+from tfaot_dist import process
 from tfaot_dist.cache import COMPLETE, Cache, ensure_entry
-from tfaot_dist.cxx_build import BUILD_FLAGS, CONSUMER_CXXFLAGS, CXX, RECIPE_VERSION, Compiler
-from tfaot_dist.cxx_build import Log as Log  # re-exported: callers type their log with it
+from tfaot_dist.cxx import abseil, build_kit, runtime_kernels
+from tfaot_dist.cxx.abseil import AbseilSource
+from tfaot_dist.cxx.build_kit import BUILD_FLAGS, CONSUMER_CXXFLAGS, CXX, RECIPE_VERSION, Compiler
+from tfaot_dist.cxx.build_kit import Log as Log  # re-exported: callers type their log with it
 from tfaot_dist.documents import RuntimeManifest
 from tfaot_dist.errors import InvalidInput
 from tfaot_dist.errors import RuntimeBuildError as RuntimeBuildError  # re-exported: its old home
-from tfaot_dist.fsutil import (
+from tfaot_dist.toolchain import RELEASE_PATH_VARIABLES, RELEASE_PATHS, PathEnvironment
+from tfaot_dist.util.fs import (
     copy_file,
     sha256_bytes,
     tree_digest,
     write_atomic,
 )
-from tfaot_dist.toolchain import RELEASE_PATH_VARIABLES, RELEASE_PATHS, PathEnvironment
 
 SYSTEM_LIBS = ("-lpthread", "-lm")
 
@@ -216,7 +217,7 @@ def _tensorflow(toolchain_python: Path, path_environment: PathEnvironment = ()) 
 
 
 def _compiler(cxx: str) -> Compiler:
-    return cxx_build.compiler(cxx, RuntimeBuildError)
+    return build_kit.compiler(cxx, RuntimeBuildError)
 
 
 def _runtime_key(tf: _TensorFlow, cc: Compiler) -> str:
@@ -328,19 +329,19 @@ def _build_runtime(tf: _TensorFlow, cc: Compiler, key: str, absl: Path, out: Pat
     maps = {overlay: "tfaot-include", src_root: "xla_aot_runtime_src"}
     units = []
     for rel in sources:
-        obj = objdir / cxx_build.object_name(rel)
-        units.append(cxx_build.Unit(
+        obj = objdir / build_kit.object_name(rel)
+        units.append(build_kit.Unit(
             cmd=[cc.command, *CONSUMER_CXXFLAGS, *BUILD_FLAGS, *_RUNTIME_FLAGS,
-                 *cxx_build.reproducible_flags(rel, maps), f"-I{overlay}", "-c", rel, "-o", str(obj)],
+                 *build_kit.reproducible_flags(rel, maps), f"-I{overlay}", "-c", rel, "-o", str(obj)],
             cwd=src_root, obj=obj, name=rel))
     # Ours first: the per-level kernels are the slowest units.
     units = runtime_kernels.units(cc, sources, overlay, objdir) + units
-    cxx_build.compile_all(units, jobs, log, RuntimeBuildError)
+    build_kit.compile_all(units, jobs, log, RuntimeBuildError)
     runtime_kernels.redirect(cc, sources, objdir)
 
     lib = out / "lib"
     lib.mkdir()
-    cxx_build.archive(lib / RUNTIME_LIB, [u.obj for u in units], RuntimeBuildError)
+    build_kit.archive(lib / RUNTIME_LIB, [u.obj for u in units], RuntimeBuildError)
     shutil.copyfile(absl / "lib" / ABSEIL_LIB, lib / ABSEIL_LIB)
     libs = [lib / RUNTIME_LIB, lib / ABSEIL_LIB]
 
@@ -432,7 +433,7 @@ def _scan_headers(cc: Compiler, overlay: Path, codegen: list[str], work: Path) -
     probe.write_text("".join(f'#include "{h}"\n' for h in codegen))
     variants = [(std, *arch) for std in _SCAN_STDS
                 for arch in _SCAN_VARIANTS.get(cc.arch, ((),))
-                if cxx_build.accepts(cc, (std, *arch))]
+                if build_kit.accepts(cc, (std, *arch))]
     found: set[str] = set()
     for i, flags in enumerate(variants):
         depfile = work / f"probe{i}.d"

@@ -18,9 +18,9 @@ from tfaot_dist import builder, verify
 from tfaot_dist import package as pkg
 from tfaot_dist.documents import Verification
 from tfaot_dist.errors import InvalidInput, VerificationFailed
-from tfaot_dist.fsutil import sha256_file, tree_files
 from tfaot_dist.registry import ModelEntry
 from tfaot_dist.session import Session
+from tfaot_dist.util.fs import sha256_file, tree_files
 
 
 def check_installed(entry: ModelEntry, dist: Path) -> pkg.Package:

@@ -35,8 +35,8 @@ import urllib3
 from tfaot_dist import __version__, names
 from tfaot_dist.cache import Cache
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable
-from tfaot_dist.fsutil import claim_temp, remove_abandoned, sha256_file
-from tfaot_dist.textsafe import shown
+from tfaot_dist.util.fs import claim_temp, remove_abandoned, sha256_file
+from tfaot_dist.util.textsafe import shown
 
 TIMEOUT_ENV = "TFAOT_DIST_HTTP_TIMEOUT"
 DEADLINE_ENV = "TFAOT_DIST_HTTP_DEADLINE"

@@ -24,12 +24,14 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from tfaot_dist import __version__, buildsys, package as pkg, scram_tool
-from tfaot_dist.documents import FileDigest, Manifest, Requirement, RuntimeManifest, ToolInfo
+from tfaot_dist import __version__
+from tfaot_dist import package as pkg
 from tfaot_dist.cache import ensure_entry
-from tfaot_dist.fsutil import remove_stale_siblings, sha256_file, tree_digest, tree_files
-from tfaot_dist.render import templates_digest
-from tfaot_dist.xla_runtime import XlaRuntime
+from tfaot_dist.cxx import INTERFACE_INCLUDE, buildsys, scram_tool
+from tfaot_dist.cxx.xla_runtime import XlaRuntime
+from tfaot_dist.documents import FileDigest, Manifest, Requirement, RuntimeManifest, ToolInfo
+from tfaot_dist.util.fs import remove_stale_siblings, sha256_file, tree_digest, tree_files
+from tfaot_dist.util.render import templates_digest
 
 NAME = "tfaot-xla-runtime"
 # Its own tool name, never the release's tensorflow-xla-runtime (see scram_tool.py).
@@ -38,7 +40,6 @@ SCRAM_TOOL = scram_tool.RUNTIME_TOOL
 # cmsdist's eigen tool ("eigen3/Eigen/...") find Eigen; the shipped copy is include/Eigen.
 EIGEN_ALIASES = ("eigen3", "third_party/eigen3")
 EIGEN_MODULE_DIRS = ("Eigen", "unsupported/Eigen", "unsupported/Eigen/CXX11")
-INTERFACE_INCLUDE = Path(__file__).parent / "runtime" / "include"
 
 
 # What shapes the package beyond the runtime build: the interface headers, the templates

@@ -6,7 +6,7 @@ dense layers: at batch sizes of 64 and more that product is most of a model's
 time, and the baseline code runs it at about half the speed of AVX2 + FMA.
 
 So the runtime carries the product once per level of LEVELS, compiled with
--march=<level> from tfaot_dist/runtime_kernels/level_kernels.cc, and a
+-march=<level> from tfaot_dist/cxx/runtime_kernels/level_kernels.cc, and a
 dispatcher takes the place of the wheel's entry point (DISPATCHES): the
 wheel's definition is renamed in its object (objcopy), ours defines the
 original symbol and calls the kernel of the best level the CPU runs
@@ -23,10 +23,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfaot_dist import cxx_build, names, process
-from tfaot_dist.cxx_build import BUILD_FLAGS, CONSUMER_CXXFLAGS, Compiler, Unit
+from tfaot_dist import names, process
+from tfaot_dist.cxx import build_kit
+from tfaot_dist.cxx.build_kit import BUILD_FLAGS, CONSUMER_CXXFLAGS, Compiler, Unit
 from tfaot_dist.errors import RuntimeBuildError
-from tfaot_dist.fsutil import tree_digest
+from tfaot_dist.util.fs import tree_digest
 
 SOURCE_DIR = Path(__file__).parent / "runtime_kernels"
 
@@ -78,7 +79,7 @@ def levels(cc: Compiler, sources: list[str]) -> list[Level]:
 
 @functools.cache  # asked for every runtime key, i.e. on every build
 def _builds(cc: Compiler, level: str) -> bool:
-    return cxx_build.accepts(cc, (f"-march={level}",))
+    return build_kit.accepts(cc, (f"-march={level}",))
 
 
 def dispatches(sources: list[str]) -> list[Dispatch]:
@@ -105,7 +106,7 @@ def units(cc: Compiler, sources: list[str], include: Path, objdir: Path) -> list
 
     def unit(source: str, obj: str, flags: list[str]) -> Unit:
         maps = {SOURCE_DIR: "tfaot-runtime-kernels", include: "tfaot-include"}
-        return Unit(cmd=[*common, *flags, *cxx_build.reproducible_flags(obj, maps), "-c", source,
+        return Unit(cmd=[*common, *flags, *build_kit.reproducible_flags(obj, maps), "-c", source,
                          "-o", str(objdir / obj)],
                     cwd=SOURCE_DIR, obj=objdir / obj, name=f"{source} ({obj})")
 
@@ -128,7 +129,7 @@ def redirect(cc: Compiler, sources: list[str], objdir: Path) -> None:
     for lv in built:
         _check_level_symbols(objdir / f"tfaot_kernels_{lv.suffix}.o", lv)
     for d in found:
-        original = objdir / cxx_build.object_name(d.source)
+        original = objdir / build_kit.object_name(d.source)
         ours = objdir / f"tfaot_{Path(d.dispatcher).stem}.o"
         names = [s for s, kind in _defined(original) if _exported(kind) and re.fullmatch(d.symbol, s)]
         if len(names) != 1:

@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from tfaot_dist.errors import InvalidInput
-from tfaot_dist.textsafe import shown
+from tfaot_dist.util.textsafe import shown
 
 MAX_DEPTH = 64
 MAX_INT_DIGITS = 64

@@ -1,0 +1,1 @@
+"""Optional performance commands: bench (AOT against TensorFlow) and tune (batch rules)."""

@@ -1,0 +1,1 @@
+"""Packaging specs rendered from the registry (cmsBuild, rpm) and their release numbers."""

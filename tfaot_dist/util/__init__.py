@@ -1,0 +1,1 @@
+"""Generic helpers: files, archives, downloads, YAML, templating, escaping, progress."""
