@@ -25,7 +25,7 @@ import pytest
 
 from conftest import fresh_cache
 from tfaot_dist import builder
-from tfaot_dist.cxx import runtime_package, scram_tool
+from tfaot_dist.cxx import INTERFACE_INCLUDE, runtime_package, scram_tool
 from tfaot_dist.dist import cpu_target
 from tfaot_dist.cache import Cache
 from tfaot_dist.registry import Defaults
@@ -34,7 +34,6 @@ from tfaot_dist.session import Session
 from tfaot_dist.cxx.xla_runtime import ensure_runtime
 
 ROOT = Path(__file__).resolve().parent.parent
-INTERFACE_INCLUDE = ROOT / "tfaot_dist" / "runtime" / "include"
 TEST_SOURCE = ROOT / "tests" / "cpp" / "test_interface.cc"
 CMSSW_DOUBLE = ROOT / "tests" / "cpp" / "cmssw"
 CMSSW_SOURCES = [CMSSW_DOUBLE / "PhysicsTools" / "TensorFlowAOT" / "src" / "Batching.cc",
