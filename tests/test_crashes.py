@@ -382,8 +382,8 @@ def check_area(area: Path) -> int:
     root = area / "tfaot"
     state = read_installed(root) if (root / "installed.json").exists() else {}
     for row in state.values():
-        check_tree(root / row["path"])
-        for tool in row["tool_files"]:
+        check_tree(root / row.path)
+        for tool in row.tool_files:
             assert (root / tool).is_file()
     pointers = [*(root / "scram.d").glob("*.xml"), *(root / "lib" / "cmake").glob("*/*Config.cmake")]
     for pointer in pointers:

@@ -96,14 +96,14 @@ def parse_requirement(text: str) -> tuple[str, SpecifierSet]:
 # ---------------------------------------------------------------- installed.json
 
 
-def read_installed(root: Path) -> dict[str, dict]:
+def read_installed(root: Path) -> dict[str, InstalledRow]:
     """installed.json, every row checked (documents.InstalledRow); a bad row is refused with the
     way to repair the area."""
     doc, path = _installed_document(root)
     rows = {}
     for name, row in doc.items():
         try:
-            rows[name] = InstalledRow.from_json_named(name, row, f"{path}: packages.{shown(name, 60, False)}").to_json()
+            rows[name] = InstalledRow.from_json_named(name, row, f"{path}: packages.{shown(name, 60, False)}")
         except InvalidInput as exc:
             raise InvalidInput(f"{exc}; `tfaot-dist setup --repair --area {root.parent}` drops the row "
                                "(then set the package up again)") from None
@@ -142,11 +142,10 @@ def repair(area: Path, log=print) -> list[str]:
             dropped = ["installed.json"]
         else:
             dropped = []
-        state = {}
+        state: dict[str, InstalledRow] = {}
         for name, row in doc.items():
             try:
-                state[name] = InstalledRow.from_json_named(name, row, f"{path}: packages.{shown(name, 60, False)}"
-                                                           ).to_json()
+                state[name] = InstalledRow.from_json_named(name, row, f"{path}: packages.{shown(name, 60, False)}")
             except InvalidInput as exc:
                 log(f"repair: dropping {exc}")
                 dropped.append(shown(name, 60, False))
@@ -160,12 +159,13 @@ def repair(area: Path, log=print) -> list[str]:
 
 def list_installed(area: Path) -> list[dict]:
     root = area_root(area)
-    return [{"name": name, **row, "path": str(root / row["path"])}
+    return [{"name": name, **row.to_json(), "path": str(root / row.path)}
             for name, row in sorted(read_installed(root).items())]
 
 
-def _write_installed(root: Path, state: dict[str, dict]) -> None:
-    write_atomic(root / INSTALLED, json.dumps({"format": FORMAT, "packages": dict(sorted(state.items()))},
+def _write_installed(root: Path, state: dict[str, InstalledRow]) -> None:
+    rows = {name: row.to_json() for name, row in sorted(state.items())}
+    write_atomic(root / INSTALLED, json.dumps({"format": FORMAT, "packages": rows},
                                               indent=1, sort_keys=True) + "\n")
 
 
@@ -202,11 +202,11 @@ def _setup_one(text: str, channel: Channel, root: Path, cache: Path, offline: bo
     todo, out = [], []
     for p in wanted:
         row = state.get(p.name)
-        if row and row["version"] == p.version:
-            if row["sha256"] != p.sha256:
-                raise IntegrityError(f"{root / row['path']}: {p.name} {p.version} is installed with sha256 "
-                                     f"{row['sha256']}, {channel.location} has {p.sha256}")
-            out.append(Installed(p.name, p.version, "already installed", root / row["path"]))
+        if row and row.version == p.version:
+            if row.sha256 != p.sha256:
+                raise IntegrityError(f"{root / row.path}: {p.name} {p.version} is installed with sha256 "
+                                     f"{row.sha256}, {channel.location} has {p.sha256}")
+            out.append(Installed(p.name, p.version, "already installed", root / row.path))
         else:
             todo.append(p)
     if not todo:
@@ -246,11 +246,11 @@ def _setup_one(text: str, channel: Channel, root: Path, cache: Path, offline: bo
             old_dirs, installed = [], []
             for p in todo:
                 row = state.get(p.name)
-                if row and row["version"] == p.version:  # a setup running at the same time was first
-                    if row["sha256"] != p.sha256:
-                        raise IntegrityError(f"{root / row['path']}: {p.name} {p.version} is installed with sha256 "
-                                             f"{row['sha256']}, {channel.location} has {p.sha256}")
-                    out.append(Installed(p.name, p.version, "already installed", root / row["path"]))
+                if row and row.version == p.version:  # a setup running at the same time was first
+                    if row.sha256 != p.sha256:
+                        raise IntegrityError(f"{root / row.path}: {p.name} {p.version} is installed with sha256 "
+                                             f"{row.sha256}, {channel.location} has {p.sha256}")
+                    out.append(Installed(p.name, p.version, "already installed", root / row.path))
                     continue
                 installed.append(p)
                 archive = verified[p.key]
@@ -258,14 +258,14 @@ def _setup_one(text: str, channel: Channel, root: Path, cache: Path, offline: bo
                 _install_tree(archive, root / rel)
                 previous = state.get(p.name)
                 tool_files = _place_area_files(root, archive.manifest, rel, previous)
-                state[p.name] = {"version": p.version, "kind": p.kind, "sha256": p.sha256, "path": rel,
-                                 "requires": [r.to_json() for r in p.requires], "tool_files": tool_files,
-                                 "channel": channel.location}
-                if previous and previous["path"] != rel:
-                    old_dirs.append(root / previous["path"])
+                state[p.name] = InstalledRow(version=p.version, kind=p.kind, sha256=p.sha256, path=rel,
+                                             requires=tuple(p.requires), tool_files=tuple(tool_files),
+                                             channel=channel.location)
+                if previous and previous.path != rel:
+                    old_dirs.append(root / previous.path)
                 status = "installed" if not previous else (
-                    "upgraded" if _newer(p.version, previous["version"]) else "replaced")
-                out.append(Installed(p.name, p.version, status, root / rel, previous["version"] if previous else None))
+                    "upgraded" if _newer(p.version, previous.version) else "replaced")
+                out.append(Installed(p.name, p.version, status, root / rel, previous.version if previous else None))
             crash_point("setup_listed")
             _write_installed(root, state)
             write_atomic(root / "env.sh", env_script(environment(root, state)))
@@ -291,19 +291,19 @@ def _undone_if_refused(root: Path):
         raise
 
 
-def _register(scram: str, root: Path, state: dict[str, dict], names: list[str], report: Report) -> None:
+def _register(scram: str, root: Path, state: dict[str, InstalledRow], names: list[str], report: Report) -> None:
     """`scram setup` each tool file of names, then record that in installed.json (so that a setup
     killed before it, or one run where scram was missing, is completed by the next)."""
     for name in names:
-        for tool in state[name]["tool_files"]:
+        for tool in state[name].tool_files:
             _scram_setup(scram, root.parent, root / tool)
             report.scram.append(str(root / tool))
-        state[name]["scram"] = True
+        state[name] = dataclasses.replace(state[name], scram=True)
     if names:
         _write_installed(root, state)
 
 
-def _repair(root: Path, state: dict[str, dict], scram: str | None, report: Report) -> None:
+def _repair(root: Path, state: dict[str, InstalledRow], scram: str | None, report: Report) -> None:
     """Bring the area back to what installed.json says after a setup that was killed half-way.
 
     Called under the area's lock, so no temporary file belongs to a live process: they go,
@@ -317,12 +317,13 @@ def _repair(root: Path, state: dict[str, dict], scram: str | None, report: Repor
     for package_dir in root.iterdir():
         if not (package_dir.is_dir() and names.PACKAGE_NAME.fullmatch(package_dir.name)):
             continue
-        listed = state.get(package_dir.name, {}).get("path")
+        row = state.get(package_dir.name)
+        listed = row.path if row else None
         for version_dir in package_dir.iterdir():
             if f"{package_dir.name}/{version_dir.name}" != listed:
                 shutil.rmtree(version_dir, ignore_errors=True)
         _remove_empty_parent(package_dir, root)
-    tools = {tool for row in state.values() for tool in row["tool_files"]}
+    tools = {tool for row in state.values() for tool in row.tool_files}
     for tool in (root / "scram.d").glob("*.xml"):
         if f"scram.d/{tool.name}" not in tools:
             tool.unlink()
@@ -334,14 +335,14 @@ def _repair(root: Path, state: dict[str, dict], scram: str | None, report: Repor
             pc.unlink()
     for _, row in sorted(state.items()):
         try:
-            manifest = pkg.read_manifest(root / row["path"])
+            manifest = pkg.read_manifest(root / row.path)
         except IntegrityError:
             continue  # damaged by hand: left for the user to see, not rewritten
-        _place_area_files(root, manifest, row["path"], row)
+        _place_area_files(root, manifest, row.path, row)
     if state:
         _write_if_changed(root / "env.sh", env_script(environment(root, state)))
     if scram:
-        _register(scram, root, state, [name for name, row in sorted(state.items()) if not row.get("scram")], report)
+        _register(scram, root, state, [name for name, row in sorted(state.items()) if not row.scram], report)
 
 
 def _write_if_changed(path: Path, text: str) -> None:
@@ -360,14 +361,14 @@ def _runtimes_for(model: ChannelPackage, channel: Channel) -> list[ChannelPackag
     return out
 
 
-def _check_runtimes(state: dict[str, dict], wanted: list[ChannelPackage]) -> None:
+def _check_runtimes(state: dict[str, InstalledRow], wanted: list[ChannelPackage]) -> None:
     """One runtime per area: every model, installed or coming, must need the same one."""
     needs: dict[str, list[str]] = {}
     incoming = {p.name: p for p in wanted}
     for name, row in state.items():
         if name not in incoming:
-            for r in row.get("requires", []):
-                needs.setdefault(r["version"], []).append(f"{name} {row['version']}")
+            for r in row.requires:
+                needs.setdefault(r.version, []).append(f"{name} {row.version}")
     for p in wanted:
         for r in p.requires:
             needs.setdefault(r.version, []).append(f"{p.name} {p.version}")
@@ -416,7 +417,7 @@ def buildsys_files(manifest: Manifest) -> dict[str, str]:
     return {rel: text for rel, text in files.items() if rel not in manifest.files}
 
 
-def _place_area_files(root: Path, manifest: Manifest, rel: str, previous: dict | None) -> list[str]:
+def _place_area_files(root: Path, manifest: Manifest, rel: str, previous: InstalledRow | None) -> list[str]:
     """Relocated tool files, the CMake forwarder and the area's .pc; returns the tool files (relative)."""
     name, version = manifest.package, manifest.version
     tree = root / rel
@@ -424,7 +425,7 @@ def _place_area_files(root: Path, manifest: Manifest, rel: str, previous: dict |
     for xml in sorted((tree / "etc" / "scram.d").glob("*.xml")):
         _write_if_changed(root / "scram.d" / xml.name, xml.read_text().replace(TOOL_ROOT, str(tree)))
         tools.append(f"scram.d/{xml.name}")
-    for old in (previous or {}).get("tool_files", []):
+    for old in previous.tool_files if previous else ():
         if old not in tools:
             (root / old).unlink(missing_ok=True)
 
@@ -471,13 +472,12 @@ def _scram_setup(scram: str, area: Path, tool: Path) -> None:
 # ---------------------------------------------------------------- environment
 
 
-def environment(root: Path, state: dict[str, dict]) -> dict[str, str]:
+def environment(root: Path, state: dict[str, InstalledRow]) -> dict[str, str]:
     """What a build outside scram needs: one prefix for CMake and pkg-config, include and lib dirs."""
     if not state:
         return {}
     # Models by name, then the runtime: the same lines whatever order the packages came in.
-    trees = [root / row["path"] for _, row in sorted(state.items(), key=lambda kv: (kv[1].get("kind") == "runtime",
-                                                                                    kv[0]))]
+    trees = [root / row.path for _, row in sorted(state.items(), key=lambda kv: (kv[1].kind == "runtime", kv[0]))]
     return {
         "CMAKE_PREFIX_PATH": str(root),
         "PKG_CONFIG_PATH": str(root / "lib" / "pkgconfig"),
