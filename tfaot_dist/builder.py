@@ -18,14 +18,14 @@ from tfaot_dist import package as pkg
 from tfaot_dist.cache import ensure_entry, staging
 from tfaot_dist.config import AotConfig, load_aot_config
 from tfaot_dist.cxx import runtime_package
-from tfaot_dist.cxx.xla_runtime import ensure_runtime, installed_runtime
+from tfaot_dist.cxx.xla_runtime import installed_runtime
 from tfaot_dist.documents import CompileAnswer, CompileRequest
 from tfaot_dist.errors import CompileFailed, SourceUnavailable
 from tfaot_dist.register import load_source_config
 from tfaot_dist.registry import Defaults, ModelEntry
 from tfaot_dist.session import Session
 from tfaot_dist.sources import fetch_source
-from tfaot_dist.toolchain import READY, WORKER, existing_toolchain, run_worker, toolchain_key
+from tfaot_dist.toolchain import READY, WORKER, run_worker, toolchain_key
 from tfaot_dist.util.fs import (
     copy_atomic,
     crash_point,
@@ -150,11 +150,8 @@ def _compile(config: AotConfig, package: str, version: str, source: dict, sessio
     defaults, log = session.defaults, session.log
     config = config.with_target_defaults(defaults.target_triple, defaults.target_cpu, defaults.cpu_levels)
     comp = config.compilation
-    if toolchain_python:  # an existing TensorFlow, and an installed runtime or one built with it
-        toolchain = existing_toolchain(toolchain_python)
-        runtime = (installed_runtime(runtime_dir, toolchain.tensorflow_version) if runtime_dir
-                   else ensure_runtime(toolchain.python, session.cache.root, log, offline=session.offline,
-                                       path_environment=toolchain.path_environment))
+    if toolchain_python:
+        toolchain, runtime = session.existing_toolchain_and_runtime(toolchain_python, runtime_dir)
     elif runtime_dir:
         toolchain = session.toolchain()
         runtime = installed_runtime(runtime_dir, toolchain.tensorflow_version)

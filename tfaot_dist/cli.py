@@ -296,16 +296,12 @@ def cmd_compile(args) -> int:
 
 def cmd_runtime(args) -> int:
     from tfaot_dist.cxx import runtime_package
-    from tfaot_dist.cxx.xla_runtime import ensure_runtime
-    from tfaot_dist.toolchain import existing_toolchain
 
     if args.offline and not args.toolchain_python:
         raise UsageError("--offline: runtime needs --toolchain-python (our own toolchain is pip-installed)")
     session = session_of(args)
     if args.toolchain_python:
-        toolchain = existing_toolchain(args.toolchain_python)
-        runtime = ensure_runtime(toolchain.python, session.cache.root, log, offline=args.offline,
-                                 path_environment=toolchain.path_environment)
+        _, runtime = session.existing_toolchain_and_runtime(args.toolchain_python)
     else:
         _, runtime = session.toolchain_and_runtime()
     package, status = runtime_package.ensure_runtime_package(runtime, args.output_directory.absolute())

@@ -12,9 +12,9 @@ from functools import cached_property
 from pathlib import Path
 
 from tfaot_dist.cache import Cache
-from tfaot_dist.cxx.xla_runtime import XlaRuntime, ensure_runtime
+from tfaot_dist.cxx.xla_runtime import XlaRuntime, ensure_runtime, installed_runtime
 from tfaot_dist.registry import Defaults, Registry
-from tfaot_dist.toolchain import Toolchain, ensure_toolchain
+from tfaot_dist.toolchain import Toolchain, ensure_toolchain, existing_toolchain
 
 Log = Callable[[str], None]
 
@@ -45,6 +45,17 @@ class Session:
     def toolchain_and_runtime(self) -> tuple[Toolchain, XlaRuntime]:
         """The toolchain and the XLA runtime built from its TensorFlow (cached builds, resolved once)."""
         return self._toolchain, self._runtime
+
+    def existing_toolchain_and_runtime(self, python: Path,
+                                       runtime_dir: Path | None = None) -> tuple[Toolchain, XlaRuntime]:
+        """An existing Python with TensorFlow (--toolchain-python, e.g. a release's python3), and an
+        installed runtime (--runtime) or the cached one built from that TensorFlow (offline: with
+        the Abseil sources already in the cache)."""
+        toolchain = existing_toolchain(python)
+        if runtime_dir:
+            return toolchain, installed_runtime(runtime_dir, toolchain.tensorflow_version)
+        return toolchain, ensure_runtime(toolchain.python, self.cache.root, self.log, offline=self.offline,
+                                         path_environment=toolchain.path_environment)
 
     @cached_property
     def _toolchain(self) -> Toolchain:
