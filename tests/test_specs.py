@@ -191,9 +191,10 @@ def test_check_passes_after_rendering_and_lists_stale_files(golden_registry, tmp
 
 def test_cmsbuild_files_follow_cmsdist_conventions(golden_registry):
     files = flavors.render_all(Registry(golden_registry), "cmsbuild")
-    # No spec named tensorflow-xla-runtime: that is the release's own package, which ours must not shadow.
+    # No runtime spec: the models build against the release's own tensorflow-xla-runtime, which no spec
+    # of ours may shadow (cmsdist's tfaot-compile.file: `Requires: tensorflow-xla-runtime`).
     assert sorted(files) == ["pip/tfaot-dist.file", "tfaot-compile.file", "tfaot-model-test-multi.spec",
-                             "tfaot-model-test-simple.spec", "tfaot-models.file", "tfaot-xla-runtime.spec"]
+                             "tfaot-model-test-simple.spec", "tfaot-models.file"]
     simple = files["tfaot-model-test-simple.spec"].splitlines()
     assert simple[0] == "### RPM external tfaot-model-test-simple 1.0.0"
     assert "%define aot_config simple/aot_config.yaml" in simple
@@ -207,7 +208,8 @@ def test_cmsbuild_files_follow_cmsdist_conventions(golden_registry):
     assert "git+ssh://git@github.com/cms-ml/data.git?" in multi and "%define tfaot_batch_sizes 1,8" in multi
     assert "%define tfaot_branch release-1\n" in multi  # source.branch: the ref v1 may be a tag
     compile_file = files["tfaot-compile.file"]
-    for needed in ("BuildRequires: py3-tfaot-dist py3-tensorflow", "\nRequires: tfaot-xla-runtime\n",
+    for needed in ("BuildRequires: py3-tfaot-dist py3-tensorflow tensorflow-xla-runtime\n",
+                   "\nRequires: tensorflow-xla-runtime\n", '--runtime "$TENSORFLOW_XLA_RUNTIME_ROOT"',
                    "\n%build\n", "tfaot-dist --registry tfaot-registry compile", "cp -pR \"$pkg\"/. %{i}/",
                    "test -f %{i}/lib/lib%{n}.a", "%post\n%{relocateConfig}etc/scram.d/%{n}.xml",
                    # cmsdist's tfaot-compile: the triple from the build machine's %{_arch}, ppc64le spelled out.
@@ -221,9 +223,7 @@ def test_cmsbuild_files_follow_cmsdist_conventions(golden_registry):
     assert files["tfaot-models.file"].splitlines()[2:] == [
         "%if 0%{!?without_tensorflow:1}", "Requires: tfaot-model-test-multi", "Requires: tfaot-model-test-simple",
         "%endif"]
-    assert files["tfaot-xla-runtime.spec"].startswith("### RPM external tfaot-xla-runtime 2.21.0\n")
-    assert not any(line.startswith("Requires:") and "tensorflow-xla-runtime" in line
-                   for text in files.values() for line in text.splitlines())
+    assert not any("tfaot-xla-runtime" in text for text in files.values())
 
 
 def as_cmsbuild_would(spec: str, include: str, name: str = "tfaot-compile", root: str = "/cms/sw") -> str:
@@ -244,7 +244,7 @@ def as_cmsbuild_would(spec: str, include: str, name: str = "tfaot-compile", root
 def test_cmsbuild_specs_parse_as_cmsbuild_would(golden_registry, tmp_path):
     files = flavors.render_all(Registry(golden_registry), "cmsbuild")
     expected_args = {
-        # Offline: the release's python3 and TensorFlow, our installed runtime, the AOT config in $config.
+        # Offline: the release's python3, TensorFlow and runtime, the AOT config in $config.
         "test-simple": "--aot-config \"$config\" --name test-simple --version 1.0.0 --output-directory tfaot-build",
         "test-multi": ("--aot-config \"$config\" --name test-multi --version 2.0.0rc1 --batch-sizes 1,8 "
                        "--output-directory tfaot-build"),
@@ -257,23 +257,17 @@ def test_cmsbuild_specs_parse_as_cmsbuild_would(golden_registry, tmp_path):
         parsed = proc.stdout
         assert " ".join(parsed.replace("\\\n", " ").split()).count(
             f"compile --offline --toolchain-python \"${{PYTHON3_ROOT}}/bin/python3\" "
-            f"--runtime \"$TFAOT_XLA_RUNTIME_ROOT\" {compile_args}") == 1, parsed
+            f"--runtime \"$TENSORFLOW_XLA_RUNTIME_ROOT\" {compile_args}") == 1, parsed
         assert 'export TFAOT_DIST_CACHE="$PWD/tfaot-cache"' in parsed
         assert f"cp -pR \"$pkg\"/. /cms/sw/tfaot-model-{name}/" in parsed
         assert "sha256sum" not in parsed  # git sources: the commit pins them
-        assert "BuildRequires: py3-tfaot-dist" in parsed and "\nRequires: tfaot-xla-runtime\n" in parsed
-        # Ours, whose tool the package's tool file uses; never the release's tensorflow-xla-runtime.
-        assert [line for line in parsed.splitlines() if line.startswith("Requires:")] == ["Requires: tfaot-xla-runtime"]
-    runtime = tmp_path / "runtime.spec"
-    runtime.write_text(as_cmsbuild_would(files["tfaot-xla-runtime.spec"], ""))
-    proc = subprocess.run(["rpmspec", "-P", str(runtime)], capture_output=True, text=True, check=False)
-    assert proc.returncode == 0 and "tfaot-dist --registry tfaot-registry runtime" in proc.stdout, proc.stderr
-    # Parsed back: the package and the tool file it installs are ours, never the release's tensorflow-xla-runtime.
-    name = subprocess.run(["rpmspec", "-q", "--qf", "%{name}", str(runtime)], capture_output=True, text=True,
-                          check=True).stdout
-    assert name == "tfaot-xla-runtime"
-    assert "set -- tfaot-build/tfaot-xla-runtime-2.21.0*/" in proc.stdout
-    assert "test -f /cms/sw/tfaot-xla-runtime/2.21.0/etc/scram.d/tfaot-xla-runtime.xml" in proc.stdout
+        assert "BuildRequires: py3-tfaot-dist py3-tensorflow tensorflow-xla-runtime\n" in parsed
+        # The release's runtime, whose tool the package's tool file uses (cmsdist's tfaot-compile.file).
+        assert [line for line in parsed.splitlines() if line.startswith("Requires:")] == [
+            "Requires: tensorflow-xla-runtime"]
+        requires = subprocess.run(["rpmspec", "-q", "--requires", str(spec)], capture_output=True, text=True,
+                                  check=True).stdout.split()
+        assert "tensorflow-xla-runtime" in requires and "tfaot-xla-runtime" not in requires
 
 
 def test_archive_sources(tmp_path, capsys):

@@ -18,7 +18,9 @@ from tfaot_dist import package as pkg
 from tfaot_dist.cache import ensure_entry, staging
 from tfaot_dist.config import AotConfig, load_aot_config
 from tfaot_dist.cxx import runtime_package
-from tfaot_dist.cxx.xla_runtime import installed_runtime
+from tfaot_dist.cxx.xla_runtime import XlaRuntime
+from tfaot_dist.cxx.installed_runtime import KIND as RELEASE_KIND
+from tfaot_dist.cxx.installed_runtime import installed_runtime
 from tfaot_dist.documents import CompileAnswer, CompileRequest
 from tfaot_dist.errors import CompileFailed, SourceUnavailable
 from tfaot_dist.register import load_source_config
@@ -91,7 +93,7 @@ def build_entry(entry: ModelEntry, session: Session, dist: Path) -> BuildResult:
         nonlocal built
         built = True
         tree = src or fetch_source(entry.source, cache, offline)
-        if offline:
+        if offline and not session.defaults.python:
             _require_cached_toolchain(session)
         config = load_source_config(tree, entry.aot_config).with_overrides(entry.overrides)
         source = {**entry.source.as_dict(), "url": entry.source.url, "aot_config": entry.aot_config}
@@ -143,18 +145,21 @@ def _compile(config: AotConfig, package: str, version: str, source: dict, sessio
     """Compile config into out/<package>-<version>/ and its .tar.gz.
 
     toolchain_python: an existing Python with TensorFlow instead of our venv; runtime_dir: an
-    installed XLA runtime tree to verify and link against instead of building one.
+    installed XLA runtime (any layout of cxx/installed_runtime.py) to verify and link against instead
+    of building one. Each defaults to the registry's toolchain.python / toolchain.runtime.
     The runtime is resolved first, so the manifest (and the .pc file) name the exact runtime
     from the start: the manifest is assembled once, verified, and written once.
     """
     defaults, log = session.defaults, session.log
     config = config.with_target_defaults(defaults.target_triple, defaults.target_cpu, defaults.cpu_levels)
     comp = config.compilation
+    toolchain_python = toolchain_python or defaults.python  # options win over the registry
+    runtime_dir = runtime_dir or defaults.runtime
     if toolchain_python:
         toolchain, runtime = session.existing_toolchain_and_runtime(toolchain_python, runtime_dir)
     elif runtime_dir:
         toolchain = session.toolchain()
-        runtime = installed_runtime(runtime_dir, toolchain.tensorflow_version)
+        runtime = installed_runtime(runtime_dir, toolchain)
     else:
         toolchain, runtime = session.toolchain_and_runtime()
     work = out / "work"
@@ -189,7 +194,7 @@ def _compile(config: AotConfig, package: str, version: str, source: dict, sessio
     else:
         used = documents.Toolchain(tensorflow_version=tf_version, requirements=defaults.requirements)
     if runtime_dir:
-        used = replace(used, runtime=documents.RuntimeOrigin(origin="installed", key=runtime.key))
+        used = replace(used, runtime=runtime_origin(runtime))
     root = out / pkg.dir_name(package, version)
     manifest = pkg.assemble(
         compiled, reference, answer, root,
@@ -214,6 +219,15 @@ def _compile(config: AotConfig, package: str, version: str, source: dict, sessio
         log(f"  CPU level {level}: " + ("verified" if check.verified else f"not verified: {check.note}"))
     pkg.write_archive(root, out / f"{root.name}.tar.gz")
     shutil.rmtree(work)
+
+
+def runtime_origin(runtime: XlaRuntime) -> documents.RuntimeOrigin:
+    """How the manifest records an installed runtime (the release's: its TensorFlow and library digest)."""
+    if runtime.kind == RELEASE_KIND:
+        return documents.RuntimeOrigin(origin="installed", key=runtime.key, kind=RELEASE_KIND,
+                                       tensorflow_version=runtime.tensorflow_version,
+                                       library_sha256=runtime.library_sha256)
+    return documents.RuntimeOrigin(origin="installed", key=runtime.key)
 
 
 def ensure_runtime_packages(packages: list[pkg.Package], session: Session,

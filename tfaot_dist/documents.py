@@ -215,11 +215,17 @@ def _to_json(value):
 # ---------------------------------------------------------------- the documents
 
 
+def _required_name(value: str, where: str) -> str:
+    """A package of ours, or the release's runtime a package was built against (cmsBuild flavour)."""
+    return value if value == names.RELEASE_RUNTIME_PACKAGE else _package_name(value, where)
+
+
 @dataclass(frozen=True)
 class Requirement(Document):
-    """A package needs this exact package version (a model: the runtime it was verified with)."""
+    """A package needs this exact package version (a model: the runtime it was verified with; the
+    release's tensorflow-xla-runtime at its TensorFlow version for a package built against it)."""
 
-    name: str = field(metadata=check(_package_name))
+    name: str = field(metadata=check(_required_name))
     version: str = field(metadata=check(names.version))
 
 
@@ -405,10 +411,16 @@ class SharedConstants(Document):
 
 @dataclass(frozen=True)
 class RuntimeOrigin(Document):
-    """Where the XLA runtime came from when it is not the one tfaot-dist builds (--runtime DIR)."""
+    """Where the XLA runtime came from when it is not the one tfaot-dist builds (--runtime DIR).
+
+    kind "release": a release's tensorflow-xla-runtime (cxx/installed_runtime.py), known by its
+    TensorFlow version and its library's sha256 (no path); absent for runtimes of ours."""
 
     origin: str = field(metadata=check(_one_of("installed")))
     key: str
+    kind: str | None = field(default=None, metadata={**OMIT_NONE, "check": _one_of("release")})
+    tensorflow_version: str | None = field(default=None, metadata=OMIT_NONE)
+    library_sha256: str | None = field(default=None, metadata={**OMIT_NONE, "check": check_sha256})
 
 
 @dataclass(frozen=True)

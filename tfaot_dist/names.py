@@ -29,6 +29,8 @@ SHARD = re.compile(r"([1-9][0-9]{0,3})/([1-9][0-9]{0,3})")  # build --shard I/N
 
 # Packages, their files and their channels.
 RUNTIME_PACKAGE = "tfaot-xla-runtime"
+# A release's own runtime (cmsdist's package and scram tool): what packages built against it require.
+RELEASE_RUNTIME_PACKAGE = "tensorflow-xla-runtime"
 MODEL_PACKAGE = re.compile(rf"tfaot-model-{MODEL_NAME.pattern}")
 PACKAGE_NAME = re.compile(rf"{MODEL_PACKAGE.pattern}|{RUNTIME_PACKAGE}")
 SHA256 = re.compile(r"[0-9a-f]{64}")

@@ -19,8 +19,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from tfaot_dist import __version__
-from tfaot_dist.cxx import build_kit, buildsys, scram_tool, weight_sharing
+from tfaot_dist import __version__, names
+from tfaot_dist.cxx import INTERFACE_INCLUDE, build_kit, buildsys, scram_tool, weight_sharing
 from tfaot_dist.documents import (
     Compilation,
     CompileAnswer,
@@ -107,14 +107,22 @@ def assemble(compiled: Path, reference: Path, answer: CompileAnswer, root: Path,
         "target_cpu": compilation.target_cpu or "",
         "tfaot_dist_version": __version__,
     }))
+    # Built against a release's tensorflow-xla-runtime: its tool is the one used, and the package
+    # carries the interface headers model.h includes, which that runtime does not have; no CMake
+    # config (the release has none for that runtime to depend on).
+    release = any(r.name == names.RELEASE_RUNTIME_PACKAGE for r in requires)
+    if release:
+        shutil.copytree(INTERFACE_INCLUDE / "tfaot", root / "include" / "tfaot")
     tool = root / "etc" / "scram.d" / f"{package}.xml"
     tool.parent.mkdir(parents=True)
-    tool.write_text(scram_tool.render_model_tool(package, version, source.get("url", "")))
+    tool.write_text(scram_tool.render_model_tool(
+        package, version, source.get("url", ""),
+        names.RELEASE_RUNTIME_PACKAGE if release else scram_tool.RUNTIME_TOOL))
     # buildsys checks every value it is given: the same fields as in a manifest read from elsewhere.
     facts = Manifest(package=package, version=version, files={}, model=model.to_json(), source=source,
                      requires=requires)
-    for rel, text in ((buildsys.cmake_config_path(package), buildsys.render_cmake_config(facts)),
-                      (buildsys.pkgconfig_path(package), buildsys.render_pkgconfig(facts))):
+    build_files = [] if release else [(buildsys.cmake_config_path(package), buildsys.render_cmake_config(facts))]
+    for rel, text in (*build_files, (buildsys.pkgconfig_path(package), buildsys.render_pkgconfig(facts))):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     if reference.is_dir():

@@ -20,6 +20,8 @@
     # registry/registry.yaml
     toolchain:
       requirements: ["tensorflow-cpu==2.21.0"]
+      python: /path/bin/python3             # optional: an existing Python with TensorFlow, no venv made
+      runtime: /path/tensorflow-xla-runtime # optional: an installed XLA runtime (absolute paths)
     target_triple: x86_64-pc-linux
     target_cpu: ""                          # non-empty: single-target packages for that CPU
     cpu_levels: [x86-64, x86-64-v3, x86-64-v4]   # when target_cpu is "": code for each level
@@ -34,6 +36,7 @@ from tfaot_dist import names
 from tfaot_dist.config import DEFAULT_TARGET_TRIPLE, parse_compilation
 from tfaot_dist.errors import InvalidInput
 from tfaot_dist.util.fs import write_atomic
+from tfaot_dist.util.textsafe import shown
 from tfaot_dist.util.yamlio import Fields, load_mapping
 
 DEFAULT_REQUIREMENTS = ("tensorflow-cpu==2.21.0",)
@@ -47,14 +50,23 @@ class Defaults:
     target_triple: str = DEFAULT_TARGET_TRIPLE
     target_cpu: str = ""
     cpu_levels: tuple[str, ...] = DEFAULT_CPU_LEVELS
+    # toolchain.python / toolchain.runtime: an existing Python with TensorFlow and an installed
+    # runtime (cxx/installed_runtime.py), used instead of our venv and runtime build.
+    python: Path | None = None
+    runtime: Path | None = None
 
     def as_dict(self) -> dict:
-        return {
+        data: dict = {
             "requirements": list(self.requirements),
             "target_triple": self.target_triple,
             "target_cpu": self.target_cpu,
             "cpu_levels": list(self.cpu_levels),
         }
+        # Only when set: the build keys of registries without them stay as they were.
+        for key in ("python", "runtime"):
+            if getattr(self, key) is not None:
+                data[key] = str(getattr(self, key))
+        return data
 
 
 @dataclass(frozen=True)
@@ -130,6 +142,7 @@ class Registry:
         f = Fields(load_mapping(path), path)
         toolchain = Fields(f.take("toolchain", dict, {}), path, "toolchain")
         requirements = toolchain.take("requirements", list, list(DEFAULT_REQUIREMENTS))
+        python, runtime = (_absolute_path(toolchain, key) for key in ("python", "runtime"))
         toolchain.done()
         if not requirements:
             raise InvalidInput(f"{toolchain.at('requirements')}: must not be empty")
@@ -140,7 +153,7 @@ class Registry:
         cpu = names.target_cpu(f.take("target_cpu", str, ""), f.at("target_cpu"))
         levels = names.cpu_levels(f.take("cpu_levels", list, list(DEFAULT_CPU_LEVELS)), f.at("cpu_levels"))
         f.done()
-        return Defaults(tuple(requirements), triple, cpu, levels)
+        return Defaults(tuple(requirements), triple, cpu, levels, python, runtime)
 
     def entry_path(self, name: str) -> Path:
         return self.models_dir / f"{name}.yaml"
@@ -164,6 +177,16 @@ class Registry:
         path = self.entry_path(entry.name)
         write_atomic(path, yaml.safe_dump(entry.as_dict(), sort_keys=False))
         return path
+
+
+def _absolute_path(fields: Fields, key: str) -> Path | None:
+    value = fields.take(key, str, None)
+    if value is None:
+        return None
+    if not names.AREA_PATH.fullmatch(value) or "/../" in f"{value}/":
+        raise InvalidInput(f"{fields.at(key)}: expected an absolute path (letters, digits and ._/+,=@~%-), "
+                           f"got {shown(value)}")
+    return Path(value)
 
 
 def parse_entry(data: dict, path: Path) -> ModelEntry:

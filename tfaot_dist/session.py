@@ -12,7 +12,8 @@ from functools import cached_property
 from pathlib import Path
 
 from tfaot_dist.cache import Cache
-from tfaot_dist.cxx.xla_runtime import XlaRuntime, ensure_runtime, installed_runtime
+from tfaot_dist.cxx.installed_runtime import installed_runtime
+from tfaot_dist.cxx.xla_runtime import XlaRuntime, ensure_runtime
 from tfaot_dist.registry import Defaults, Registry
 from tfaot_dist.toolchain import Toolchain, ensure_toolchain, existing_toolchain
 
@@ -39,11 +40,13 @@ class Session:
         return dataclasses.replace(self, cache=Cache(cache))
 
     def toolchain(self) -> Toolchain:
-        """The isolated TensorFlow of the defaults' requirements, created if missing."""
+        """The registry's existing Python (toolchain.python), else the isolated TensorFlow of the
+        defaults' requirements, created if missing."""
         return self._toolchain
 
     def toolchain_and_runtime(self) -> tuple[Toolchain, XlaRuntime]:
-        """The toolchain and the XLA runtime built from its TensorFlow (cached builds, resolved once)."""
+        """The toolchain and the registry's installed runtime (toolchain.runtime), else the XLA runtime
+        built from its TensorFlow (cached builds, resolved once)."""
         return self._toolchain, self._runtime
 
     def existing_toolchain_and_runtime(self, python: Path,
@@ -53,14 +56,19 @@ class Session:
         the Abseil sources already in the cache)."""
         toolchain = existing_toolchain(python)
         if runtime_dir:
-            return toolchain, installed_runtime(runtime_dir, toolchain.tensorflow_version)
+            return toolchain, installed_runtime(runtime_dir, toolchain)
         return toolchain, ensure_runtime(toolchain.python, self.cache.root, self.log, offline=self.offline,
                                          path_environment=toolchain.path_environment)
 
     @cached_property
     def _toolchain(self) -> Toolchain:
+        if self.defaults.python:
+            return existing_toolchain(self.defaults.python)
         return ensure_toolchain(self.cache.root, self.defaults.requirements, self.log)
 
     @cached_property
     def _runtime(self) -> XlaRuntime:
-        return ensure_runtime(self._toolchain.python, self.cache.root, self.log)
+        if self.defaults.runtime:
+            return installed_runtime(self.defaults.runtime, self._toolchain)
+        return ensure_runtime(self._toolchain.python, self.cache.root, self.log,
+                              path_environment=self._toolchain.path_environment)

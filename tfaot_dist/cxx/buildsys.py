@@ -121,8 +121,8 @@ def _runtime_requirement(manifest: Manifest) -> str:
     "2.21.0" allows 2.21.0 and 2.21.0+BUILD (pkg-config compares like rpm), not 2.21.1.
     """
     for req in manifest.requires:
-        if req.name == RUNTIME_PACKAGE:
-            return f"{RUNTIME_PACKAGE} = {_version(req.version, 'requires.version')}"
+        if req.name in (RUNTIME_PACKAGE, names.RELEASE_RUNTIME_PACKAGE):
+            return f"{req.name} = {_version(req.version, 'requires.version')}"
     tf = manifest.toolchain.tensorflow_version if manifest.toolchain else ""
     if not tf:
         return RUNTIME_PACKAGE

@@ -27,7 +27,7 @@ from packaging.version import Version
 from tfaot_dist import __version__
 from tfaot_dist import package as pkg
 from tfaot_dist.cache import ensure_entry
-from tfaot_dist.cxx import INTERFACE_INCLUDE, buildsys, scram_tool
+from tfaot_dist.cxx import INTERFACE_INCLUDE, buildsys, installed_runtime, scram_tool
 from tfaot_dist.cxx.xla_runtime import XlaRuntime
 from tfaot_dist.documents import FileDigest, Manifest, Requirement, RuntimeManifest, ToolInfo
 from tfaot_dist.util.fs import remove_stale_siblings, sha256_file, tree_digest, tree_files
@@ -67,7 +67,10 @@ def runtime_version(runtime: XlaRuntime) -> str:
 
 
 def requirement(runtime: XlaRuntime) -> Requirement:
-    """How a model manifest names the runtime it was verified with."""
+    """How a model manifest names the runtime it was verified with: this package's exact version, or
+    the release's tensorflow-xla-runtime, whose version is its TensorFlow's (cmsdist's spec)."""
+    if runtime.kind == installed_runtime.KIND:
+        return Requirement(name=installed_runtime.NAME, version=runtime.tensorflow_version)
     return Requirement(name=NAME, version=runtime_version(runtime))
 
 

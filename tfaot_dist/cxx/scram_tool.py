@@ -51,9 +51,10 @@ def exclude_libs(archives: list[str]) -> str:
     return "-Wl,--exclude-libs," + ":".join(archives)
 
 
-def render_model_tool(package: str, version: str, url: str) -> str:
+def render_model_tool(package: str, version: str, url: str, runtime_tool: str = RUNTIME_TOOL) -> str:
+    """runtime_tool: the runtime's tool the model uses (ours, or the release's tensorflow-xla-runtime)."""
     text = render("scram_tool.xml.j2", package=package, version=version, url=url, libs=[package],
-                  base_var=base_variable(package), root=TOOL_ROOT, uses=[RUNTIME_TOOL],
+                  base_var=base_variable(package), root=TOOL_ROOT, uses=[runtime_tool],
                   ldflags=[exclude_libs([f"lib{package}.a"])])
     parse(text)  # what scram will read
     return text

@@ -41,7 +41,6 @@ from tfaot_dist.cxx.abseil import AbseilSource
 from tfaot_dist.cxx.build_kit import BUILD_FLAGS, CONSUMER_CXXFLAGS, CXX, RECIPE_VERSION, Compiler
 from tfaot_dist.cxx.build_kit import Log as Log  # re-exported: callers type their log with it
 from tfaot_dist.documents import RuntimeManifest
-from tfaot_dist.errors import InvalidInput
 from tfaot_dist.errors import RuntimeBuildError as RuntimeBuildError  # re-exported: its old home
 from tfaot_dist.toolchain import RELEASE_PATH_VARIABLES, RELEASE_PATHS, PathEnvironment
 from tfaot_dist.util.fs import (
@@ -123,6 +122,8 @@ class XlaRuntime:
     key: str
     compiler: str = CXX
     cpu_levels: tuple[str, ...] = ()  # levels of its matrix kernels (runtime_kernels.py); () for none
+    kind: str = "tfaot"  # ours (a tree or package); "release": a release's tensorflow-xla-runtime (installed_runtime.py)
+    library_sha256: str = ""  # of a release runtime's shared library: its path-free identity
 
     @classmethod
     def from_dir(cls, root: Path) -> "XlaRuntime":
@@ -274,26 +275,6 @@ def ensure_runtime(toolchain_python: Path, cache_dir: Path, log: Log = print, *,
     ensure_entry(final, build, marker=MARKER, is_complete=lambda root: _load_complete(root, key) is not None,
                  log=log)
     return XlaRuntime.from_dir(final)
-
-
-def installed_runtime(root: Path, tensorflow_version: str) -> XlaRuntime:
-    """An XLA runtime installed elsewhere (--runtime DIR), checked to belong to this TensorFlow."""
-    root = Path(root)
-    package = (root / PACKAGE_MANIFEST).is_file()
-    try:
-        runtime = XlaRuntime.from_package(root) if package else XlaRuntime.from_dir(root)
-    except InvalidInput as exc:  # the package's manifest, read as a RuntimeManifest: names the field
-        raise RuntimeBuildError(f"--runtime: {exc}") from None
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise RuntimeBuildError(f"--runtime {root}: unreadable {PACKAGE_MANIFEST if package else MANIFEST}: "
-                                f"{exc!r}") from None
-    if runtime.tensorflow_version != tensorflow_version:
-        raise RuntimeBuildError(f"--runtime {root}: built for TensorFlow {runtime.tensorflow_version}, "
-                                f"the model was compiled with {tensorflow_version}")
-    missing = [p for p in runtime.libs if not p.is_file()]
-    if missing or not runtime.include_dir.is_dir():
-        raise RuntimeBuildError(f"--runtime {root}: missing {missing[0] if missing else runtime.include_dir}")
-    return runtime
 
 
 def compile_consumer(runtime: XlaRuntime, sources: list[Path], include_dirs: list[Path],

@@ -7,11 +7,11 @@
 cmsBuild flavour (CMSDIST conventions):
     tfaot-model-NAME.spec       one per entry: `### RPM external`, the git Source
                                 at the pinned commit, aot_config, `## INCLUDE tfaot-compile`
-    tfaot-compile.file          shared: build with `tfaot-dist compile`, install every file
+    tfaot-compile.file          shared: build with `tfaot-dist compile` against the release's python3,
+                                TensorFlow and tensorflow-xla-runtime (the tool the models' tool files
+                                use), install every file
     tfaot-models.file           one `Requires:` per model
-    tfaot-xla-runtime.spec      our XLA AOT runtime, the tool every model's tool file uses. Never named
-                                tensorflow-xla-runtime: that is the release's own package (a shared
-                                libtf_xla_runtime.so of the release's TensorFlow), which ours must not shadow.
+    pip/tfaot-dist.file         the tool itself, as cmsdist's py3-tfaot-dist
 
 cmsbuild-prebuilt flavour (--channel URL): nothing is compiled; each spec installs the package
 archive that `tfaot-dist build` verified and `publish` put in the channel:
@@ -46,8 +46,6 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
 from tfaot_dist import __version__, builder, names
-from tfaot_dist.cxx import abseil
-from tfaot_dist.cxx.abseil import AbseilSource
 from tfaot_dist.cxx.scram_tool import RUNTIME_TOOL
 from tfaot_dist.dist.channel import INDEX, MAX_MANIFEST, ChannelPackage, parse_index, verify_archive
 from tfaot_dist.documents import Manifest, load_json
@@ -62,7 +60,9 @@ from tfaot_dist.util.textsafe import render, spec_text
 
 PREBUILT = "cmsbuild-prebuilt"
 FLAVORS = ("cmsbuild", "rpm", PREBUILT)
-RELEASE_RUNTIME = "tensorflow-xla-runtime"  # CMSDIST's package of the release: never a spec of ours
+# CMSDIST's runtime package of the release: what the cmsBuild flavour's models build against and use,
+# never a spec of ours.
+RELEASE_RUNTIME = names.RELEASE_RUNTIME_PACKAGE
 # runtime_package.NAME, the runtime spec of every flavour; its scram tool file is etc/scram.d/%{n}.xml
 RPM_RUNTIME = RUNTIME_TOOL
 TOOL_PACKAGE = "py3-tfaot-dist"  # cmsdist builds pip/NAME.file as py3-NAME (as pip/cms-tfaot.file: py3-cms-tfaot)
@@ -160,13 +160,10 @@ def render_all(registry: Registry, flavor: str, channel: str | None = None) -> d
         for m in models:
             files[f"{m['package']}.spec"] = render("cmsbuild_model.spec.j2", **common, m=m)
         files["tfaot-compile.file"] = render("tfaot-compile.file.j2", **common, r=runtime,
-                                             tool_package=TOOL_PACKAGE, runtime_package=RPM_RUNTIME,
+                                             tool_package=TOOL_PACKAGE, runtime_package=RELEASE_RUNTIME,
                                              tensorflow_package=RELEASE_TENSORFLOW,
-                                             runtime_root_variable=_root_variable(RPM_RUNTIME))
+                                             runtime_root_variable=_root_variable(RELEASE_RUNTIME))
         files["tfaot-models.file"] = render("tfaot-models.file.j2", **common, models=models)
-        files[f"{RPM_RUNTIME}.spec"] = render("cmsbuild_runtime.spec.j2", **common, r=runtime,
-                                              tool_package=TOOL_PACKAGE, runtime_package=RPM_RUNTIME,
-                                              tensorflow_package=RELEASE_TENSORFLOW, abseil=_abseil_sources())
         files[TOOL_PIP_FILE] = render("tfaot-dist.pip.file.j2", **common, requires=TOOL_REQUIRES,
                                       python=".".join(map(str, TOOL_PYTHON)), python_tuple=TOOL_PYTHON)
     elif flavor == PREBUILT:
@@ -357,12 +354,6 @@ def _branch(source, where: str) -> str:
                            f"pulls a branch, then resets to the commit: add source.branch (a branch that "
                            f"contains {source.commit})")
     return ref
-
-
-def _abseil_sources() -> list[AbseilSource]:
-    """Every Abseil sdist a runtime build may need (which one depends on TensorFlow's headers)."""
-    found = {(a.dist, a.version): a for a in (*abseil.ABSEIL_BY_NAMESPACE.values(), abseil.ABSEIL)}
-    return [found[k] for k in sorted(found, key=lambda k: (k[0], Version(k[1])))]
 
 
 def _root_variable(package: str) -> str:
