@@ -9,7 +9,8 @@ lib/libtf_xla_runtime.so. Here the Abseil is our own build of the same Abseil re
 CMake package config, so the CMake edit is the release's: find_package(absl) + those two targets.
 
     CACHE/test-release-runtime/<key>/
-        tensorflow-xla-runtime/lib/libtf_xla_runtime.so   no RUNPATH: Abseil is found via ABSEIL_CPP_ROOT
+        tensorflow-xla-runtime/lib/libtf_xla_runtime.so   needs libtfaot_absl.so, no RUNPATH: consumers find
+                                                           it through ABSEIL_CPP_ROOT
         abseil-cpp/include/absl/...  abseil-cpp/lib/libtfaot_absl.so
         COMPLETE
 
@@ -94,7 +95,10 @@ def _runtime(tf: Path, absl_root: Path, work: Path, out: Path, jobs: int) -> Non
     text = text.replace(static, "find_package(absl REQUIRED)\nadd_library(tf_xla_runtime SHARED")
     cmakelists.write_text(text + "target_link_libraries(tf_xla_runtime absl::strings absl::str_format_internal)\n")
     build = work / "build"
+    # --no-as-needed: the library names Abseil's even where TF 2.12's sources use none of it (Debian's
+    # linker drops unused ones), so a consumer must find it as in the release: through ABSEIL_CPP_ROOT.
     process.run(["cmake", "-S", src, "-B", build, f"-DCMAKE_CXX_FLAGS={CXXFLAGS}", "-DCMAKE_CXX_STANDARD=17",
+                 "-DCMAKE_SHARED_LINKER_FLAGS=-Wl,--no-as-needed",
                  f"-DCMAKE_PREFIX_PATH={absl_root}", "-DBUILD_SHARED_LIBS=ON", "-DCMAKE_SKIP_RPATH=ON"],
                 what="cmake of the release-like runtime", error=RuntimeBuildError)
     process.run(["make", "-C", build, f"-j{jobs}"], what="make of the release-like runtime",

@@ -7,12 +7,15 @@ runs its %prep, %build and %install with bash in a network namespace that has no
 
     release/python3/bin/python3         a bare Python (a venv with nothing in it) of the TF 2.12 toolchain's version
     PYTHON3PATH=<that toolchain's site-packages>   how cmsdist's python3 finds py3-tensorflow
-    release/tfaot-xla-runtime/VERSION/  our runtime package, installed as its cmsBuild spec installs it
+    release/tensorflow-xla-runtime/2.12.0/lib/libtf_xla_runtime.so   built as cmsdist builds it
+                                        (tests/release_runtime.py), TENSORFLOW_XLA_RUNTIME_ROOT
+    release/abseil-cpp/20220623.1/      the Abseil that library needs, ABSEIL_CPP_ROOT
     release/bin/tfaot-dist              the tool (py3-tfaot-dist), run by a Python >= 3.11
 
 and checks that nothing was downloaded or installed, that the installed tree is the package
-`tfaot-dist build` makes for the same entry with the same TensorFlow (file by file), and that the
-tool file names the install root after relocation.
+`tfaot-dist build` makes for the same entry with the same Python and runtime (the registry's
+toolchain.python and toolchain.runtime), file by file, and that the tool file names the install
+root after relocation.
 """
 
 import ast
@@ -29,9 +32,10 @@ import pytest
 from conftest import REPO, fresh_cache, git, run_in_toolchain
 from test_specs import as_cmsbuild_would, entry, specs_cli, write_entry, write_registry_yaml
 from test_specs import golden_registry  # noqa: F401 - the fixture
+from release_runtime import ABSEIL_DIR, RUNTIME_DIR, ensure_release_runtime
 
 from tfaot_dist import cli, package
-from tfaot_dist.cxx import abseil, runtime_package, scram_tool
+from tfaot_dist.cxx import runtime_package, scram_tool
 from tfaot_dist.specs import flavors
 from tfaot_dist.registry import Registry
 from tfaot_dist.toolchain import WORKER, ensure_toolchain
@@ -41,10 +45,9 @@ TF212 = ("tensorflow-cpu==2.12.0",)
 PKGREL = "slc-test/external"  # where cmsBuild installs externals: %{instroot}/%{cmsplatf}/external/%n/%v
 # Which installed files differ from `tfaot-dist build`'s package, by design:
 #   manifest.json: `compile` records the source it was given (the AOT config and the SavedModel's digest)
-#   where `build` records the registry's git source and build key; the toolchain as "existing" (the
-#   release's Python, its installed TensorFlow) with the runtime "installed", where `build` records its
-#   requirements; the target triple of %{_arch} (x86_64-unknown-linux-gnu, as cmsdist's tfaot-compile)
-#   where the registry says x86_64-pc-linux (the objects are the same bytes all the same).
+#   where `build` records the registry's git source and build key; the target triple of %{_arch}
+#   (x86_64-unknown-linux-gnu, as cmsdist's tfaot-compile) where the registry says x86_64-pc-linux (the
+#   objects are the same bytes all the same).
 #   etc/scram.d/NAME.xml: %install replaces @TOOL_ROOT@ with %{i}, as cmsdist's tfaot-compile does;
 #   and it has no <info url=...>, nor the .pc file a URL: line: `compile` is given no source URL.
 DIFFER_BY_DESIGN = {"manifest.json", "etc/scram.d/tfaot-model-offline.xml", "lib/pkgconfig/tfaot-model-offline.pc"}
@@ -119,22 +122,6 @@ def test_cms_data_source_builds_from_the_release_data_package(tmp_path):
     # No Source to unpack: %prep makes an empty directory of its own; the config path is absolute.
     assert "rpmuncompress" not in parsed and "mkdir -p 'tfaot-model-test-simple-1.0.0'" in parsed, parsed
     assert 'config="${DATA_PHYSICSTOOLS_TENSORFLOWAOT_ROOT}/PhysicsTools/TensorFlowAOT/data/simple/' in parsed
-
-
-def test_runtime_spec_declares_its_abseil_sources(golden_registry, tmp_path):  # noqa: F811 - the fixture
-    """The runtime spec downloads nothing in %build: each Abseil sdist is a pip:// Source as
-    build-with-pip.file writes them (after rpm's expansion), checked against tfaot-dist's pin in %prep."""
-    files = flavors.render_all(Registry(golden_registry), "cmsbuild")
-    path = tmp_path / "runtime.spec"
-    path.write_text(as_cmsbuild_would(files["tfaot-xla-runtime.spec"], ""))
-    parsed = subprocess.run(["rpmspec", "-P", str(path)], capture_output=True, text=True, check=True).stdout
-    for index, (version, pin) in enumerate((("1.51.3", abseil.ABSEIL_BY_NAMESPACE["lts_20220623"].sha256),
-                                            ("1.85.1", abseil.ABSEIL.sha256)), start=1):
-        assert (f"Source{index}: pip://grpcio/{version}?pip_options=--no-deps%20--no-binary%3D:all:&pip=pip3"
-                f"&package_dependency=py3-pip&output=/grpcio-{version}.tar.gz\n") in parsed
-        assert f'echo "{pin}  %{{SOURCE{index}}}" | sha256sum -c -' not in parsed  # expanded by rpm
-        assert f'echo "{pin}  ' in parsed
-    assert "runtime --offline" in parsed and "BuildRequires: py3-tfaot-dist py3-tensorflow" in parsed
 
 
 @pytest.mark.parametrize("ref", ["HEAD", "0123456789abcdef0123456789abcdef01234567", "refs/tags/v1"])
@@ -251,7 +238,12 @@ def test_cmsbuild_spec_builds_offline_in_a_sandbox(toolchain212, shared_cache, t
     commit = git("rev-parse", "HEAD", cwd=work)
     reg = tmp_path / "registry"
     (reg / "models").mkdir(parents=True)
-    (reg / "registry.yaml").write_text(f'toolchain:\n  requirements: ["{TF212[0]}"]\ncpu_levels: [x86-64]\n')
+    # The release (below): `tfaot-dist build` uses its Python and runtime too, through the registry.
+    release = tmp_path / "release"
+    python3, site_packages = release_python(toolchain212, release)
+    runtime_root = release / "tensorflow-xla-runtime" / "2.12.0"
+    (reg / "registry.yaml").write_text(f'toolchain:\n  requirements: ["{TF212[0]}"]\n  python: {python3}\n'
+                                       f'  runtime: {runtime_root}\ncpu_levels: [x86-64]\n')
     (reg / "models" / "offline.yaml").write_text(
         f"name: offline\nversion: 1.0.0\nsource:\n  git: file://{work}\n  ref: main\n  commit: {commit}\n"
         f"aot_config: simple/aot_config.yaml\noverrides:\n  batch_sizes: [1]\n")
@@ -270,13 +262,11 @@ def test_cmsbuild_spec_builds_offline_in_a_sandbox(toolchain212, shared_cache, t
     git("archive", "--format=tar.gz", f"--prefix={name}-{version}/", "-o",
         sources / f"{name}-{version}-{commit}.tgz", commit, cwd=work)
 
-    # The release: python3 with TensorFlow on PYTHON3PATH, our runtime package installed, the tool.
-    release = tmp_path / "release"
-    python3, site_packages = release_python(toolchain212, release)
-    runtime = ensure_runtime(toolchain212.python, shared_cache, lambda m: print(m, file=sys.stderr))
-    runtime_pkg, _ = runtime_package.ensure_runtime_package(runtime, tmp_path / "runtime-dist")
-    runtime_root = release / "tfaot-xla-runtime" / runtime_pkg.version
-    shutil.copytree(runtime_pkg.root, runtime_root)
+    # The release: python3 with TensorFlow on PYTHON3PATH, its tensorflow-xla-runtime and abseil-cpp, the tool.
+    built_release = ensure_release_runtime(toolchain212, shared_cache)
+    shutil.copytree(built_release / RUNTIME_DIR, runtime_root)
+    abseil_root = release / "abseil-cpp" / "20220623.1"
+    shutil.copytree(built_release / ABSEIL_DIR, abseil_root)
     (release / "bin").mkdir()
     (release / "bin" / "tfaot-dist").symlink_to(Path(sys.executable).parent / "tfaot-dist")
     home, tmp = tmp_path / "home", tmp_path / "tmp"
@@ -284,7 +274,7 @@ def test_cmsbuild_spec_builds_offline_in_a_sandbox(toolchain212, shared_cache, t
     tmp.mkdir()
     env = {"PATH": f"{release / 'bin'}:/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(tmp), "LANG": "C.UTF-8",
            "PYTHON3_ROOT": str(release / "python3"), "PYTHON3PATH": str(site_packages),
-           "TFAOT_XLA_RUNTIME_ROOT": str(runtime_root)}
+           "TENSORFLOW_XLA_RUNTIME_ROOT": str(runtime_root), "ABSEIL_CPP_ROOT": str(abseil_root)}
 
     spec_file = tmp_path / f"{name}.spec"
     spec_file.write_text(cmsbuild_spec(files[f"{name}.spec"], files["tfaot-compile.file"], instroot))
@@ -319,6 +309,8 @@ def test_cmsbuild_spec_builds_offline_in_a_sandbox(toolchain212, shared_cache, t
     dist = tmp_path / "dist"
     mp = pytest.MonkeyPatch()
     mp.setenv("TFAOT_DIST_CACHE", str(fresh_cache(tmp_path / "cache", shared_cache)))
+    mp.setenv("PYTHON3PATH", str(site_packages))
+    mp.setenv("ABSEIL_CPP_ROOT", str(abseil_root))
     try:
         assert cli.main(["--registry", str(reg), "build", "offline", "--dist", str(dist)]) == 0
     finally:
@@ -334,10 +326,15 @@ def test_cmsbuild_spec_builds_offline_in_a_sandbox(toolchain212, shared_cache, t
     assert {k: v for k, v in ours["files"].items() if k not in DIFFER_BY_DESIGN} == {
         k: v for k, v in theirs["files"].items() if k not in DIFFER_BY_DESIGN}
     assert ours["compilation"] == {**theirs["compilation"], "target_triple": "x86_64-unknown-linux-gnu"}
-    assert ours["toolchain"]["environment"] == "existing"
-    assert ours["toolchain"]["tensorflow_version"] == theirs["toolchain"]["tensorflow_version"] == "2.12.0"
-    assert ours["toolchain"]["runtime"] == {"origin": "installed", "key": runtime.key}
-    assert ours["requires"] == [{"name": "tfaot-xla-runtime", "version": runtime_pkg.version}]
+    # Both used the release's Python and runtime, recorded without a path.
+    assert ours["toolchain"] == theirs["toolchain"]
+    assert ours["toolchain"]["environment"] == "existing" and ours["toolchain"]["tensorflow_version"] == "2.12.0"
+    library = runtime_root / "lib" / "libtf_xla_runtime.so"
+    assert ours["toolchain"]["runtime"]["kind"] == "release"
+    assert ours["toolchain"]["runtime"]["library_sha256"] == hashlib.sha256(library.read_bytes()).hexdigest()
+    assert ours["requires"] == [{"name": "tensorflow-xla-runtime", "version": "2.12.0"}]
+    assert scram_tool.parse((installed / "etc" / "scram.d" / f"{name}.xml").read_text()).uses == [
+        "tensorflow-xla-runtime"]
     tool = installed / "etc" / "scram.d" / f"{name}.xml"
     url_line = f'  <info url="file://{work}"/>\n'
     assert tool.read_text() == (built / "etc" / "scram.d" / f"{name}.xml").read_text().replace(

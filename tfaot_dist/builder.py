@@ -159,7 +159,7 @@ def _compile(config: AotConfig, package: str, version: str, source: dict, sessio
         toolchain, runtime = session.existing_toolchain_and_runtime(toolchain_python, runtime_dir)
     elif runtime_dir:
         toolchain = session.toolchain()
-        runtime = installed_runtime(runtime_dir, toolchain)
+        runtime = installed_runtime(runtime_dir, toolchain, session.origin("runtime", runtime_dir))
     else:
         toolchain, runtime = session.toolchain_and_runtime()
     work = out / "work"

@@ -281,12 +281,15 @@ def cmd_compile(args) -> int:
         names.version(args.model_version, "--version")
     sizes = batch_sizes(_int_list(args.batch_sizes, "--batch-sizes"), "--batch-sizes") if args.batch_sizes else None
     levels = names.cpu_levels(args.cpu_levels.split(","), "--cpu-levels") if args.cpu_levels else None
-    if args.offline and not (args.toolchain_python and args.runtime):
+    session = session_of(args)
+    # The registry's toolchain.python / toolchain.runtime count too (the options win over them).
+    if args.offline and not ((args.toolchain_python or session.defaults.python)
+                             and (args.runtime or session.defaults.runtime)):
         # Our own toolchain is pip-installed and our own runtime downloads its Abseil source.
         raise UsageError("--offline: compile needs --toolchain-python and --runtime (building a toolchain "
                          "or a runtime downloads)")
     package = builder.compile_config(args.aot_config.absolute(), args.output_directory.absolute(),
-                                     session_of(args), args.name, args.model_version, sizes,
+                                     session, args.name, args.model_version, sizes,
                                      args.toolchain_python, args.runtime, cpu_levels=levels)
     emit(args, {"package": package.name, "version": package.version, "dir": str(package.root),
                 "archive": str(package.archive), "sha256": package.archive_sha256},

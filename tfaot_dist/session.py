@@ -53,22 +53,30 @@ class Session:
                                        runtime_dir: Path | None = None) -> tuple[Toolchain, XlaRuntime]:
         """An existing Python with TensorFlow (--toolchain-python, e.g. a release's python3), and an
         installed runtime (--runtime) or the cached one built from that TensorFlow (offline: with
-        the Abseil sources already in the cache)."""
-        toolchain = existing_toolchain(python)
+        the Abseil sources already in the cache). Either may be the registry's (toolchain.python,
+        toolchain.runtime), and errors then say so."""
+        toolchain = existing_toolchain(python, self.origin("python", python))
         if runtime_dir:
-            return toolchain, installed_runtime(runtime_dir, toolchain)
+            return toolchain, installed_runtime(runtime_dir, toolchain, self.origin("runtime", runtime_dir))
         return toolchain, ensure_runtime(toolchain.python, self.cache.root, self.log, offline=self.offline,
                                          path_environment=toolchain.path_environment)
+
+    def origin(self, key: str, path: Path) -> str:
+        """How an error names where an existing Python or installed runtime was given."""
+        if path == getattr(self.defaults, key):
+            return f"registry.yaml: toolchain.{key}:"
+        return "--toolchain-python" if key == "python" else "--runtime"
 
     @cached_property
     def _toolchain(self) -> Toolchain:
         if self.defaults.python:
-            return existing_toolchain(self.defaults.python)
+            return existing_toolchain(self.defaults.python, self.origin("python", self.defaults.python))
         return ensure_toolchain(self.cache.root, self.defaults.requirements, self.log)
 
     @cached_property
     def _runtime(self) -> XlaRuntime:
         if self.defaults.runtime:
-            return installed_runtime(self.defaults.runtime, self._toolchain)
+            return installed_runtime(self.defaults.runtime, self._toolchain,
+                                     self.origin("runtime", self.defaults.runtime))
         return ensure_runtime(self._toolchain.python, self.cache.root, self.log,
                               path_environment=self._toolchain.path_environment)

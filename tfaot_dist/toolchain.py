@@ -118,14 +118,16 @@ else:
 """
 
 
-def existing_toolchain(python: Path) -> Toolchain:
-    """An existing Python that has TensorFlow (a release's py3-tensorflow): used as is, nothing installed."""
+def existing_toolchain(python: Path, where: str = "--toolchain-python") -> Toolchain:
+    """An existing Python that has TensorFlow (a release's py3-tensorflow): used as is, nothing installed.
+
+    where: how errors name its origin (the option, or the registry's toolchain.python)."""
     python = Path(python)
     if not python.is_file():
-        raise errors.ToolchainError(f"--toolchain-python {python}: no such file")
+        raise errors.ToolchainError(f"{where} {python}: no such file")
     paths = tuple((name, os.environ[name]) for name in RELEASE_PATH_VARIABLES if os.environ.get(name))
     found = process.run([python, "-I", "-c", RELEASE_PATHS + _TF_VERSION_QUERY],
-                        what=f"--toolchain-python {python}", error=errors.ToolchainError, timeout=120).strip()
+                        what=f"{where} {python}", error=errors.ToolchainError, timeout=120).strip()
     return Toolchain("existing", python.parent.parent, (), (found,), executable=python, path_environment=paths)
 
 

@@ -34,35 +34,38 @@ ABSEIL_ROOT_VARIABLE = "ABSEIL_CPP_ROOT"
 KIND = "release"
 
 
-def installed_runtime(root: Path, toolchain: Toolchain) -> XlaRuntime:
-    """The runtime installed in root, checked to belong to the toolchain's TensorFlow."""
+def installed_runtime(root: Path, toolchain: Toolchain, where: str = "--runtime") -> XlaRuntime:
+    """The runtime installed in root, checked to belong to the toolchain's TensorFlow.
+
+    where: how errors name its origin (the option, or the registry's toolchain.runtime)."""
     root = Path(root)
     if (root / PACKAGE_MANIFEST).is_file():
-        runtime = _ours(root, PACKAGE_MANIFEST, XlaRuntime.from_package)
+        runtime = _ours(root, PACKAGE_MANIFEST, XlaRuntime.from_package, where)
     elif (root / MANIFEST).is_file():
-        runtime = _ours(root, MANIFEST, XlaRuntime.from_dir)
+        runtime = _ours(root, MANIFEST, XlaRuntime.from_dir, where)
     elif (root / LIBRARY).is_file():
         runtime = release_runtime(root, toolchain)
     else:
-        raise RuntimeBuildError(f"--runtime {root}: not an installed XLA runtime: no {PACKAGE_MANIFEST} "
-                                f"(tfaot-xla-runtime package), {MANIFEST} (tfaot-dist runtime tree) or "
-                                f"{LIBRARY} (the release's {NAME})")
+        # An option's (or registry field's) value that is no runtime at all: invalid input (exit 3).
+        raise InvalidInput(f"{where} {root}: not an installed XLA runtime: no {PACKAGE_MANIFEST} "
+                           f"(tfaot-xla-runtime package), {MANIFEST} (tfaot-dist runtime tree) or "
+                           f"{LIBRARY} (the release's {NAME})")
     if runtime.tensorflow_version != toolchain.tensorflow_version:
-        raise RuntimeBuildError(f"--runtime {root}: built for TensorFlow {runtime.tensorflow_version}, "
+        raise RuntimeBuildError(f"{where} {root}: built for TensorFlow {runtime.tensorflow_version}, "
                                 f"the model is compiled with {toolchain.tensorflow_version}")
     missing = [p for p in runtime.libs if not p.is_file()]
     if missing or not runtime.include_dir.is_dir():
-        raise RuntimeBuildError(f"--runtime {root}: missing {missing[0] if missing else runtime.include_dir}")
+        raise RuntimeBuildError(f"{where} {root}: missing {missing[0] if missing else runtime.include_dir}")
     return runtime
 
 
-def _ours(root: Path, document: str, load) -> XlaRuntime:
+def _ours(root: Path, document: str, load, where: str) -> XlaRuntime:
     try:
         runtime: XlaRuntime = load(root)
     except InvalidInput as exc:  # the package's manifest, read as a RuntimeManifest: names the field
-        raise RuntimeBuildError(f"--runtime: {exc}") from None
+        raise RuntimeBuildError(f"{where}: {exc}") from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise RuntimeBuildError(f"--runtime {root}: unreadable {document}: {exc!r}") from None
+        raise RuntimeBuildError(f"{where} {root}: unreadable {document}: {exc!r}") from None
     return runtime
 
 
@@ -77,8 +80,8 @@ def release_runtime(root: Path, toolchain: Toolchain) -> XlaRuntime:
     if abseil_root:
         lib = Path(abseil_root) / "lib"
         if not Path(abseil_root).is_absolute() or not lib.is_dir():
-            raise RuntimeBuildError(f"{ABSEIL_ROOT_VARIABLE}={abseil_root}: not an absolute path of an "
-                                    f"installed abseil-cpp (no lib/)")
+            raise InvalidInput(f"{ABSEIL_ROOT_VARIABLE}={abseil_root}: not an absolute path of an "
+                               f"installed abseil-cpp (no lib/)")
         ldflags += [f"-Wl,-rpath-link,{lib}", f"-Wl,-rpath,{lib}"]
     return XlaRuntime(
         root=root,

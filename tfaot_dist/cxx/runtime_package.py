@@ -29,6 +29,7 @@ from tfaot_dist import package as pkg
 from tfaot_dist.cache import ensure_entry
 from tfaot_dist.cxx import INTERFACE_INCLUDE, buildsys, installed_runtime, scram_tool
 from tfaot_dist.cxx.xla_runtime import XlaRuntime
+from tfaot_dist.errors import InvalidInput
 from tfaot_dist.documents import FileDigest, Manifest, Requirement, RuntimeManifest, ToolInfo
 from tfaot_dist.util.fs import remove_stale_siblings, sha256_file, tree_digest, tree_files
 from tfaot_dist.util.render import templates_digest
@@ -76,6 +77,9 @@ def requirement(runtime: XlaRuntime) -> Requirement:
 
 def ensure_runtime_package(runtime: XlaRuntime, dist: Path) -> tuple[pkg.Package, str]:
     """The runtime package in dist, assembled if missing; returns it and "built" or "up to date"."""
+    if runtime.kind != "tfaot":
+        raise InvalidInput(f"{runtime.root}: the release's {installed_runtime.NAME} is no {NAME} package; "
+                           f"packages built against it require it from the release")
     version = runtime_version(runtime)
     root = dist / pkg.dir_name(NAME, version)
     archive = dist / f"{root.name}.tar.gz"
