@@ -66,9 +66,13 @@ def _shared_abseil(cc, absl: Path, root: Path) -> None:
     """Our PIC Abseil archive as one shared library, with the two CMake targets the release's patch links."""
     (root / "lib").mkdir(parents=True)
     shutil.copytree(absl / "include", root / "include")
-    process.run([cc.command, "-shared", f"-Wl,-soname,{ABSEIL_SO}", "-o", root / "lib" / ABSEIL_SO,
-                 "-Wl,--whole-archive", absl / "lib" / abseil.LIB, "-Wl,--no-whole-archive", "-lpthread"],
+    objects = root / "objects"
+    objects.mkdir()
+    process.run(["ar", "x", absl / "lib" / abseil.LIB], what="unpack Abseil", error=RuntimeBuildError, cwd=objects)
+    process.run([cc.command, "-shared", f"-Wl,-soname,{ABSEIL_SO}", "-Wl,-z,defs", "-o", root / "lib" / ABSEIL_SO,
+                 *_self_contained(sorted(objects.glob("*.o"))), "-lpthread"],
                 what="link the shared Abseil", error=RuntimeBuildError)
+    shutil.rmtree(objects)
     config = root / "lib" / "cmake" / "absl" / "abslConfig.cmake"
     config.parent.mkdir(parents=True)
     targets = "".join(
@@ -78,6 +82,24 @@ def _shared_abseil(cc, absl: Path, root: Path) -> None:
         for t in ("strings", "str_format_internal"))
     config.write_text('get_filename_component(_absl_root "${CMAKE_CURRENT_LIST_DIR}/../../.." ABSOLUTE)\n'
                       + targets)
+
+
+def _self_contained(objects: list[Path]) -> list[Path]:
+    """The objects whose Abseil references the others define: the archive holds a few members that
+    need test helpers (left out of our build), which a shared library of every member cannot have."""
+    def symbols(obj: Path, *flag: str) -> set[str]:
+        out = process.run(["nm", "-P", *flag, obj], what=f"nm {obj.name}", error=RuntimeBuildError)
+        return {line.split()[0] for line in out.splitlines() if line.strip()}
+
+    defined = {obj: symbols(obj, "--defined-only") for obj in objects}
+    undefined = {obj: {s for s in symbols(obj, "-u") if "absl" in s} for obj in objects}
+    kept = list(objects)
+    while True:
+        available = set().union(*(defined[o] for o in kept))
+        keep = [o for o in kept if undefined[o] <= available]
+        if keep == kept:
+            return kept
+        kept = keep
 
 
 def _runtime(tf: Path, absl_root: Path, work: Path, out: Path, jobs: int) -> None:

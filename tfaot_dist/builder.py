@@ -18,9 +18,9 @@ from tfaot_dist import package as pkg
 from tfaot_dist.cache import ensure_entry, staging
 from tfaot_dist.config import AotConfig, load_aot_config
 from tfaot_dist.cxx import runtime_package
-from tfaot_dist.cxx.xla_runtime import XlaRuntime
 from tfaot_dist.cxx.installed_runtime import KIND as RELEASE_KIND
 from tfaot_dist.cxx.installed_runtime import installed_runtime
+from tfaot_dist.cxx.xla_runtime import XlaRuntime
 from tfaot_dist.documents import CompileAnswer, CompileRequest
 from tfaot_dist.errors import CompileFailed, SourceUnavailable
 from tfaot_dist.register import load_source_config

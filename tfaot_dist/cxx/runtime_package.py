@@ -29,8 +29,8 @@ from tfaot_dist import package as pkg
 from tfaot_dist.cache import ensure_entry
 from tfaot_dist.cxx import INTERFACE_INCLUDE, buildsys, installed_runtime, scram_tool
 from tfaot_dist.cxx.xla_runtime import XlaRuntime
-from tfaot_dist.errors import InvalidInput
 from tfaot_dist.documents import FileDigest, Manifest, Requirement, RuntimeManifest, ToolInfo
+from tfaot_dist.errors import InvalidInput
 from tfaot_dist.util.fs import remove_stale_siblings, sha256_file, tree_digest, tree_files
 from tfaot_dist.util.render import templates_digest
 
