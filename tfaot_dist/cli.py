@@ -642,8 +642,12 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--cpu-levels", help="override compilation.cpu_levels (and clear target_cpu), "
                    "e.g. x86-64,x86-64-v3")
     s.add_argument("--toolchain-python", type=Path, metavar="PATH",
-                   help="an existing Python with TensorFlow (installs nothing)")
-    s.add_argument("--runtime", type=Path, metavar="DIR", help="an installed XLA runtime tree (builds none)")
+                   help="an existing Python with TensorFlow (installs nothing; default: the registry's "
+                   "toolchain.python)")
+    s.add_argument("--runtime", type=Path, metavar="DIR", help="an installed XLA runtime, builds none: a "
+                   "tfaot-xla-runtime package, a runtime tree or a release's tensorflow-xla-runtime "
+                   "(lib/libtf_xla_runtime.so; Abseil from $ABSEIL_CPP_ROOT); default: the registry's "
+                   "toolchain.runtime")
     s.add_argument("--offline", action="store_true", help="download nothing: needs --toolchain-python and "
                    "--runtime (as the cmsBuild specs' %%build does)")
     s.set_defaults(func=cmd_compile)

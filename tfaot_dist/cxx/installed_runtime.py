@@ -74,8 +74,9 @@ def release_runtime(root: Path, toolchain: Toolchain) -> XlaRuntime:
     tf = _tensorflow(toolchain.python, toolchain.path_environment)
     library = root / LIBRARY
     digest = sha256_file(library)
-    # -rpath: the harness runs from the build directory; a package links it through scram's LIBDIR.
-    ldflags = [f"-Wl,-rpath,{library.parent}"]
+    # -rpath: the harness runs from the build directory (a package links it through scram's LIBDIR);
+    # an RPATH, not a RUNPATH, so that it also finds the libraries the runtime itself needs (Abseil's).
+    ldflags = ["-Wl,--disable-new-dtags", f"-Wl,-rpath,{library.parent}"]
     abseil_root = os.environ.get(ABSEIL_ROOT_VARIABLE)
     if abseil_root:
         lib = Path(abseil_root) / "lib"
