@@ -6,6 +6,7 @@
 Studies (each a set of variants of the same model):
 
   targets      generic x86-64, x86-64-v3, x86-64-v4 (also with 512-bit vectors), the host's own name
+               (the runtime's Eigen product, from 33 rows on, still picks its own level)
   small-gemm   XLA's tiles for small matrix products (11 rows x 1 vector) against ours (4 x 2, the
                default since it made batch sizes 2-16 faster), and other tile shapes; x86-64-v3
   elementwise  fast-math variants, the old (non-MLIR) fusion emitters, the tiled IR product instead
