@@ -122,6 +122,37 @@ def test_bench_against_tensorflow(run, study, tmp_path):
         "study-l12-u128_gflops.png", "study-l12-u128_memory.png", "study-l12-u128_time.png"]
 
 
+# ---------------------------------------------------------------- small matrix products
+
+TILE_OPTION = "--xla_backend_extra_options=xla_llvm_ir_gemm_tile_size="
+
+
+def gemm_tiles(obj: Path) -> set[str]:
+    """The "ROWS_DEPTH" tiles of XLA's small-matrix product kernels (gemm_F32_MxKxN_W_W_ROWS_DEPTH) in obj."""
+    return {"_".join(name.split(".")[0].split("_")[-2:]) for name in nm_defined(obj) if name.startswith("gemm_F32_")}
+
+
+@pytest.mark.parametrize("xla_flags, tiles", [([], "4_8"), ([TILE_OPTION + "11:9:1*vectwidth"], "11_9")])
+def test_small_matrix_products_take_our_tiles_and_match_tensorflow(run, study, tmp_path, xla_flags, tiles):
+    """Batch size 2 runs XLA's tiled small-matrix product: by default with 4-row x 2-vector tiles
+    (XLA's own 11 x 1 left two dependent FMA chains: batch size 2 was slower per event than 1);
+    a config's flag wins. The flags are in the manifest and the package verifies against TensorFlow."""
+    cfg = tmp_path / "aot_config.yaml"
+    cfg.write_text(json.dumps({"model": {"name": "study_l12_u128", "version": "1.0.0",
+                                         "saved_model": str(study / "saved_model")},
+                               "compilation": {"batch_sizes": [2], "cpu_levels": ["x86-64"], "xla_flags": xla_flags}}))
+    run("compile", "--aot-config", cfg, "--output-directory", tmp_path / "out")
+    root = tmp_path / "out" / "tfaot-model-study-l12-u128-1.0.0"
+    manifest = json.loads((root / "manifest.json").read_text())
+    flags = manifest["compilation"]["tfcompile_xla_flags"]
+    assert flags[: 1 + len(xla_flags)] == [TILE_OPTION + "4:8:2*vectwidth", *xla_flags]  # the config's come after ours
+    assert "--xla_cpu_multi_thread_eigen=false" in flags
+    assert gemm_tiles(root / "lib" / "study_l12_u128_bs2.o") == {tiles}
+    verification = manifest["verification"]
+    assert 2 in verification["batch_sizes"]
+    assert verification["outputs"]["output_0"]["max_abs"] <= verification["tolerance"]
+
+
 # ---------------------------------------------------------------- tune
 
 

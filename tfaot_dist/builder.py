@@ -209,7 +209,8 @@ def _compile(config: AotConfig, package: str, version: str, source: dict, sessio
         compilation=documents.Compilation(
             batch_sizes=comp.batch_sizes, target_triple=comp.target_triple, target_cpu=comp.target_cpu,
             namespace=comp.namespace, class_name=config.name, tf_xla_flags=comp.tf_xla_flags,
-            xla_flags=comp.xla_flags, batch_rules=comp.batch_rules, cpu_levels=comp.cpu_levels or ()),
+            xla_flags=comp.xla_flags, batch_rules=comp.batch_rules, cpu_levels=comp.cpu_levels or (),
+            tfcompile_xla_flags=answer.xla_flags),
         requires=(runtime_package.requirement(runtime),),
     )
     verification = verify.verify_package(root, manifest, runtime, work / "verify", session.cache.root)

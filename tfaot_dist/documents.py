@@ -449,6 +449,8 @@ class Compilation(Document):
     # The x86-64 levels compiled, lowest first; () for a single-target package (target_cpu alone).
     # The lowest has the classes CLASS_bsN, the others CLASS_bsN_LEVEL (x86_64_v3, ...).
     cpu_levels: tuple[str, ...] = field(default=(), metadata={"omit_default": True, "check": _each(_cpu_level)})
+    # Every XLA flag tfcompile ran with: ours (small-matrix tiles), then xla_flags, then saved_model_cli's.
+    tfcompile_xla_flags: tuple[str, ...] = field(default=(), metadata={"omit_default": True})
 
 
 @dataclass(frozen=True)
@@ -592,6 +594,7 @@ class CompileAnswer(Document):
     reference: tuple[ReferenceCase, ...]
     tensorflow_version: str
     timings: dict = field(default_factory=dict)  # stage -> seconds, for --verbose readers
+    xla_flags: tuple[str, ...] = ()  # every XLA flag tfcompile ran with (our defaults, the config's, saved_model_cli's)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,9 @@ REL_PATH = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*
 # Values handed to LLVM/XLA: target triples, CPU names, flags.
 TARGET_TRIPLE = re.compile(r"[a-z0-9_]+(-[a-z0-9_.]+){1,4}")
 TARGET_CPU = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
-XLA_FLAG = re.compile(r"--[a-z0-9_]+(=[A-Za-z0-9_.,:+-]*)?")
+# A flag goes into XLA_FLAGS (no shell); "=" and "*" appear in backend options:
+# --xla_backend_extra_options=xla_llvm_ir_gemm_tile_size=11:9:1*vectwidth
+XLA_FLAG = re.compile(r"--[a-z0-9_]+(=[A-Za-z0-9_.,:+*=-]*)?")
 # Free text (author, description): one printable line.
 FREE_TEXT = re.compile(r"[^\x00-\x1f\x7f]{0,500}")
 REQUIREMENT_CHARS = re.compile(r"[A-Za-z0-9_.\-\[\],<>=!~ ]{1,100}")  # a pip requirement of registry.yaml

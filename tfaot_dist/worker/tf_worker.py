@@ -18,6 +18,7 @@ header says the same.
 """
 
 import json
+import mmap
 import os
 import re
 import shutil
@@ -338,10 +339,8 @@ def _tfcompile(job):
     config files and writes the outputs into the current directory.
     """
     _pywrap_tfcompile = _load_tfcompile()
-    # The XLA flags saved_model_cli adds: single-threaded kernels, no YNN fusions.
-    base = job["base_xla_flags"]
-    flags = (base + " " if base else "") + "--xla_cpu_multi_thread_eigen=false"
-    os.environ["XLA_FLAGS"] = flags + job["cli_xla_flags"]
+    # XLA reads XLA_FLAGS once per process: every job of a request carries the same flags.
+    os.environ["XLA_FLAGS"] = " ".join(job["xla_flags"])
     stem, cpp_class = job["stem"], job["cpp_class"]
     outputs = {"out_function_object": stem + ".o", "out_header": stem + ".h",
                "out_metadata_object": stem + "_metadata.o"}
@@ -362,16 +361,42 @@ def _tfcompile(job):
     )
 
 
-def _cli_xla_flags(tf):
-    """The XLA flags saved_model_cli of this TensorFlow adds beyond multi_thread_eigen.
+# XLA's tiled product for small matrices (dense layers at batch sizes 2-32 when both other
+# dimensions are at most 128) keeps one accumulator per row of an 11-row tile and one vector
+# of columns (tile "11:9:1"): at batch size 2 that is two dependent FMA chains, and batch size 2
+# ran slower per event than 1. Tiles of 4 rows x 2 vectors (8 accumulators) make 2-16 rows
+# 1.1-1.7x faster (benchmarks/xla_options.py --study small-gemm). The vector count stays a power
+# of two: XLA's column remainder loop overlaps (reads and writes past the result) for 3.
+SMALL_GEMM_TILE = "4:8:2*vectwidth"
 
-    Read from its source: XLA aborts on a flag it does not know (TF 2.12 has no YNN fusions).
+
+def _xla_flags(tf, user_flags):
+    """All XLA flags tfcompile runs with: our defaults, the user's (they win), saved_model_cli's.
+
+    What this toolchain supports is read from its files, never from its version: XLA aborts
+    on a flag it does not know.
     """
     from tensorflow.python.tools import saved_model_aot_compile
 
+    flags = []
+    framework = os.path.join(os.path.dirname(tf.__file__), "libtensorflow_framework.so.2")
+    if _file_contains(framework, b"xla_backend_extra_options"):  # a field of XLA's DebugOptions
+        flags.append("--xla_backend_extra_options=xla_llvm_ir_gemm_tile_size=" + SMALL_GEMM_TILE)
+    flags += user_flags.split()
+    # The XLA flags saved_model_cli adds: single-threaded kernels, no YNN fusions (TF 2.12 has none).
+    flags.append("--xla_cpu_multi_thread_eigen=false")
     with open(saved_model_aot_compile.__file__) as f:
-        text = f.read()
-    return " --xla_cpu_experimental_ynn_fusion_type= " if "--xla_cpu_experimental_ynn_fusion_type=" in text else ""
+        if "--xla_cpu_experimental_ynn_fusion_type=" in f.read():
+            flags.append("--xla_cpu_experimental_ynn_fusion_type=")
+    return flags
+
+
+def _file_contains(path, needle):
+    try:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return data.find(needle) >= 0
+    except (OSError, ValueError):
+        return False
 
 
 def _header_names(header_text, function):
@@ -427,7 +452,7 @@ def do_compile(tf, req):
     batch_sizes = req["batch_sizes"]
 
     work = tempfile.mkdtemp(prefix="frozen-", dir=os.environ.get("TMPDIR"))
-    cli_xla_flags = _cli_xla_flags(tf)
+    xla_flags = _xla_flags(tf, os.environ.get("XLA_FLAGS", ""))
     # Multi-level: one tfcompile per (batch size, level) of one frozen graph. The lowest level
     # keeps the single-target names (CLASS_bsN), the others add the level (CLASS_bsN_x86_64_v3).
     # Level x86-64 is compiled for tfcompile's default CPU (""), what packages got before levels: the
@@ -452,8 +477,7 @@ def do_compile(tf, req):
             stem = f"{class_name}_bs{bs}{suffix}"
             job = {"key": f"{bs}{key}", "bs": bs, "stem": stem, "cpp_class": f"{namespace}::{stem}",
                    "graph": graph, "config": config_path, "target_triple": req["target_triple"],
-                   "target_cpu": target_cpu, "base_xla_flags": os.environ.get("XLA_FLAGS", ""),
-                   "cli_xla_flags": cli_xla_flags}
+                   "target_cpu": target_cpu, "xla_flags": xla_flags}
             if HELPERS is not None:  # a helper compiles it while the next size is frozen
                 HELPERS.submit(job, out_dir)
             jobs.append(job)
@@ -504,6 +528,7 @@ def do_compile(tf, req):
         "files": files,
         "reference": reference,
         "tensorflow_version": tf.__version__,
+        "xla_flags": xla_flags,
     }
 
 
