@@ -70,7 +70,10 @@ def test_bad_entry(run, registry, cache, tmp_path, data, message, command):
 @pytest.mark.parametrize("text, message", [
     ("toolchain: {requirements: ['tensorflow-cpu==2.21.0; echo']}", "toolchain.requirements: invalid requirement"),
     ("toolchain: {requirements: []}", "toolchain.requirements: must not be empty"),
-    ("toolchain: {python: '3.12'}", "toolchain.python: unknown key"),
+    ("toolchain: {python: '3.12'}", "toolchain.python: expected an absolute path"),
+    ("toolchain: {python: /usr/bin/../bin/python3}", "toolchain.python:"),
+    ("toolchain: {runtime: 'rel/dir'}", "toolchain.runtime: expected an absolute path"),
+    ("toolchain: {interpreter: /usr/bin/python3}", "toolchain.interpreter: unknown key"),
     ("target_cpu: '$(id)'", "target_cpu: invalid target cpu"),
     ("target_triple: 'x86_64-pc-linux\\n'", "target_triple: invalid target triple"),
     ("[", "malformed YAML"),

@@ -147,7 +147,7 @@ def test_tree_is_self_contained(runtime, toolchain_python):
     assert meta_ns == runtime
     # The shipped absl is the compiled one, not the wheel's (whose inline
     # namespace the compiled library does not define).
-    tf = xla_runtime._tensorflow(toolchain_python)
+    tf = xla_runtime.locate_tensorflow(toolchain_python)
     ours = (runtime.include_dir / "absl" / "base" / "options.h").read_text()
     wheels = (tf.include / "absl" / "base" / "options.h").read_text()
     ns = re.compile(r"#define\s+ABSL_OPTION_INLINE_NAMESPACE_NAME\s+(\w+)")

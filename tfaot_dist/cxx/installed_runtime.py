@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 
 from tfaot_dist.cxx.build_kit import CONSUMER_CXXFLAGS
-from tfaot_dist.cxx.xla_runtime import MANIFEST, PACKAGE_MANIFEST, SYSTEM_LIBS, XlaRuntime, _tensorflow
+from tfaot_dist.cxx.xla_runtime import MANIFEST, PACKAGE_MANIFEST, SYSTEM_LIBS, XlaRuntime, locate_tensorflow
 from tfaot_dist.errors import InvalidInput, RuntimeBuildError
 from tfaot_dist.toolchain import Toolchain
 from tfaot_dist.util.fs import sha256_file
@@ -71,7 +71,7 @@ def _ours(root: Path, document: str, load, where: str) -> XlaRuntime:
 
 def release_runtime(root: Path, toolchain: Toolchain) -> XlaRuntime:
     """The installed release runtime in root, with the headers of the toolchain's TensorFlow."""
-    tf = _tensorflow(toolchain.python, toolchain.path_environment)
+    tf = locate_tensorflow(toolchain.python, toolchain.path_environment)
     library = root / LIBRARY
     digest = sha256_file(library)
     # -rpath: the harness runs from the build directory (a package links it through scram's LIBDIR);

@@ -185,7 +185,7 @@ print(json.dumps({"dir": list(spec.submodule_search_locations)[0],
 
 
 @dataclass(frozen=True)
-class _TensorFlow:
+class InstalledTensorFlow:
     dir: Path
     dist: str
     version: str
@@ -204,13 +204,13 @@ class _TensorFlow:
         return abseil.source_for(self.include / "absl" / "base" / "options.h")
 
 
-def _tensorflow(toolchain_python: Path, path_environment: PathEnvironment = ()) -> _TensorFlow:
+def locate_tensorflow(toolchain_python: Path, path_environment: PathEnvironment = ()) -> InstalledTensorFlow:
     # Only an existing Python gets the caller's PYTHONPATH/PYTHON3PATH: never one of our venvs.
     env = {k: v for k, v in os.environ.items() if k not in RELEASE_PATH_VARIABLES} | dict(path_environment)
     out = process.run([toolchain_python, "-I", "-c", RELEASE_PATHS + _TF_QUERY], what="locate TensorFlow",
                       error=RuntimeBuildError, env=env)
     info = json.loads(out)
-    tf = _TensorFlow(Path(info["dir"]), info["dist"], info["version"])
+    tf = InstalledTensorFlow(Path(info["dir"]), info["dist"], info["version"])
     if not (tf.runtime_src / "CMakeLists.txt").is_file() or not tf.include.is_dir():
         raise RuntimeBuildError(
             f"{tf.dist} {tf.version} at {tf.dir} ships no xla_aot_runtime_src/ or include/")
@@ -221,7 +221,7 @@ def _compiler(cxx: str) -> Compiler:
     return build_kit.compiler(cxx, RuntimeBuildError)
 
 
-def _runtime_key(tf: _TensorFlow, cc: Compiler) -> str:
+def _runtime_key(tf: InstalledTensorFlow, cc: Compiler) -> str:
     identity = {
         "recipe": RECIPE_VERSION,
         "tensorflow": [tf.dist, tf.version],
@@ -242,7 +242,7 @@ def _runtime_key(tf: _TensorFlow, cc: Compiler) -> str:
 
 def runtime_key(toolchain_python: Path, *, cxx: str = CXX) -> str:
     """The cache key of the runtime built from this toolchain with this compiler."""
-    return _runtime_key(_tensorflow(Path(toolchain_python)), _compiler(cxx))
+    return _runtime_key(locate_tensorflow(Path(toolchain_python)), _compiler(cxx))
 
 
 # ---------------------------------------------------------------- public API
@@ -258,7 +258,7 @@ def ensure_runtime(toolchain_python: Path, cache_dir: Path, log: Log = print, *,
     Safe to call from concurrent processes: one builds, the others wait on the
     lock and then find the finished tree.
     """
-    tf = _tensorflow(Path(toolchain_python), path_environment)
+    tf = locate_tensorflow(Path(toolchain_python), path_environment)
     cc = _compiler(cxx)
     key = _runtime_key(tf, cc)
     cache_dir = Path(cache_dir).absolute()
@@ -296,7 +296,7 @@ def compile_consumer(runtime: XlaRuntime, sources: list[Path], include_dirs: lis
 # ---------------------------------------------------------------- runtime
 
 
-def _build_runtime(tf: _TensorFlow, cc: Compiler, key: str, absl: Path, out: Path,
+def _build_runtime(tf: InstalledTensorFlow, cc: Compiler, key: str, absl: Path, out: Path,
                    log: Log, jobs: int) -> None:
     work = out / "work"
     overlay = _make_overlay(tf.include, absl / "include" / "absl", work / "overlay")
@@ -366,7 +366,7 @@ def _build_runtime(tf: _TensorFlow, cc: Compiler, key: str, absl: Path, out: Pat
     write_atomic(out / MANIFEST, json.dumps(meta, indent=1, sort_keys=True) + "\n")
 
 
-def _tensorflow_license(tf: _TensorFlow) -> Path:
+def _tensorflow_license(tf: InstalledTensorFlow) -> Path:
     """The wheel's license text: include/LICENSE (2.21), else its dist-info's LICENSE (2.12)."""
     if (tf.include / "LICENSE").is_file():
         return tf.include / "LICENSE"
