@@ -202,13 +202,14 @@ def test_runtime_from_the_release_python_offline(toolchain212, shared_cache, tmp
     no Abseil sdist in the cache it stops before any download, in one line, the cache as it was."""
     python3, site_packages = release_python(toolchain212, tmp_path / "release")
     monkeypatch.setenv("PYTHON3PATH", str(site_packages))
+    # The runtime built online first (on a cold cache this test may be the first to need it); then
+    # offline it is found in the shared cache, packaged, nothing downloaded.
+    runtime = ensure_runtime(toolchain212.python, shared_cache, lambda m: print(m, file=sys.stderr))
     monkeypatch.setenv("TFAOT_DIST_CACHE", str(fresh_cache(tmp_path / "cache", shared_cache)))
-    # The runtime build is in the shared cache: found, packaged, nothing downloaded.
     out = tmp_path / "out"
     assert cli.main(["--json", "runtime", "--offline", "--toolchain-python", str(python3),
                      "--output-directory", str(out)]) == 0
     made = json.loads(capsys.readouterr().out)
-    runtime = ensure_runtime(toolchain212.python, shared_cache, lambda m: None)
     assert made["version"] == runtime_package.runtime_version(runtime) and made["version"].startswith("2.12.0+")
     # An empty cache: the Abseil sources would have to be downloaded.
     empty = tmp_path / "empty-cache"
