@@ -77,6 +77,17 @@ def toolchain(shared_cache):
     return ensure_toolchain(shared_cache, DEFAULT_REQUIREMENTS, lambda m: print(m, file=sys.stderr))
 
 
+# TensorFlow of CMSSW 14's releases, the other version the tests compile with.
+TF212 = ("tensorflow-cpu==2.12.0",)
+
+
+@pytest.fixture(scope="session")
+def toolchain212(shared_cache):
+    if FAST:
+        refuse_toolchain()
+    return ensure_toolchain(shared_cache, TF212, lambda m: print(m, file=sys.stderr))
+
+
 def run_in_toolchain(toolchain, script: Path, *args, tmp: Path):
     tmp.mkdir(parents=True, exist_ok=True)
     subprocess.run([str(toolchain.python), "-I", str(script), *map(str, args)], env=worker_env(tmp),

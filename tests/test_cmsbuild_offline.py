@@ -29,7 +29,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import REPO, fresh_cache, git, run_in_toolchain
+from conftest import REPO, TF212, fresh_cache, git, run_in_toolchain
 from test_specs import as_cmsbuild_would, entry, specs_cli, write_entry, write_registry_yaml
 from test_specs import golden_registry  # noqa: F401 - the fixture
 from release_runtime import ABSEIL_DIR, RUNTIME_DIR, ensure_release_runtime
@@ -38,10 +38,9 @@ from tfaot_dist import cli, package
 from tfaot_dist.cxx import runtime_package, scram_tool
 from tfaot_dist.specs import flavors
 from tfaot_dist.registry import Registry
-from tfaot_dist.toolchain import WORKER, ensure_toolchain
+from tfaot_dist.toolchain import WORKER
 from tfaot_dist.cxx.xla_runtime import ensure_runtime
 
-TF212 = ("tensorflow-cpu==2.12.0",)
 PKGREL = "slc-test/external"  # where cmsBuild installs externals: %{instroot}/%{cmsplatf}/external/%n/%v
 # Which installed files differ from `tfaot-dist build`'s package, by design:
 #   manifest.json: `compile` records the source it was given (the AOT config and the SavedModel's digest)
@@ -180,11 +179,6 @@ def cmsbuild_spec(spec: str, include: str, instroot: Path) -> str:
     text = header + body.replace("## INCLUDE tfaot-compile\n", include)
     text = text.replace("\n%prep\n", "\n%description\nx\n\n%prep\n", 1)
     return text.replace("\n%install\n", "\n%install\nmkdir -p %i\n", 1)  # cmsBuild's %install preamble
-
-
-@pytest.fixture(scope="module")
-def toolchain212(shared_cache):
-    return ensure_toolchain(shared_cache, TF212, lambda m: print(m, file=sys.stderr))
 
 
 def release_python(toolchain, release: Path) -> tuple[Path, Path]:

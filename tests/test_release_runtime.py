@@ -9,7 +9,6 @@ by the harness linked to the .so, and name the release's tool.
 
 import hashlib
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,15 +19,8 @@ from tfaot_dist import cli, package
 from tfaot_dist.cxx import INTERFACE_INCLUDE, buildsys, scram_tool
 from tfaot_dist.dist import cpu_target
 from tfaot_dist.registry import Registry
-from tfaot_dist.toolchain import ensure_toolchain
 
-TF212 = ("tensorflow-cpu==2.12.0",)
 PACKAGE = "tfaot-model-simple-1.0.0"
-
-
-@pytest.fixture(scope="module")
-def toolchain212(shared_cache):
-    return ensure_toolchain(shared_cache, TF212, lambda m: print(m, file=sys.stderr))
 
 
 @pytest.fixture(scope="module")

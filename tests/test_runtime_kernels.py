@@ -1,5 +1,7 @@
 """The runtime's per-level matrix kernels (cxx/runtime_kernels.py), built for real and run.
 
+They are in the runtime part of dot_lib_f32.cc (cxx/runtime_parts.py), linked here with the core library.
+
 Every level this CPU runs is forced in turn, through TFAOT_CPU_LEVEL and
 through tfaot_runtime_force_cpu_level(), and the products are compared with
 a double-precision reference; a level the CPU cannot run must be lowered to
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tfaot_dist.cxx import runtime_kernels, xla_runtime
+from tfaot_dist.cxx import runtime_kernels, runtime_parts, xla_runtime
 from tfaot_dist.dist import cpu_target
 
 pytestmark = pytest.mark.slow
@@ -87,10 +89,16 @@ def runtime(toolchain, shared_cache) -> xla_runtime.XlaRuntime:
 
 
 @pytest.fixture(scope="module")
-def program(runtime, tmp_path_factory) -> Path:
+def part(runtime, toolchain, shared_cache) -> runtime_parts.BuiltPart:
+    [built] = xla_runtime.ensure_parts(runtime, ["dot_lib_f32"], toolchain.python, shared_cache, lambda m: None)
+    return built
+
+
+@pytest.fixture(scope="module")
+def program(runtime, part, tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("kernels")
     (work / "matmul.cc").write_text(PROGRAM)
-    xla_runtime.compile_consumer(runtime, [work / "matmul.cc"], [], [], work / "matmul")
+    xla_runtime.compile_consumer(runtime, [work / "matmul.cc"], [], part.objects, work / "matmul")
     return work / "matmul"
 
 
@@ -149,13 +157,8 @@ def test_unknown_level_names_are_refused(program):
     assert "TFAOT_CPU_LEVEL=pentium" in result["stderr"]
 
 
-def _members(runtime, tmp_path: Path) -> Path:
-    subprocess.run(["ar", "x", runtime.libs[0]], cwd=tmp_path, check=True)
-    return tmp_path
-
-
-def test_each_level_uses_its_instructions(runtime, tmp_path):
-    objects = _members(runtime, tmp_path)
+def test_each_level_uses_its_instructions(part):
+    objects = part.root / "obj"
     registers = {}
     for lv in runtime_kernels.LEVELS:
         text = subprocess.run(["objdump", "-d", objects / f"tfaot_kernels_{lv.suffix}.o"], capture_output=True,
@@ -167,9 +170,9 @@ def test_each_level_uses_its_instructions(runtime, tmp_path):
     assert "zmm" in registers["x86-64-v4"][0]
 
 
-def test_level_objects_define_no_shared_symbols(runtime, tmp_path):
+def test_level_objects_define_no_shared_symbols(part):
     """No Eigen or std function compiled for v3/v4 can be merged by the linker into baseline code."""
-    objects = _members(runtime, tmp_path)
+    objects = part.root / "obj"
     for lv in runtime_kernels.LEVELS:
         out = subprocess.run(["nm", "--defined-only", "-P", objects / f"tfaot_kernels_{lv.suffix}.o"],
                              capture_output=True, text=True, check=True).stdout
@@ -181,11 +184,15 @@ def test_level_objects_define_no_shared_symbols(runtime, tmp_path):
                    or f"{len(namespace)}{namespace}" in name for name in exported), exported
 
 
-def test_wheel_entry_point_is_replaced(runtime):
-    """The archive defines the generated code's matmul once (ours), and XLA's original under its new name."""
-    out = subprocess.run(["nm", "-A", "--defined-only", str(runtime.libs[0])], capture_output=True, text=True,
+def test_wheel_entry_point_is_replaced(runtime, part):
+    """The part defines the generated code's matmul once (ours), and XLA's original under its new name;
+    the core library defines neither."""
+    out = subprocess.run(["nm", "-A", "--defined-only", *part.objects], capture_output=True, text=True,
                          check=True).stdout
     typed = [line for line in out.splitlines() if re.search(r" _ZN3xla3cpu8internal11TypedMatMulIfffEEv\S+E$", line)]
-    assert len(typed) == 1 and ":tfaot_dispatch_thunk_dot.o:" in typed[0] and " T " in typed[0], typed
-    assert re.search(r":xla__backends__cpu__runtime__dot_lib_f32\.o:\w+ [TW] tfaot_xla_typed_matmul_f32$", out,
+    assert len(typed) == 1 and "/tfaot_dispatch_thunk_dot.o:" in typed[0] and " T " in typed[0], typed
+    assert re.search(r"xla__backends__cpu__runtime__dot_lib_f32\.o:\w+ [TW] tfaot_xla_typed_matmul_f32$", out,
                      re.MULTILINE)
+    core = subprocess.run(["nm", "--defined-only", runtime.libs[0]], capture_output=True, text=True, check=True).stdout
+    assert "tfaot_xla_typed_matmul_f32" not in core and "TypedMatMulIfffE" not in core
+    assert "tfaot_runtime_force_cpu_level" in core  # the level choice the interface's hooks call

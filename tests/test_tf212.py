@@ -9,14 +9,12 @@ and runtime into the shared cache (minutes); later runs reuse them.
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, fresh_cache, run_in_toolchain
+from conftest import REPO, TF212, fresh_cache, run_in_toolchain
 
 from tfaot_dist import cli, package
-from tfaot_dist.toolchain import ensure_toolchain
 
 # Measured: the 2.12 toolchain, Abseil and runtime build and the worker compiles, but model.h
 # (spec_templates/model.h.j2) calls GetArgName/GetResultName/result_size(i), which TF 2.12's
@@ -24,12 +22,6 @@ from tfaot_dist.toolchain import ensure_toolchain
 # model.h follows the header contract tfcompile wrote.
 pytestmark = [pytest.mark.slow]
 
-TF212 = ("tensorflow-cpu==2.12.0",)
-
-
-@pytest.fixture(scope="session")
-def toolchain212(shared_cache):
-    return ensure_toolchain(shared_cache, TF212, lambda m: print(m, file=sys.stderr))
 
 
 @pytest.fixture(scope="session")
@@ -96,21 +88,25 @@ def test_runtime_212_uses_the_matching_abseil(compiled212, shared_cache, toolcha
     assert "tensorflow/compiler/tf2xla/xla_compiled_cpu_function.h" in meta["codegen_headers"]
     # The models' single-threaded matmul is tfaot-dist's per-level dispatcher; the wheel's is renamed away.
     assert meta["cpu_levels"] == ["x86-64", "x86-64-v3", "x86-64-v4"]
-    assert definers(runtime.libs[0], "__xla_cpu_runtime_EigenSingleThreadedMatMulF32") == [
+    # Both are in the runtime part of runtime_single_threaded_matmul.cc, none in the core library.
+    [part] = xla_runtime.ensure_parts(runtime, ["runtime_single_threaded_matmul"], toolchain212.python,
+                                      shared_cache, lambda m: None)
+    assert definers(part.objects, "__xla_cpu_runtime_EigenSingleThreadedMatMulF32") == [
         ("tfaot_dispatch_legacy_matmul.o", "T")]
-    assert definers(runtime.libs[0], "tfaot_xla_single_threaded_matmul_f32") == [
+    assert definers(part.objects, "tfaot_xla_single_threaded_matmul_f32") == [
         ("tensorflow__compiler__xla__service__cpu__runtime_single_threaded_matmul.o", "T")]
+    assert definers([runtime.libs[0]], "__xla_cpu_runtime_EigenSingleThreadedMatMulF32") == []
 
 
-def definers(archive: Path, symbol: str) -> list[tuple[str, str]]:
-    """(member, nm type) of every member of a static archive that defines symbol."""
-    out = subprocess.run(["nm", "-A", "--defined-only", str(archive)], capture_output=True, text=True,
+def definers(files: list[Path], symbol: str) -> list[tuple[str, str]]:
+    """(object or archive member, nm type) of everything in files that defines symbol."""
+    out = subprocess.run(["nm", "-A", "--defined-only", *map(str, files)], capture_output=True, text=True,
                          check=True).stdout
     found = []
     for line in out.splitlines():
-        head, kind, name = line.rsplit(" ", 2)  # head: ARCHIVE:MEMBER:ADDRESS
+        head, kind, name = line.rsplit(" ", 2)  # head: [ARCHIVE:]OBJECT:ADDRESS
         if name == symbol:
-            found.append((head.split(":")[-2], kind))
+            found.append((Path(head.split(":")[-2]).name, kind))
     return found
 
 

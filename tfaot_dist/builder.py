@@ -20,7 +20,7 @@ from tfaot_dist.config import AotConfig, load_aot_config
 from tfaot_dist.cxx import runtime_package
 from tfaot_dist.cxx.installed_runtime import KIND as RELEASE_KIND
 from tfaot_dist.cxx.installed_runtime import installed_runtime
-from tfaot_dist.cxx.xla_runtime import XlaRuntime
+from tfaot_dist.cxx.xla_runtime import XlaRuntime, runtime_parts_for
 from tfaot_dist.documents import CompileAnswer, CompileRequest
 from tfaot_dist.errors import CompileFailed, SourceUnavailable
 from tfaot_dist.register import load_source_config
@@ -195,6 +195,11 @@ def _compile(config: AotConfig, package: str, version: str, source: dict, sessio
         used = documents.Toolchain(tensorflow_version=tf_version, requirements=defaults.requirements)
     if runtime_dir:
         used = replace(used, runtime=runtime_origin(runtime))
+    objects = [compiled / obj for files in answer.files.values() for obj in files.objects]
+    parts = runtime_parts_for(runtime, objects, toolchain.python, session.cache.root, log,
+                              path_environment=toolchain.path_environment)
+    if parts:
+        log(f"runtime parts the objects call: {', '.join(part.name for part in parts)}")
     root = out / pkg.dir_name(package, version)
     manifest = pkg.assemble(
         compiled, reference, answer, root,
@@ -212,6 +217,7 @@ def _compile(config: AotConfig, package: str, version: str, source: dict, sessio
             xla_flags=comp.xla_flags, batch_rules=comp.batch_rules, cpu_levels=comp.cpu_levels or (),
             tfcompile_xla_flags=answer.xla_flags),
         requires=(runtime_package.requirement(runtime),),
+        runtime_parts=parts,
     )
     verification = verify.verify_package(root, manifest, runtime, work / "verify", session.cache.root)
     pkg.write_manifest(root, replace(manifest, verification=verification).to_json())

@@ -69,6 +69,10 @@ class Cache:
         return self.root / "runtime"
 
     @property
+    def runtime_parts(self) -> Path:
+        return self.root / "runtime-parts"
+
+    @property
     def abseil(self) -> Path:
         return self.root / "abseil"
 

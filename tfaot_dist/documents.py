@@ -20,6 +20,7 @@ memory or the stack.
 
 import dataclasses
 import json
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ MAX_DEPTH = 64
 MAX_INT_DIGITS = 64
 MAX_JSON = 64 << 20
 RUNTIME = names.RUNTIME_PACKAGE
+RUNTIME_PART = re.compile(r"[a-z][a-z0-9_]{0,63}")  # a runtime source's file stem
 
 
 # ---------------------------------------------------------------- bounded loading
@@ -501,6 +503,12 @@ class ToolInfo(Document):
     version: str
 
 
+def _runtime_part(value: str, where: str) -> str:
+    if not RUNTIME_PART.fullmatch(value):
+        raise InvalidInput(f"{where}: invalid runtime part name {shown(value)}")
+    return value
+
+
 @dataclass(frozen=True)
 class ModelManifest(Document):
     """A model package's manifest.json: what went in (source, digests, toolchain, compilation),
@@ -523,6 +531,8 @@ class ModelManifest(Document):
     constants: SharedConstants
     files: dict[str, FileDigest] = field(metadata=check(_each(_rel_path)))
     verification: Verification | None  # None only between assembly and verification
+    # The XLA runtime parts (cxx/runtime_parts.py) the package's archive carries: those its objects call.
+    runtime_parts: tuple[str, ...] = field(default=(), metadata=check(_each(_runtime_part), omit_default=True))
 
 
 def _runtime_levels(levels: tuple[str, ...], where: str) -> tuple[str, ...]:

@@ -3,7 +3,8 @@
     tfaot-model-NAME-VERSION/
       include/tfaot-model-NAME/   model.h and one CLASS_bsN.h per batch size (and CPU level)
       lib/                        CLASS_bsN.o, CLASS_bsN_constants.o, libtfaot-model-NAME.a
-                                  (levels above the lowest: CLASS_bsN_x86_64_v3.o, ...)
+                                  (levels above the lowest: CLASS_bsN_x86_64_v3.o, ...);
+                                  the archive also holds the XLA runtime parts the objects call
       etc/scram.d/tfaot-model-NAME.xml
       share/tfaot-model-NAME/reference/bsN/{input,output}_I.bin   TensorFlow's numbers
       manifest.json               everything above, with the sha256 of every file
@@ -14,6 +15,7 @@ of the same inputs give the same bytes.
 
 import json
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -21,6 +23,7 @@ from typing import Any
 
 from tfaot_dist import __version__, names
 from tfaot_dist.cxx import INTERFACE_INCLUDE, build_kit, buildsys, scram_tool, weight_sharing
+from tfaot_dist.cxx.runtime_parts import BuiltPart
 from tfaot_dist.documents import (
     Compilation,
     CompileAnswer,
@@ -71,9 +74,11 @@ def dir_name(package: str, version: str) -> str:
 
 def assemble(compiled: Path, reference: Path, answer: CompileAnswer, root: Path, *, package: str, version: str,
              build_key: str | None, source: dict[str, str], digests: dict[str, str], model: ModelInfo,
-             toolchain: Toolchain, compilation: Compilation, requires: tuple[Requirement, ...]) -> ModelManifest:
+             toolchain: Toolchain, compilation: Compilation, requires: tuple[Requirement, ...],
+             runtime_parts: Sequence[BuiltPart] = ()) -> ModelManifest:
     """Lay out a package in root from the worker's output; returns its manifest, not yet verified
-    (verification None) and not written."""
+    (verification None) and not written. runtime_parts: the XLA runtime parts the objects call, which
+    go into the package's archive with them."""
     class_name = compilation.class_name
     include = root / "include" / package
     lib = root / "lib"
@@ -92,7 +97,8 @@ def assemble(compiled: Path, reference: Path, answer: CompileAnswer, root: Path,
     # Weights once: identical constant buffers of several batch sizes and levels are defined by one object.
     shared = weight_sharing.share_constants(include, lib, class_name, list(compilation.batch_sizes),
                                        other_levels=levels[1:])
-    _archive_objects(lib, sorted(objects), lib / f"lib{package}.a")
+    build_kit.archive(lib / f"lib{package}.a", [lib / obj for obj in objects] +
+                      [obj for part in runtime_parts for obj in part.objects], CompileFailed)
 
     signature = answer.signature
     (include / "model.h").write_text(render_model_header({
@@ -146,6 +152,7 @@ def assemble(compiled: Path, reference: Path, answer: CompileAnswer, root: Path,
         files={rel: FileDigest(sha256=sha256_file(root / rel), size=(root / rel).stat().st_size)
                for rel in tree_files(root)},
         verification=None,
+        runtime_parts=tuple(part.name for part in runtime_parts),
     )
 
 
@@ -196,7 +203,3 @@ def check_files(root: Path, manifest: Manifest) -> None:
 def write_archive(root: Path, archive: Path, top: str | None = None) -> None:
     """The reproducible archive of the package in root, its top directory named top (default: root's name)."""
     write_atomic(archive, reproducible_targz(root, top or root.name))
-
-
-def _archive_objects(lib: Path, objects: list[str], output: Path) -> None:
-    build_kit.archive(output, [lib / obj for obj in objects], CompileFailed)  # reproducible

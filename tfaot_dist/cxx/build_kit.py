@@ -8,6 +8,7 @@ names anonymous namespaces); an archive is written by `ar` in deterministic
 mode (zero times, uids and modes) with its members sorted.
 """
 
+import itertools
 import os
 import threading
 import time
@@ -131,8 +132,11 @@ def compile_all(units: list[Unit], jobs: int, log: Log, error: type[TfaotError] 
 
 
 def archive(target: Path, objects: list[Path], error: type[TfaotError] = CompileFailed) -> None:
-    """A static archive of objects (all in one directory) with deterministic headers and sorted members."""
+    """A static archive of objects with deterministic headers and members sorted by name (ar stores
+    file names only: two objects of one name are refused)."""
     members = sorted(objects, key=lambda p: p.name)
-    # Member names relative to their directory: ar stores basenames anyway, and the command line stays short.
-    process.run([AR, "rcsD", target.absolute(), *(p.name for p in members)], what=f"archive {target.name}",
-                error=error, cwd=members[0].parent)
+    for a, b in itertools.pairwise(members):
+        if a.name == b.name:
+            raise error(f"archive {target.name}: two members named {a.name} ({a.parent}, {b.parent})")
+    process.run([AR, "rcsD", target.absolute(), *(p.absolute() for p in members)], what=f"archive {target.name}",
+                error=error)

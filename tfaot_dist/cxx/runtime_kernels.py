@@ -5,12 +5,13 @@ baseline x86-64 CPU (SSE2, no FMA), and every compiled model calls it for its
 dense layers: at batch sizes of 64 and more that product is most of a model's
 time, and the baseline code runs it at about half the speed of AVX2 + FMA.
 
-So the runtime carries the product once per level of LEVELS, compiled with
--march=<level> from tfaot_dist/cxx/runtime_kernels/level_kernels.cc, and a
-dispatcher takes the place of the wheel's entry point (DISPATCHES): the
-wheel's definition is renamed in its object (objcopy), ours defines the
-original symbol and calls the kernel of the best level the CPU runs
-(cpu_level.cc; TFAOT_CPU_LEVEL or tfaot_runtime_force_cpu_level() lower it).
+So the runtime part of the entry point's source (runtime_parts.py) carries
+the product once per level of LEVELS, compiled with -march=<level> from
+tfaot_dist/cxx/runtime_kernels/level_kernels.cc, and a dispatcher takes the
+place of the wheel's entry point (DISPATCHES): the wheel's definition is
+renamed in its object (objcopy), ours defines the original symbol and calls
+the kernel of the best level the CPU runs (cpu_level.cc, in the core library;
+TFAOT_CPU_LEVEL or tfaot_runtime_force_cpu_level() lower it).
 The build checks the two dangers of compiling one source for several CPUs:
 a level's object defines no symbol outside its own namespace (else the linker
 could hand v3 code to a baseline CPU), and the dispatcher defines exactly the
@@ -93,52 +94,64 @@ def identity(cc: Compiler, sources: list[str]) -> dict[str, object]:
             "dispatches": [d.source for d in dispatches(sources)]}
 
 
-def units(cc: Compiler, sources: list[str], include: Path, objdir: Path) -> list[Unit]:
-    """The compiler runs of the kernels: one object per level, the CPU level choice, the dispatchers.
+def core_units(cc: Compiler, sources: list[str], include: Path, objdir: Path) -> list[Unit]:
+    """The CPU level choice (cpu_level.cc), which the interface's hooks call: a unit of the core library.
 
     Empty where levels() is.
     """
-    found, built = dispatches(sources), levels(cc, sources)
+    built = levels(cc, sources)
     if not built:
         return []
-    top = f"-DTFAOT_TOP_LEVEL={built[-1].rank}"
-    common = [cc.command, *CONSUMER_CXXFLAGS, *BUILD_FLAGS, f"-I{include}", "-I."]
+    return [_unit(cc, "cpu_level.cc", "tfaot_cpu_level.o", [_top(built)], include, objdir)]
 
-    def unit(source: str, obj: str, flags: list[str]) -> Unit:
-        maps = {SOURCE_DIR: "tfaot-runtime-kernels", include: "tfaot-include"}
-        return Unit(cmd=[*common, *flags, *build_kit.reproducible_flags(obj, maps), "-c", source,
-                         "-o", str(objdir / obj)],
-                    cwd=SOURCE_DIR, obj=objdir / obj, name=f"{source} ({obj})")
 
-    out = [unit("level_kernels.cc", f"tfaot_kernels_{lv.suffix}.o",
-                [f"-march={lv.name}", f"-DTFAOT_LEVEL={lv.suffix}", f"-DEigen=tfaot_eigen_{lv.suffix}"])
+def part_units(cc: Compiler, sources: list[str], dispatch: Dispatch, include: Path, objdir: Path) -> list[Unit]:
+    """The kernels of one dispatched entry point: one object per level and the dispatcher. They go with
+    the runtime part of the dispatch's source (runtime_parts.py). Empty where levels() is."""
+    built = levels(cc, sources)
+    if not built:
+        return []
+    out = [_unit(cc, "level_kernels.cc", f"tfaot_kernels_{lv.suffix}.o",
+                 [f"-march={lv.name}", f"-DTFAOT_LEVEL={lv.suffix}", f"-DEigen=tfaot_eigen_{lv.suffix}"],
+                 include, objdir)
            for lv in built]
-    out.append(unit("cpu_level.cc", "tfaot_cpu_level.o", [top]))
-    out += [unit(d.dispatcher, f"tfaot_{Path(d.dispatcher).stem}.o", [top]) for d in found]
+    out.append(_unit(cc, dispatch.dispatcher, f"tfaot_{Path(dispatch.dispatcher).stem}.o", [_top(built)],
+                     include, objdir))
     return out
 
 
-def redirect(cc: Compiler, sources: list[str], objdir: Path) -> None:
-    """Rename the wheel's definitions of the dispatched entry points; check our objects' symbols.
+def _top(built: list[Level]) -> str:
+    return f"-DTFAOT_TOP_LEVEL={built[-1].rank}"
 
-    Runs after every unit (the wheel's and ours) is compiled into objdir.
+
+def _unit(cc: Compiler, source: str, obj: str, flags: list[str], include: Path, objdir: Path) -> Unit:
+    maps = {SOURCE_DIR: "tfaot-runtime-kernels", include: "tfaot-include"}
+    return Unit(cmd=[cc.command, *CONSUMER_CXXFLAGS, *BUILD_FLAGS, f"-I{include}", "-I.", *flags,
+                     *build_kit.reproducible_flags(obj, maps), "-c", source, "-o", str(objdir / obj)],
+                cwd=SOURCE_DIR, obj=objdir / obj, name=f"{source} ({obj})")
+
+
+def redirect(cc: Compiler, sources: list[str], dispatch: Dispatch, objdir: Path) -> None:
+    """Rename the wheel's definition of a dispatched entry point; check our objects' symbols.
+
+    Runs after the part's units (the wheel's source and part_units) are compiled into objdir.
     """
-    found, built = dispatches(sources), levels(cc, sources)
+    built = levels(cc, sources)
     if not built:
         return
     for lv in built:
         _check_level_symbols(objdir / f"tfaot_kernels_{lv.suffix}.o", lv)
-    for d in found:
-        original = objdir / build_kit.object_name(d.source)
-        ours = objdir / f"tfaot_{Path(d.dispatcher).stem}.o"
-        names = [s for s, kind in _defined(original) if _exported(kind) and re.fullmatch(d.symbol, s)]
-        if len(names) != 1:
-            raise RuntimeBuildError(f"{d.source}: expected one definition matching {d.symbol}, found {names}")
-        if names[0] not in {s for s, kind in _defined(ours) if kind == "T"}:
-            raise RuntimeBuildError(f"{d.dispatcher} does not define {names[0]}, the entry point of {d.source}: "
-                                    "its declaration no longer matches this TensorFlow's")
-        process.run(["objcopy", f"--redefine-sym={names[0]}={d.renamed}", original],
-                    what=f"rename {d.source}'s entry point", error=RuntimeBuildError)
+    d = dispatch
+    original = objdir / build_kit.object_name(d.source)
+    ours = objdir / f"tfaot_{Path(d.dispatcher).stem}.o"
+    names = [s for s, kind in _defined(original) if _exported(kind) and re.fullmatch(d.symbol, s)]
+    if len(names) != 1:
+        raise RuntimeBuildError(f"{d.source}: expected one definition matching {d.symbol}, found {names}")
+    if names[0] not in {s for s, kind in _defined(ours) if kind == "T"}:
+        raise RuntimeBuildError(f"{d.dispatcher} does not define {names[0]}, the entry point of {d.source}: "
+                                "its declaration no longer matches this TensorFlow's")
+    process.run(["objcopy", f"--redefine-sym={names[0]}={d.renamed}", original],
+                what=f"rename {d.source}'s entry point", error=RuntimeBuildError)
 
 
 def _defined(obj: Path) -> list[tuple[str, str]]:

@@ -31,12 +31,13 @@ import re
 import shutil
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from tfaot_dist import process
 from tfaot_dist.cache import COMPLETE, Cache, ensure_entry
-from tfaot_dist.cxx import abseil, build_kit, runtime_kernels
+from tfaot_dist.cxx import abseil, build_kit, runtime_kernels, runtime_parts
 from tfaot_dist.cxx.abseil import AbseilSource
 from tfaot_dist.cxx.build_kit import BUILD_FLAGS, CONSUMER_CXXFLAGS, CXX, RECIPE_VERSION, Compiler
 from tfaot_dist.cxx.build_kit import Log as Log  # re-exported: callers type their log with it
@@ -51,20 +52,6 @@ from tfaot_dist.util.fs import (
 )
 
 SYSTEM_LIBS = ("-lpthread", "-lm")
-
-# The runtime's CMakeLists.txt warning switches, plus the deprecation noise of
-# tsl/platform/mutex.h. `-include string`: with the newer Abseil,
-# xla/service/custom_call_status_internal.h no longer gets <string> through
-# other headers.
-_RUNTIME_FLAGS = (
-    "-include", "string",
-    "-ftemplate-backtrace-limit=0",
-    "-Wno-ignored-attributes",
-    "-Wno-deprecated-copy",
-    "-Wno-cast-qual",
-    "-Wno-sign-compare",
-    "-Wno-deprecated-declarations",
-)
 
 # Every header tfcompile's C++ code generator (TF 2.21) can name in a
 # generated header: the fixed ones and the per-thunk ones (sort, convolution,
@@ -229,13 +216,14 @@ def _runtime_key(tf: InstalledTensorFlow, cc: Compiler) -> str:
         # cannot hit a stale entry; cheap (21 files).
         "runtime_src": tree_digest(tf.runtime_src),
         "abseil": abseil.identity(cc, tf.abseil),
-        "flags": [CONSUMER_CXXFLAGS, BUILD_FLAGS, _RUNTIME_FLAGS, SYSTEM_LIBS],
+        "flags": [CONSUMER_CXXFLAGS, BUILD_FLAGS, runtime_parts.RUNTIME_FLAGS, SYSTEM_LIBS],
         "headers": [CODEGEN_HEADERS, _SCAN_VARIANTS.get(cc.arch, ((),)), _SCAN_STDS],
     }
     excluded = _excluded_sources(tf.runtime_src)
     if excluded:  # only then: the keys of runtimes without such files stay as they were
         identity["excluded_sources"] = excluded
     identity["kernels"] = runtime_kernels.identity(cc, _sources(tf.runtime_src))
+    identity["parts"] = runtime_parts.identity()
     digest = sha256_bytes(json.dumps(identity, sort_keys=True).encode())
     return f"tf{tf.version}-gcc{cc.full_version}-{cc.target}-{digest[:16]}"
 
@@ -277,6 +265,60 @@ def ensure_runtime(toolchain_python: Path, cache_dir: Path, log: Log = print, *,
     return XlaRuntime.from_dir(final)
 
 
+def part_source(runtime: XlaRuntime, toolchain_python: Path,
+                path_environment: PathEnvironment = ()) -> runtime_parts.PartSource:
+    """Where the parts of this runtime are built from: the toolchain's runtime sources, its headers."""
+    tf = locate_tensorflow(Path(toolchain_python), path_environment)
+    return runtime_parts.PartSource(tf.runtime_src, _sources(tf.runtime_src), runtime.include_dir, runtime.key,
+                                    _compiler(runtime.compiler))
+
+
+def ensure_parts(runtime: XlaRuntime, names: list[str], toolchain_python: Path, cache_dir: Path,
+                 log: Log = print) -> list[runtime_parts.BuiltPart]:
+    """The named parts of this runtime, built if missing (runtime_parts_for finds the ones a model needs)."""
+    src = part_source(runtime, toolchain_python)
+    available = {p.name: p for p in runtime_parts.parts(src.sources)}
+    unknown = [n for n in names if n not in available]
+    if unknown:
+        raise RuntimeBuildError(f"runtime {runtime.key} has no part {unknown[0]} (parts: {', '.join(available)})")
+    return runtime_parts.ensure_parts(src, [available[n] for n in names], cache_dir, log, check_libs=runtime.libs,
+                                      system_libs=runtime.ldflags)
+
+
+def runtime_parts_for(runtime: XlaRuntime, objects: list[Path], toolchain_python: Path, cache_dir: Path,
+                      log: Log = print, *, path_environment: PathEnvironment = ()) -> list[runtime_parts.BuiltPart]:
+    """The parts of this runtime (runtime_parts.py) that these model objects call, built if missing.
+
+    toolchain_python: the TensorFlow whose runtime sources the parts are built from (the runtime's own).
+    None for a release's runtime, whose library has every part.
+    """
+    if runtime.kind != "tfaot":
+        return []
+    src = part_source(runtime, toolchain_python, path_environment)
+    available = runtime_parts.parts(src.sources)
+    if not available:
+        return []
+    wanted, unclaimed = runtime_parts.claimed(available, runtime_parts.undefined_symbols(objects))
+    unclaimed -= runtime_parts.defined_symbols(runtime.libs)
+
+    def ensure(parts: list[runtime_parts.Part]) -> list[runtime_parts.BuiltPart]:
+        return runtime_parts.ensure_parts(src, parts, cache_dir, log, check_libs=runtime.libs,
+                                          system_libs=runtime.ldflags)
+
+    if not unclaimed:
+        return ensure(wanted)
+    # A symbol of XLA's that no table entry claims: every part is built, and their symbols decide.
+    log(f"the model refers to {min(unclaimed)}, which no runtime part is known to define: building all parts")
+    built = ensure(available)
+    defines = {b.name: runtime_parts.defined_symbols(b.objects) for b in built}
+    missing = unclaimed - set().union(*defines.values())
+    if missing:
+        raise RuntimeBuildError(f"the model refers to {min(missing)}, which neither the XLA runtime "
+                                f"{runtime.key} nor its parts define")
+    names = {p.name for p in wanted} | {name for name, symbols in defines.items() if symbols & unclaimed}
+    return [b for b in built if b.name in names]
+
+
 def compile_consumer(runtime: XlaRuntime, sources: list[Path], include_dirs: list[Path],
                      link_inputs: list[Path], output: Path, extra_flags: Sequence[str] = ()) -> None:
     """Compile and link a C++ program against a model's objects and the runtime.
@@ -302,23 +344,14 @@ def _build_runtime(tf: InstalledTensorFlow, cc: Compiler, key: str, absl: Path, 
     overlay = _make_overlay(tf.include, absl / "include" / "absl", work / "overlay")
     src_root = tf.runtime_src
     sources = _sources(src_root)
-    log(f"  {len(sources)} runtime sources from {tf.dist} {tf.version}")
+    core = runtime_parts.core_sources(sources)
+    log(f"  {len(core)} of the {len(sources)} runtime sources from {tf.dist} {tf.version} "
+        f"(the other {len(sources) - len(core)} are parts, built for the models that call them)")
     objdir = work / "obj"
     objdir.mkdir(parents=True)
-    # Mapping the overlay (a temporary directory) and the venv away keeps
-    # __FILE__ in headers, and so the objects, independent of where we build.
-    maps = {overlay: "tfaot-include", src_root: "xla_aot_runtime_src"}
-    units = []
-    for rel in sources:
-        obj = objdir / build_kit.object_name(rel)
-        units.append(build_kit.Unit(
-            cmd=[cc.command, *CONSUMER_CXXFLAGS, *BUILD_FLAGS, *_RUNTIME_FLAGS,
-                 *build_kit.reproducible_flags(rel, maps), f"-I{overlay}", "-c", rel, "-o", str(obj)],
-            cwd=src_root, obj=obj, name=rel))
-    # Ours first: the per-level kernels are the slowest units.
-    units = runtime_kernels.units(cc, sources, overlay, objdir) + units
+    units = [runtime_parts.wheel_unit(cc, src_root, rel, overlay, objdir) for rel in core]
+    units += runtime_kernels.core_units(cc, sources, overlay, objdir)
     build_kit.compile_all(units, jobs, log, RuntimeBuildError)
-    runtime_kernels.redirect(cc, sources, objdir)
 
     lib = out / "lib"
     lib.mkdir()
@@ -329,6 +362,11 @@ def _build_runtime(tf: InstalledTensorFlow, cc: Compiler, key: str, absl: Path, 
     # Each TensorFlow's code generator names its own headers: those this wheel has.
     codegen = [h for h in CODEGEN_HEADERS if (overlay / h).is_file()]
     headers = _scan_headers(cc, overlay, codegen, work / "scan")
+    # and what the parts include, so that they can be built later against include/ alone
+    part_source = runtime_parts.PartSource(src_root, sources, overlay, key, cc)
+    part_units = [unit for part in runtime_parts.parts(sources)
+                  for unit in runtime_parts.units(part_source, part, overlay, objdir)]
+    headers = sorted(set(headers) | _scan_units(part_units, overlay, work / "scan-parts", jobs))
     include = out / "include"
     for rel in headers:
         copy_file(overlay / rel, include / rel)
@@ -358,7 +396,7 @@ def _build_runtime(tf: InstalledTensorFlow, cc: Compiler, key: str, absl: Path, 
         "cxxflags": list(CONSUMER_CXXFLAGS),
         "libs": [p.relative_to(out).as_posix() for p in libs],
         "system_libs": list(SYSTEM_LIBS),
-        "build_flags": [*BUILD_FLAGS, *_RUNTIME_FLAGS],
+        "build_flags": [*BUILD_FLAGS, *runtime_parts.RUNTIME_FLAGS],
         "codegen_headers": codegen,
         # x86-64 levels of the matrix kernels, chosen at run time (runtime_kernels.py)
         "cpu_levels": [lv.name for lv in runtime_kernels.levels(cc, sources)],
@@ -428,6 +466,25 @@ def _scan_headers(cc: Compiler, overlay: Path, codegen: list[str], work: Path) -
     if not found:
         raise RuntimeBuildError("the header scan found no headers")
     return sorted(found)
+
+
+def _scan_units(units: list[build_kit.Unit], overlay: Path, work: Path, jobs: int) -> set[str]:
+    """Headers (relative to the overlay) that compiling these units opens: each unit's own command
+    with -M instead of -c, on `jobs` threads."""
+    work.mkdir(parents=True, exist_ok=True)
+
+    def scan(i: int, unit: build_kit.Unit) -> set[str]:
+        if unit.cmd[-4] != "-c" or unit.cmd[-2] != "-o":
+            raise RuntimeBuildError(f"header scan: {unit.name}: unexpected command shape")
+        depfile = work / f"unit{i}.d"
+        process.run([*unit.cmd[:-4], "-M", "-MF", depfile, unit.cmd[-3]], what=f"header scan of {unit.name}",
+                    error=RuntimeBuildError, cwd=unit.cwd)
+        rels = (os.path.relpath(os.path.normpath(os.path.join(unit.cwd, dep)), overlay)
+                for dep in _parse_depfile(depfile.read_text()))
+        return {Path(rel).as_posix() for rel in rels if not rel.startswith("..")}
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return set().union(*pool.map(scan, range(len(units)), units))
 
 
 def _parse_depfile(text: str) -> list[str]:

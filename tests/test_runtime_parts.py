@@ -1,0 +1,132 @@
+"""Runtime parts (cxx/runtime_parts.py): the heavy runtime sources, built only for the models that call them.
+
+The entry-point table is checked against the symbols of every part built for
+real, for both TensorFlow versions; a model that calls a product carries the
+part in its archive and verifies; a model that calls none carries nothing.
+"""
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, run_in_toolchain
+from tfaot_dist.cxx import runtime_parts, xla_runtime
+
+
+def test_entry_points_are_claimed_by_their_own_part():
+    """The table as a pure function: each name goes to the part of its type and rank, or to none."""
+    sources = [*runtime_parts.ENTRY_POINTS, "xla/executable_run_options.cc"]
+    available = {p.name: p for p in runtime_parts.parts(sources)}
+    assert "executable_run_options" not in available
+    assert runtime_parts.core_sources(sources) == ["xla/executable_run_options.cc"]
+    cases = {
+        "void xla::cpu::internal::TypedMatMul<float, float, float>(Eigen::ThreadPoolDevice const*, void*, void*, "
+        "void*, long, long, long, bool, bool, absl::lts_20260526::AnyInvocable<void ()>)": "dot_lib_f32",
+        "void xla::cpu::internal::TypedMatMul<Eigen::half, Eigen::half, Eigen::half>(...)": "dot_lib_f16",
+        "void xla::cpu::internal::TypedMatMul<signed char, signed char, int>(...)": "dot_lib_s8",
+        "void xla::cpu::internal::EigenConv2D<float>(Eigen::ThreadPoolDevice const*, float*)": "convolution_lib_f32_2d",
+        "void xla::cpu::internal::EigenTransposedConv3D<Eigen::half>(...)": "convolution_lib_f16_3d",
+        "void xla::cpu::internal::EigenGenericConv2D<true, float>(...)": "convolution_lib_f32_2d",
+        "xla::cpu::internal::SortInplace(xla::cpu::internal::SortDims const&)": "sort_lib",
+        "__xla_cpu_runtime_EigenSingleThreadedMatMulF32": "runtime_single_threaded_matmul",
+        "__xla_cpu_runtime_EigenMatMulF64": "runtime_matmul",
+        "__xla_cpu_runtime_EigenBatchMatMulF32": "runtime_matmul",
+        "__xla_cpu_runtime_EigenSingleThreadedConv3DF16": "runtime_single_threaded_conv3d",
+    }
+    for symbol, part in cases.items():
+        assert [p.name for p in available.values() if p.claims(symbol)] == [part], symbol
+    wanted, unclaimed = runtime_parts.claimed(list(available.values()), {*cases, "memset", "floorf",
+                                                                         "xla::cpu::NewThing(int)"})
+    assert sorted(p.name for p in wanted) == sorted(set(cases.values()))
+    assert unclaimed == {"xla::cpu::NewThing(int)"}  # XLA's, claimed by none: all parts are built then
+
+
+@pytest.fixture(scope="module", params=["2.21", "2.12"])
+def all_parts(request, shared_cache):
+    """Every part of the runtime of one TensorFlow version, built (cached across runs)."""
+    toolchain = request.getfixturevalue("toolchain" if request.param == "2.21" else "toolchain212")
+    runtime = xla_runtime.ensure_runtime(toolchain.python, shared_cache, lambda m: None)
+    names = [p.name for p in runtime_parts.parts(xla_runtime.part_source(runtime, toolchain.python).sources)]
+    built = xla_runtime.ensure_parts(runtime, names, toolchain.python, shared_cache, lambda m: None)
+    return runtime, {p.name: p for p in runtime_parts.parts(
+        xla_runtime.part_source(runtime, toolchain.python).sources)}, built
+
+
+@pytest.mark.slow
+def test_each_part_defines_what_the_table_says_and_nothing_another_part_claims(all_parts):
+    runtime, available, built = all_parts
+    assert len(built) >= 9
+    for part in built:
+        defined = runtime_parts.defined_symbols(part.objects)
+        claims = {name: sorted(s for s in defined if p.claims(s)) for name, p in available.items()}
+        assert claims.pop(part.name), f"{part.name} defines none of its entry points"
+        assert not any(claims.values()), (part.name, {k: v[:2] for k, v in claims.items() if v})
+    core = runtime_parts.defined_symbols(runtime.libs[:1])
+    assert not [s for s in core if any(p.claims(s) for p in available.values())]
+    # The heavy sources are not in the core library.
+    members = subprocess.run(["ar", "t", runtime.libs[0]], capture_output=True, text=True, check=True).stdout.split()
+    assert not [m for m in members if any(m.endswith(f"__{name}.o") for name in available)], members
+
+
+@pytest.fixture(scope="module")
+def study(toolchain, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("study")
+    run_in_toolchain(toolchain, REPO / "examples" / "make_models.py", out, "study_l12_u128", tmp=out / ".tmp")
+    return out / "study_l12_u128"
+
+
+def compile_study(run, study: Path, out: Path, batch_sizes: list[int]) -> tuple[Path, dict]:
+    cfg = out / "aot_config.yaml"
+    out.mkdir(parents=True, exist_ok=True)
+    cfg.write_text(json.dumps({"model": {"name": "study_l12_u128", "version": "1.0.0",
+                                         "saved_model": str(study / "saved_model")},
+                               "compilation": {"batch_sizes": batch_sizes,
+                                               "cpu_levels": ["x86-64", "x86-64-v3"]}}))
+    run("compile", "--aot-config", cfg, "--output-directory", out / "dist")
+    root = out / "dist" / "tfaot-model-study-l12-u128-1.0.0"
+    return root, json.loads((root / "manifest.json").read_text())
+
+
+def archive_members(root: Path) -> list[str]:
+    out = subprocess.run(["ar", "t", root / "lib" / "libtfaot-model-study-l12-u128.a"], capture_output=True,
+                         text=True, check=True).stdout
+    return out.split()
+
+
+@pytest.mark.slow
+def test_a_model_calling_the_product_carries_its_part_and_verifies(run, study, tmp_path):
+    """128-unit layers at batch size 64 call the runtime's matrix product (Eigen): the package's archive
+    holds the dot_lib_f32 part (the per-level kernels, the dispatcher, XLA's renamed product)."""
+    root, manifest = compile_study(run, study, tmp_path / "a", [1, 64])
+    assert manifest["runtime_parts"] == ["dot_lib_f32"]
+    members = archive_members(root)
+    for obj in ("tfaot_kernels_x86_64.o", "tfaot_kernels_x86_64_v3.o", "tfaot_dispatch_thunk_dot.o",
+                "xla__backends__cpu__runtime__dot_lib_f32.o"):
+        assert obj in members, members
+    # Only in the archive: lib/ holds the model's own objects.
+    assert not [p for p in (root / "lib").iterdir() if p.name.startswith(("tfaot_", "xla__"))]
+    verification = manifest["verification"]
+    assert 64 in verification["batch_sizes"]
+    assert verification["outputs"]["output_0"]["max_abs"] <= verification["tolerance"]
+
+
+@pytest.mark.slow
+def test_a_model_calling_no_runtime_code_carries_no_part(run, study, tmp_path):
+    """Batch sizes 1 and 2 of 128-unit layers: XLA emits the products inline, no part is needed."""
+    root, manifest = compile_study(run, study, tmp_path / "b", [1, 2])
+    assert "runtime_parts" not in manifest
+    assert not [m for m in archive_members(root) if m.startswith(("tfaot_", "xla__"))]
+
+
+@pytest.mark.slow
+def test_an_unlisted_entry_point_builds_every_part_and_takes_the_one_defining_it(run, study, tmp_path,
+                                                                                 monkeypatch):
+    """Should the table miss an entry point (a new TensorFlow), the symbols of the built parts decide
+    (they are cached once the test above has run)."""
+    source = "xla/backends/cpu/runtime/dot_lib_f32.cc"
+    monkeypatch.setitem(runtime_parts.ENTRY_POINTS, source, r"(?!)")  # claims nothing
+    _, manifest = compile_study(run, study, tmp_path / "c", [64])
+    assert manifest["runtime_parts"] == ["dot_lib_f32"]
+    assert manifest["verification"]["batch_sizes"]
