@@ -46,7 +46,8 @@ MANIFEST = "manifest.json"
 TEMPLATES = ("model.h.j2", "scram_tool.xml.j2", "verify_harness.cc.j2", "cmake_config.cmake.j2", "pkgconfig.pc.j2")
 # Part of the build key: bump it when the same inputs give other package bytes.
 # 2: the .pc file Requires the exact runtime the package was verified with (was a version range).
-LAYOUT_VERSION = 2
+# 3: the archive holds the runtime parts its objects call (cxx/runtime_parts.py).
+LAYOUT_VERSION = 3
 ORDER_NOTE = "arguments and results are ordered by signature key name (Python str sort)"
 
 

@@ -8,9 +8,10 @@ once per (TensorFlow, compiler, recipe) and caches it, with its Abseil, as a
 self-contained tree:
 
     CACHE/runtime/<key>/
-        include/            only the headers a generated model header can pull
-                            in (computed with the compiler), real files
-        lib/libtf_xla_runtime.a
+        include/            only the headers a generated model header or a runtime
+                            part can pull in (computed with the compiler), real files
+        lib/libtf_xla_runtime.a   the core; the heavy sources are parts, built for the
+                            models that call them (runtime_parts.py, runtime_parts_for)
         lib/libtfaot_absl.a
         licenses/           TensorFlow's and gRPC's (Abseil's) license texts
         runtime.json        flags and libraries a consumer needs
@@ -290,7 +291,7 @@ def runtime_parts_for(runtime: XlaRuntime, objects: list[Path], toolchain_python
     """The parts of this runtime (runtime_parts.py) that these model objects call, built if missing.
 
     toolchain_python: the TensorFlow whose runtime sources the parts are built from (the runtime's own).
-    None for a release's runtime, whose library has every part.
+    None are needed with a release's runtime, whose shared library has every part.
     """
     if runtime.kind != "tfaot":
         return []
@@ -363,9 +364,9 @@ def _build_runtime(tf: InstalledTensorFlow, cc: Compiler, key: str, absl: Path, 
     codegen = [h for h in CODEGEN_HEADERS if (overlay / h).is_file()]
     headers = _scan_headers(cc, overlay, codegen, work / "scan")
     # and what the parts include, so that they can be built later against include/ alone
-    part_source = runtime_parts.PartSource(src_root, sources, overlay, key, cc)
+    parts_from = runtime_parts.PartSource(src_root, sources, overlay, key, cc)
     part_units = [unit for part in runtime_parts.parts(sources)
-                  for unit in runtime_parts.units(part_source, part, overlay, objdir)]
+                  for unit in runtime_parts.units(parts_from, part, overlay, objdir)]
     headers = sorted(set(headers) | _scan_units(part_units, overlay, work / "scan-parts", jobs))
     include = out / "include"
     for rel in headers:
