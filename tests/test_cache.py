@@ -39,6 +39,7 @@ def test_layout_names_are_the_ones_existing_caches_have(tmp_path):
              for d in ("toolchains", "runtime", "abseil", "downloads", "pch", "bench", "git", "sources",
                        "archives", "channels", "builds", "locks", "logs")}
     assert names == {d: d for d in names}
+    assert cache.runtime_parts == tmp_path / "runtime-parts"
     assert cache.build_lock("k") == tmp_path / "locks" / "build-k.lock"
     assert cache.git_mirror_lock("https://h/r.git") == cache.git_mirror("https://h/r.git").with_suffix(".lock")
     assert cache.git_mirror("https://h/r.git").name == "c2fff1802b1cc2d509237b01.git"  # sha256 of the URL, 24 digits

@@ -45,7 +45,7 @@ from tfaot_dist.util.fs import (
 # Written last into an entry (before its rename): an entry that has it is complete.
 COMPLETE = "COMPLETE"
 # Expensive entries keyed by their contents, reusable from any cache that links to them.
-SHARED = ("toolchains", "runtime", "abseil", "downloads", "pch", "bench")
+SHARED = ("toolchains", "runtime", "runtime-parts", "abseil", "downloads", "pch", "bench")
 
 
 def default_cache() -> Path:
