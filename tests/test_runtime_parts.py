@@ -50,6 +50,8 @@ def all_parts(request, shared_cache):
     runtime = xla_runtime.ensure_runtime(toolchain.python, shared_cache, lambda m: None)
     names = [p.name for p in runtime_parts.parts(xla_runtime.part_source(runtime, toolchain.python).sources)]
     built = xla_runtime.ensure_parts(runtime, names, toolchain.python, shared_cache, lambda m: None)
+    # 2.21: dot products of 7 types, convolutions of 2 types and ranks, sort; 2.12: 8 runtime_*.cc
+    assert len(built) == {"2.21": 12, "2.12": 8}[request.param]
     return runtime, {p.name: p for p in runtime_parts.parts(
         xla_runtime.part_source(runtime, toolchain.python).sources)}, built
 
@@ -57,7 +59,6 @@ def all_parts(request, shared_cache):
 @pytest.mark.slow
 def test_each_part_defines_what_the_table_says_and_nothing_another_part_claims(all_parts):
     runtime, available, built = all_parts
-    assert len(built) >= 9
     for part in built:
         defined = runtime_parts.defined_symbols(part.objects)
         claims = {name: sorted(s for s in defined if p.claims(s)) for name, p in available.items()}

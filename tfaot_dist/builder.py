@@ -20,6 +20,7 @@ from tfaot_dist.config import AotConfig, load_aot_config
 from tfaot_dist.cxx import runtime_package
 from tfaot_dist.cxx.installed_runtime import KIND as RELEASE_KIND
 from tfaot_dist.cxx.installed_runtime import installed_runtime
+from tfaot_dist.cxx.runtime_parts import CompiledModel
 from tfaot_dist.cxx.xla_runtime import XlaRuntime, runtime_parts_for
 from tfaot_dist.documents import CompileAnswer, CompileRequest
 from tfaot_dist.errors import CompileFailed, SourceUnavailable
@@ -195,8 +196,10 @@ def _compile(config: AotConfig, package: str, version: str, source: dict, sessio
         used = documents.Toolchain(tensorflow_version=tf_version, requirements=defaults.requirements)
     if runtime_dir:
         used = replace(used, runtime=runtime_origin(runtime))
-    objects = [compiled / obj for files in answer.files.values() for obj in files.objects]
-    parts = runtime_parts_for(runtime, objects, toolchain.python, session.cache.root, log,
+    model = CompiledModel(objects=[compiled / obj for files in answer.files.values() for obj in files.objects],
+                          headers=[compiled / files.header for files in answer.files.values()],
+                          namespace=comp.namespace, work=work / "runtime-calls")
+    parts = runtime_parts_for(runtime, model, toolchain.python, session.cache.root, log,
                               path_environment=toolchain.path_environment)
     if parts:
         log(f"runtime parts the objects call: {', '.join(part.name for part in parts)}")

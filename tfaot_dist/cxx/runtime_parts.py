@@ -12,8 +12,11 @@ exported). The part of a source with a dispatched entry point
 (runtime_kernels.DISPATCHES) also carries the per-level kernels and the
 dispatcher.
 
-Which part a model needs is known before the part is built: ENTRY_POINTS
-names, per source, the demangled entry points models call in it. A test
+Which part a model needs is known before the part is built: the undefined
+symbols of its objects (TF 2.12's code calls the runtime there) and of its
+generated headers' code (TF 2.16+ calls it from the header, so the headers that
+include a runtime *_lib.h are compiled: header_calls) are matched against
+ENTRY_POINTS, the demangled entry points models call in each source. A test
 builds every part of both TensorFlow versions and checks the table against
 their symbols. Should a model still refer to an XLA symbol that neither the
 core nor the table accounts for, every part is built and their symbols decide.
@@ -119,6 +122,38 @@ def _symbols(files: Iterable[Path], flags: list[str]) -> set[str]:
         # nm names each member of an archive on a line of its own ("member.o:") before its symbols
         out.update(line for line in text.splitlines() if line and not line.endswith(".o:"))
     return out
+
+
+@dataclass(frozen=True)
+class CompiledModel:
+    """What tfcompile made of a model: where its calls into the runtime are."""
+
+    objects: list[Path]  # TF 2.12's generated code calls the runtime from here
+    headers: list[Path]  # one class per header, named as the header; TF 2.16+ calls the runtime from here
+    namespace: str  # of the classes (a validated C++ name; empty: the global namespace)
+    work: Path  # for the probe that compiles the headers
+
+
+# A generated header whose code calls a part includes that part's header (dot_lib.h, convolution_lib.h,
+# sort_lib.h): only such headers need compiling to find the calls.
+CALLING_HEADER = re.compile(r'^#include "xla/backends/cpu/runtime/\w+_lib\.h"$', re.MULTILINE)
+
+
+def header_calls(model: CompiledModel, compiler: str, cxxflags: Iterable[str], include: Path) -> list[Path]:
+    """An object whose undefined symbols are the runtime functions the model's headers call ([] if none
+    can): the headers compiled (-O0) with one instance of each class, so that their code is emitted."""
+    calling = [h for h in model.headers if CALLING_HEADER.search(h.read_text())]
+    if not calling:
+        return []
+    model.work.mkdir(parents=True, exist_ok=True)
+    probe = model.work / "runtime_calls.cc"
+    probe.write_text("".join(f'#include "{h.name}"\n' for h in calling) + "void tfaot_runtime_calls() {\n" +
+                     "".join(f"  {{ {model.namespace or ''}::{h.stem} model; }}\n" for h in calling) + "}\n")
+    obj = model.work / "runtime_calls.o"
+    dirs = sorted({h.parent for h in calling})
+    process.run([compiler, *cxxflags, "-O0", "-w", *(f"-I{d}" for d in dirs), f"-I{include}", "-c", probe,
+                 "-o", obj], what="compile of the runtime calls of the generated headers", error=RuntimeBuildError)
+    return [obj]
 
 
 def claimed(available: list[Part], undefined: set[str]) -> tuple[list[Part], set[str]]:

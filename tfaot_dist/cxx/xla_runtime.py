@@ -286,9 +286,10 @@ def ensure_parts(runtime: XlaRuntime, names: list[str], toolchain_python: Path, 
                                       system_libs=runtime.ldflags)
 
 
-def runtime_parts_for(runtime: XlaRuntime, objects: list[Path], toolchain_python: Path, cache_dir: Path,
-                      log: Log = print, *, path_environment: PathEnvironment = ()) -> list[runtime_parts.BuiltPart]:
-    """The parts of this runtime (runtime_parts.py) that these model objects call, built if missing.
+def runtime_parts_for(runtime: XlaRuntime, model: runtime_parts.CompiledModel, toolchain_python: Path,
+                      cache_dir: Path, log: Log = print, *,
+                      path_environment: PathEnvironment = ()) -> list[runtime_parts.BuiltPart]:
+    """The parts of this runtime (runtime_parts.py) that a compiled model calls, built if missing.
 
     toolchain_python: the TensorFlow whose runtime sources the parts are built from (the runtime's own).
     None are needed with a release's runtime, whose shared library has every part.
@@ -299,7 +300,8 @@ def runtime_parts_for(runtime: XlaRuntime, objects: list[Path], toolchain_python
     available = runtime_parts.parts(src.sources)
     if not available:
         return []
-    wanted, unclaimed = runtime_parts.claimed(available, runtime_parts.undefined_symbols(objects))
+    calls = runtime_parts.header_calls(model, runtime.compiler, runtime.cxxflags, runtime.include_dir)
+    wanted, unclaimed = runtime_parts.claimed(available, runtime_parts.undefined_symbols([*model.objects, *calls]))
     unclaimed -= runtime_parts.defined_symbols(runtime.libs)
 
     def ensure(parts: list[runtime_parts.Part]) -> list[runtime_parts.BuiltPart]:
