@@ -78,16 +78,16 @@ def study(toolchain, tmp_path_factory) -> Path:
     return out / "study_l12_u128"
 
 
-def compile_study(run, study: Path, out: Path, batch_sizes: list[int]) -> tuple[Path, dict]:
+def compile_study(run, study: Path, out: Path, batch_sizes: list[int]) -> tuple[Path, dict, str]:
     cfg = out / "aot_config.yaml"
     out.mkdir(parents=True, exist_ok=True)
     cfg.write_text(json.dumps({"model": {"name": "study_l12_u128", "version": "1.0.0",
                                          "saved_model": str(study / "saved_model")},
                                "compilation": {"batch_sizes": batch_sizes,
                                                "cpu_levels": ["x86-64", "x86-64-v3"]}}))
-    run("compile", "--aot-config", cfg, "--output-directory", out / "dist")
+    _, err = run("compile", "--aot-config", cfg, "--output-directory", out / "dist")
     root = out / "dist" / "tfaot-model-study-l12-u128-1.0.0"
-    return root, json.loads((root / "manifest.json").read_text())
+    return root, json.loads((root / "manifest.json").read_text()), err
 
 
 def archive_members(root: Path) -> list[str]:
@@ -100,8 +100,10 @@ def archive_members(root: Path) -> list[str]:
 def test_a_model_calling_the_product_carries_its_part_and_verifies(run, study, tmp_path):
     """128-unit layers at batch size 64 call the runtime's matrix product (Eigen): the package's archive
     holds the dot_lib_f32 part (the per-level kernels, the dispatcher, XLA's renamed product)."""
-    root, manifest = compile_study(run, study, tmp_path / "a", [1, 64])
+    root, manifest, log = compile_study(run, study, tmp_path / "a", [1, 64])
     assert manifest["runtime_parts"] == ["dot_lib_f32"]
+    assert "runtime parts the model calls: dot_lib_f32" in log
+    assert "building all parts" not in log  # found through the table, not the fallback
     members = archive_members(root)
     for obj in ("tfaot_kernels_x86_64.o", "tfaot_kernels_x86_64_v3.o", "tfaot_dispatch_thunk_dot.o",
                 "xla__backends__cpu__runtime__dot_lib_f32.o"):
@@ -116,7 +118,7 @@ def test_a_model_calling_the_product_carries_its_part_and_verifies(run, study, t
 @pytest.mark.slow
 def test_a_model_calling_no_runtime_code_carries_no_part(run, study, tmp_path):
     """Batch sizes 1 and 2 of 128-unit layers: XLA emits the products inline, no part is needed."""
-    root, manifest = compile_study(run, study, tmp_path / "b", [1, 2])
+    root, manifest, _ = compile_study(run, study, tmp_path / "b", [1, 2])
     assert "runtime_parts" not in manifest
     assert not [m for m in archive_members(root) if m.startswith(("tfaot_", "xla__"))]
 
@@ -128,6 +130,7 @@ def test_an_unlisted_entry_point_builds_every_part_and_takes_the_one_defining_it
     (they are cached once the test above has run)."""
     source = "xla/backends/cpu/runtime/dot_lib_f32.cc"
     monkeypatch.setitem(runtime_parts.ENTRY_POINTS, source, r"(?!)")  # claims nothing
-    _, manifest = compile_study(run, study, tmp_path / "c", [64])
+    _, manifest, log = compile_study(run, study, tmp_path / "c", [64])
+    assert "which no runtime part is known to define: building all parts" in log
     assert manifest["runtime_parts"] == ["dot_lib_f32"]
     assert manifest["verification"]["batch_sizes"]

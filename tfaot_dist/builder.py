@@ -202,7 +202,7 @@ def _compile(config: AotConfig, package: str, version: str, source: dict, sessio
     parts = runtime_parts_for(runtime, model, toolchain.python, session.cache.root, log,
                               path_environment=toolchain.path_environment)
     if parts:
-        log(f"runtime parts the objects call: {', '.join(part.name for part in parts)}")
+        log(f"runtime parts the model calls: {', '.join(part.name for part in parts)}")
     root = out / pkg.dir_name(package, version)
     manifest = pkg.assemble(
         compiled, reference, answer, root,
