@@ -131,6 +131,17 @@ def compile_all(units: list[Unit], jobs: int, log: Log, error: type[TfaotError] 
         raise failed[0]
 
 
+def check_link(cc: Compiler, inputs: list[str | Path], work: Path, error: type[TfaotError] = CompileFailed) -> None:
+    """Link an empty main() with inputs (objects, archives, flags, system libraries) in work and run it:
+    everything the inputs pull in resolves."""
+    work.mkdir(parents=True, exist_ok=True)
+    main = work / "link.cc"
+    main.write_text("int main() { return 0; }\n")
+    exe = work / "link"
+    process.run([cc.command, *CONSUMER_CXXFLAGS, main, *inputs, "-o", exe], what="link check", error=error)
+    process.run([exe], what="run of the link check", error=error)
+
+
 def archive(target: Path, objects: list[Path], error: type[TfaotError] = CompileFailed) -> None:
     """A static archive of objects with deterministic headers and members sorted by name (ar stores
     file names only: two objects of one name are refused)."""

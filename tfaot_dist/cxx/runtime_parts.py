@@ -34,6 +34,7 @@ can be built later for an installed runtime package as well.
 import json
 import os
 import re
+import shutil
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -274,22 +275,10 @@ def _build(src: PartSource, part: Part, out: Path, log: Log, jobs: int, check_li
     if dispatch:
         runtime_kernels.redirect(src.compiler, src.sources, dispatch, objdir)
     objects = sorted((u.obj for u in compiled), key=lambda p: p.name)
-    if check_libs:
-        _check_link(src.compiler, objects, check_libs, system_libs, out / "check")
+    if check_libs:  # every object of the part links against the core runtime, Abseil and the system alone
+        build_kit.check_link(src.compiler, [*objects, *check_libs, *system_libs], out / "check", RuntimeBuildError)
+        shutil.rmtree(out / "check")
     meta = {"format": FORMAT, "name": part.name, "source": part.source, "runtime_key": src.runtime_key,
             "objects": [p.relative_to(out).as_posix() for p in objects]}
     write_atomic(out / PART_MANIFEST, json.dumps(meta, indent=1, sort_keys=True) + "\n")
 
-
-def _check_link(cc: Compiler, objects: list[Path], libs: list[Path], system_libs: list[str], work: Path) -> None:
-    """Every object of the part links against the core runtime, Abseil and the system libraries alone."""
-    work.mkdir(parents=True)
-    main = work / "link.cc"
-    main.write_text("int main() { return 0; }\n")
-    exe = work / "link"
-    process.run([cc.command, *CONSUMER_CXXFLAGS, main, *objects, *libs, *system_libs, "-o", exe],
-                what="link check of a runtime part", error=RuntimeBuildError)
-    process.run([exe], what="run of the link check", error=RuntimeBuildError)
-    for path in work.iterdir():
-        path.unlink()
-    work.rmdir()

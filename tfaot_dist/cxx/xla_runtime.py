@@ -376,7 +376,9 @@ def _build_runtime(tf: InstalledTensorFlow, cc: Compiler, key: str, absl: Path, 
     log(f"  {len(headers)} headers copied to include/")
 
     _check_headers(cc, include, codegen, work / "check")
-    _check_link(cc, libs, work / "check")
+    # Every runtime object links against Abseil and the system libraries alone.
+    build_kit.check_link(cc, ["-Wl,--whole-archive", libs[0], "-Wl,--no-whole-archive", *libs[1:], *SYSTEM_LIBS],
+                         work / "check", RuntimeBuildError)
 
     licenses = out / "licenses"
     copy_file(_tensorflow_license(tf), licenses / "tensorflow-LICENSE")
@@ -504,18 +506,6 @@ def _check_headers(cc: Compiler, include: Path, codegen: list[str], work: Path) 
     probe.write_text("".join(f'#include "{h}"\n' for h in codegen))
     process.run([cc.command, *CONSUMER_CXXFLAGS, f"-I{include}", "-fsyntax-only", probe],
                 what="check of the copied headers", error=RuntimeBuildError)
-
-
-def _check_link(cc: Compiler, libs: list[Path], work: Path) -> None:
-    """Every runtime object links against Abseil and the system libraries alone."""
-    work.mkdir(parents=True, exist_ok=True)
-    main = work / "link.cc"
-    main.write_text("int main() { return 0; }\n")
-    exe = work / "link"
-    process.run([cc.command, *CONSUMER_CXXFLAGS, main, "-Wl,--whole-archive", libs[0],
-                 "-Wl,--no-whole-archive", *libs[1:], *SYSTEM_LIBS, "-o", exe],
-                what="link check of the runtime", error=RuntimeBuildError)
-    process.run([exe], what="run of the link check", error=RuntimeBuildError)
 
 
 def _load_complete(root: Path, key: str) -> XlaRuntime | None:
