@@ -21,8 +21,8 @@ import tempfile
 from pathlib import Path
 
 from tfaot_dist.cache import default_cache
+from tfaot_dist.channels import cpu_target
 from tfaot_dist.cxx import runtime_kernels, xla_runtime
-from tfaot_dist.dist import cpu_target
 from tfaot_dist.registry import DEFAULT_REQUIREMENTS
 from tfaot_dist.toolchain import ensure_toolchain
 

@@ -22,7 +22,7 @@ from conftest import run_in_toolchain
 from tfaot_dist import package as pkg
 from tfaot_dist import verify
 from tfaot_dist.cxx.xla_runtime import ensure_runtime
-from tfaot_dist.dist import cpu_target
+from tfaot_dist.channels import cpu_target
 from tfaot_dist.documents import ReferenceCase
 
 BATCH = 64  # rows of the special-value case: compiled sizes 1 and 4, stitched

@@ -11,8 +11,8 @@ import pytest
 
 from browser import Browser
 from httpserve import Server
-from tfaot_dist.dist import catalogue
-from tfaot_dist.dist.channel import RUNTIME, parse_index
+from tfaot_dist.channels import catalogue
+from tfaot_dist.channels.channel import RUNTIME, parse_index
 from tfaot_dist.documents import Manifest
 
 SCREENSHOT = Path("/tmp/catalogue.png")

@@ -26,7 +26,7 @@ import pytest
 from conftest import fresh_cache
 from tfaot_dist import builder
 from tfaot_dist.cxx import INTERFACE_INCLUDE, runtime_package, scram_tool
-from tfaot_dist.dist import cpu_target
+from tfaot_dist.channels import cpu_target
 from tfaot_dist.cache import Cache
 from tfaot_dist.registry import Defaults
 from tfaot_dist.util.render import render_model_header

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import fresh_cache
 from tfaot_dist import builder
-from tfaot_dist.dist import cpu_target
+from tfaot_dist.channels import cpu_target
 from tfaot_dist.config import load_aot_config
 from tfaot_dist.documents import Compilation
 from tfaot_dist.errors import InvalidInput

@@ -38,9 +38,9 @@ import yaml
 from conftest import fresh_cache, snapshot
 
 from tfaot_dist import package as pkg
-from tfaot_dist.dist.channel import verify_archive
+from tfaot_dist.channels.channel import verify_archive
 from tfaot_dist.util.fs import CRASH_AT, sha256_file, tree_digest
-from tfaot_dist.dist.setup_area import buildsys_files, read_installed
+from tfaot_dist.channels.setup_area import buildsys_files, read_installed
 
 TRIALS = int(os.environ.get("TFAOT_DIST_KILL_TRIALS", "4"))
 SEED = int(os.environ.get("TFAOT_DIST_KILL_SEED", "2026"))

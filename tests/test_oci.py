@@ -1,4 +1,4 @@
-"""Channels on OCI registries (tfaot_dist/dist/oci.py) against a real registry: Debian's docker-registry
+"""Channels on OCI registries (tfaot_dist/channels/oci.py) against a real registry: Debian's docker-registry
 (the CNCF distribution registry), started here on a free 127.0.0.1 port with its storage in the
 test's temporary directory; with an htpasswd file (bcrypt, apache2-utils' htpasswd) for the auth tests.
 """
@@ -19,7 +19,7 @@ from conftest import snapshot
 from test_distribution import N_MODELS, RUNTIME, repacked, tool
 
 from tfaot_dist.util.fs import sha256_file
-from tfaot_dist.dist.oci import TOKEN_ENV, USERNAME_ENV
+from tfaot_dist.channels.oci import TOKEN_ENV, USERNAME_ENV
 
 NAMESPACE = "tfaot/models"
 

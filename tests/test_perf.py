@@ -16,7 +16,7 @@ import pytest
 from conftest import REPO, run_in_toolchain
 
 from tfaot_dist import config as config_mod
-from tfaot_dist.dist import cpu_target
+from tfaot_dist.channels import cpu_target
 from tfaot_dist.perf import tune
 from tfaot_dist.documents import Compilation
 from tfaot_dist.errors import InvalidInput

@@ -17,7 +17,7 @@ from release_runtime import ABSEIL_DIR, RUNTIME_DIR, ensure_release_runtime
 
 from tfaot_dist import cli, package
 from tfaot_dist.cxx import INTERFACE_INCLUDE, buildsys, scram_tool
-from tfaot_dist.dist import cpu_target
+from tfaot_dist.channels import cpu_target
 from tfaot_dist.registry import Registry
 
 PACKAGE = "tfaot-model-simple-1.0.0"

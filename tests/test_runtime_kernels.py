@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tfaot_dist.cxx import runtime_kernels, runtime_parts, xla_runtime
-from tfaot_dist.dist import cpu_target
+from tfaot_dist.channels import cpu_target
 
 pytestmark = pytest.mark.slow
 

@@ -195,10 +195,10 @@ def _result_json(r: builder.BuildResult) -> dict:
 
 
 def cmd_publish(args) -> int:
-    from tfaot_dist.dist import channel
+    from tfaot_dist.channels import channel
 
-    if args.channel.startswith("oci://"):  # a registry: tfaot_dist/dist/oci.py
-        from tfaot_dist.dist import oci
+    if args.channel.startswith("oci://"):  # a registry: tfaot_dist/channels/oci.py
+        from tfaot_dist.channels import oci
 
         published = oci.publish(args.dist.absolute(), args.channel, log)
         emit(args, {"channel": args.channel, "packages": [vars(p) for p in published]},
@@ -216,8 +216,8 @@ def cmd_publish(args) -> int:
 def cmd_setup(args) -> int:
     import shutil
 
-    from tfaot_dist.dist import setup_area
-    from tfaot_dist.dist.channel import Channel
+    from tfaot_dist.channels import setup_area
+    from tfaot_dist.channels.channel import Channel
 
     area = args.area or (Path(os.environ["CMSSW_BASE"]) if os.environ.get("CMSSW_BASE") else None)
     location = args.channel or os.environ.get("TFAOT_DIST_CHANNEL")

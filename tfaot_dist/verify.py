@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from tfaot_dist import process
+from tfaot_dist.channels import cpu_target
 from tfaot_dist.cxx import INTERFACE_INCLUDE, pch
 from tfaot_dist.cxx.xla_runtime import XlaRuntime, compile_consumer
-from tfaot_dist.dist import cpu_target
 from tfaot_dist.documents import Deviation, LevelCheck, ModelManifest, ReferenceCase, Signature, Verification
 from tfaot_dist.errors import VerificationFailed
 from tfaot_dist.util.render import render

@@ -43,10 +43,10 @@ from pathlib import Path
 from tfaot_dist import package as pkg
 from tfaot_dist import process
 from tfaot_dist.cache import Cache, ensure_entry
+from tfaot_dist.channels import cpu_target
 from tfaot_dist.cxx import build_kit, pch
 from tfaot_dist.cxx.build_kit import CXX
 from tfaot_dist.cxx.xla_runtime import XlaRuntime, compile_consumer
-from tfaot_dist.dist import cpu_target
 from tfaot_dist.documents import ModelManifest
 from tfaot_dist.errors import CompileFailed, InvalidInput
 from tfaot_dist.session import Session

@@ -46,8 +46,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
 from tfaot_dist import __version__, builder, names
+from tfaot_dist.channels.channel import INDEX, MAX_MANIFEST, ChannelPackage, parse_index, verify_archive
 from tfaot_dist.cxx.scram_tool import RUNTIME_TOOL
-from tfaot_dist.dist.channel import INDEX, MAX_MANIFEST, ChannelPackage, parse_index, verify_archive
 from tfaot_dist.documents import Manifest, load_json
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable, UsageError
 from tfaot_dist.registry import DEFAULT_REQUIREMENTS, Defaults, ModelEntry, Registry

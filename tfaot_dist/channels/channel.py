@@ -14,7 +14,7 @@ same bytes (a no-op); other bytes are an IntegrityError. A file lock lets
 concurrent publishers into one channel take turns, and both land.
 
 A channel is read from a path, a file:// URL or an http(s):// URL (oci:// registries:
-tfaot_dist/dist/oci.py). Remote indexes are kept under CACHE/channels/ after a successful setup, so that
+tfaot_dist/channels/oci.py). Remote indexes are kept under CACHE/channels/ after a successful setup, so that
 `setup --offline` can use the last one seen; archives go to the
 content-addressed CACHE/archives/.
 """
@@ -34,15 +34,21 @@ from packaging.version import Version
 from tfaot_dist import names
 from tfaot_dist.cache import Cache
 from tfaot_dist.documents import IndexRow, Manifest, Requirement, load_json
-from tfaot_dist.util.download import cached_archive, cached_verified, download, get_bytes
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable
-from tfaot_dist.util.fs import (
-    copy_atomic, crash_point, file_lock, remove_stale_siblings, sha256_bytes, sha256_file, write_atomic,
-)
 from tfaot_dist.package import MANIFEST
-from tfaot_dist.util.textsafe import shown
 from tfaot_dist.util import archives
 from tfaot_dist.util.archives import PACKAGE, check_name, checked_tar_members, refuse_polyglot
+from tfaot_dist.util.download import cached_archive, cached_verified, download, get_bytes
+from tfaot_dist.util.fs import (
+    copy_atomic,
+    crash_point,
+    file_lock,
+    remove_stale_siblings,
+    sha256_bytes,
+    sha256_file,
+    write_atomic,
+)
+from tfaot_dist.util.textsafe import shown
 
 INDEX = "index.json"
 FORMAT = "tfaot-dist-channel/1"
@@ -251,7 +257,7 @@ def _published_manifest(path: Path) -> Manifest | None:
 
 def _write_catalogue(channel: Path, listed: dict, manifests: dict) -> None:
     """Version pages, then index.json, then index.html (catalogue.py says why in this order)."""
-    from tfaot_dist.dist import catalogue
+    from tfaot_dist.channels import catalogue
 
     for line in listed.values():
         if line.key not in manifests:
@@ -308,8 +314,8 @@ class Channel:
 
     @classmethod
     def open(cls, location: str, cache: Path, offline: bool = False) -> "Channel":
-        if location.startswith("oci://"):  # a registry: tfaot_dist/dist/oci.py
-            from tfaot_dist.dist.oci import OciChannel
+        if location.startswith("oci://"):  # a registry: tfaot_dist/channels/oci.py
+            from tfaot_dist.channels.oci import OciChannel
 
             return OciChannel.open_oci(location, cache, offline)
         root, base_url = _locate(location)

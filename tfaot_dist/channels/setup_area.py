@@ -22,10 +22,10 @@ anything.
 """
 
 import dataclasses
-from contextlib import contextmanager
 import json
 import os
 import shutil
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,17 +34,23 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from tfaot_dist import names, process
-from tfaot_dist.cxx import buildsys
-from tfaot_dist.dist import cpu_target
 from tfaot_dist import package as pkg
-from tfaot_dist.dist.channel import RUNTIME, Channel, ChannelPackage, VerifiedArchive, verify_archive
+from tfaot_dist.channels import cpu_target
+from tfaot_dist.channels.channel import RUNTIME, Channel, ChannelPackage, VerifiedArchive, verify_archive
+from tfaot_dist.cxx import buildsys
 from tfaot_dist.documents import InstalledRow, Manifest, load_json
-from tfaot_dist.util.download import discard, keep
 from tfaot_dist.errors import IntegrityError, InvalidInput, ScramFailed, SourceUnavailable
-from tfaot_dist.util.fs import (
-    crash_point, file_lock, remove_entry, replace_dir, sha256_bytes, temp_sibling, write_atomic,
-)
 from tfaot_dist.util.archives import PACKAGE, extract
+from tfaot_dist.util.download import discard, keep
+from tfaot_dist.util.fs import (
+    crash_point,
+    file_lock,
+    remove_entry,
+    replace_dir,
+    sha256_bytes,
+    temp_sibling,
+    write_atomic,
+)
 from tfaot_dist.util.textsafe import shown
 
 FORMAT = "tfaot-dist-area/1"

@@ -43,7 +43,7 @@ import urllib3
 
 from tfaot_dist import __version__, names
 from tfaot_dist.cache import Cache
-from tfaot_dist.dist.channel import (
+from tfaot_dist.channels.channel import (
     Channel,
     ChannelPackage,
     Published,
@@ -53,8 +53,8 @@ from tfaot_dist.dist.channel import (
     render_index,
     verified_dist,
 )
-from tfaot_dist.util.download import Via, cached_archive, cached_verified, download, timeout
 from tfaot_dist.errors import BlobsNotReady, IntegrityError, InvalidInput, SourceUnavailable
+from tfaot_dist.util.download import Via, cached_archive, cached_verified, download, timeout
 from tfaot_dist.util.fs import file_lock, remove_stale_siblings, sha256_bytes, write_atomic
 
 SCHEME = "oci://"
