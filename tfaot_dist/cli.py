@@ -344,6 +344,7 @@ def cmd_check(args) -> int:
         answer = register.op_check(saved_model.absolute(), serving_key, session, Path(work))
     ops = [row.to_json() for row in answer.ops]
     bad = [r["op"] for r in ops if not r["xla_cpu"]]
+    refused = register.refusal(answer)
     if args.table:
         width = max(len("Operation"), *(len(r["op"]) for r in ops))
         lines = [f"{'Operation':{width}}  cpu", f"{'-' * width}  ---"]
@@ -351,10 +352,12 @@ def cmd_check(args) -> int:
     else:
         lines = []
     lines.append("cpu: all ops compatible" if not bad else f"cpu: incompatible ops: {', '.join(bad)}")
+    if not bad:
+        lines.append("compile: ok (batch size 1, x86-64)" if not answer.compile_error else "compile: FAILED")
     emit(args, {"saved_model": str(saved_model), "signature": answer.signature.to_json(), "ops": ops,
-                "incompatible": bad}, "\n".join(lines))
-    if bad:
-        raise InvalidInput(f"{saved_model}: ops XLA cannot compile on CPU: {', '.join(bad)}")
+                "incompatible": bad, "compile_error": answer.compile_error}, "\n".join(lines))
+    if refused:
+        raise InvalidInput(f"{saved_model}: {refused}")
     return 0
 
 

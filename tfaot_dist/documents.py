@@ -634,7 +634,9 @@ class CheckRequest(Document):
 @dataclass(frozen=True)
 class OpSupport(Document):
     op: str
-    xla_cpu: bool  # XLA can compile it on CPU
+    xla_cpu: bool  # XLA has a CPU kernel for it
+    nodes: tuple[str, ...] = field(default=(), metadata=OMIT_NONE)  # where it is used (unsupported ops only)
+    advice: str = field(default="", metadata=OMIT_NONE)  # what to change (unsupported ops only)
 
 
 @dataclass(frozen=True)
@@ -642,4 +644,6 @@ class CheckAnswer(Document):
     ok: bool
     signature: Signature
     ops: tuple[OpSupport, ...]
+    # tfcompile's error for the graph compile gets (frozen at batch size 1), when every op has a kernel
+    compile_error: str | None = field(default=None, metadata=OMIT_NONE)
     timings: dict = field(default_factory=dict)

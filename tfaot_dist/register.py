@@ -13,6 +13,7 @@ from tfaot_dist.registry import GitSource, ModelEntry, Registry
 from tfaot_dist.session import Session
 from tfaot_dist.sources import SOURCE_COMPLETE, GitSources, ResolvedSource, check_git_url
 from tfaot_dist.toolchain import run_worker
+from tfaot_dist.util.textsafe import one_line, shown
 
 
 def add_model(registry: Registry, session: Session, name: str, url: str, ref: str, aot_config: str,
@@ -61,10 +62,32 @@ def load_source_config(src: ResolvedSource, aot_config: str) -> AotConfig:
 def check_model(config: AotConfig, session: Session, work: Path) -> Signature:
     """Load the SavedModel in TensorFlow, check its signature and ops; returns the signature."""
     answer = op_check(config.saved_model, config.serving_key, session, work)
-    bad = [row.op for row in answer.ops if not row.xla_cpu]
-    if bad:
-        raise InvalidInput(f"{config.path}: ops XLA cannot compile on CPU: {', '.join(bad)}")
+    refused = refusal(answer)
+    if refused:
+        raise InvalidInput(f"{config.path}: {refused}")
     return answer.signature
+
+
+def refusal(answer: CheckAnswer) -> str | None:
+    """Why the model cannot be compiled, in one line (each op with its first node and what to change), or None."""
+    bad = [row for row in answer.ops if not row.xla_cpu]
+    if bad:
+        where = "; ".join(f"{row.op} at {_node_list(row.nodes)}: {row.advice}" if row.nodes else row.op
+                          for row in bad)
+        return f"ops XLA cannot compile on CPU: {', '.join(row.op for row in bad)} ({where})"
+    if answer.compile_error:
+        return f"tfcompile cannot compile the model: {compile_error_line(answer.compile_error)}"
+    return None
+
+
+def _node_list(nodes: tuple[str, ...]) -> str:
+    return "node " + ", ".join(shown(n) for n in nodes[:2]) + (f" and {len(nodes) - 2} more" if len(nodes) > 2 else "")
+
+
+def compile_error_line(text: str) -> str:
+    """The line of a tfcompile error that says what is wrong (XLA puts it first, context after it)."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return one_line(lines[0] if lines else text, limit=600)
 
 
 def op_check(saved_model: Path, serving_key: str, session: Session, work: Path) -> CheckAnswer:

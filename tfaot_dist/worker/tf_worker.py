@@ -7,7 +7,8 @@ NumPy, because `-I` keeps tfaot_dist itself off sys.path.
 
 Requests ("op"):
   inspect  the serving signature (names, dtypes, shapes) in our fixed order
-  check    the ops of the serving signature and whether XLA compiles each on CPU
+  check    the ops of the graph compile gets (batch size 1) and whether XLA has a CPU kernel for each;
+           then a compile of that graph for generic x86-64 ("compile_error": None or tfcompile's error)
   compile  AOT compile every batch size (for each CPU level asked) in one process, write reference outputs;
            Selu and Elu are compiled with TensorFlow's CPU formulas unless "activation_formulas" is "xla"
 
@@ -122,32 +123,74 @@ def _signature(fn):
     return {"inputs": inputs, "outputs": outputs}
 
 
-def _frozen_ops(tf, fn):
+def _freeze(concrete):
+    """concrete with its variables folded in, its functional control flow kept.
+
+    convert_variables_to_constants_v2 lowers While and If into TF1 control flow
+    (Enter, Exit, Merge, Switch, NextIteration, LoopCond) by default; XLA has no
+    kernel for those, and recurrent layers (LSTM, GRU, SimpleRNN) are While loops.
+    tfcompile takes the functional While and If as they are.
+    """
     from tensorflow.python.framework import convert_to_constants
 
-    frozen = convert_to_constants.convert_variables_to_constants_v2(fn)
-    graph_def = frozen.graph.as_graph_def()
-    ops = {n.op for n in graph_def.node}
-    for f in graph_def.library.function:
-        ops.update(n.op for n in f.node_def)
-    return sorted(ops)
+    return convert_to_constants.convert_variables_to_constants_v2(concrete, lower_control_flow=False)
 
 
 # Ops that only move data into or out of the compiled function; tf2xla
 # replaces them with arguments, results and constants.
-_BOUNDARY_OPS = {"Placeholder", "NoOp", "Const", "Identity", "IdentityN"}
+_BOUNDARY_OPS = {"Placeholder", "NoOp", "Const", "Identity", "IdentityN", "_Arg", "_Retval"}
+
+# What to change when a model uses ops XLA cannot compile: (ops, advice).
+_ADVICE = [
+    ({"Enter", "Exit", "LoopCond", "Merge", "NextIteration", "Switch", "RefEnter", "RefExit", "RefMerge",
+      "RefSwitch", "RefNextIteration"},
+     "TF1 control flow (tf.compat.v1 while_loop/cond or a graph-mode export): export the model from "
+     "TensorFlow 2 (tf.function or Keras), whose loops and conditions are functional While/If ops"),
+    ({"StringToNumber", "AsString", "StringSplit", "StringSplitV2", "StringJoin", "RegexReplace",
+      "StringFormat", "Substr", "StringLength", "DecodeRaw"},
+     "string processing: do it before the model and feed numbers"),
+    ({"HashTableV2", "LookupTableFindV2", "LookupTableImportV2", "MutableHashTableV2", "StaticRegexFullMatch"},
+     "table lookups: map keys to integer ids before the model (an Embedding takes the ids)"),
+    ({"PyFunc", "EagerPyFunc", "PyFuncStateless"}, "Python functions: write the step with TensorFlow ops"),
+    ({"RandomUniform", "RandomStandardNormal", "StatelessRandomUniformV2"},
+     "random numbers: export the inference model (training=False) without random layers"),
+]
+_DEFAULT_ADVICE = ("replace the layer that makes it with ops XLA compiles (README: Which models work), "
+                   "or compute that part outside the model")
 
 
-def op_support(tf, fn):
+def advice(op):
+    return next((text for ops, text in _ADVICE if op in ops), _DEFAULT_ADVICE)
+
+
+def _graph_ops(graph_def):
+    """{op: [node names]} of graph_def and its function library ("FUNCTION/NODE" for function nodes)."""
+    nodes = {}
+    for n in graph_def.node:
+        nodes.setdefault(n.op, []).append(n.name)
+    for f in graph_def.library.function:
+        for n in f.node_def:
+            nodes.setdefault(n.op, []).append(f"{f.signature.name}/{n.name}")
+    return nodes
+
+
+def op_support(tf, graph_def):
+    """One row per op of graph_def: whether XLA has a CPU kernel for it; unsupported rows name their nodes."""
     from tensorflow.python.framework import kernels
 
     # XLA registers its CPU JIT kernels when it is first initialised.
     tf.function(lambda x: x + 1, jit_compile=True)(tf.constant(1.0))
     table = []
-    for op in _frozen_ops(tf, fn):
+    for op, nodes in sorted(_graph_ops(graph_def).items()):
         devices = {k.device_type for k in kernels.get_registered_kernels_for_op(op).kernel}
-        table.append({"op": op, "xla_cpu": op in _BOUNDARY_OPS or "XLA_CPU_JIT" in devices})
+        row = {"op": op, "xla_cpu": op in _BOUNDARY_OPS or "XLA_CPU_JIT" in devices}
+        if not row["xla_cpu"]:
+            row.update(nodes=sorted(nodes)[:MAX_NODES], advice=advice(op))
+        table.append(row)
     return table
+
+
+MAX_NODES = 5  # node names listed per unsupported op
 
 
 def do_inspect(tf, req):
@@ -156,9 +199,41 @@ def do_inspect(tf, req):
 
 
 def do_check(tf, req):
+    """The ops of the graph compile hands to tfcompile (frozen at batch size 1, activations rewritten), and,
+    when XLA has a kernel for each, a compile of that graph for generic x86-64: a graph of supported ops
+    can still fail (a shape XLA needs static, an op's attribute), and what compiles is what counts."""
+    # XLA reads XLA_FLAGS once, when first used (op_support's jit call): the flags compile uses, set first.
+    xla_flags = _xla_flags(tf, os.environ.get("XLA_FLAGS", ""))
+    os.environ["XLA_FLAGS"] = " ".join(xla_flags)
     _, fn = _load_signature(tf, req["saved_model"], req["serving_key"])
     signature = _signature(fn)
-    return {"signature": signature, "ops": op_support(tf, fn)}
+    graph_def, config = _frozen(tf, fn, signature, 1)
+    _tensorflow_activations(tf, graph_def)
+    ops = op_support(tf, graph_def)
+    answer = {"signature": signature, "ops": ops}
+    if all(row["xla_cpu"] for row in ops):
+        answer["compile_error"] = _trial_compile(graph_def, config, xla_flags)
+    return answer
+
+
+def _trial_compile(graph_def, config, xla_flags):
+    """Compile graph_def for generic x86-64 in a scratch directory; returns None or tfcompile's error."""
+    work = tempfile.mkdtemp(prefix="check-", dir=os.environ.get("TMPDIR"))
+    try:
+        graph, config_path = os.path.join(work, "graph.pb"), os.path.join(work, "config.pbtxt")
+        with open(graph, "wb") as f:
+            f.write(graph_def.SerializeToString())
+        with open(config_path, "w") as f:
+            f.write(str(config))
+        job = {"stem": "check_bs1", "cpp_class": "tfaot_check::check_bs1", "graph": graph, "config": config_path,
+               "target_triple": "x86_64-pc-linux", "target_cpu": "", "xla_flags": xla_flags}
+        cwd = os.getcwd()
+        try:
+            return _run_job(job, work, full=True)
+        finally:
+            os.chdir(cwd)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _frozen(tf, fn, signature, bs):
@@ -172,14 +247,13 @@ def _frozen(tf, fn, signature, bs):
     iteration.
     """
     from tensorflow.compiler.tf2xla import tf2xla_pb2
-    from tensorflow.python.framework import convert_to_constants
 
     specs = {
         t["name"]: tf.TensorSpec([bs] + t["shape"], getattr(tf, t["dtype"]), name=t["name"])
         for t in signature["inputs"]
     }
     concrete = tf.function(lambda **kw: fn(**kw)).get_concrete_function(**specs)
-    frozen = convert_to_constants.convert_variables_to_constants_v2(concrete)
+    frozen = _freeze(concrete)
     # Keyword inputs come first, flattened in sorted key order: the order of signature["inputs"].
     placeholders = frozen.inputs[: len(signature["inputs"])]
     # Outputs, flat, in the order nest.flatten gives the original's dict of outputs: sorted by key.
@@ -390,15 +464,17 @@ def _helper_main(jobs, done):
         done.put((job["key"], _run_job(job, out_dir)))
 
 
-def _run_job(job, out_dir):
-    """Compile one job; returns None or the first line of the error."""
+def _run_job(job, out_dir, full=False):
+    """Compile one job; returns None or the error (its first line unless full)."""
     try:
         os.chdir(out_dir)
         _tfcompile(job)
         return None
     except Exception as exc:
-        text = str(exc).strip().splitlines()
-        return text[0] if text else type(exc).__name__
+        text = str(exc).strip()
+        if full:
+            return text or type(exc).__name__
+        return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _tfcompile(job):
