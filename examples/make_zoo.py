@@ -132,7 +132,7 @@ def build_deepjet(size):
     inputs = {"global_features": keras.Input((15,), name="global_features"), "cpf": keras.Input((n_cpf, 16), name="cpf"),
               "npf": keras.Input((n_npf, 6), name="npf"), "sv": keras.Input((n_sv, 12), name="sv")}
     branches = [inputs["global_features"]]
-    for key, units in zip(("cpf", "npf", "sv"), lstm):
+    for key, units in zip(("cpf", "npf", "sv"), lstm, strict=True):
         a = keras.layers.BatchNormalization(name=f"{key}_norm")(inputs[key])
         for i, filters in enumerate(conv):
             a = keras.layers.Conv1D(filters, 1, activation="relu", name=f"{key}_conv{i}")(a)
@@ -273,11 +273,11 @@ def build_recurrent(size):
     masked = keras.layers.Masking(0.0, name="masking")(x)
     a = keras.layers.LSTM(units, return_sequences=True, name="lstm0")(masked)
     a = keras.layers.LSTM(units, name="lstm1")(a)
-    b = keras.layers.Bidirectional(keras.layers.GRU(units), name="bigru")(masked)
+    b = keras.layers.Bidirectional(keras.layers.GRU(units), name="bidirectional_gru")(masked)
     c = keras.layers.SimpleRNN(units, return_sequences=True, name="rnn")(masked)
-    outputs = {"lstm": keras.layers.Dense(3, activation="softmax", name="lstm_head")(a),
-               "bigru": keras.layers.Dense(2, name="bigru_head")(b),
-               "steps": keras.layers.Dense(2, name="steps_head")(c)}
+    outputs = {"lstm": keras.layers.Dense(3, activation="softmax", name="lstm")(a),
+               "bigru": keras.layers.Dense(2, name="bigru")(b),
+               "steps": keras.layers.Dense(2, name="steps")(c)}
     return keras.Model(x, outputs), "Masking, stacked LSTMs, bidirectional GRU, SimpleRNN sequences"
 
 
@@ -295,7 +295,7 @@ def _one_recurrent(kind):
                  "bidirectional": lambda: keras.layers.Bidirectional(keras.layers.LSTM(units), name="bilstm")(x),
                  "sequences": lambda: keras.layers.GRU(units, return_sequences=True, name="gru")(x),
                  "masking": lambda: keras.layers.LSTM(units, name="lstm")(keras.layers.Masking(0.0)(x))}[kind]
-        y = keras.layers.Dense(2, name="head")(layer())
+        y = keras.layers.Dense(2, name="y")(layer())
         return keras.Model(x, {"y": y}), f"recurrent support matrix: {kind}"
 
     return build

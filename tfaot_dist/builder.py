@@ -220,7 +220,7 @@ def _compile(config: AotConfig, package: str, version: str, source: dict, sessio
             namespace=comp.namespace, class_name=config.name, tf_xla_flags=comp.tf_xla_flags,
             xla_flags=comp.xla_flags, batch_rules=comp.batch_rules, cpu_levels=comp.cpu_levels or (),
             tfcompile_xla_flags=answer.xla_flags, activation_formulas=comp.activation_formulas,
-            rewritten_activations=answer.rewritten_activations),
+            rewritten_activations=answer.rewritten_activations, rewritten_ops=answer.rewritten_ops),
         requires=(runtime_package.requirement(runtime),),
         runtime_parts=parts,
     )

@@ -463,6 +463,8 @@ class Compilation(Document):
                                                                           omit_default=True))
     # op -> nodes compiled with TensorFlow's formula, in each batch size's graph.
     rewritten_activations: dict[str, int] = field(default_factory=dict, metadata={"omit_default": True})
+    # op -> nodes written with other ops that tfcompile writes (Conv3D as Conv2D over depth slices, TF 2.21).
+    rewritten_ops: dict[str, int] = field(default_factory=dict, metadata={"omit_default": True})
 
 
 @dataclass(frozen=True)
@@ -618,6 +620,7 @@ class CompileAnswer(Document):
     timings: dict = field(default_factory=dict)  # stage -> seconds, for --verbose readers
     xla_flags: tuple[str, ...] = ()  # every XLA flag tfcompile ran with (our defaults, the config's, saved_model_cli's)
     rewritten_activations: dict[str, int] = field(default_factory=dict)  # op -> nodes given TensorFlow's formula
+    rewritten_ops: dict[str, int] = field(default_factory=dict)  # op -> nodes written with other ops (Conv3D)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ Requests ("op"):
   check    the ops of the graph compile gets (batch size 1) and whether XLA has a CPU kernel for each;
            then a compile of that graph for generic x86-64 ("compile_error": None or tfcompile's error)
   compile  AOT compile every batch size (for each CPU level asked) in one process, write reference outputs;
-           Selu and Elu are compiled with TensorFlow's CPU formulas unless "activation_formulas" is "xla"
+           Selu and Elu are compiled with TensorFlow's CPU formulas unless "activation_formulas" is "xla";
+           Conv3D becomes Conv2D over depth slices where tfcompile writes no 3-D convolution (TF 2.21)
 
 Positional order: inputs and outputs are ordered by their signature key,
 sorted as Python sorts str. TensorFlow itself orders them by iterating
@@ -209,6 +210,8 @@ def do_check(tf, req):
     signature = _signature(fn)
     graph_def, config = _frozen(tf, fn, signature, 1)
     _tensorflow_activations(tf, graph_def)
+    if _writes_no_conv3d(tf):
+        _conv3d_as_conv2d(tf, graph_def)
     ops = op_support(tf, graph_def)
     answer = {"signature": signature, "ops": ops}
     if all(row["xla_cpu"] for row in ops):
@@ -343,6 +346,88 @@ def _node(tf, name, op, inputs, dtype, device, value=None):
     else:
         node.attr["T"].type = dtype
     return node
+
+
+def _writes_no_conv3d(tf):
+    """True if this toolchain's tfcompile cannot write 3-D convolutions into AOT code (TF 2.21's thunk
+    serializer has 2-D ones only: "3D convolution is not implemented."); read from its library."""
+    library = os.path.join(os.path.dirname(tf.__file__), "libtensorflow_cc.so.2")
+    return _file_contains(library, b"3D convolution is not implemented")
+
+
+def _conv3d_as_conv2d(tf, graph_def):
+    """Replace each float32 NDHWC Conv3D (dilation 1) of graph_def by the sum over the kernel's depth of
+    Conv2D over the matching depth slices; returns {"Conv3D": count}. Same sums, other order: the results
+    agree with TensorFlow's Conv3D to rounding. The last node keeps the replaced node's name."""
+    targets = [n for n in graph_def.node if n.op == "Conv3D" and n.attr["T"].type == tf.float32.as_datatype_enum
+               and n.attr["data_format"].s in (b"", b"NDHWC") and set(n.attr["dilations"].list.i) <= {1}]
+    if not targets:
+        return {}
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.graph_util.import_graph_def(graph_def, name="")
+    replaced = {}
+    for node in targets:
+        inputs = [i for i in node.input if not i.startswith("^")]
+        shapes = [graph.get_tensor_by_name(i if ":" in i else i + ":0").shape.as_list() for i in inputs]
+        if any(d is None for shape in shapes for d in shape):
+            continue
+        replaced[node.name] = _conv3d_nodes(tf, node, inputs, shapes)
+    if not replaced:
+        return {}
+    nodes = []
+    for node in graph_def.node:
+        nodes.extend(replaced.get(node.name, [node]))
+    del graph_def.node[:]
+    graph_def.node.extend(nodes)
+    return {"Conv3D": len(replaced)}
+
+
+def _conv3d_nodes(tf, node, inputs, shapes):
+    """The NodeDefs computing node (a Conv3D of inputs with static shapes) with Conv2D; new names below it."""
+    (batch, depth, height, width, channels), (kd, kh, kw, _, filters) = shapes
+    _, sd, sh, sw, _ = list(node.attr["strides"].list.i)
+    scratch = tf.Graph()
+    with scratch.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, shapes[0], name="x")
+        w = tf.compat.v1.placeholder(tf.float32, shapes[1], name="w")
+        if node.attr["padding"].s == b"SAME":
+            pads = []
+            for size, k, stride in ((depth, kd, sd), (height, kh, sh), (width, kw, sw)):
+                total = max((-(-size // stride) - 1) * stride + k - size, 0)
+                pads.append([total // 2, total - total // 2])
+            x = tf.pad(x, [[0, 0], *pads, [0, 0]])
+            depth += sum(pads[0])
+        out_depth = (depth - kd) // sd + 1
+        terms = []
+        for i in range(kd):
+            xs = x[:, i:i + (out_depth - 1) * sd + 1:sd]
+            xs = tf.reshape(xs, [batch * out_depth, *xs.shape.as_list()[2:]])
+            terms.append(tf.nn.conv2d(xs, w[i], [1, sh, sw, 1], "VALID"))
+        y = tf.add_n(terms) if len(terms) > 1 else terms[0]
+        tf.reshape(y, [batch, out_depth, *y.shape.as_list()[1:]], name="result")
+    rename = {"x": inputs[0], "w": inputs[1]}
+    prefix = node.name + "/tfaot_conv2d"
+    added = []
+    for n in scratch.as_graph_def().node:
+        if n.name in rename:
+            continue
+        n.name = node.name if n.name == "result" else prefix + "/" + n.name
+        n.input[:] = [_renamed(i, rename, prefix, node.name) for i in n.input]
+        n.device = node.device
+        added.append(n)
+    added[-1].input.extend(i for i in node.input if i.startswith("^"))
+    return added
+
+
+def _renamed(name, rename, prefix, result):
+    control, _, bare = name.rpartition("^")
+    base, colon, index = bare.partition(":")
+    if base in rename:
+        new = rename[base] if not index or index == "0" else rename[base] + ":" + index
+        return control + new
+    base = result if base == "result" else prefix + "/" + base
+    return control + base + colon + index
 
 
 def _load_tfcompile():
@@ -613,12 +698,15 @@ def do_compile(tf, req):
     formulas = req.get("activation_formulas", "tensorflow")
     if formulas not in ("tensorflow", "xla"):
         raise WorkerError(INVALID_INPUT, f"unknown activation formulas {formulas!r}")
-    rewritten = {}  # op -> nodes replaced in each batch size's graph
+    rewritten, rewritten_ops = {}, {}  # op -> nodes replaced in each batch size's graph
+    no_conv3d = _writes_no_conv3d(tf)
     jobs = []
     for bs in batch_sizes:
         graph_def, config = _frozen(tf, fn, signature, bs)
         if formulas == "tensorflow":
             rewritten = _tensorflow_activations(tf, graph_def)
+        if no_conv3d:
+            rewritten_ops = _conv3d_as_conv2d(tf, graph_def)
         graph, config_path = os.path.join(work, f"bs{bs}.pb"), os.path.join(work, f"bs{bs}.pbtxt")
         with open(graph, "wb") as f:
             f.write(graph_def.SerializeToString())
@@ -681,6 +769,7 @@ def do_compile(tf, req):
         "tensorflow_version": tf.__version__,
         "xla_flags": xla_flags,
         "rewritten_activations": rewritten,
+        "rewritten_ops": rewritten_ops,
     }
 
 

@@ -1,0 +1,254 @@
+"""The architecture zoo (examples/make_zoo.py) with TensorFlow 2.21: every model is registered, built at
+the registry's default CPU levels, verified at each level this machine runs, and a user's C++ program
+linked against its unpacked package matches TensorFlow on fresh inputs (padded sequences included).
+
+The models are the generator's small "test" size (same structure as the benchmark size). Keras 2
+(tf_keras) exports of the recurrent model are compiled in test_recurrent_keras2.
+"""
+
+import json
+import math
+import random
+import subprocess
+import tarfile
+from array import array
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO, DataRepo, fresh_cache, run_in_toolchain
+from tfaot_dist import cli
+from tfaot_dist.channels import cpu_target
+from tfaot_dist.registry import DEFAULT_CPU_LEVELS
+
+pytestmark = [pytest.mark.slow]
+
+ZOO = ["deepjet", "deeptau", "particlenet", "transformer", "gru_tagger", "regression64", "conv3d", "pooling",
+       "recurrent"]
+# Inputs that hold sequences padded with zeros at the end (masking, the LSTM branches of DeepJet), and the
+# token ids of the tagger (0 is its padding id; its vocabulary has 20 ids at test size).
+PADDED = {("recurrent", "sequence"), ("deepjet", "cpf"), ("deepjet", "npf"), ("deepjet", "sv"),
+          ("gru_tagger", "ids")}
+VOCABULARY = 20
+TOLERANCE = 1e-5  # max abs deviation, relative to the output's scale (max(1, max |TensorFlow output|))
+ROWS = 5  # batch of the consumer: compiled sizes 1 and 4, stitched
+
+# dtype -> (tfaot arrays type, C++ element type, array typecode)
+CXX_TYPES = {"float32": ("FloatArrays", "float", "f"), "float64": ("DoubleArrays", "double", "d"),
+             "int32": ("Int32Arrays", "std::int32_t", "i"), "int64": ("Int64Arrays", "std::int64_t", "q")}
+
+# Reads each input (raw little-endian rows), runs the model through tfaot::Model::run, writes each output.
+CONSUMER = """\
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <tuple>
+#include <vector>
+#include "tfaot/Model.h"
+#include "{package}/model.h"
+
+template <typename T>
+std::vector<std::vector<T>> load(const std::string& path, int rows, std::size_t cols) {{
+  std::vector<T> flat(rows * cols);
+  std::ifstream(path, std::ios::binary).read(reinterpret_cast<char*>(flat.data()), flat.size() * sizeof(T));
+  std::vector<std::vector<T>> out(rows);
+  for (int r = 0; r < rows; r++) out[r].assign(flat.begin() + r * cols, flat.begin() + (r + 1) * cols);
+  return out;
+}}
+
+template <typename T>
+void save(const std::string& path, const std::vector<std::vector<T>>& rows) {{
+  std::ofstream f(path, std::ios::binary);
+  for (const auto& row : rows) f.write(reinterpret_cast<const char*>(row.data()), row.size() * sizeof(T));
+}}
+
+int main(int, char** argv) {{
+  const int n = std::atoi(argv[1]);
+  const std::string dir = argv[2];
+  tfaot::Model<{cpp_class}> model;
+{declarations}
+  std::tie({outputs}) = model.run<{output_types}>(n, {inputs});
+{saves}
+  return 0;
+}}
+"""
+
+TF_RUN = """
+import json, sys
+import numpy as np
+import tensorflow as tf
+saved_model, case = sys.argv[1:3]
+spec = json.load(open(case + "/signature.json"))
+fn = tf.saved_model.load(saved_model).signatures["serving_default"]
+feeds = {t["name"]: np.fromfile(f"{case}/input_{i}.bin", t["dtype"]).reshape([spec["rows"]] + t["shape"])
+         for i, t in enumerate(spec["inputs"])}
+out = fn(**{k: tf.constant(v) for k, v in feeds.items()})
+for i, t in enumerate(spec["outputs"]):
+    out[t["name"]].numpy().tofile(f"{case}/tf_output_{i}.bin")
+"""
+
+
+def consumer_source(package: str, cpp_class: str, signature: dict) -> str:
+    declarations, inputs = [], []
+    for i, t in enumerate(signature["inputs"]):
+        element = CXX_TYPES[t["dtype"]][1]
+        declarations.append(f'  auto in{i} = load<{element}>(dir + "/input_{i}.bin", n, {math.prod(t["shape"])});')
+        inputs.append(f"in{i}")
+    outputs, types, saves = [], [], []
+    for i, t in enumerate(signature["outputs"]):
+        arrays = CXX_TYPES[t["dtype"]][0]
+        declarations.append(f"  tfaot::{arrays} out{i};")
+        outputs.append(f"out{i}")
+        types.append(f"tfaot::{arrays}")
+        saves.append(f'  save(dir + "/output_{i}.bin", out{i});')
+    return CONSUMER.format(package=package, cpp_class=cpp_class, declarations="\n".join(declarations),
+                           outputs=", ".join(outputs), output_types=", ".join(types), inputs=", ".join(inputs),
+                           saves="\n".join(saves))
+
+
+def fresh_inputs(model: str, signature: dict, rows: int, rng: random.Random) -> list[array]:
+    """Inputs in signature order, flat; padded inputs get a random length per row and zeros after it."""
+    values = []
+    for t in signature["inputs"]:
+        typecode = CXX_TYPES[t["dtype"]][2]
+        row = math.prod(t["shape"])
+        if typecode in "iq":
+            value = array(typecode, [rng.randrange(1, VOCABULARY) for _ in range(rows * row)])
+        else:
+            value = array(typecode, [rng.uniform(-2.0, 2.0) for _ in range(rows * row)])
+        if (model, t["name"]) in PADDED:
+            step = row // t["shape"][0]  # elements per sequence step
+            for r in range(rows):
+                length = rng.randrange(1, t["shape"][0] + 1)
+                for k in range(r * row + length * step, (r + 1) * row):
+                    value[k] = 0
+        values.append(value)
+    return values
+
+
+def read(path: Path, dtype: str) -> array:
+    return array(CXX_TYPES[dtype][2], path.read_bytes())
+
+
+def make_zoo(toolchain, out: Path, names: list[str], *options: str) -> Path:
+    run_in_toolchain(toolchain, REPO / "examples" / "make_zoo.py", out, *options, *names, tmp=out / ".tmp")
+    return out
+
+
+def build_area(root: Path, models: Path, names: list[str], shared_cache: Path, requirements=None) -> Path:
+    """Models registered from a git data repository, built with `build --all` at the registry's default CPU
+    levels (with the toolchain of requirements, else the default) and unpacked into an area; returns it."""
+    repo = DataRepo(root / "data")
+    for name in names:
+        repo.add_model(name, models / name / "saved_model",
+                       yaml.safe_load((models / name / "aot_config.yaml").read_text()))
+    repo.commit("zoo")
+    registry = root / "registry"
+    (registry / "models").mkdir(parents=True)
+    defaults = yaml.safe_load((REPO / "registry" / "registry.yaml").read_text())
+    if requirements:
+        defaults["toolchain"]["requirements"] = list(requirements)
+    (registry / "registry.yaml").write_text(yaml.safe_dump(defaults))
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TFAOT_DIST_CACHE", str(fresh_cache(root / "cache", shared_cache)))
+    try:
+        for name in names:
+            assert cli.main(["--registry", str(registry), "add-model", package_name(name), "--source", repo.url,
+                             "--aot-config", f"{name}/aot_config.yaml"]) == 0, name
+        assert cli.main(["--registry", str(registry), "build", "--all", "--dist", str(root / "dist")]) == 0
+    finally:
+        mp.undo()
+    area = root / "area"
+    for archive in sorted((root / "dist").glob("*.tar.gz")):
+        with tarfile.open(archive) as tar:
+            tar.extractall(area, filter="data")
+    return area
+
+
+def package_name(model: str) -> str:
+    return f"zoo-{model.replace('_', '-')}"
+
+
+def package_dir(area: Path, model: str) -> Path:
+    (found,) = area.glob(f"tfaot-model-{package_name(model)}-*")
+    return found
+
+
+def check_levels(area: Path, model: str) -> None:
+    """The package carries the registry's default levels, verified at each one this machine runs."""
+    manifest = json.loads((package_dir(area, model) / "manifest.json").read_text())
+    levels = manifest["verification"]["cpu_levels"]
+    assert sorted(levels) == sorted(DEFAULT_CPU_LEVELS), levels
+    for level, state in levels.items():
+        # Every level this machine runs is verified; the others say why not (no AVX-512 here, for example).
+        assert state["verified"] == cpu_target.check_host(level).ok, (level, state)
+    assert levels["x86-64"]["verified"] and levels["x86-64-v3"]["verified"]
+    for name, deviation in manifest["verification"]["outputs"].items():
+        assert deviation["max_abs"] <= TOLERANCE, (name, deviation)
+
+
+def check_consumer(area: Path, model: str, saved_model: Path, toolchain, tmp_path: Path) -> None:
+    """A user's program against the unpacked package, at each level this machine runs: TensorFlow's numbers
+    (TensorFlow of the toolchain, which made the package) on fresh inputs, padded sequences included."""
+    pkg = package_dir(area, model)
+    manifest = json.loads((pkg / "manifest.json").read_text())
+    (runtime,) = area.glob("tfaot-xla-runtime-*")
+    runtime_manifest = json.loads((runtime / "manifest.json").read_text())
+    signature = manifest["signature"]
+    compilation = manifest["compilation"]
+    src = tmp_path / "consumer.cc"
+    src.write_text(consumer_source(pkg.name.rsplit("-", 1)[0], f"{compilation['namespace']}::"
+                                   f"{compilation['class_name']}", signature))
+    exe = tmp_path / "consumer"
+    subprocess.run(["g++", *runtime_manifest["cxxflags"], "-O1", "-Wall", "-Werror", f"-I{pkg / 'include'}",
+                    f"-I{runtime / 'include'}", str(src), *map(str, sorted((pkg / "lib").glob("*.a"))),
+                    *(str(runtime / lib) for lib in runtime_manifest["libs"]), *runtime_manifest["system_libs"],
+                    "-o", str(exe)], check=True)
+    ldd = subprocess.run(["ldd", str(exe)], check=True, capture_output=True, text=True).stdout
+    assert "tensorflow" not in ldd and "libtf" not in ldd, ldd
+
+    case = tmp_path / "case"
+    case.mkdir()
+    for i, value in enumerate(fresh_inputs(model, signature, ROWS, random.Random(model))):
+        (case / f"input_{i}.bin").write_bytes(value.tobytes())  # little-endian on x86-64
+    (case / "signature.json").write_text(json.dumps({"rows": ROWS, **signature}))
+    script = tmp_path / "tf_run.py"
+    script.write_text(TF_RUN)
+    run_in_toolchain(toolchain, script, saved_model, case, tmp=tmp_path / "tmp")
+
+    levels = [level for level in DEFAULT_CPU_LEVELS if cpu_target.check_host(level).ok]
+    assert "x86-64" in levels
+    for level in levels:
+        subprocess.run([str(exe), str(ROWS), str(case)], check=True, env={"TFAOT_CPU_LEVEL": level})
+        for i, t in enumerate(signature["outputs"]):
+            want = read(case / f"tf_output_{i}.bin", t["dtype"])
+            got = read(case / f"output_{i}.bin", t["dtype"])
+            assert len(got) == len(want) == ROWS * math.prod(t["shape"]), (level, t["name"])
+            scale = max(1.0, *map(abs, want))
+            deviation = max(abs(a - b) for a, b in zip(got, want, strict=True))
+            assert deviation <= TOLERANCE * scale, (model, level, t["name"], deviation)
+
+
+# ---------------------------------------------------------------- TensorFlow 2.21, Keras 3
+
+
+@pytest.fixture(scope="module")
+def zoo_models(toolchain, tmp_path_factory) -> Path:
+    return make_zoo(toolchain, tmp_path_factory.mktemp("zoo"), ZOO)
+
+
+@pytest.fixture(scope="module")
+def zoo_area(zoo_models, shared_cache, tmp_path_factory) -> Path:
+    return build_area(tmp_path_factory.mktemp("zoo-built"), zoo_models, ZOO, shared_cache)
+
+
+@pytest.mark.parametrize("model", ZOO)
+def test_zoo_model_verifies_at_every_level(zoo_area, model):
+    check_levels(zoo_area, model)
+
+
+@pytest.mark.parametrize("model", ZOO)
+def test_zoo_consumer_matches_tensorflow(zoo_area, zoo_models, toolchain, tmp_path, model):
+    check_consumer(zoo_area, model, zoo_models / model / "saved_model", toolchain, tmp_path)
