@@ -385,7 +385,7 @@ def _conv3d_as_conv2d(tf, graph_def):
 
 def _conv3d_nodes(tf, node, inputs, shapes):
     """The NodeDefs computing node (a Conv3D of inputs with static shapes) with Conv2D; new names below it."""
-    (batch, depth, height, width, channels), (kd, kh, kw, _, filters) = shapes
+    (batch, depth, height, width, _), (kd, kh, kw, _, _) = shapes
     _, sd, sh, sw, _ = list(node.attr["strides"].list.i)
     scratch = tf.Graph()
     with scratch.as_default():
