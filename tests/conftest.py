@@ -157,7 +157,7 @@ def data_repo(example_models, test_models, tmp_path_factory) -> DataRepo:
     repo = DataRepo(tmp_path_factory.mktemp("data"))
     for name in ("simple", "multi"):
         shutil.copytree(example_models / name, repo.work / name)
-    for name in ("two_inputs", "static", "nonleading", "string_op", "no_batch"):
+    for name in ("two_inputs", "static", "nonleading", "string_op", "no_batch", "value_shape"):
         repo.add_model(name, test_models / name / "saved_model", aot_config(name))
     repo.commit("models")
     git("tag", "v1", cwd=repo.work)

@@ -122,6 +122,7 @@ def test_name_that_exists(run, data_repo, registry, cache):
     ("nonleading/aot_config.yaml", "input 'x' has a dynamic non-leading dimension"),
     ("no_batch/aot_config.yaml", "input 'x' has no batch dimension"),
     ("string_op/aot_config.yaml", "ops XLA cannot compile on CPU: AsString, StringToNumber"),
+    ("value_shape/aot_config.yaml", "tfcompile cannot compile the model: Input 1 to node"),
     ("broken/aot_config.yaml", ": broken/aot_config.yaml: model.saved_model: SavedModel directory"),
     ("badkey2/aot_config.yaml", "serving_key 'nope' is not a signature of"),
     ("truncated/aot_config.yaml", "cannot load SavedModel"),

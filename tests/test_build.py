@@ -180,6 +180,24 @@ def test_check_lists_ops(run, example_models, test_models):
     assert ops["MatMul"] and ops["Tanh"] and ops["Softmax"]
     _, err = run("check", test_models / "string_op" / "saved_model", "--table", expect=3)
     assert "ops XLA cannot compile on CPU: AsString, StringToNumber" in err
+    # Each op with the node that uses it and what to change, in the one error line.
+    [line] = [ln for ln in err.splitlines() if ln.startswith("tfaot-dist: error:")]
+    assert "AsString at node 'StatefulPartitionedCall/" in line and "/AsString'" in line, line
+    assert "StringToNumber at node 'StatefulPartitionedCall/" in line, line
+    assert "string processing: do it before the model and feed numbers" in line, line
+
+
+def test_check_compiles_the_graph_compile_gets(run, test_models):
+    """Every op of value_shape has an XLA kernel, yet XLA needs a length the input decides: check refuses it
+    naming the node and what to change, as compile would fail; the simple model passes the same compile."""
+    out, err = run("check", test_models / "value_shape" / "saved_model", "--json", expect=3)
+    answer = json.loads(out)
+    assert answer["incompatible"] == [] and all(row["xla_cpu"] for row in answer["ops"])
+    assert "with op Range must be a compile-time constant" in answer["compile_error"]
+    [line] = [ln for ln in err.splitlines() if ln.startswith("tfaot-dist: error:")]
+    assert "tfcompile cannot compile the model: Input 1 to node `StatefulPartitionedCall/" in line, line
+    assert "/range` with op Range must be a compile-time constant" in line, line
+    assert "use fixed sizes (pad to a maximum)" in line, line
 
 
 @pytest.mark.parametrize("seed", ["1", "2", "3"])

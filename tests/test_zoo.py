@@ -2,14 +2,16 @@
 the registry's default CPU levels, verified at each level this machine runs, and a user's C++ program
 linked against its unpacked package matches TensorFlow on fresh inputs (padded sequences included).
 
-The models are the generator's small "test" size (same structure as the benchmark size). Keras 2
-(tf_keras) exports of the recurrent model are compiled in test_recurrent_keras2.
+The models are the generator's small "test" size (same structure as the benchmark size). The same goes
+for Keras 2 exports (tf_keras) of the recurrent models with TensorFlow 2.21, and for the recurrent and
+convolutional models exported and compiled by TensorFlow 2.12 (tf.keras is Keras 2 there).
 """
 
 import json
 import math
 import random
 import subprocess
+import sys
 import tarfile
 from array import array
 from pathlib import Path
@@ -17,10 +19,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, DataRepo, fresh_cache, run_in_toolchain
+from conftest import REPO, TF212, DataRepo, fresh_cache, run_in_toolchain
 from tfaot_dist import cli
 from tfaot_dist.channels import cpu_target
-from tfaot_dist.registry import DEFAULT_CPU_LEVELS
+from tfaot_dist.registry import DEFAULT_CPU_LEVELS, DEFAULT_REQUIREMENTS
+from tfaot_dist.toolchain import ensure_toolchain
 
 pytestmark = [pytest.mark.slow]
 
@@ -252,3 +255,51 @@ def test_zoo_model_verifies_at_every_level(zoo_area, model):
 @pytest.mark.parametrize("model", ZOO)
 def test_zoo_consumer_matches_tensorflow(zoo_area, zoo_models, toolchain, tmp_path, model):
     check_consumer(zoo_area, model, zoo_models / model / "saved_model", toolchain, tmp_path)
+
+
+# ---------------------------------------------------------------- TensorFlow 2.21, Keras 2 (tf_keras)
+
+# Keras 2 exports on TensorFlow 2.21 come from tf_keras: an environment of its own makes them (the
+# compile toolchain stays TensorFlow alone; loading a SavedModel needs no Keras).
+TF_KERAS = (DEFAULT_REQUIREMENTS[0], "tf-keras==2.21.0")
+KERAS2 = ["recurrent", "gru_tagger"]
+
+
+@pytest.fixture(scope="module")
+def keras2_models(shared_cache, toolchain, tmp_path_factory) -> Path:
+    exporter = ensure_toolchain(shared_cache, TF_KERAS, lambda m: print(m, file=sys.stderr))
+    return make_zoo(exporter, tmp_path_factory.mktemp("zoo-keras2"), KERAS2, "--keras", "2")
+
+
+@pytest.fixture(scope="module")
+def keras2_area(keras2_models, shared_cache, tmp_path_factory) -> Path:
+    return build_area(tmp_path_factory.mktemp("zoo-keras2-built"), keras2_models, KERAS2, shared_cache)
+
+
+@pytest.mark.parametrize("model", KERAS2)
+def test_keras2_export_verifies_and_matches_tensorflow(keras2_area, keras2_models, toolchain, tmp_path, model):
+    check_levels(keras2_area, model)
+    check_consumer(keras2_area, model, keras2_models / model / "saved_model", toolchain, tmp_path)
+
+
+# ---------------------------------------------------------------- TensorFlow 2.12 (Keras 2, tf.keras)
+
+ZOO212 = ["recurrent", "deepjet", "deeptau", "conv3d", "pooling"]  # the recurrent and convolutional ones
+
+
+@pytest.fixture(scope="module")
+def zoo212_models(toolchain212, tmp_path_factory) -> Path:
+    return make_zoo(toolchain212, tmp_path_factory.mktemp("zoo212"), ZOO212)
+
+
+@pytest.fixture(scope="module")
+def zoo212_area(zoo212_models, shared_cache, tmp_path_factory) -> Path:
+    return build_area(tmp_path_factory.mktemp("zoo212-built"), zoo212_models, ZOO212, shared_cache, TF212)
+
+
+@pytest.mark.parametrize("model", ZOO212)
+def test_zoo_with_tf212_verifies_and_matches_tensorflow(zoo212_area, zoo212_models, toolchain212, tmp_path, model):
+    manifest = json.loads((package_dir(zoo212_area, model) / "manifest.json").read_text())
+    assert manifest["toolchain"]["tensorflow_version"] == "2.12.0"
+    check_levels(zoo212_area, model)
+    check_consumer(zoo212_area, model, zoo212_models / model / "saved_model", toolchain212, tmp_path)

@@ -8,6 +8,8 @@
     string_op    uses StringToNumber, which XLA cannot compile
     no_batch     a scalar input (rank 0)
     activations  x f32[16], d f64[16] -> Selu and Elu of each, and a Selu between other ops
+    value_shape  tf.range of a length computed from the input: every op has an XLA kernel, but XLA needs
+                 the length at compile time, so tfcompile refuses it
 """
 
 import os
@@ -47,6 +49,11 @@ def no_batch(m, x):
     return {"y": x * m.w[3]}
 
 
+def value_shape(m, x):
+    length = tf.cast(tf.reduce_max(tf.abs(x)), tf.int32) + 1
+    return {"y": tf.reduce_sum(x * m.w, axis=1) + tf.cast(tf.reduce_sum(tf.range(length)), tf.float32)}
+
+
 def activations(m, x, d):
     return {"elu_f32": tf.nn.elu(x), "selu_f32": tf.nn.selu(x), "elu_f64": tf.nn.elu(d),
             "selu_f64": tf.nn.selu(d), "selu_between": tf.nn.selu(x * m.w[4]) + m.w[5]}
@@ -59,6 +66,7 @@ MODELS = {
     "nonleading": (simple_linear, {"x": tf.TensorSpec([None, None], tf.float32, name="x")}),
     "string_op": (string_op, {"x": tf.TensorSpec([None, 4], tf.float32, name="x")}),
     "no_batch": (no_batch, {"x": tf.TensorSpec([], tf.float32, name="x")}),
+    "value_shape": (value_shape, {"x": tf.TensorSpec([None, 8], tf.float32, name="x")}),
     "activations": (activations, {"x": tf.TensorSpec([None, 16], tf.float32, name="x"),
                                   "d": tf.TensorSpec([None, 16], tf.float64, name="d")}),
 }

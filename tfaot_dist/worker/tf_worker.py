@@ -215,8 +215,24 @@ def do_check(tf, req):
     ops = op_support(tf, graph_def)
     answer = {"signature": signature, "ops": ops}
     if all(row["xla_cpu"] for row in ops):
-        answer["compile_error"] = _trial_compile(graph_def, config, xla_flags)
+        answer["compile_error"] = _explained(_trial_compile(graph_def, config, xla_flags))
     return answer
+
+
+# What to change for tfcompile errors of graphs whose every op has a kernel: (text in the error, advice).
+_COMPILE_ADVICE = [
+    ("must be a compile-time constant",
+     "a size or shape is computed from input values; XLA needs it fixed: use fixed sizes (pad to a maximum)"),
+]
+
+
+def _explained(error):
+    """tfcompile's error as one first line (the line that says what is wrong) with what to change."""
+    if error is None:
+        return None
+    lines = [ln.strip() for ln in error.splitlines() if ln.strip()] or [error]
+    advice = next((text for needle, text in _COMPILE_ADVICE if needle in error), _DEFAULT_ADVICE)
+    return "\n".join([f"{lines[0]} What to change: {advice}", *lines[1:]])
 
 
 def _trial_compile(graph_def, config, xla_flags):

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The architecture zoo at benchmark size through `tfaot-dist bench`, one run per model:
+#
+#   benchmarks/zoo/run.sh [MODEL ...]        default: every architecture of examples/make_zoo.py
+#
+# Makes each model with `examples/make_zoo.py --size bench` (Keras of the
+# registry's toolchain) for the compiled batch sizes $SIZES (default 1, 2, 4,
+# ..., 256), then runs `tfaot-dist bench` on its aot_config.yaml: the package is
+# built at the registry's CPU levels (registry/registry.yaml: x86-64, v3, v4)
+# and timed at the best level this CPU runs and at each lower one, against the
+# TensorFlow C API and the Python call, at batch sizes $SIZES; memory of 1 and
+# 4 instances. Results (JSON, PNG) go to $OUT/results (default _work/zoo).
+#
+# BENCH_ARGS replaces the bench options (default: 20 warm-up and 100 timed
+# calls, best of 3 rounds, 1 and 4 instances). Models and bench sizes:
+# examples/make_zoo.py's docstring. Every figure names its CPU level: the
+# JSON's "cpu_level" of each AOT row.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-_work/zoo}
+SIZES=${SIZES:-1,2,4,8,16,32,64,128,256}
+BENCH_ARGS=${BENCH_ARGS:---warmup 20 --calls 100 --rounds 3 --instances 1,4}
+models=("$@")
+[ "${#models[@]}" -gt 0 ] || models=(deepjet deeptau particlenet transformer gru_tagger regression64 conv3d pooling recurrent)
+mkdir -p "$OUT/models" "$OUT/results"
+py=$(python -m tfaot_dist toolchain --python)
+"$py" -I examples/make_zoo.py "$OUT/models" --size bench --batch-sizes "$SIZES" "${models[@]}" >/dev/null
+for m in "${models[@]}"; do
+    start=$(date +%s)
+    # shellcheck disable=SC2086
+    python -m tfaot_dist bench "$OUT/models/$m/aot_config.yaml" --dist "$OUT/dist" --out "$OUT/results" \
+        --batch-sizes "$SIZES" $BENCH_ARGS
+    echo "$m: $(( $(date +%s) - start )) s (compile and bench)"
+done
+echo "results in $OUT/results"
