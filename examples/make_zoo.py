@@ -352,7 +352,7 @@ def main(argv):
     parser.add_argument("--size", choices=SIZES, default="test")
     parser.add_argument("--keras", type=int, choices=(2, 3), help="Keras major version to export with")
     parser.add_argument("--batch-sizes", default=",".join(map(str, DEFAULT_BATCH_SIZES)))
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)
     if args.keras:
         use_keras(args.keras)
     unknown = [n for n in args.names if n not in BUILDERS]
