@@ -23,7 +23,7 @@ from conftest import REPO, TF212, DataRepo, fresh_cache, run_in_toolchain
 from tfaot_dist import cli
 from tfaot_dist.channels import cpu_target
 from tfaot_dist.registry import DEFAULT_CPU_LEVELS, DEFAULT_REQUIREMENTS
-from tfaot_dist.toolchain import ensure_toolchain
+from tfaot_dist.toolchain import WORKER, ensure_toolchain, worker_env
 
 pytestmark = [pytest.mark.slow]
 
@@ -303,3 +303,52 @@ def test_zoo_with_tf212_verifies_and_matches_tensorflow(zoo212_area, zoo212_mode
     assert manifest["toolchain"]["tensorflow_version"] == "2.12.0"
     check_levels(zoo212_area, model)
     check_consumer(zoo212_area, model, zoo212_models / model / "saved_model", toolchain212, tmp_path)
+
+
+# ---------------------------------------------------------------- Conv3D as Conv2D (TensorFlow 2.21)
+
+# Runs in the toolchain: for each padding, stride and kernel shape, a graph with one Conv3D, the worker's
+# rewrite, and both graphs run by TensorFlow on the same input; prints the worst deviation relative to scale.
+CONV3D_SCRIPT = """
+import importlib.util, sys
+import numpy as np
+import tensorflow as tf
+spec = importlib.util.spec_from_file_location("tf_worker", sys.argv[1])
+worker = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(worker)
+rng = np.random.default_rng(0)
+worst, cases = 0.0, 0
+for padding in ("SAME", "VALID"):
+    for strides in ((1, 1, 1), (2, 1, 1), (2, 2, 3), (3, 1, 2)):
+        for kernel in ((3, 3, 3), (1, 2, 3), (2, 1, 1)):
+            x = rng.normal(size=(2, 7, 6, 5, 3)).astype("float32")
+            graph = tf.Graph()
+            with graph.as_default():
+                fed = tf.compat.v1.placeholder(tf.float32, x.shape, name="x")
+                weights = tf.constant(rng.normal(size=(*kernel, 3, 4)).astype("float32"))
+                tf.nn.conv3d(fed, weights, [1, *strides, 1], padding, name="conv")
+            graph_def = graph.as_graph_def()
+            want = tf.compat.v1.Session(graph=graph).run("conv:0", {"x:0": x})
+            assert worker._conv3d_as_conv2d(tf, graph_def) == {"Conv3D": 1}
+            assert "Conv3D" not in {n.op for n in graph_def.node}
+            rewritten = tf.Graph()
+            with rewritten.as_default():
+                tf.graph_util.import_graph_def(graph_def, name="")
+            got = tf.compat.v1.Session(graph=rewritten).run("conv:0", {"x:0": x})
+            assert got.shape == want.shape, (padding, strides, kernel, got.shape, want.shape)
+            worst = max(worst, float(np.max(np.abs(got - want)) / max(1.0, np.max(np.abs(want)))))
+            cases += 1
+print(cases, worst)
+"""
+
+
+def test_conv3d_rewrite_equals_tensorflows_conv3d(toolchain, tmp_path):
+    """The worker's Conv3D -> Conv2D rewrite against TensorFlow's own Conv3D: SAME and VALID padding, strides
+    of 1 to 3 per axis, kernels deeper and shallower than wide (the zoo's conv3d model compiles through it)."""
+    script = tmp_path / "conv3d.py"
+    script.write_text(CONV3D_SCRIPT)
+    proc = subprocess.run([str(toolchain.python), "-I", str(script), str(WORKER)], env=worker_env(tmp_path),
+                          check=True, capture_output=True, text=True)
+    cases, worst = proc.stdout.split()
+    assert int(cases) == 24
+    assert float(worst) <= TOLERANCE, worst
