@@ -23,12 +23,12 @@ from tfaot_dist.cxx.installed_runtime import installed_runtime
 from tfaot_dist.cxx.runtime_parts import CompiledModel
 from tfaot_dist.cxx.xla_runtime import XlaRuntime, runtime_parts_for
 from tfaot_dist.documents import CompileAnswer, CompileRequest
-from tfaot_dist.errors import CompileFailed, SourceUnavailable
+from tfaot_dist.errors import CompileFailed, IntegrityError
 from tfaot_dist.register import load_source_config
 from tfaot_dist.registry import Defaults, ModelEntry
 from tfaot_dist.session import Session
 from tfaot_dist.sources import fetch_source
-from tfaot_dist.toolchain import READY, WORKER, run_worker, toolchain_key
+from tfaot_dist.toolchain import WORKER, run_worker
 from tfaot_dist.util.fs import (
     copy_atomic,
     crash_point,
@@ -88,14 +88,14 @@ def build_entry(entry: ModelEntry, session: Session, dist: Path) -> BuildResult:
     cached_dir = session.cache.builds / key
     # Fetched before the lock is taken: a source that cannot be had leaves the build cache as it was.
     src = None if _existing(cached_dir / dest.name, key) else fetch_source(entry.source, cache, offline)
+    if src is not None and offline:
+        session.toolchain_and_runtime()  # what is missing offline is named before the build cache is touched
     built = False
 
     def build(staged: Path) -> None:
         nonlocal built
         built = True
         tree = src or fetch_source(entry.source, cache, offline)
-        if offline and not session.defaults.python:
-            _require_cached_toolchain(session)
         config = load_source_config(tree, entry.aot_config).with_overrides(entry.overrides)
         source = {**entry.source.as_dict(), "url": entry.source.url, "aot_config": entry.aot_config}
         _compile(config, entry.package, entry.version, source, session, staged, key)
@@ -265,14 +265,6 @@ def ensure_runtime_packages(packages: list[pkg.Package], session: Session,
     return out
 
 
-def _require_cached_toolchain(session: Session) -> None:
-    requirements = session.defaults.requirements
-    key = toolchain_key(requirements)
-    if not (session.cache.toolchains / key / READY).is_file():
-        raise SourceUnavailable(f"offline: toolchain {key} ({' '.join(requirements)}) is not in the "
-                                f"cache {session.cache.root}")
-
-
 def _load(root: Path) -> pkg.Package:
     manifest = pkg.read_manifest(root)
     return pkg.Package(manifest.package, manifest.version, root,
@@ -305,6 +297,8 @@ def _publish_copy(built: pkg.Package, dest: Path, key: str | None) -> pkg.Packag
         current = _current(dest, key) if key else None
         if current:
             return current
+        if key:
+            _refuse_other_build(built, archive)
         marker = _marker(dest)
         remove_stale_siblings(dest)
         remove_stale_siblings(archive)
@@ -319,6 +313,19 @@ def _publish_copy(built: pkg.Package, dest: Path, key: str | None) -> pkg.Packag
         crash_point("dist_dir")
         write_atomic(marker, json.dumps({"build_key": key, "archive_size": archive.stat().st_size}) + "\n")
         return _load(dest)
+
+
+def _refuse_other_build(built: pkg.Package, archive: Path) -> None:
+    """A registry build never replaces another build of the same package version in the output
+    directory: that version may be published already, and a published version never changes."""
+    if not archive.is_file():
+        return
+    if archive.stat().st_size == built.archive.stat().st_size and sha256_file(archive) == built.archive_sha256:
+        return
+    name = built.name.removeprefix("tfaot-model-")
+    raise IntegrityError(f"{archive}: holds another build of {built.name} {built.version}; a version never "
+                         f"changes once built: give the entry a new build number (tfaot-dist update {name} "
+                         "--new-build) or version, or move the old package out of the directory")
 
 
 def _marker(dest: Path) -> Path:
