@@ -107,26 +107,38 @@ def test_add_model_twice_points_at_update(run, model_repo, registry, cache):
 
 
 def test_build_never_replaces_another_build_in_dist(built, tmp_path, monkeypatch, capsys):
-    """dist/ holds another build of the same version (built elsewhere, or before registry.yaml
-    changed): build refuses to replace it, names it, and leaves dist as it was."""
+    """registry.yaml changed (another build key, the same version) while dist/ holds the old build:
+    build refuses before compiling anything, names what is there, and leaves dist as it was. A new
+    build number gives a package of its own."""
     from tfaot_dist import cli
 
-    dist = tmp_path / "dist"
+    dist, registry = tmp_path / "dist", tmp_path / "registry"
     shutil.copytree(built / "dist", dist)
-    archive = dist / "tfaot-model-test-simple-1.0.0.tar.gz"
-    archive.write_bytes(archive.read_bytes() + b"\0")  # another build's bytes
-    (dist / ".tfaot-model-test-simple-1.0.0.current").unlink()
+    shutil.copytree(built / "registry", registry)
+    config = registry / "registry.yaml"
+    config.write_text(config.read_text().replace('target_triple: x86_64-pc-linux', 'target_triple: x86_64-unknown-linux'))
+    assert "x86_64-unknown-linux" in config.read_text()
     monkeypatch.setenv("TFAOT_DIST_CACHE", str(built / "cache"))
-    before = snapshot(dist)
-    code = cli.main(["--registry", str(built / "registry"), "build", "test-simple", "--dist", str(dist)])
+    before = snapshot(dist, built / "cache" / "builds")
+    code = cli.main(["--registry", str(registry), "build", "test-simple", "--dist", str(dist)])
     err = capsys.readouterr().err
     assert code == INTEGRITY, err
-    assert f"{archive}: holds another build of tfaot-model-test-simple 1.0.0" in err
-    assert "tfaot-dist update test-simple --new-build" in err
-    assert snapshot(dist) == before
-    # Moved out of the way, the build is placed again.
-    archive.unlink()
-    assert cli.main(["--registry", str(built / "registry"), "build", "test-simple", "--dist", str(dist)]) == 0
+    assert f"{dist / 'tfaot-model-test-simple-1.0.0'}: holds another build of tfaot-model-test-simple 1.0.0" in err
+    assert "tfaot-dist update test-simple --new-build" in err and "compiling" not in err
+    assert snapshot(dist, built / "cache" / "builds") == before
+    # Only the archive left (the directory removed by hand): its manifest tells the same.
+    shutil.rmtree(dist / "tfaot-model-test-simple-1.0.0")
+    code = cli.main(["--registry", str(registry), "build", "test-simple", "--dist", str(dist)])
+    assert code == INTEGRITY
+    assert f"{dist / 'tfaot-model-test-simple-1.0.0.tar.gz'}: holds another build" in capsys.readouterr().err
+
+
+def test_dist_holds_packages_only(built):
+    """No lock or marker files beside the packages, and every package directory has one mode."""
+    names = sorted(p.name for p in (built / "dist").iterdir())
+    assert [n for n in names if n.startswith(".")] == []
+    dirs = [p for p in (built / "dist").iterdir() if p.is_dir()]
+    assert len(dirs) == 3 and {p.stat().st_mode & 0o777 for p in dirs} == {0o755}, names
 
 
 def test_init_config_writes_a_config_that_checks(run, example_models, tmp_path):
