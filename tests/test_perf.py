@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import REPO, run_in_toolchain
 
 from tfaot_dist import config as config_mod
@@ -215,8 +216,10 @@ def test_tune_writes_rules_the_package_applies(built, run, tmp_path):
         model_h = (Path(report["package_dir"]) / "include" / "tfaot-model-test-simple" / "model.h").read_text()
         assert all(f'"{r}"' in model_h for r in report["rules"])
         assert manifest["verification"]["batch_sizes"] == [1, 2, 3, 4, 7]
-    entry = (registry / "models" / "test-simple.yaml").read_text()
-    assert ("batch_rules" in entry) == bool(report["rules"])
+    entry = yaml.safe_load((registry / "models" / "test-simple.yaml").read_text())
+    assert ("batch_rules" in entry.get("overrides", {})) == bool(report["rules"])
+    # New rules are other inputs: the next build of the version, never the version rebuilt.
+    assert entry["version"] == ("1.0.0.post1" if report["rules"] else "1.0.0")
 
 
 # ---------------------------------------------------------------- CPU targets
