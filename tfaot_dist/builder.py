@@ -10,6 +10,7 @@ output directory; both moves are atomic renames.
 
 import json
 import shutil
+import tarfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -23,12 +24,12 @@ from tfaot_dist.cxx.installed_runtime import installed_runtime
 from tfaot_dist.cxx.runtime_parts import CompiledModel
 from tfaot_dist.cxx.xla_runtime import XlaRuntime, runtime_parts_for
 from tfaot_dist.documents import CompileAnswer, CompileRequest
-from tfaot_dist.errors import CompileFailed, SourceUnavailable
+from tfaot_dist.errors import CompileFailed, IntegrityError
 from tfaot_dist.register import load_source_config
 from tfaot_dist.registry import Defaults, ModelEntry
 from tfaot_dist.session import Session
 from tfaot_dist.sources import fetch_source
-from tfaot_dist.toolchain import READY, WORKER, run_worker, toolchain_key
+from tfaot_dist.toolchain import WORKER, run_worker
 from tfaot_dist.util.fs import (
     copy_atomic,
     crash_point,
@@ -39,7 +40,6 @@ from tfaot_dist.util.fs import (
     sha256_file,
     temp_sibling,
     tree_digest,
-    write_atomic,
 )
 from tfaot_dist.util.render import templates_digest
 
@@ -85,17 +85,18 @@ def build_entry(entry: ModelEntry, session: Session, dist: Path) -> BuildResult:
     if current:
         return BuildResult(entry.name, current, "up to date", key)
 
+    _refuse_other_build(dest, key, entry.package, entry.version)  # before any work: that version may be published already
     cached_dir = session.cache.builds / key
     # Fetched before the lock is taken: a source that cannot be had leaves the build cache as it was.
     src = None if _existing(cached_dir / dest.name, key) else fetch_source(entry.source, cache, offline)
+    if src is not None and offline:
+        session.toolchain_and_runtime()  # what is missing offline is named before the build cache is touched
     built = False
 
     def build(staged: Path) -> None:
         nonlocal built
         built = True
         tree = src or fetch_source(entry.source, cache, offline)
-        if offline and not session.defaults.python:
-            _require_cached_toolchain(session)
         config = load_source_config(tree, entry.aot_config).with_overrides(entry.overrides)
         source = {**entry.source.as_dict(), "url": entry.source.url, "aot_config": entry.aot_config}
         _compile(config, entry.package, entry.version, source, session, staged, key)
@@ -131,7 +132,7 @@ def compile_config(config_path: Path, output_dir: Path, session: Session,
     dest = output_dir / pkg.dir_name(package, version)
     # Staged under another name than dest's: _publish_copy clears dest's temporaries.
     work = output_dir / f"{dest.name}-compiling"
-    with file_lock(output_dir / f".{work.name}.lock"):
+    with file_lock(session.cache.output_lock(work)):
         remove_stale_siblings(work)
         with staging(work, keep_failed=True) as staged:
             _compile(config, package, version, source, session, staged, key=None,
@@ -265,14 +266,6 @@ def ensure_runtime_packages(packages: list[pkg.Package], session: Session,
     return out
 
 
-def _require_cached_toolchain(session: Session) -> None:
-    requirements = session.defaults.requirements
-    key = toolchain_key(requirements)
-    if not (session.cache.toolchains / key / READY).is_file():
-        raise SourceUnavailable(f"offline: toolchain {key} ({' '.join(requirements)}) is not in the "
-                                f"cache {session.cache.root}")
-
-
 def _load(root: Path) -> pkg.Package:
     manifest = pkg.read_manifest(root)
     return pkg.Package(manifest.package, manifest.version, root,
@@ -295,21 +288,22 @@ def _existing(root: Path, key: str) -> pkg.Package | None:
 def _publish_copy(built: pkg.Package, dest: Path, key: str | None) -> pkg.Package:
     """Copy a finished package directory and archive to dest, each by an atomic rename; returns it.
 
-    The marker that makes them current (`_current`) goes first and comes back last, so a
-    process killed in between leaves a package the next build copies again, even if the old
-    directory's key is the one asked for then. Concurrent builds into one output directory
-    take turns on a lock; the second finds the package current.
+    key (a registry build): another build of the version already there, directory or archive, is
+    refused (_refuse_other_build), so whatever dest holds is this build's, complete or not: the
+    archive goes first, the directory last, and a package is current once both are there
+    (`_current`). Concurrent builds into one output directory take turns on a lock of the
+    directory; the second finds the package current.
     """
     archive = dest.parent / f"{dest.name}.tar.gz"
-    with file_lock(dest.parent / f".{dest.name}.lock"):
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with file_lock(dest.parent):
         current = _current(dest, key) if key else None
         if current:
             return current
-        marker = _marker(dest)
+        if key:
+            _refuse_other_build(dest, key, built.name, built.version, built)
         remove_stale_siblings(dest)
         remove_stale_siblings(archive)
-        remove_stale_siblings(marker)
-        marker.unlink(missing_ok=True)
         copy_atomic(built.archive, archive)
         crash_point("dist_archive")
         staged = temp_sibling(dest)
@@ -317,23 +311,55 @@ def _publish_copy(built: pkg.Package, dest: Path, key: str | None) -> pkg.Packag
         replace_dir(staged / "pkg", dest)
         shutil.rmtree(staged, ignore_errors=True)
         crash_point("dist_dir")
-        write_atomic(marker, json.dumps({"build_key": key, "archive_size": archive.stat().st_size}) + "\n")
         return _load(dest)
 
 
-def _marker(dest: Path) -> Path:
-    return dest.parent / f".{dest.name}.current"
+def _refuse_other_build(dest: Path, key: str, package: str, version: str, built: pkg.Package | None = None) -> None:
+    """A registry build never replaces another build of the same package version in the output
+    directory: that version may be published already, and a published version never changes.
+
+    Another build: a directory whose manifest names another build key, or an archive whose
+    manifest does (or whose bytes differ from built's)."""
+    archive = dest.parent / f"{dest.name}.tar.gz"
+    other = None
+    if dest.exists() and _key_of(dest) != key:
+        other = dest
+    elif archive.exists():
+        if built is not None:
+            same = archive.stat().st_size == built.archive.stat().st_size and sha256_file(archive) == built.archive_sha256
+        else:
+            same = _archive_key(archive, dest.name) == key
+        other = None if same else archive
+    if other is None:
+        return
+    name = package.removeprefix("tfaot-model-")
+    raise IntegrityError(f"{other}: holds another build of {package} {version}; a version never changes once "
+                         f"built: give the entry a new build number (tfaot-dist update {name} --new-build) or "
+                         "version, or move the old package out of the directory")
+
+
+def _key_of(root: Path) -> str | None:
+    try:
+        return _load(root).model_manifest.build_key
+    except Exception:  # unreadable: not this build's
+        return None
+
+
+def _archive_key(archive: Path, top: str) -> str | None:
+    """The build key in the manifest inside a package archive (None if it cannot be read)."""
+    try:
+        with tarfile.open(archive) as tar:
+            member = tar.extractfile(f"{top}/{pkg.MANIFEST}")
+            data = json.loads(member.read(pkg.MAX_MANIFEST)) if member else None
+    except (OSError, tarfile.TarError, KeyError, ValueError):
+        return None
+    key = data.get("build_key") if isinstance(data, dict) else None
+    return key if isinstance(key, str) else None
 
 
 def _current(dest: Path, key: str) -> pkg.Package | None:
-    """The package at dest if it was built with key and its archive and directory were both copied
-    completely (the marker _publish_copy writes last says so)."""
-    try:
-        marker = json.loads(_marker(dest).read_text())
-    except (OSError, ValueError):
-        return None
+    """The package at dest if it was built with key and both its archive and its directory are
+    there. Cheap (build --all checks every package): no other build is ever copied over them
+    (_refuse_other_build), the archive is copied before the directory, both by renames."""
     found = _existing(dest, key)
-    if found is None or not isinstance(marker, dict) or marker.get("build_key") != key:
-        return None
-    # The size, not the digest: a check of every package must stay cheap (build --all).
-    return found if marker.get("archive_size") == found.archive.stat().st_size else None
+    return found if found is not None and found.archive.is_file() else None

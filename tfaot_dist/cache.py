@@ -130,6 +130,11 @@ class Cache:
         # Outside builds/, so that a build that fails leaves builds/ as it was.
         return self.locks / f"build-{key}.lock"
 
+    def output_lock(self, path: Path) -> Path:
+        """The lock of a staging place in an output directory (compile's): in the cache, so that the
+        output directory holds only packages."""
+        return self.locks / f"output-{sha256_bytes(str(path.absolute()).encode())[:24]}.lock"
+
     def share_into(self, other: Path) -> "Cache":
         """A cache at other (made if missing) whose shared directories are links to ours."""
         other.mkdir(parents=True, exist_ok=True)

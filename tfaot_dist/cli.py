@@ -132,6 +132,30 @@ def cmd_add_model(args) -> int:
     return 0
 
 
+def cmd_update(args) -> int:
+    overrides = {}
+    if args.batch_sizes:
+        from tfaot_dist.config import batch_sizes
+
+        overrides["batch_sizes"] = batch_sizes(_int_list(args.batch_sizes, "--batch-sizes"), "--batch-sizes")
+    reg = registry_of(args)
+    load_entry(reg, args.name)
+    update = register.update_model(reg, session_of(args), args.name,
+                                   url=source_url(args.source) if args.source else None, ref=args.ref,
+                                   aot_config=args.aot_config, version=args.model_version, overrides=overrides,
+                                   new_build=args.new_build)
+    new = update.new
+    if update.changes:
+        width = max(len(field) for field, _, _ in update.changes)
+        text = "\n".join([f"updated {new.package} {update.old.version} -> {new.version} ({new.path})",
+                          *(f"  {field:{width}}  {a} -> {b}" for field, a, b in update.changes)])
+    else:
+        text = f"{new.package} {new.version}: up to date at {new.source.pin[:12]} (nothing changed)"
+    emit(args, {"entry": new.as_dict(), "path": str(new.path), "status": "updated" if update.changes else "up to date",
+                "changes": [{"field": f, "old": a, "new": b} for f, a, b in update.changes]}, text)
+    return 0
+
+
 def cmd_list(args) -> int:
     reg = registry_of(args)
     entries = reg.load_all()
@@ -328,15 +352,17 @@ def cmd_check(args) -> int:
     target = Path(args.target)
     if target.is_dir():
         saved_model, serving_key = target, args.serving_key
-    elif target.is_file():
-        config = load_aot_config(target)
-        saved_model, serving_key = config.saved_model, config.serving_key
     else:
-        from tfaot_dist.sources import fetch_source
+        if target.is_file():
+            config = load_aot_config(target)
+        else:
+            from tfaot_dist.sources import fetch_source
 
-        entry = load_entry(registry_of(args), args.target)
-        src = fetch_source(entry.source, args.cache)
-        config = register.load_source_config(src, entry.aot_config)
+            entry = load_entry(registry_of(args), args.target)
+            src = fetch_source(entry.source, args.cache)
+            config = register.load_source_config(src, entry.aot_config)
+        for warning in config.warnings:
+            log(f"warning: {warning}")
         saved_model, serving_key = config.saved_model, config.serving_key
     import tempfile
 
@@ -358,6 +384,23 @@ def cmd_check(args) -> int:
                 "incompatible": bad, "compile_error": answer.compile_error}, "\n".join(lines))
     if refused:
         raise InvalidInput(f"{saved_model}: {refused}")
+    return 0
+
+
+def cmd_init_config(args) -> int:
+    from tfaot_dist import starter
+    from tfaot_dist.config import batch_sizes
+
+    sizes = (batch_sizes(_int_list(args.batch_sizes, "--batch-sizes"), "--batch-sizes") if args.batch_sizes
+             else starter.DEFAULT_BATCH_SIZES)
+    result = starter.init_config(args.saved_model, session_of(args), args.output, name=args.name,
+                                 version=args.model_version, serving_key=args.serving_key, batch_sizes=sizes,
+                                 force=args.force)
+    if result.incompatible:
+        log(f"warning: ops XLA cannot compile on CPU: {', '.join(result.incompatible)} (check will refuse the "
+            "model until they are gone)")
+    emit(args, {"aot_config": str(result.path), "name": result.name, "incompatible": list(result.incompatible)},
+         f"wrote {result.path} (model.name {result.name}); next: tfaot-dist check {result.path}")
     return 0
 
 
@@ -473,10 +516,14 @@ def _command(sub, common, name: str, summary: str, description: str, examples: l
                           formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
+# Measured: the README's main job on a fresh clone with an empty cache (the table "On a fresh machine").
+FIRST_RUN = "about 4 minutes on 2 cores"
+
+
 def cache_note() -> str:
     return (f"cache: {default_cache()}\n  ($TFAOT_DIST_CACHE, default ~/.cache/tfaot-dist): TensorFlow toolchains, the "
             "XLA runtime,\n  fetched sources and finished builds. Shared safely by concurrent runs (file locks);\n"
-            "  deleting it costs the first-run build again (about 15 minutes on 2 cores).")
+            f"  deleting it costs the first-run build again ({FIRST_RUN}).")
 
 
 def _add_performance_commands(sub, common) -> None:
@@ -569,6 +616,26 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--batch-sizes", help="override compilation.batch_sizes, e.g. 1,2,4")
     s.set_defaults(func=cmd_add_model)
 
+    s = _command(sub, common, "update", "re-pin a registered model (new commit, version or settings)",
+                 "Resolve the entry's ref again (or --ref), check the model there as add-model does, and "
+                 "rewrite models/NAME.yaml, printing each field that changed. The version is --version, else "
+                 "the AOT config's model.version when it is higher than the entry's, else the entry's with "
+                 "the next build number (1.0.0 -> 1.0.0.post1) when anything the package is built from "
+                 "changed: a published version never changes. A new build must keep the signature. Nothing "
+                 "changed: the entry is left as it is.",
+                 ["tfaot-dist update my-model                    # the branch's new head",
+                  "tfaot-dist update my-model --ref v2 --version 2.0.0",
+                  "tfaot-dist update my-model --new-build        # same inputs, built anew (e.g. new TensorFlow)"])
+    s.add_argument("name", metavar="NAME", help="registered model name (see list)")
+    s.add_argument("--ref", help="branch, tag or commit to pin (default: the entry's ref)")
+    s.add_argument("--source", metavar="URL-OR-PATH", help="another git repository (default: the entry's)")
+    s.add_argument("--aot-config", metavar="PATH", help="another AOT config path inside the repository")
+    s.add_argument("--version", dest="model_version", help="package version, PEP 440, higher than the entry's")
+    s.add_argument("--batch-sizes", help="override compilation.batch_sizes, e.g. 1,2,4")
+    s.add_argument("--new-build", action="store_true",
+                   help="the next build number even if the inputs are the same (registry.yaml changed)")
+    s.set_defaults(func=cmd_update)
+
     s = _command(sub, common, "list", "list registered models",
                  "One line per registry entry: name, version, pinned commit (or archive digest), source.",
                  ["tfaot-dist list", "tfaot-dist --registry other/registry list --json"])
@@ -586,7 +653,7 @@ def parser() -> argparse.ArgumentParser:
                  "against TensorFlow, and write tfaot-model-NAME-VERSION/ and its .tar.gz to --dist, together "
                  "with the XLA runtime package. Unchanged models (same build key) come from the cache. The "
                  "first build on a machine creates the TensorFlow toolchain and builds Abseil and the XLA "
-                 "runtime (about 15 minutes on 2 cores, network needed).",
+                 f"runtime ({FIRST_RUN}, network needed).",
                  ["tfaot-dist build test-simple", "tfaot-dist build --all --jobs 2",
                   "tfaot-dist build --all --shard 2/8 --dist out/"])
     s.add_argument("names", nargs="*", metavar="NAME", help="registered models to build (or --all)")
@@ -680,6 +747,22 @@ def parser() -> argparse.ArgumentParser:
                    help="signature of a SavedModel directory (default: serving_default)")
     s.add_argument("--table", action="store_true", help="print every op")
     s.set_defaults(func=cmd_check)
+
+    s = _command(sub, common, "init-config", "write a starter aot_config.yaml for a SavedModel",
+                 "Load the SavedModel's signature with TensorFlow and write an aot_config.yaml next to it: "
+                 "model name and version, the signature's inputs and outputs (in the C++ order) as comments, "
+                 "and batch sizes 1, 2, 4 and 8. An existing file is kept unless --force.",
+                 ["tfaot-dist init-config models/tagger/saved_model",
+                  "tfaot-dist init-config sm/ --name tagger --batch-sizes 1,16 --output sm/../aot_config.yaml"])
+    s.add_argument("saved_model", metavar="SAVED_MODEL", type=Path, help="the SavedModel directory")
+    s.add_argument("--name", help="model.name, the C++ class (default: from the directory name)")
+    s.add_argument("--version", dest="model_version", default="1.0.0", help="model.version (default: 1.0.0)")
+    s.add_argument("--serving-key", default="serving_default", help="the signature (default: serving_default)")
+    s.add_argument("--batch-sizes", help="compilation.batch_sizes (default: 1,2,4,8)")
+    s.add_argument("--output", type=Path, metavar="FILE",
+                   help="where to write it (default: aot_config.yaml beside the SavedModel directory)")
+    s.add_argument("--force", action="store_true", help="replace an existing file")
+    s.set_defaults(func=cmd_init_config)
 
     s = _command(sub, common, "verify", "check a built package's files and numbers, or rebuild it and compare",
                  "Without --rebuild: every file of the built package against its manifest, and its objects "

@@ -148,14 +148,6 @@ def package_version(model_version: str) -> str:
         return str(Version(f"0+{local}")) if local else "0"
 
 
-def _unknown_keys(f: Fields, known: tuple[str, ...]) -> list[str]:
-    """Take the keys upstream's schema does not know out of f; return them as 'section.key'."""
-    unknown = sorted((k for k in f.data if k not in known), key=str)
-    for key in unknown:
-        del f.data[key]
-    return [f"{f.prefix}.{k}" if f.prefix else str(k) for k in unknown]
-
-
 def _drop_empty(f: Fields, keys: tuple[str, ...]) -> None:
     """Upstream's meaning of null or empty: use the default (the key as if absent)."""
     for key in keys:
@@ -167,12 +159,14 @@ COMPILATION_KEYS = ("batch_sizes", "namespace", "target_triple", "target_cpu", "
                     "xla_flags", "batch_rules", "activation_formulas")
 
 
-def parse_compilation(data, file, prefix: str, partial: bool) -> dict:
+def parse_compilation(data, file, prefix: str, partial: bool, ignored: list[str] | None = None) -> dict:
     """Validated compilation settings as a dict of Compilation fields.
 
-    partial=True parses registry overrides, where every field is optional.
+    partial=True parses registry overrides, where every field is optional. ignored: unknown keys
+    the caller took out already (a missing field's error names them).
     """
     f = Fields(data, file, prefix)
+    f.ignored = list(ignored or [])
     if not partial:  # an upstream AOT config: null/empty means the default
         _drop_empty(f, ("namespace", "target_triple", "target_cpu", "cpu_levels", "tf_xla_flags", "xla_flags",
                         "batch_rules", "activation_formulas"))
@@ -206,13 +200,13 @@ def load_aot_config(path: Path, label: str | None = None, within: Path | None = 
     data = load_mapping(path, label)
     where = label or path
     top = Fields(data, where)
-    unknown = _unknown_keys(top, ("model", "compilation"))
+    unknown = top.ignore_unknown(("model", "compilation"))
     model = Fields(top.take("model", dict, required=True), where, "model")
-    unknown += _unknown_keys(model, ("name", "version", "saved_model", "serving_key", "author", "description"))
+    unknown += model.ignore_unknown(("name", "version", "saved_model", "serving_key", "author", "description"))
     _drop_empty(model, ("saved_model", "serving_key", "author", "description"))
     comp = Fields(top.take("compilation", dict, required=True), where, "compilation")
-    unknown += _unknown_keys(comp, COMPILATION_KEYS)
-    compilation = parse_compilation(comp.data, where, "compilation", False)
+    unknown += comp.ignore_unknown(COMPILATION_KEYS)
+    compilation = parse_compilation(comp.data, where, "compilation", False, ignored=comp.ignored)
     top.done()
 
     name = names.cpp_identifier(model.take("name", str, required=True), model.at("name"))
@@ -221,9 +215,7 @@ def load_aot_config(path: Path, label: str | None = None, within: Path | None = 
     if not model_version:
         raise InvalidInput(f"{model.at('version')}: expected a non-empty version")
     saved_model_rel = model.take("saved_model", str, "./saved_model")
-    serving_key = model.take("serving_key", str, "serving_default")
-    if not names.CPP_IDENTIFIER.fullmatch(serving_key) and not names.REL_PATH.fullmatch(serving_key):
-        raise InvalidInput(f"{model.at('serving_key')}: invalid serving key {serving_key!r}")
+    serving_key = names.serving_key(model.take("serving_key", str, "serving_default"), model.at("serving_key"))
     author = names.free_text(model.take("author", str, ""), model.at("author"))
     description = names.free_text(model.take("description", str, ""), model.at("description"))
     model.done()

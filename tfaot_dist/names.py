@@ -182,6 +182,13 @@ def xla_flag(value: object, where: str) -> str:
     return _check(XLA_FLAG, value, where, "flag (expected --name or --name=value)")
 
 
+def serving_key(value: object, where: str) -> str:
+    """A SavedModel signature key: an identifier or a relative-path-like name (serving_default, serve/v2)."""
+    if not isinstance(value, str) or not (CPP_IDENTIFIER.fullmatch(value) or REL_PATH.fullmatch(value)):
+        raise InvalidInput(f"{where}: invalid serving key {value!r}")
+    return value
+
+
 def free_text(value: object, where: str) -> str:
     if not isinstance(value, str):
         raise InvalidInput(f"{where}: expected a string, got {type(value).__name__}")

@@ -42,6 +42,7 @@ from tfaot_dist.util.fs import reproducible_targz, sha256_file, tree_files, writ
 from tfaot_dist.util.render import render_model_header
 
 MANIFEST = "manifest.json"
+MAX_MANIFEST = 64 << 20  # bytes read of a manifest inside an archive
 # Templates whose output is part of a model package (and so of its build key).
 TEMPLATES = ("model.h.j2", "scram_tool.xml.j2", "verify_harness.cc.j2", "cmake_config.cmake.j2", "pkgconfig.pc.j2")
 # Part of the build key: bump it when the same inputs give other package bytes.

@@ -1,17 +1,33 @@
-"""Registering models: validate everything about a new entry before writing it."""
+"""Registering models: validate everything about an entry (new or updated) before writing it.
+
+    add_model()     a new entry, pinned to the commit --ref names
+    update_model()  re-pin an entry, checked the same way; a changed build of the same version gets
+                    the next build number (PEP 440 post-release: 1.0.0 -> 1.0.0.post1 -> .post2)
+"""
 
 import shutil
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+
+from packaging.version import Version
 
 from tfaot_dist import names
 from tfaot_dist.cache import ensure_entry
 from tfaot_dist.config import AotConfig, load_aot_config
 from tfaot_dist.documents import CheckAnswer, CheckRequest, Signature, Tensor
 from tfaot_dist.errors import InvalidInput
-from tfaot_dist.registry import GitSource, ModelEntry, Registry
+from tfaot_dist.registry import ArchiveSource, GitSource, ModelEntry, Registry
 from tfaot_dist.session import Session
-from tfaot_dist.sources import SOURCE_COMPLETE, GitSources, ResolvedSource, check_git_url
+from tfaot_dist.sources import (
+    SOURCE_COMPLETE,
+    ArchiveSources,
+    GitSources,
+    ResolvedSource,
+    check_git_url,
+    fetch_source,
+)
 from tfaot_dist.toolchain import run_worker
 from tfaot_dist.util.textsafe import one_line, shown
 
@@ -19,7 +35,6 @@ from tfaot_dist.util.textsafe import one_line, shown
 def add_model(registry: Registry, session: Session, name: str, url: str, ref: str, aot_config: str,
               version: str | None = None, overrides: dict | None = None) -> ModelEntry:
     """session: its defaults are registry's (cli builds it so)."""
-    log = session.log
     names.model_name(name, "NAME")
     check_git_url(url, "--source")
     names.git_ref(ref, "--ref")
@@ -27,28 +42,162 @@ def add_model(registry: Registry, session: Session, name: str, url: str, ref: st
     if version is not None:
         names.version(version, "--version")
     if registry.entry_path(name).exists():
-        raise InvalidInput(f"{name}: already registered ({registry.entry_path(name)})")
+        raise InvalidInput(f"{name}: already registered ({registry.entry_path(name)}); change it with "
+                           f"`tfaot-dist update {name}`")
 
-    # Fetch into a scratch cache: a source that fails validation leaves the real cache untouched.
-    with tempfile.TemporaryDirectory(prefix="tfaot-add-") as scratch_dir:
-        scratch = Path(scratch_dir)
-        sources = GitSources(scratch / "cache")
-        commit = sources.resolve_ref(url, ref)
-        log(f"{url} {ref} -> {commit}")
-        src = sources.fetch(url, commit)
-        config = load_source_config(src, aot_config).with_overrides(overrides or {})
-        signature = check_model(config, session, scratch / "check")
-        log(f"signature: {describe_signature(signature)}")
-        # HEAD is no branch name: record the branch it points at, which fetchers that pull a branch
-        # (cmsBuild's git download, the cmsbuild specs) need.
-        branch = sources.head_branch(url) if ref == "HEAD" else None
-        entry = ModelEntry(name, version or config.version, GitSource(url, ref, commit, branch), aot_config,
-                           overrides or {})
-        # Copied, not renamed: the scratch dir may be on another file system.
-        ensure_entry(session.cache.sources / commit, lambda staged: shutil.copytree(src.root, staged / "tree"),
-                     marker=SOURCE_COMPLETE)
+    def entry_of(source: GitSource | ArchiveSource, config: AotConfig, signature: Signature) -> ModelEntry:
+        return ModelEntry(name, version or config.version, source, aot_config, overrides or {})
+
+    entry = _checked(session, lambda sources: _git_pin(sources, url, ref, session), aot_config, overrides or {},
+                     entry_of)
     registry.save(entry)
     return entry
+
+
+@dataclass(frozen=True)
+class Update:
+    old: ModelEntry
+    new: ModelEntry  # old itself when nothing changed
+    changes: tuple[tuple[str, str, str], ...]  # (field, old value, new value) in the entry's YAML
+
+
+def update_model(registry: Registry, session: Session, name: str, *, url: str | None = None,
+                 ref: str | None = None, aot_config: str | None = None, version: str | None = None,
+                 overrides: dict | None = None, new_build: bool = False) -> Update:
+    """Re-pin the entry NAME and check it as add_model does; write it only if it changed.
+
+    ref defaults to the entry's (a branch moves on to its new head), url and aot_config too;
+    overrides are merged into the entry's. The version: `version` if given; else the AOT config's
+    model.version when it is higher than the entry's; else the entry's, with the next build number
+    when the package's inputs changed or new_build asks for one (same inputs built anew, e.g. after
+    registry.yaml moved to another TensorFlow). A new build keeps the signature; the same version
+    with other inputs, or a lower version, is refused.
+    """
+    old = registry.load(name)
+    if version is not None:
+        names.version(version, "--version")
+    aot_config = names.rel_path(aot_config, "--aot-config") if aot_config is not None else old.aot_config
+    merged = {**old.overrides, **(overrides or {})}
+    if isinstance(old.source, ArchiveSource):
+        if url is not None or ref is not None:
+            raise InvalidInput(f"{old.path}: source: an archive pinned by its sha256; change source.archive and "
+                               "source.sha256 there (--source and --ref re-pin git sources)")
+        archive = old.source
+
+        def pin(sources: Path) -> tuple[GitSource | ArchiveSource, ResolvedSource]:
+            return archive, ArchiveSources(sources).fetch(archive.url, archive.sha256)
+    else:
+        git_url = check_git_url(url, "--source") if url is not None else old.source.url
+        git_ref = names.git_ref(ref, "--ref") if ref is not None else old.source.ref
+
+        def pin(sources: Path) -> tuple[GitSource | ArchiveSource, ResolvedSource]:
+            return _git_pin(sources, git_url, git_ref, session)
+
+    def entry_of(source: GitSource | ArchiveSource, config: AotConfig, signature: Signature) -> ModelEntry:
+        same_inputs = ModelEntry(name, old.version, source, aot_config, merged)
+        changed = same_inputs.as_dict() != old.as_dict()
+        if version is not None:
+            chosen = version
+        elif Version(config.version) > Version(old.version):
+            chosen = config.version
+        elif changed or new_build:
+            chosen = next_build(old.version)
+            _same_signature(old, signature, chosen, session)
+        else:
+            chosen = old.version
+        if Version(chosen) < Version(old.version):
+            raise InvalidInput(f"--version: {chosen} is lower than the entry's {old.version} (setup installs the "
+                               "highest version: a release is never replaced by a lower one)")
+        if chosen == old.version and (changed or new_build):
+            raise InvalidInput(f"{name}: version {old.version} would stay while what it is built from changed; "
+                               f"leave --version out for its next build ({next_build(old.version)}) or give a "
+                               "higher version")
+        return ModelEntry(name, chosen, source, aot_config, merged)
+
+    asked_for_nothing = version is None and not new_build
+    new = _checked(session, pin, aot_config, merged, entry_of, unchanged=old if asked_for_nothing else None)
+    changes = _changes(old.as_dict(), new.as_dict())
+    if changes:
+        registry.save(new)
+    return Update(old, new if changes else old, tuple(changes))
+
+
+def next_build(version: str) -> str:
+    """The next build of a version, as a PEP 440 post-release: 1.0 -> 1.0.post1 -> 1.0.post2.
+
+    Post-releases sort after their release and before the next one, so ranges and "newest" pick
+    the new build, while `==1.0` still pins the first one exactly.
+    """
+    parsed = Version(version)
+    if parsed.dev is not None or parsed.local is not None:
+        raise InvalidInput(f"version {version}: a development or local version has no next build; give --version")
+    base = version.split(".post")[0]
+    return str(Version(f"{base}.post{(parsed.post or 0) + 1}"))
+
+
+Pin = Callable[[Path], tuple[GitSource | ArchiveSource, ResolvedSource]]
+
+
+def _git_pin(sources: Path, url: str, ref: str, session: Session) -> tuple[GitSource, ResolvedSource]:
+    """The commit ref names at url, fetched into the cache at sources."""
+    git_sources = GitSources(sources)
+    commit = git_sources.resolve_ref(url, ref)
+    session.log(f"{url} {ref} -> {commit}")
+    # HEAD is no branch name: record the branch it points at, which fetchers that pull a branch
+    # (cmsBuild's git download, the cmsbuild specs) need.
+    branch = git_sources.head_branch(url) if ref == "HEAD" else None
+    return GitSource(url, ref, commit, branch), git_sources.fetch(url, commit)
+
+
+def _checked(session: Session, pin: Pin, aot_config: str, overrides: dict,
+             entry_of: Callable[[GitSource | ArchiveSource, AotConfig, Signature], ModelEntry],
+             unchanged: ModelEntry | None = None) -> ModelEntry:
+    """Pin the source, load its AOT config, check the model in TensorFlow, and make the entry.
+
+    Everything is fetched into a scratch cache first: a source that fails validation leaves the
+    real cache untouched. unchanged: an entry that is kept as it is, unchecked, when the pin,
+    the AOT config path and the overrides are its own.
+    """
+    with tempfile.TemporaryDirectory(prefix="tfaot-add-") as scratch_dir:
+        scratch = Path(scratch_dir)
+        source, src = pin(scratch / "cache")
+        config = load_source_config(src, aot_config).with_overrides(overrides)
+        for warning in config.warnings:
+            session.log(f"warning: {warning}")
+        if unchanged is not None and (source.as_dict(), aot_config, overrides) == (
+                unchanged.source.as_dict(), unchanged.aot_config, unchanged.overrides):
+            return unchanged
+        signature = check_model(config, session, scratch / "check")
+        session.log(f"signature: {describe_signature(signature)}")
+        entry = entry_of(source, config, signature)
+        # Copied, not renamed: the scratch dir may be on another file system.
+        tree = session.cache.sources / (src.commit if isinstance(source, GitSource) else f"sha256-{source.sha256}")
+        ensure_entry(tree, lambda staged: shutil.copytree(src.root, staged / "tree"), marker=SOURCE_COMPLETE)
+    return entry
+
+
+def _same_signature(old: ModelEntry, signature: Signature, build: str, session: Session) -> None:
+    """A new build of a version must keep its inputs and outputs: consumers compiled against it."""
+    with tempfile.TemporaryDirectory(prefix="tfaot-update-") as work:
+        src = fetch_source(old.source, session.cache.root, session.offline)
+        config = load_source_config(src, old.aot_config).with_overrides(old.overrides)
+        before = op_check(config.saved_model, config.serving_key, session, Path(work)).signature
+    if before != signature:
+        raise InvalidInput(f"{old.name}: the signature changed ({describe_signature(before)} became "
+                           f"{describe_signature(signature)}); a new build ({build}) keeps the signature of "
+                           f"{old.version}: give a higher --version")
+
+
+def _changes(old: dict, new: dict, prefix: str = "") -> list[tuple[str, str, str]]:
+    """The fields of two entry documents that differ, as (dotted name, old, new)."""
+    out = []
+    for key in [*old, *(k for k in new if k not in old)]:
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += _changes(a, b, f"{prefix}{key}.")
+        elif a != b:
+            out.append((f"{prefix}{key}", "-" if a is None else str(a), "-" if b is None else str(b)))
+    return out
 
 
 def load_source_config(src: ResolvedSource, aot_config: str) -> AotConfig:

@@ -71,12 +71,12 @@ class Session:
     def _toolchain(self) -> Toolchain:
         if self.defaults.python:
             return existing_toolchain(self.defaults.python, self.origin("python", self.defaults.python))
-        return ensure_toolchain(self.cache.root, self.defaults.requirements, self.log)
+        return ensure_toolchain(self.cache.root, self.defaults.requirements, self.log, offline=self.offline)
 
     @cached_property
     def _runtime(self) -> XlaRuntime:
         if self.defaults.runtime:
             return installed_runtime(self.defaults.runtime, self._toolchain,
                                      self.origin("runtime", self.defaults.runtime))
-        return ensure_runtime(self._toolchain.python, self.cache.root, self.log,
+        return ensure_runtime(self._toolchain.python, self.cache.root, self.log, offline=self.offline,
                               path_environment=self._toolchain.path_environment)

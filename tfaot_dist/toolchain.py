@@ -71,7 +71,8 @@ def toolchain_key(requirements: tuple[str, ...]) -> str:
     return sha256_bytes(json.dumps(spec, sort_keys=True).encode())[:20]
 
 
-def ensure_toolchain(cache: Path, requirements: tuple[str, ...], log=print) -> Toolchain:
+def ensure_toolchain(cache: Path, requirements: tuple[str, ...], log=print, offline: bool = False) -> Toolchain:
+    """The cached venv of requirements, created (pip, network) if missing; offline: never created."""
     key = toolchain_key(requirements)
     toolchains = Cache(cache).toolchains
     root = toolchains / key
@@ -81,6 +82,9 @@ def ensure_toolchain(cache: Path, requirements: tuple[str, ...], log=print) -> T
     def usable(entry: Path) -> bool:
         return _load(entry, requirements) is not None and _built_at(entry) == str(real)
 
+    if offline and not usable(root):  # said before any lock or directory is made: the cache stays as it was
+        raise errors.SourceUnavailable(f"offline: toolchain {key} ({' '.join(requirements)}) is not in the cache "
+                                       f"{Cache(cache).root} (run once without --offline to create it)")
     if not usable(root) and _load(root, requirements):
         with file_lock(entry_lock(root)):  # environments made before the scripts were fixed
             if _load(root, requirements):

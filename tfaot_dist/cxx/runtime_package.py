@@ -89,13 +89,15 @@ def ensure_runtime_package(runtime: XlaRuntime, dist: Path) -> tuple[pkg.Package
         nonlocal status
         status = "built"
         remove_stale_siblings(archive)
+        staged.chmod(0o755)  # a private temporary directory until renamed: the package's mode is the models'
         _assemble(runtime, version, staged)
         # Written before the directory's rename: the package is complete once both are there.
         pkg.write_archive(staged, archive, top=root.name)
 
     # An entry of dist rather than of the cache (no marker: its manifest and archive say it is complete).
+    dist.mkdir(parents=True, exist_ok=True)
     ensure_entry(root, assemble, marker=None, is_complete=lambda d: (d / pkg.MANIFEST).is_file() and archive.is_file(),
-                 lock=dist / f".{root.name}.lock")
+                 lock=dist)
     return pkg.Package(NAME, version, root, archive, pkg.read_manifest(root)), status
 
 

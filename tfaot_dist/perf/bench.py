@@ -300,7 +300,9 @@ def run(target: Target, protocol: Protocol, toolchain: Toolchain, runtime: XlaRu
                 row["gflops"] = flops * row["batch_size"] / row["seconds_per_call"] / 1e9
             if engine.startswith("aot"):
                 row["compiled"] = row["batch_size"] in compiled
-                peak = result["peak_gflops"].get(row.get("cpu_level", ""))
+                # The widest vectors in use: the model's kernels and the runtime's may run different levels.
+                used = [lv for lv in (row.get("cpu_level"), row.get("runtime_cpu_level")) if lv in LANES]
+                peak = result["peak_gflops"].get(max(used, key=list(LANES).index)) if used else None
                 if flops and peak:
                     row["peak_fraction"] = row["gflops"] / peak
     result["ratios"] = ratios(result)

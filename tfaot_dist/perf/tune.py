@@ -168,6 +168,7 @@ def tune_command(spec: str, registry, session: Session, dist: Path, targets: lis
 
     from tfaot_dist import builder
     from tfaot_dist.perf import bench
+    from tfaot_dist.register import next_build
     from tfaot_dist.util.fs import write_atomic
 
     log = session.log
@@ -189,9 +190,11 @@ def tune_command(spec: str, registry, session: Session, dist: Path, targets: lis
         overrides = {k: v for k, v in entry.overrides.items() if k != "batch_rules"}
         if merged:
             overrides["batch_rules"] = tuple(merged)
-        new_entry = dataclasses.replace(entry, overrides=overrides)
+        new_entry = entry
+        if overrides != entry.overrides:  # other inputs: the next build of the version (register.update_model)
+            new_entry = dataclasses.replace(entry, overrides=overrides, version=next_build(entry.version))
         path = registry.save(new_entry)
-        log(f"wrote {len(merged)} batch rules to {path}")
+        log(f"wrote {len(merged)} batch rules to {path} ({new_entry.package} {new_entry.version})")
         built = builder.build_entry(new_entry, session, dist.absolute())
         report["registry_entry"] = str(path)
         report["package_dir"] = str(built.package.root)

@@ -187,19 +187,24 @@ def file_lock(path: Path, log: Callable[[str], None] | None = None) -> Iterator[
     """An exclusive advisory lock held for the with-block (released if the process dies).
 
     log: told when the lock is held by another process, before waiting for it (long builds).
+    An existing directory is locked itself (flock on the directory), leaving no lock file in it:
+    output directories and channels hold only what users asked for.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as f:
+    if path.is_dir() and not path.is_symlink():
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    else:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
         try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             if log:
                 log(f"waiting for another build holding {path}")
-            fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def copy_file(src: Path, dst: Path) -> None:

@@ -102,6 +102,15 @@ class Fields:
         if not isinstance(data, dict):
             raise InvalidInput(f"{file}: {prefix or 'top level'}: expected a mapping")
         self.data = dict(data)
+        self.ignored: list[str] = []  # unknown keys taken out already (ignore_unknown)
+
+    def ignore_unknown(self, known: tuple[str, ...]) -> list[str]:
+        """Take the keys not in known out (a schema that warns about them); returns them as 'section.key'."""
+        unknown = sorted(str(k) for k in self.data if k not in known)
+        for key in unknown:
+            del self.data[key]
+        self.ignored += unknown
+        return [f"{self.prefix}.{k}" if self.prefix else k for k in unknown]
 
     def at(self, key: str) -> str:
         """How error messages name a field: 'FILE: section.key'."""
@@ -110,7 +119,7 @@ class Fields:
     def take(self, key: str, kind: type | tuple, default=..., required: bool = False):
         if key not in self.data:
             if required or default is ...:
-                raise InvalidInput(f"{self.at(key)}: required field is missing")
+                raise InvalidInput(f"{self.at(key)}: required field is missing{self._misspelt(key)}")
             return default
         value = self.data.pop(key)
         if isinstance(value, bool) and kind is not bool and bool not in (kind if isinstance(kind, tuple) else ()):
@@ -118,6 +127,19 @@ class Fields:
         if not isinstance(value, kind):
             raise InvalidInput(f"{self.at(key)}: expected {_kind_name(kind)}, got {shown(value)}")
         return value
+
+    def _misspelt(self, key: str) -> str:
+        """What a missing field's error adds: the unknown keys of its mapping, the likeliest first."""
+        import difflib
+
+        unknown = sorted({*map(str, self.data), *self.ignored})
+        if not unknown:
+            return ""
+        close = difflib.get_close_matches(key, unknown, n=len(unknown), cutoff=0.6)
+        ordered = close + [k for k in unknown if k not in close]
+        named = ", ".join(repr(k) for k in ordered[:5]) + (", ..." if len(ordered) > 5 else "")
+        hint = f" (a misspelling of {key!r}?)" if close else ""
+        return f"; unknown key{'s' if len(ordered) > 1 else ''} here: {named}{hint}"
 
     def done(self) -> None:
         if self.data:

@@ -1,0 +1,220 @@
+"""A model's life after add-model: update (re-pin, build numbers), rebuilds that never replace another
+build in dist/, a starter config, and --offline builds that create nothing. Real git repositories and
+the real TensorFlow toolchain."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import DataRepo, git, snapshot
+from tfaot_dist.sources import GitSources
+
+INVALID, UNAVAILABLE, INTEGRITY = 3, 4, 7
+
+
+def entry_of(registry: Path, name: str) -> dict:
+    return yaml.safe_load((registry / "models" / f"{name}.yaml").read_text())
+
+
+@pytest.fixture
+def model_repo(example_models, tmp_path) -> DataRepo:
+    """A data repository of its own (tests here commit to it) holding the example model simple."""
+    repo = DataRepo(tmp_path / "data")
+    shutil.copytree(example_models / "simple", repo.work / "simple")
+    repo.commit("simple 1.0.0")
+    return repo
+
+
+def edit_config(repo: DataRepo, **model) -> str:
+    """Change model fields of simple/aot_config.yaml and commit; returns the commit."""
+    path = repo.work / "simple" / "aot_config.yaml"
+    config = yaml.safe_load(path.read_text())
+    config["model"].update(model)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return repo.commit(f"edit {sorted(model)}")
+
+
+def test_update_repins_with_build_numbers(run, model_repo, registry, cache):
+    run("add-model", "m", "--source", model_repo.url, "--ref", "main", "--aot-config", "simple/aot_config.yaml")
+    first = entry_of(registry, "m")
+    assert first["version"] == "1.0.0"
+
+    # Nothing new on the branch: the entry stays byte for byte.
+    before = snapshot(registry)
+    out, _ = run("update", "m")
+    assert "m 1.0.0: up to date" in out.replace("tfaot-model-", "")
+    assert snapshot(registry) == before
+
+    # A new commit, same model.version: the next build number, and what changed is shown.
+    second_commit = edit_config(model_repo, description="retrained")
+    out, _ = run("update", "m", "--json")
+    shown = json.loads(out)
+    assert shown["status"] == "updated"
+    assert {c["field"]: (c["old"], c["new"]) for c in shown["changes"]} == {
+        "version": ("1.0.0", "1.0.0.post1"), "source.commit": (first["source"]["commit"], second_commit)}
+    assert entry_of(registry, "m") == shown["entry"]
+    assert entry_of(registry, "m")["source"]["commit"] == second_commit
+
+    edit_config(model_repo, description="retrained again")
+    run("update", "m")
+    assert entry_of(registry, "m")["version"] == "1.0.0.post2"
+
+    # The AOT config's own version rises: it is taken as it is.
+    edit_config(model_repo, version="1.1.0")
+    out, _ = run("update", "m")
+    assert entry_of(registry, "m")["version"] == "1.1.0"
+    assert "1.0.0.post2 -> 1.1.0" in out
+
+    # Same inputs built anew (e.g. another TensorFlow in registry.yaml): asked for explicitly.
+    run("update", "m", "--new-build")
+    assert entry_of(registry, "m")["version"] == "1.1.0.post1"
+
+    # Refused, leaving registry and cache as they were: a lower version, the same version with
+    # other inputs, a ref that does not exist.
+    before = snapshot(registry, cache)
+    assert "lower than the entry's 1.1.0.post1" in run.error("update", "m", "--version", "1.0.5", expect=INVALID)
+    edit_config(model_repo, description="third")
+    line = run.error("update", "m", "--version", "1.1.0.post1", expect=INVALID)
+    assert "version 1.1.0.post1 would stay while what it is built from changed" in line
+    assert "1.1.0.post2" in line
+    assert "'nope' not found" in run.error("update", "m", "--ref", "nope", expect=INVALID)
+    assert "other: no such model" in run.error("update", "other", expect=INVALID)
+    assert snapshot(registry, cache) == before
+
+
+def test_new_build_keeps_the_signature(run, model_repo, example_models, registry, cache):
+    run("add-model", "m", "--source", model_repo.url, "--ref", "main", "--aot-config", "simple/aot_config.yaml")
+    # The model behind the config changes its inputs: a build number would break its consumers.
+    shutil.rmtree(model_repo.work / "simple" / "saved_model")
+    shutil.copytree(example_models / "multi" / "saved_model", model_repo.work / "simple" / "saved_model")
+    model_repo.commit("another model")
+    before = snapshot(registry, cache)
+    line = run.error("update", "m", expect=INVALID)
+    assert "the signature changed" in line and "give a higher --version" in line
+    assert snapshot(registry, cache) == before
+    run("update", "m", "--version", "2.0.0")
+    assert entry_of(registry, "m")["version"] == "2.0.0"
+
+
+def test_add_model_twice_points_at_update(run, model_repo, registry, cache):
+    run("add-model", "m", "--source", model_repo.url, "--aot-config", "simple/aot_config.yaml")
+    line = run.error("add-model", "m", "--source", model_repo.url, "--aot-config", "simple/aot_config.yaml",
+                     expect=INVALID)
+    assert "already registered" in line and "tfaot-dist update m" in line
+
+
+def test_build_never_replaces_another_build_in_dist(built, tmp_path, monkeypatch, capsys):
+    """registry.yaml changed (another build key, the same version) while dist/ holds the old build:
+    build refuses before compiling anything, names what is there, and leaves dist as it was. A new
+    build number gives a package of its own."""
+    from tfaot_dist import cli
+
+    dist, registry = tmp_path / "dist", tmp_path / "registry"
+    shutil.copytree(built / "dist", dist)
+    shutil.copytree(built / "registry", registry)
+    config = registry / "registry.yaml"
+    config.write_text(config.read_text().replace('target_triple: x86_64-pc-linux', 'target_triple: x86_64-unknown-linux'))
+    assert "x86_64-unknown-linux" in config.read_text()
+    monkeypatch.setenv("TFAOT_DIST_CACHE", str(built / "cache"))
+    before = snapshot(dist, built / "cache" / "builds")
+    code = cli.main(["--registry", str(registry), "build", "test-simple", "--dist", str(dist)])
+    err = capsys.readouterr().err
+    assert code == INTEGRITY, err
+    assert f"{dist / 'tfaot-model-test-simple-1.0.0'}: holds another build of tfaot-model-test-simple 1.0.0" in err
+    assert "tfaot-dist update test-simple --new-build" in err and "compiling" not in err
+    assert snapshot(dist, built / "cache" / "builds") == before
+    # Only the archive left (the directory removed by hand): its manifest tells the same.
+    shutil.rmtree(dist / "tfaot-model-test-simple-1.0.0")
+    code = cli.main(["--registry", str(registry), "build", "test-simple", "--dist", str(dist)])
+    assert code == INTEGRITY
+    assert f"{dist / 'tfaot-model-test-simple-1.0.0.tar.gz'}: holds another build" in capsys.readouterr().err
+
+
+def test_dist_holds_packages_only(built):
+    """No lock or marker files beside the packages, and every package directory has one mode."""
+    names = sorted(p.name for p in (built / "dist").iterdir())
+    assert [n for n in names if n.startswith(".")] == []
+    dirs = [p for p in (built / "dist").iterdir() if p.is_dir()]
+    assert len(dirs) == 3 and {p.stat().st_mode & 0o777 for p in dirs} == {0o755}, names
+
+
+def test_init_config_writes_a_config_that_checks(run, example_models, tmp_path):
+    model = tmp_path / "tagger"
+    shutil.copytree(example_models / "multi" / "saved_model", model / "saved_model")
+    out, _ = run("init-config", model / "saved_model")
+    config_path = model / "aot_config.yaml"
+    assert f"wrote {config_path}" in out
+    text = config_path.read_text()
+    config = yaml.safe_load(text)
+    assert config == {"model": {"name": "tagger", "version": "1.0.0", "saved_model": "./saved_model",
+                                "serving_key": "serving_default"},
+                      "compilation": {"batch_sizes": [1, 2, 4, 8], "namespace": "tfaot_model"}}
+    # The signature, in the C++ order, as comments.
+    rows = [line.split() for line in text.splitlines() if line.startswith("#     ")]
+    assert rows == [["#", "input_0", "float32[4]", "tfaot::FloatArrays,", "4", "per", "row"],
+                    ["#", "input_1", "float64[4]", "tfaot::DoubleArrays,", "4", "per", "row"],
+                    ["#", "output_0", "float32[2]", "tfaot::FloatArrays,", "2", "per", "row"],
+                    ["#", "output_1", "bool[2]", "tfaot::BoolArrays,", "2", "per", "row"]]
+    assert text.index("#     output_0") < text.index("#     output_1") < text.index("model:")
+    out, err = run("check", config_path)
+    assert "cpu: all ops compatible" in out and "warning" not in err
+
+    # An existing file is kept unless --force; a misspelt key is named by check.
+    before = snapshot(model)
+    line = run.error("init-config", model / "saved_model", "--name", "other", expect=INVALID)
+    assert f"{config_path}: exists (give --force" in line
+    assert snapshot(model) == before
+    run("init-config", model / "saved_model", "--name", "other", "--batch-sizes", "1,16", "--force")
+    assert yaml.safe_load(config_path.read_text())["model"]["name"] == "other"
+    config_path.write_text(config_path.read_text() + "  batch_size: [3]\n")
+    _, err = run("check", config_path)
+    assert f"warning: {config_path}: unknown keys ignored: compilation.batch_size" in err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--name", "class"], "--name: 'class' is reserved in C++"),
+    (["--version", "one"], "--version: invalid version 'one'"),
+    (["--serving-key", "a b"], "--serving-key: invalid serving key 'a b'"),
+    (["--batch-sizes", "0"], "batch size 0 is not positive"),
+    ([], "not a SavedModel directory (no saved_model.pb)"),
+])
+def test_init_config_refuses_bad_input(run, tmp_path, args, message):
+    """Refused before TensorFlow is asked anything; nothing is written."""
+    model = tmp_path / "m" / "saved_model"
+    model.mkdir(parents=True)
+    if args:
+        (model / "saved_model.pb").write_bytes(b"")
+    before = snapshot(tmp_path / "m")
+    assert message in run.error("init-config", model, *args, expect=INVALID)
+    assert snapshot(tmp_path / "m") == before
+
+
+def test_class_names_from_directories():
+    from tfaot_dist.starter import class_name_for
+
+    assert class_name_for(Path("/x/DeepJet-v2/saved_model")) == "deepjet_v2"
+    assert class_name_for(Path("/x/2024_tagger")) == "model_2024_tagger"
+    assert class_name_for(Path("/x/class/saved_model")) == "class_model"
+    assert class_name_for(Path("/x/---/saved_model")) == "model"
+
+
+def test_offline_build_creates_no_toolchain(run, registry, cache, tmp_path):
+    """`build --offline` with the source cached but no toolchain: exit 4 naming the toolchain, and
+    nothing is created (no venv, no Abseil, no download)."""
+    repo = DataRepo(tmp_path / "data")
+    repo.write("m/aot_config.yaml", "model: {name: m, version: '1.0.0'}\ncompilation: {batch_sizes: [1]}\n")
+    repo.write("m/saved_model/saved_model.pb", "")
+    commit = repo.commit()
+    GitSources(cache).fetch(repo.url, commit)
+    (registry / "models" / "m.yaml").write_text(yaml.safe_dump(
+        {"name": "m", "version": "1.0.0", "source": {"git": repo.url, "ref": "main", "commit": commit},
+         "aot_config": "m/aot_config.yaml"}))
+    before = snapshot(registry, cache)
+    line = run.error("build", "m", "--offline", "--dist", tmp_path / "dist", expect=UNAVAILABLE)
+    assert "offline: toolchain" in line and "is not in the cache" in line and "tensorflow-cpu==" in line
+    assert snapshot(registry, cache) == before
+    assert not (tmp_path / "dist").exists() or not any((tmp_path / "dist").iterdir())
+    assert git("rev-parse", "HEAD", cwd=repo.work) == commit
