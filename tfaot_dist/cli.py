@@ -396,10 +396,9 @@ def cmd_init_config(args) -> int:
     result = starter.init_config(args.saved_model, session_of(args), args.output, name=args.name,
                                  version=args.model_version, serving_key=args.serving_key, batch_sizes=sizes,
                                  force=args.force)
-    if result.incompatible:
-        log(f"warning: ops XLA cannot compile on CPU: {', '.join(result.incompatible)} (check will refuse the "
-            "model until they are gone)")
-    emit(args, {"aot_config": str(result.path), "name": result.name, "incompatible": list(result.incompatible)},
+    if result.refused:
+        log(f"warning: check will refuse the model until this is changed: {result.refused}")
+    emit(args, {"aot_config": str(result.path), "name": result.name, "refused": result.refused},
          f"wrote {result.path} (model.name {result.name}); next: tfaot-dist check {result.path}")
     return 0
 

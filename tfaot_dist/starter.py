@@ -15,7 +15,7 @@ from tfaot_dist import names
 from tfaot_dist.config import load_aot_config
 from tfaot_dist.documents import CheckAnswer, Tensor
 from tfaot_dist.errors import InvalidInput
-from tfaot_dist.register import op_check
+from tfaot_dist.register import op_check, refusal
 from tfaot_dist.session import Session
 from tfaot_dist.util.fs import write_atomic
 
@@ -30,7 +30,7 @@ ARRAYS = {"float32": "FloatArrays", "float64": "DoubleArrays", "int32": "Int32Ar
 class Starter:
     path: Path
     name: str
-    incompatible: tuple[str, ...]  # ops XLA cannot compile on CPU: `check` will refuse the model
+    refused: str | None  # why `check` will refuse the model (ops XLA cannot compile, a failed trial compile)
 
 
 def class_name_for(saved_model: Path) -> str:
@@ -79,8 +79,7 @@ def write_starter(saved_model: Path, answer: CheckAnswer, output: Path, *, name:
     finally:
         probe.unlink(missing_ok=True)
     write_atomic(output, text)
-    bad = tuple(row.op for row in answer.ops if not row.xla_cpu)
-    return Starter(output, name, bad)
+    return Starter(output, name, refusal(answer))
 
 
 def render_starter(answer: CheckAnswer, *, name: str, version: str, saved_model: Path, serving_key: str,
