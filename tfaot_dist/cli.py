@@ -197,18 +197,8 @@ def _result_json(r: builder.BuildResult) -> dict:
 def cmd_publish(args) -> int:
     from tfaot_dist.channels import channel
 
-    if args.channel.startswith("oci://"):  # a registry: tfaot_dist/channels/oci.py
-        from tfaot_dist.channels import oci
-
-        published = oci.publish(args.dist.absolute(), args.channel, log)
-        emit(args, {"channel": args.channel, "packages": [vars(p) for p in published]},
-             "\n".join(f"{p.name} {p.version}: {p.status} ({p.sha256[:12]})" for p in published))
-        return 0
-    if "://" in args.channel and not args.channel.startswith("file://"):
-        raise UsageError(f"publish: --channel must be a directory (serve it over HTTP as it is), got {args.channel}")
-    target = Path(args.channel.removeprefix("file://")).absolute()
-    published = channel.publish(args.dist.absolute(), target, log)
-    emit(args, {"channel": str(target), "packages": [vars(p) for p in published]},
+    published = channel.publish(args.dist.absolute(), args.channel, args.cache, log)
+    emit(args, {"channel": args.channel, "packages": [vars(p) for p in published]},
          "\n".join(f"{p.name} {p.version}: {p.status} ({p.sha256[:12]})" for p in published))
     return 0
 
@@ -217,7 +207,7 @@ def cmd_setup(args) -> int:
     import shutil
 
     from tfaot_dist.channels import setup_area
-    from tfaot_dist.channels.channel import Channel
+    from tfaot_dist.channels.channel import open_channel
 
     area = args.area or (Path(os.environ["CMSSW_BASE"]) if os.environ.get("CMSSW_BASE") else None)
     location = args.channel or os.environ.get("TFAOT_DIST_CHANNEL")
@@ -236,9 +226,9 @@ def cmd_setup(args) -> int:
             emit(args, {"area": str(area.absolute()), "packages": rows},
                  "\n".join(f"{r['name']:40} {r['version']:28} {r['path']}" for r in rows) or "nothing installed")
         elif location:
-            ch = Channel.open(location, args.cache, args.offline)
-            emit(args, {"channel": location, "packages": [p.as_dict() for p in ch.packages]},
-                 "\n".join(f"{p.name:40} {p.version:28} {p.sha256[:12]}" for p in ch.packages))
+            rows = open_channel(location, args.cache, args.offline).index.rows
+            emit(args, {"channel": location, "packages": [p.as_dict() for p in rows]},
+                 "\n".join(f"{p.name:40} {p.version:28} {p.sha256[:12]}" for p in rows))
         else:
             raise UsageError("setup --list: give --area (installed packages) or --channel (available ones)")
         return 0
@@ -248,11 +238,11 @@ def cmd_setup(args) -> int:
         raise UsageError("setup: give --area (or set CMSSW_BASE)")
     if not location:
         raise UsageError("setup: give --channel (or set TFAOT_DIST_CHANNEL)")
-    ch = Channel.open(location, args.cache, args.offline)
+    ch = open_channel(location, args.cache, args.offline)
     for text in args.requirements:
         package, _ = setup_area.parse_requirement(text)
-        if not ch.versions(package):
-            known = sorted({p.name.removeprefix("tfaot-model-") for p in ch.packages if p.kind == "model"})
+        if not ch.index.versions(package):
+            known = sorted({p.name.removeprefix("tfaot-model-") for p in ch.index.rows if p.kind == "model"})
             raise InvalidInput(f"{text!r}: {package} is not in the channel {location}" + did_you_mean(
                 package.removeprefix("tfaot-model-"), known, f"tfaot-dist setup --list --channel {location}"))
     report = setup_area.setup(args.requirements, ch, area, args.cache, args.offline, log, shutil.which("scram"))

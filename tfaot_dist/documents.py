@@ -296,6 +296,8 @@ class InstalledRow(Document):
             raise InvalidInput(f"{where}.path: expected {name}/{row.version}, got {shown(row.path)}")
         for i, tool in enumerate(row.tool_files):
             _tool_file(tool, f"{where}.tool_files[{i}]")
+            if tool != f"scram.d/{name}.xml":  # a package's tool file has its own name (ownership.py)
+                raise InvalidInput(f"{where}.tool_files[{i}]: expected scram.d/{name}.xml, got {shown(tool)}")
         return row
 
 

@@ -51,6 +51,9 @@ GIT_URL = re.compile(
     r"|/[^\s\\:]*"
     r"|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^\s\\:]+)"
 )
+# A URL that carries credentials: user:password@ in any scheme, any user@ in http(s) (tokens are given as users).
+URL_CREDENTIALS = re.compile(r"(?:https?://[^/?#@]*@|[A-Za-z][A-Za-z0-9+.-]*://[^/?#@:]*:[^/?#@]*@)",
+                             re.IGNORECASE)
 # oci://HOST[:PORT]/NAMESPACE channels; a tag is a version with "+" as "_" and "!" as "-".
 OCI_HOST = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?")
 OCI_NAMESPACE = re.compile(r"[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*")  # lowercase components
