@@ -23,7 +23,7 @@ from tfaot_dist.cxx.installed_runtime import installed_runtime
 from tfaot_dist.cxx.runtime_parts import CompiledModel
 from tfaot_dist.cxx.xla_runtime import XlaRuntime, runtime_parts_for
 from tfaot_dist.documents import CompileAnswer, CompileRequest
-from tfaot_dist.errors import CompileFailed, SourceUnavailable
+from tfaot_dist.errors import CompileFailed, IntegrityError, SourceUnavailable
 from tfaot_dist.register import load_source_config
 from tfaot_dist.registry import Defaults, ModelEntry
 from tfaot_dist.session import Session
@@ -104,7 +104,10 @@ def build_entry(entry: ModelEntry, session: Session, dist: Path) -> BuildResult:
     ensure_entry(cached_dir, build, marker=None, is_complete=lambda d: _existing(d / dest.name, key) is not None,
                  lock=session.cache.build_lock(key), keep_failed=True)
     status = "built" if built else "cached"
-    package = _publish_copy(_existing(cached_dir / dest.name, key), dest, key)
+    found = _existing(cached_dir / dest.name, key)
+    if found is not None and not built:
+        _check_cached(found)
+    package = _publish_copy(found, dest, key)
     return BuildResult(entry.name, package, status, key)
 
 
@@ -290,6 +293,17 @@ def _existing(root: Path, key: str) -> pkg.Package | None:
     except Exception:  # unreadable, or written by another version of tfaot-dist: built again
         return None
     return found if built_with == key else None
+
+
+def _check_cached(found: pkg.Package) -> None:
+    """A build from the cache, before it is copied: every file against its manifest's digests, and
+    its archive the same package (the cache entry's ownership was checked by ensure_entry)."""
+    from tfaot_dist.channels.channel import verify_archive
+
+    pkg.check_files(found.root, found.manifest)
+    archive = verify_archive(found.archive)
+    if (archive.name, archive.version) != (found.name, found.version) or archive.manifest != found.manifest:
+        raise IntegrityError(f"{found.archive}: not the archive of {found.root}")
 
 
 def _publish_copy(built: pkg.Package, dest: Path, key: str | None) -> pkg.Package:

@@ -11,7 +11,7 @@ from tfaot_dist.cache import default_cache
 from tfaot_dist.errors import InvalidInput, SourceUnavailable, TfaotError, UsageError
 from tfaot_dist.registry import Registry
 from tfaot_dist.session import Session
-from tfaot_dist.util.textsafe import shown, terminal
+from tfaot_dist.util.textsafe import actions_json, shown, terminal
 
 MAX_ERROR = 2000  # an error line quotes values cut to ~200 characters; this bounds the whole line
 
@@ -22,7 +22,7 @@ def log(message: str) -> None:
 
 def emit(args, data, text: str) -> None:
     if args.json:
-        print(json.dumps(data, indent=1, sort_keys=True))
+        print(actions_json(json.dumps(data, indent=1, sort_keys=True)))
     elif text:
         print(terminal(text))  # registry fields and channel rows may hold escape sequences
 
@@ -708,14 +708,24 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+# Commands that keep things in the cache (what is there is run, compiled in or installed).
+USES_CACHE = {"add-model", "build", "setup", "compile", "runtime", "check", "verify", "toolchain", "bench", "tune"}
+
+
 def main(argv: list[str] | None = None) -> int:
+    from tfaot_dist.cache import trusted_root
+
     p = parser()
     args = p.parse_args(argv)
     args.cache = default_cache()
     try:
+        if args.command in USES_CACHE:
+            trusted_root(args.cache)  # ours alone, or refused (cache.py)
         return args.func(args)
     except TfaotError as exc:
-        print(terminal(shown(f"tfaot-dist: error: {exc}", MAX_ERROR, quote=False)), file=sys.stderr)
+        # One line, whatever the message quotes (a line break in a value would start another).
+        line = shown(f"tfaot-dist: error: {exc}", MAX_ERROR, quote=False).replace("\r", "\\r").replace("\n", "\\n")
+        print(terminal(line), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

@@ -51,9 +51,6 @@ GIT_URL = re.compile(
     r"|/[^\s\\:]*"
     r"|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^\s\\:]+)"
 )
-# A URL that carries credentials: user:password@ in any scheme, any user@ in http(s) (tokens are given as users).
-URL_CREDENTIALS = re.compile(r"(?:https?://[^/?#@]*@|[A-Za-z][A-Za-z0-9+.-]*://[^/?#@:]*:[^/?#@]*@)",
-                             re.IGNORECASE)
 # oci://HOST[:PORT]/NAMESPACE channels; a tag is a version with "+" as "_" and "!" as "-".
 OCI_HOST = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?")
 OCI_NAMESPACE = re.compile(r"[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*")  # lowercase components
@@ -94,6 +91,26 @@ def _check(pattern: re.Pattern[str], value: object, where: str, what: str) -> st
     if not isinstance(value, str) or not pattern.fullmatch(value):
         raise InvalidInput(f"{where}: invalid {what} {value!r}")
     return value
+
+
+def has_credentials(url: str) -> bool:
+    """Whether url carries credentials: user:password@ in any scheme, any user@ in http(s) and oci
+    (tokens are given as user names there); ssh's user@host is no secret."""
+    scheme, sep, rest = url.partition("://")
+    userinfo = re.split(r"[/?#]", rest, maxsplit=1)[0].rpartition("@")[0] if sep else ""
+    return bool(userinfo) and (":" in userinfo or scheme.lower() in ("http", "https", "oci"))
+
+
+def no_credentials(value: object, where: str, how: str = "git") -> None:
+    """Refuse a URL that carries credentials, without showing them: whatever is in a source URL ends
+    up printed and in every package's manifest, tool file and catalogue page."""
+    if isinstance(value, str) and has_credentials(value):
+        scheme, _, rest = value.partition("://")
+        shown_url = f"{scheme}://***@{rest.split('@', 1)[1][:100]}"
+        helpers = {"git": "a git credential helper (git config credential.helper), GIT_ASKPASS, or a ~/.netrc entry",
+                   "oci": "TFAOT_DIST_OCI_TOKEN (and TFAOT_DIST_OCI_USERNAME)"}.get(how, "a ~/.netrc entry for the host")
+        raise InvalidInput(f"{where}: {shown_url}: credentials in a URL are refused (they would be printed and "
+                           f"written into packages); give them through {helpers}")
 
 
 def model_name(value: object, where: str) -> str:

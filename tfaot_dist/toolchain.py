@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tfaot_dist import errors, process
-from tfaot_dist.cache import Cache, ensure_entry, entry_lock
+from tfaot_dist.cache import Cache, check_entry, ensure_entry, entry_lock, seal
 from tfaot_dist.util.fs import file_lock, sha256_bytes, write_atomic
 from tfaot_dist.util.textsafe import one_line
 
@@ -81,10 +81,12 @@ def ensure_toolchain(cache: Path, requirements: tuple[str, ...], log=print) -> T
     def usable(entry: Path) -> bool:
         return _load(entry, requirements) is not None and _built_at(entry) == str(real)
 
+    check_entry(root)  # before its Python runs: ours alone, as it was made
     if not usable(root) and _load(root, requirements):
         with file_lock(entry_lock(root)):  # environments made before the scripts were fixed
             if _load(root, requirements):
                 _point_scripts_at(root, _built_at(root), real)
+                seal(root)
 
     def create(staged: Path) -> None:
         log(f"creating toolchain {key}: {' '.join(requirements)}")

@@ -114,6 +114,7 @@ class Location:
 
     @classmethod
     def parse(cls, location: str, where: str = "--channel") -> "Location":
+        names.no_credentials(location, where, how="oci")
         rest = location.removeprefix(SCHEME).rstrip("/")
         host, _, namespace = rest.partition("/")
         if not names.OCI_HOST.fullmatch(host) or not names.OCI_NAMESPACE.fullmatch(namespace):

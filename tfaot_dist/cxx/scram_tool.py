@@ -163,6 +163,6 @@ def check_conventions(text: str, name: str, version: str, archives: Iterable[str
             if key == "SYSTEM_INCLUDE" and system_include and value == "1":
                 continue
             raise ValueError(f"flag {key}={value!r} is not one our packages write")
-    if tool.url and (not names.SAFE_URL.fullmatch(tool.url) or names.URL_CREDENTIALS.match(tool.url)):
+    if tool.url and (not names.SAFE_URL.fullmatch(tool.url) or names.has_credentials(tool.url)):
         raise ValueError("info url is not a plain URL without credentials")
     return tool

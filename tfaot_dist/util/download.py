@@ -56,6 +56,7 @@ _OTHER = (requests.RequestException, urllib3.exceptions.HTTPError)
 
 
 def check_url(url, where: str) -> str:
+    names.no_credentials(url, where, how="netrc")
     if not isinstance(url, str) or not names.HTTP_URL.fullmatch(url):
         raise InvalidInput(f"{where}: invalid URL {url!r} (expected http:// or https://)")
     return url
