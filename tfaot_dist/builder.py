@@ -13,7 +13,7 @@ import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tfaot_dist import __version__, documents, verify
+from tfaot_dist import __version__, documents, limits, verify
 from tfaot_dist import package as pkg
 from tfaot_dist.cache import ensure_entry, staging
 from tfaot_dist.config import AotConfig, load_aot_config
@@ -24,7 +24,7 @@ from tfaot_dist.cxx.runtime_parts import CompiledModel
 from tfaot_dist.cxx.xla_runtime import XlaRuntime, runtime_parts_for
 from tfaot_dist.documents import CompileAnswer, CompileRequest
 from tfaot_dist.errors import CompileFailed, IntegrityError, SourceUnavailable
-from tfaot_dist.register import load_source_config
+from tfaot_dist.register import check_saved_model_files, load_source_config
 from tfaot_dist.registry import Defaults, ModelEntry
 from tfaot_dist.session import Session
 from tfaot_dist.sources import fetch_source
@@ -166,6 +166,7 @@ def _compile(config: AotConfig, package: str, version: str, source: dict, sessio
         runtime = installed_runtime(runtime_dir, toolchain, session.origin("runtime", runtime_dir))
     else:
         toolchain, runtime = session.toolchain_and_runtime()
+    check_saved_model_files(config.saved_model)
     work = out / "work"
     compiled, reference = work / "compiled", work / "reference"
     compiled.mkdir(parents=True)
@@ -186,6 +187,8 @@ def _compile(config: AotConfig, package: str, version: str, source: dict, sessio
         reference_sizes=tuple(reference_sizes(comp.batch_sizes)),
         cpu_levels=comp.cpu_levels or (),
         activation_formulas=comp.activation_formulas,
+        max_row_elements=limits.max_row_elements(),
+        max_batch_bytes=limits.max_batch_bytes(),
     )
     answer = CompileAnswer.from_json(run_worker(toolchain, request.to_json(), work, comp.tf_xla_flags,
                                                 comp.xla_flags), "TensorFlow worker answer")

@@ -599,6 +599,9 @@ class CompileRequest(Document):
     cpu_levels: tuple[str, ...] = field(default=(), metadata={"omit_default": True})
     # Selu and Elu: "tensorflow" (exp(x) - 1, the worker's default) or "xla" (expm1).
     activation_formulas: str = field(default="tensorflow", metadata={"omit_default": True})
+    # Bounds on declared input sizes (limits.py); 0: none.
+    max_row_elements: int = 0
+    max_batch_bytes: int = 0
 
     def to_json(self) -> dict:
         return {"op": "compile", **super().to_json()}
@@ -628,6 +631,9 @@ class CheckRequest(Document):
 
     saved_model: str
     serving_key: str
+    batch_sizes: tuple[int, ...] = ()  # those to be compiled, if known (the bytes bound)
+    max_row_elements: int = 0  # bounds on declared input sizes (limits.py); 0: none
+    max_batch_bytes: int = 0
 
     def to_json(self) -> dict:
         return {"op": "check", **super().to_json()}
