@@ -160,7 +160,10 @@ class AreaWriter:
                         f.flush()
                         os.fsync(f.fileno())
                         os.fchmod(f.fileno(), 0o644)
-                    if self._kind_at(dfd, name) == "dir":
+                    there = self._kind_at(dfd, name)
+                    if there == "link":  # replaced, it would be gone; followed, it would write elsewhere
+                        raise OSError(errno.ELOOP, "a symbolic link", name)
+                    if there == "dir":
                         raise IsADirectoryError(errno.EISDIR, "a directory is in the way", name)
                     os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
                 except BaseException:
@@ -181,7 +184,7 @@ class AreaWriter:
             st = os.lstat(name, dir_fd=dfd)
         except FileNotFoundError:
             return None
-        return "dir" if stat.S_ISDIR(st.st_mode) else "other"
+        return "link" if stat.S_ISLNK(st.st_mode) else "dir" if stat.S_ISDIR(st.st_mode) else "other"
 
     # ---- removing
 
@@ -230,7 +233,10 @@ class AreaWriter:
         try:
             with self._parent(rel, create=True) as (dfd, name), self._parent(staged) as (sfd, sname):
                 old = None
-                if self._kind_at(dfd, name) is not None:
+                there = self._kind_at(dfd, name)
+                if there == "link":
+                    raise OSError(errno.ELOOP, "a symbolic link", name)
+                if there is not None:
                     old = f".{name}.{secrets.token_hex(4)}.tmp"
                     os.rename(name, old, src_dir_fd=dfd, dst_dir_fd=dfd)
                 os.rename(sname, name, src_dir_fd=sfd, dst_dir_fd=dfd)

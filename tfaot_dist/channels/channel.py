@@ -343,9 +343,13 @@ def publish(dist: Path, location: str, cache: Path, log=print) -> list[Published
 
 
 def publish_archives(channel: Channel, verified: list[VerifiedArchive], log) -> list[Published]:
-    """The rules of publishing, for every transport: a listed version with the same bytes is
-    unchanged, with other bytes refused; every refusal before the first write; archives stored,
-    then listed in one commit."""
+    """The rules of publishing, for every transport: a package holds only its own files
+    (ownership.py); a listed version with the same bytes is unchanged, with other bytes refused;
+    every refusal before the first write; archives stored, then listed in one commit."""
+    from tfaot_dist.channels import ownership
+
+    for archive in verified:  # what setup would refuse is not published either
+        ownership.check_package(archive.manifest, archive.tool_files, archive.label)
     with channel.transaction() as tx:
         plan, out = [], []
         for archive in verified:

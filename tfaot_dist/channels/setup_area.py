@@ -126,6 +126,9 @@ def _installed_document(root: Path, writer: AreaWriter | None = None) -> tuple[d
     if writer is not None:
         data = writer.read(INSTALLED)
     else:
+        if path.is_symlink():
+            raise IntegrityError(f"{path}: a symbolic link inside the area; tfaot-dist never follows or removes "
+                                 "links there (remove it yourself, then run setup again)")
         try:
             data = path.read_bytes() if path.is_file() else None
         except OSError as exc:
@@ -354,10 +357,7 @@ def _repair(writer: AreaWriter, state: dict[str, InstalledRow], scram: str | Non
         manifest = _installed_manifest(writer, row.path)
         if manifest is None:
             continue  # damaged by hand: left for the user to see, not rewritten
-        try:
-            _place_area_files(writer, manifest, row.path, row)
-        except IntegrityError:
-            continue  # a package that brings what is not its own (installed before the rule): not placed
+        _place_area_files(writer, manifest, row.path, row, repairing=True)
     if state:
         writer.write_if_changed("env.sh", env_script(environment(writer.root, state)))
     if scram:
@@ -447,17 +447,25 @@ def buildsys_files(manifest: Manifest) -> dict[str, str]:
     return {rel: text for rel, text in files.items() if rel not in manifest.files}
 
 
-def _place_area_files(writer: AreaWriter, manifest: Manifest, rel: str, previous: InstalledRow | None) -> list[str]:
+def _place_area_files(writer: AreaWriter, manifest: Manifest, rel: str, previous: InstalledRow | None,
+                      repairing: bool = False) -> list[str]:
     """The relocated tool file, the CMake forwarder and the area's .pc; returns the tool files (relative).
 
-    Only under the package's own name, and its tool file only once it passed the conventions."""
+    Only under the package's own name, and its tool file only once it passed the conventions
+    (repairing: a package installed before the rule whose tool file does not pass gets none)."""
     name, version = manifest.package, manifest.version
     tree = writer.root / rel
     tools = []
     tool_rel = ownership.tool_file(name)
     text = writer.read(f"{rel}/{tool_rel}", MAX_TOOL_FILE)
     if text is not None:
-        ownership.check_tool(manifest, tool_rel, text, str(tree))
+        try:
+            ownership.check_tool(manifest, tool_rel, text, str(tree))
+        except IntegrityError:
+            if not repairing:
+                raise
+            text = None
+    if text is not None:
         writer.write_if_changed(f"scram.d/{name}.xml", text.decode().replace(TOOL_ROOT, str(tree)))
         tools.append(f"scram.d/{name}.xml")
     for old in previous.tool_files if previous else ():
