@@ -6,6 +6,7 @@ set up fine, so that a refusal in a test is the hostile part's doing) and let a 
 attacker would.
 """
 
+import gzip
 import hashlib
 import io
 import json
@@ -27,12 +28,12 @@ def archive_bytes(name: str, version: str, files: dict[str, bytes], manifest_ext
                 "files": {rel: {"sha256": hashlib.sha256(b).hexdigest(), "size": len(b)} for rel, b in files.items()}}
     manifest.update(manifest_extra or {})
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+    with tarfile.open(fileobj=buf, mode="w") as tar:
         for rel, data in sorted([*files.items(), ("manifest.json", json.dumps(manifest).encode())]):
             info = tarfile.TarInfo(f"{name}-{version}/{rel}")
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
+    return gzip.compress(buf.getvalue(), mtime=0)  # the same bytes each time
 
 
 def runtime_files(version: str = RUNTIME_VERSION) -> tuple[dict[str, bytes], dict]:

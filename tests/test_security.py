@@ -31,6 +31,7 @@ from tfaot_dist.util.archives import TAR, ZIP, extract
 @pytest.fixture
 def run(capsys, monkeypatch, tmp_path) -> Cli:
     (tmp_path / "registry" / "models").mkdir(parents=True)
+    (tmp_path / "cache").mkdir()  # commands that use the cache make it: these tests compare what changed
     return Cli(capsys, monkeypatch, tmp_path / "cache", tmp_path / "registry", tmp_path)
 
 

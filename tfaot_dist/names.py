@@ -5,6 +5,7 @@ value came from (`where`, e.g. "registry/models/x.yaml: name").
 """
 
 import re
+from functools import lru_cache
 
 from packaging.version import InvalidVersion, Version
 
@@ -127,13 +128,21 @@ def cpp_identifier(value: object, where: str) -> str:
 def version(value: object, where: str) -> str:
     if not isinstance(value, str):
         raise InvalidInput(f"{where}: version must be a quoted string, got {value!r}")
-    try:
-        parsed = Version(value)
-    except InvalidVersion:
-        raise InvalidInput(f"{where}: invalid version {value!r} (expected PEP 440)") from None
-    if str(parsed) != value:
-        raise InvalidInput(f"{where}: version {value!r} is not normalized (write {str(parsed)!r})")
+    normalized = _normalized_version(value[:200])
+    if normalized is None:
+        raise InvalidInput(f"{where}: invalid version {value!r} (expected PEP 440)")
+    if normalized != value:
+        raise InvalidInput(f"{where}: version {value!r} is not normalized (write {normalized!r})")
     return value
+
+
+@lru_cache(maxsize=65536)
+def _normalized_version(value: str) -> str | None:
+    """PEP 440's normal form of value (None: not a version); cached, as an index repeats its versions."""
+    try:
+        return str(Version(value))
+    except InvalidVersion:
+        return None
 
 
 def git_ref(value: object, where: str) -> str:

@@ -222,8 +222,11 @@ def parse_index(data: bytes, label: str) -> list[ChannelPackage]:
 
 
 def render_index(packages) -> str:
+    """index.json: one package per line (sorted; diffs of a channel kept in git stay small), written
+    by the C JSON encoder (an indented document takes the pure-Python one: seconds for 20,000 rows)."""
     rows = sorted(packages, key=lambda p: (p.name, Version(p.version)))
-    return json.dumps({"format": FORMAT, "packages": [p.as_dict() for p in rows]}, indent=1, sort_keys=True) + "\n"
+    lines = ",\n".join(json.dumps(p.as_dict(), sort_keys=True) for p in rows)
+    return '{"format": ' + json.dumps(FORMAT) + ', "packages": [\n' + lines + "\n]}\n"
 
 
 def matches(specifier: SpecifierSet, version: str) -> bool:

@@ -166,7 +166,7 @@ def _signature(fn, req=None):
             del t["dims"]
         _check_keys(kind, tensors)
     signature = {"inputs": inputs, "outputs": outputs}
-    check_bounds(signature, req or {})
+    check_bounds(signature, req or {}, (req or {}).get("batch_sizes") or ())
     return signature
 
 
