@@ -2,6 +2,7 @@
 
     python benchmarks/publish_scale.py [--packages 20000] [--rounds 3] [--json OUT]
 
+In-process (publish()) and as a command (`tfaot-dist publish` in a new process, as users run it).
 A publish renders the catalogue pages of what it adds (and of listed versions without a page)
 and reads only the manifests of versions new to the listing; index.json itself is read, checked
 and written whole. This measures both sides in one run: the big channel is made once (its
@@ -13,6 +14,7 @@ alternating. No TensorFlow: the packages are assembled by hand (tests/hostile.py
 import argparse
 import json
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -53,6 +55,14 @@ def one_publish(channel: Path, dist: Path) -> float:
     return time.perf_counter() - start
 
 
+def one_command(channel: Path, dist: Path) -> float:
+    """The same as a user runs it: `tfaot-dist publish` in a new process (start-up and imports included)."""
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "tfaot_dist", "publish", "--channel", str(channel), "--dist", str(dist)],
+                   check=True, capture_output=True, cwd=REPO)
+    return time.perf_counter() - start
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--packages", type=int, default=20000)
@@ -72,18 +82,21 @@ def main() -> None:
         rfiles, rextra = runtime_files()
         (dist / f"{RUNTIME}-{RUNTIME_VERSION}.tar.gz").write_bytes(archive_bytes(RUNTIME, RUNTIME_VERSION, rfiles,
                                                                                  rextra))
-        times: dict[str, list[float]] = {"empty": [], "big": []}
+        times: dict[str, list[float]] = {"empty": [], "big": [], "cli_empty": [], "cli_big": []}
         for _ in range(args.rounds):
-            for kind in ("empty", "big"):
+            for kind in ("empty", "big", "cli_empty", "cli_big"):
                 target = work / f"round-{kind}"
-                if kind == "big":
+                if kind.endswith("big"):
                     shutil.copytree(work / "big", target)
-                times[kind].append(one_publish(target, dist))
+                times[kind].append((one_command if kind.startswith("cli") else one_publish)(target, dist))
                 shutil.rmtree(target)
         best = {k: min(v) for k, v in times.items()}
         result = {"packages": args.packages, "make_big_channel_s": round(made, 1),
                   "publish_empty_s": round(best["empty"], 3), "publish_big_s": round(best["big"], 3),
-                  "ratio_big_over_empty": round(best["big"] / best["empty"], 1), "rounds": args.rounds}
+                  "ratio_big_over_empty": round(best["big"] / best["empty"], 1),
+                  "command_empty_s": round(best["cli_empty"], 3), "command_big_s": round(best["cli_big"], 3),
+                  "command_ratio_big_over_empty": round(best["cli_big"] / best["cli_empty"], 1),
+                  "rounds": args.rounds}
         print(json.dumps(result, indent=1))
         if args.json:
             args.json.write_text(json.dumps(result, indent=1) + "\n")
