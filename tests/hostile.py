@@ -96,6 +96,30 @@ class Channel:
         return self
 
 
+def refused(run, root: Path, *args, code: int) -> str:
+    """Run a command that must fail with code: its one error line, everything below root unchanged."""
+    from tests.conftest import snapshot
+
+    before = snapshot(root)
+    _, err = run(*args, expect=code)
+    line = one_error(err)
+    assert snapshot(root) == before
+    return line
+
+
+def hand_built_dist(directory: Path, models: tuple[str, ...] = ("x",)) -> Path:
+    """A --dist directory with the runtime and honest models (as `build` would leave them)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    files, extra = runtime_files()
+    (directory / f"{RUNTIME}-{RUNTIME_VERSION}.tar.gz").write_bytes(archive_bytes(RUNTIME, RUNTIME_VERSION, files,
+                                                                                  extra))
+    for model in models:
+        files, extra = model_files(model)
+        name = f"tfaot-model-{model}"
+        (directory / f"{name}-1.0.tar.gz").write_bytes(archive_bytes(name, "1.0", files, extra))
+    return directory
+
+
 def one_error(err: str) -> str:
     """The single error line of a failed command (no traceback, nothing else said to be an error)."""
     assert "Traceback" not in err, err

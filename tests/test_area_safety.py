@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import snapshot
-from tests.hostile import RUNTIME, Channel, model_files, one_error
+from tests.hostile import RUNTIME, Channel, model_files, one_error, refused
 from tfaot_dist.cxx import scram_tool
 
 
@@ -43,13 +43,6 @@ def fake_scram(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     return log
 
-
-def refused(run, tmp_path, *args, code: int) -> str:
-    before = snapshot(tmp_path)
-    _, err = run(*args, expect=code)
-    line = one_error(err)
-    assert snapshot(tmp_path) == before
-    return line
 
 
 def test_an_honest_package_installs(area):

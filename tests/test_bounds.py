@@ -1,33 +1,21 @@
 """Bounds where they were missing, and clear errors (issue 27): batch sizes, declared input sizes,
-one download deadline for all attempts, publish cost in big channels, signature keys tfcompile
-refuses, git LFS pointers in place of a SavedModel.
+publish cost in big channels, signature keys tfcompile refuses, git LFS pointers in place of a
+SavedModel (one download deadline for all attempts: tests/test_security.py).
 
 The TensorFlow cases (marked tf) make their hostile SavedModels with the toolchain here.
 """
 
 import json
-import os
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.conftest import REPO, run_in_toolchain, snapshot
-from tests.hostile import Channel, archive_bytes, model_files, one_error
+from tests.conftest import run_in_toolchain
+from tests.hostile import Channel, archive_bytes, model_files, refused
 from tfaot_dist import config, limits
-from tfaot_dist.errors import InvalidInput, SourceUnavailable
-from tfaot_dist.util.download import DEADLINE_ENV, RETRIES_ENV, TIMEOUT_ENV, get_bytes
+from tfaot_dist.errors import InvalidInput
 
-
-def refused(run, tmp_path, *args, code: int = 3) -> str:
-    before = snapshot(tmp_path)
-    _, err = run(*args, expect=code)
-    line = one_error(err)
-    assert snapshot(tmp_path) == before
-    return line
 
 
 # ---------------------------------------------------------------- batch sizes
@@ -36,12 +24,12 @@ def refused(run, tmp_path, *args, code: int = 3) -> str:
 def test_batch_sizes_are_capped_with_an_override(run, tmp_path, monkeypatch):
     sizes = ",".join(str(n) for n in range(1, 66))
     line = refused(run, tmp_path, "add-model", "x", "--source", "/nonexistent", "--aot-config", "a.yaml",
-                   "--batch-sizes", sizes)
+                   "--batch-sizes", sizes, code=3)
     assert "65 batch sizes, at most 64" in line and limits.BATCH_SIZES_ENV in line
     aot = tmp_path / "aot_config.yaml"
     aot.write_text(yaml.safe_dump({"model": {"name": "m", "version": "1.0", "saved_model": "sm"},
                                    "compilation": {"batch_sizes": list(range(1, 65537))}}))
-    assert "65536 batch sizes, at most 64" in refused(run, tmp_path, "check", aot)
+    assert "65536 batch sizes, at most 64" in refused(run, tmp_path, "check", aot, code=3)
 
 
 def test_batch_size_validation_is_linear(monkeypatch):
@@ -53,42 +41,6 @@ def test_batch_size_validation_is_linear(monkeypatch):
     monkeypatch.setenv(limits.BATCH_SIZES_ENV, "many")
     with pytest.raises(InvalidInput, match="expected a positive integer"):
         config.batch_sizes([1], "x")
-
-
-# ---------------------------------------------------------------- one deadline for all attempts
-
-
-class Trickle(BaseHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-    def do_GET(self):
-        self.send_response(200)
-        self.send_header("Content-Length", "1000")
-        self.end_headers()
-        try:
-            for _ in range(1000):
-                self.wfile.write(b" ")
-                self.wfile.flush()
-                time.sleep(0.3)
-        except OSError:
-            pass
-
-
-def test_a_download_deadline_covers_every_attempt(monkeypatch):
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    monkeypatch.setenv(TIMEOUT_ENV, "2")
-    monkeypatch.setenv(DEADLINE_ENV, "3")
-    monkeypatch.setenv(RETRIES_ENV, "3")  # three attempts of 3 s each, and backoff, before: about 10 s
-    start = time.monotonic()
-    try:
-        with pytest.raises(SourceUnavailable, match=r"deadline of 3 s \(TFAOT_DIST_HTTP_DEADLINE, all attempts\)"):
-            get_bytes(f"http://127.0.0.1:{server.server_address[1]}/index.json")
-    finally:
-        server.shutdown()
-    assert time.monotonic() - start < 5
 
 
 # ---------------------------------------------------------------- publish in big channels
@@ -135,7 +87,7 @@ def test_a_git_lfs_pointer_is_named_as_such(run, tmp_path):
     (saved / "variables").mkdir(parents=True)
     (saved / "saved_model.pb").write_text("version https://git-lfs.github.com/spec/v1\noid sha256:"
                                           + "0" * 64 + "\nsize 12345\n")
-    line = refused(run, tmp_path, "check", saved)
+    line = refused(run, tmp_path, "check", saved, code=3)
     assert "saved_model.pb: a git LFS pointer" in line and "git lfs" in line
 
 

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import snapshot
-from tests.hostile import Channel, archive_bytes, model_files, one_error
+from tests.hostile import Channel, archive_bytes, model_files, refused
 from tfaot_dist import cache as cache_mod
 from tfaot_dist import toolchain as toolchain_mod
 from tfaot_dist.errors import IntegrityError
@@ -32,26 +31,19 @@ def channel(tmp_path) -> Channel:
     return Channel(tmp_path / "channel").runtime().model("x")
 
 
-def refused(run, tmp_path, *args, code: int = 7) -> str:
-    before = snapshot(tmp_path)
-    _, err = run(*args, expect=code)
-    line = one_error(err)
-    assert snapshot(tmp_path) == before
-    return line
-
 
 def test_a_cache_others_can_write_is_refused(run, channel, tmp_path):
     run.cache.chmod(0o777)
-    line = refused(run, tmp_path, "setup", "x", "--channel", channel.root, "--area", tmp_path / "area")
+    line = refused(run, tmp_path, "setup", "x", "--channel", channel.root, "--area", tmp_path / "area", code=7)
     assert str(run.cache) in line and "writable by group or others (mode 777)" in line
     run.cache.chmod(0o775)
-    assert "mode 775" in refused(run, tmp_path, "setup", "x", "--channel", channel.root, "--area", tmp_path / "a")
+    assert "mode 775" in refused(run, tmp_path, "setup", "x", "--channel", channel.root, "--area", tmp_path / "a", code=7)
 
 
 @needs_root
 def test_a_cache_of_another_user_is_refused(run, channel, tmp_path):
     os.chown(run.cache, NOBODY, NOBODY)
-    line = refused(run, tmp_path, "setup", "x", "--channel", channel.root, "--area", tmp_path / "area")
+    line = refused(run, tmp_path, "setup", "x", "--channel", channel.root, "--area", tmp_path / "area", code=7)
     assert f"belongs to uid {NOBODY}" in line
 
 

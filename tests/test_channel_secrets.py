@@ -11,7 +11,6 @@ records every request, so a test can say what reached which host. A second serve
 import base64
 import json
 import os
-import shutil
 import subprocess
 import sys
 from http.server import BaseHTTPRequestHandler
@@ -20,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import snapshot
-from tests.hostile import Channel, Server, answer, archive_bytes, model_files, one_error, runtime_files
+from tests.hostile import Channel, Server, answer, hand_built_dist, one_error
 from tfaot_dist.channels.oci import MAX_PARTS, MAX_TAG_PAGES, MAX_TAGS, TOKEN_ENV, USERNAME_ENV
 
 SECRET = "s3cr3t-" + os.urandom(6).hex()
@@ -74,6 +73,7 @@ def basic_ok(handler) -> bool:
 
 
 def refused(run, tmp_path, *args, code: int) -> str:
+    """hostile.refused, and the secret in no output."""
     before = snapshot(tmp_path)
     out, err = run(*args, expect=code)
     line = one_error(err)
@@ -150,11 +150,7 @@ def test_a_tags_link_elsewhere_is_not_followed(run, tmp_path, elsewhere, with_to
 
 
 def test_an_upload_location_elsewhere_is_refused(run, tmp_path, elsewhere, with_token):
-    channel = Channel(tmp_path / "src").runtime()
-    dist = tmp_path / "dist"
-    dist.mkdir()
-    for p in (channel.root / "packages").rglob("*.tar.gz"):
-        shutil.copy(p, dist / p.name)
+    dist = hand_built_dist(tmp_path / "dist", models=())
 
     def behaviour(h):
         if not basic_ok(h):
@@ -273,12 +269,7 @@ def test_publish_and_setup_through_a_real_registry_with_basic_auth(run, tmp_path
 
     server = Registry(tmp_path / "registry", {"ci": SECRET})
     try:
-        dist = tmp_path / "dist"
-        dist.mkdir()
-        for name, version, (files, extra) in (("tfaot-xla-runtime", "2.21.0+b0.p0", runtime_files()),
-                                              ("tfaot-model-x", "1.0", model_files("x"))):
-            (dist / f"{name}-{version}.tar.gz").write_bytes(archive_bytes(name, version, files, extra))
-        out, err = run("publish", "--channel", server.channel(), "--dist", dist)
+        out, err = run("publish", "--channel", server.channel(), "--dist", hand_built_dist(tmp_path / "dist"))
         assert SECRET not in out + err
         out, err = run("setup", "x", "--channel", server.channel(), "--area", tmp_path / "area")
         assert "tfaot-model-x 1.0: installed" in out and SECRET not in out + err
@@ -357,12 +348,8 @@ def test_bearer_tokens_from_a_token_service_on_the_registry_origin(run, tmp_path
     server = Registry(tmp_path / "registry", auth=tokens.config())
     tokens.upstream_port = server.port
     try:
-        dist = tmp_path / "dist"
-        dist.mkdir()
-        for name, version, (files, extra) in (("tfaot-xla-runtime", "2.21.0+b0.p0", runtime_files()),
-                                              ("tfaot-model-x", "1.0", model_files("x"))):
-            (dist / f"{name}-{version}.tar.gz").write_bytes(archive_bytes(name, version, files, extra))
-        out, err = run("publish", "--channel", f"oci://127.0.0.1:{tokens.port}/{NS}", "--dist", dist)
+        out, err = run("publish", "--channel", f"oci://127.0.0.1:{tokens.port}/{NS}", "--dist",
+                       hand_built_dist(tmp_path / "dist"))
         assert SECRET not in out + err and tokens.requests.count("user") >= 2
         tokens.requests.clear()
         out, err = run("setup", "--list", "--channel", server.channel(), expect=4)  # the registry logs it
