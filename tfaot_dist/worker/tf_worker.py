@@ -94,8 +94,8 @@ def _describe(name, dtype, shape):
 
 
 # Signature keys become tfcompile's feed and fetch names, "feed_KEY" and "fetch_KEY" with "/" as "_",
-# which tfcompile checks as C++ identifiers (tensorflow/compiler/aot codegen.cc ValidateCppIdent:
-# [_a-zA-Z][_a-zA-Z0-9]*, no duplicates, not both X and X_data).
+# which tfcompile checks as C++ identifiers (ValidateConfig of tf2xla_util.cc, tfcompile_util.cc in
+# older TensorFlow: ValidateCppIdent [_a-zA-Z][_a-zA-Z0-9]*, no duplicates, not both X and X_data).
 KEY_RULE = "letters, digits, '_' and '/' only (they become the C++ names feed_KEY and fetch_KEY, '/' as '_')"
 DTYPE_BYTES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8, "bool": 1}
 
