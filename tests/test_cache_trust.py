@@ -48,10 +48,20 @@ def test_a_cache_of_another_user_is_refused(run, channel, tmp_path):
 
 
 def test_a_new_cache_is_made_for_us_alone(run, channel, tmp_path, monkeypatch):
+    """Made 0700 by the first command that keeps something in it (an HTTP channel's index); a command
+    that failed, or kept nothing, leaves no cache behind."""
+    from tests.httpserve import Server
+
     fresh = tmp_path / "new" / "cache"
     monkeypatch.setenv("TFAOT_DIST_CACHE", str(fresh))
-    run("setup", "x", "--channel", channel.root, "--area", tmp_path / "area")
-    assert stat.S_IMODE(fresh.stat().st_mode) == 0o700
+    run("setup", "x", "--channel", channel.root, "--area", tmp_path / "area")  # a directory channel: nothing kept
+    assert not fresh.exists()
+    server = Server(channel.root)
+    try:
+        run("setup", "x", "--channel", server.url(), "--area", tmp_path / "area2")
+    finally:
+        server.close()
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o700 and any(fresh.iterdir())
 
 
 def plant_toolchain(cache: Path, owner: int | None = None) -> Path:

@@ -1,6 +1,7 @@
 """Command line: argument parsing and printing only; each command calls one function below it."""
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -718,8 +719,10 @@ def main(argv: list[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(argv)
     args.cache = default_cache()
+    made = False
     try:
         if args.command in USES_CACHE:
+            made = not os.path.lexists(args.cache)
             trusted_root(args.cache)  # ours alone, or refused (cache.py)
         return args.func(args)
     except TfaotError as exc:
@@ -729,6 +732,10 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    finally:
+        if made:  # a cache this command made and left empty (it failed early, or needed nothing) goes
+            with contextlib.suppress(OSError):
+                args.cache.rmdir()
 
 
 if __name__ == "__main__":
