@@ -89,7 +89,11 @@ def test_a_planted_toolchain_is_never_run(tmp_path):
     assert not (tmp_path / "pwned").exists()
 
 
-def test_a_toolchain_others_can_write_or_changed_since_it_was_made_is_refused(tmp_path):
+class Rebuilding(Exception):
+    pass
+
+
+def test_a_toolchain_others_can_write_is_refused_and_a_changed_one_made_again(tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     root = plant_toolchain(cache)
     (root / "bin" / "python").chmod(0o777)
@@ -98,25 +102,30 @@ def test_a_toolchain_others_can_write_or_changed_since_it_was_made_is_refused(tm
     assert not (tmp_path / "pwned").exists()
     (root / "bin" / "python").chmod(0o755)
     cache_mod.seal(root)  # as ensure_entry seals what it made
-    (root / "bin" / "python").write_text("#!/bin/sh\ntouch /dev/null\n# one line more\n")
-    with pytest.raises(IntegrityError, match="changed since it was made"):
+    (root / "bin" / "python").write_text(f"#!/bin/sh\ntouch {tmp_path / 'pwned'}\n# changed\n")
+
+    def creating(*args, **kwargs):
+        raise Rebuilding  # where a new venv would be made (no network here)
+
+    monkeypatch.setattr(toolchain_mod, "_run", creating)
+    with pytest.raises(Rebuilding):
         REAL["ensure_toolchain"](cache, DEFAULT_REQUIREMENTS, print)
+    assert not (tmp_path / "pwned").exists()  # its Python never ran
 
 
 def test_entries_are_sealed_and_checked(tmp_path):
     made = []
     entry = cache_mod.ensure_entry(tmp_path / "kind" / "e", lambda d: made.append((d / "f").write_text("1")))
     assert json.loads((entry / cache_mod.SEAL).read_text())["listing"] == cache_mod.listing_digest(entry)
-    (entry / "f").write_text("22")
-    with pytest.raises(IntegrityError, match="changed since it was made"):
-        cache_mod.ensure_entry(entry, lambda d: made.append(2))
-    assert made == [1]
+    (entry / "f").write_text("22")  # changed since it was made: made again, as an incomplete one is
+    cache_mod.ensure_entry(entry, lambda d: made.append((d / "f").write_text("333")))
+    assert made == [1, 3] and (entry / "f").read_text() == "333"
     # An entry made before seals existed: sealed on first use once it passes the ownership check.
     legacy = tmp_path / "kind" / "old"
     legacy.mkdir()
     (legacy / cache_mod.COMPLETE).write_text("old\n")
-    cache_mod.ensure_entry(legacy, lambda d: made.append(3))
-    assert (legacy / cache_mod.SEAL).is_file() and made == [1]
+    cache_mod.ensure_entry(legacy, lambda d: made.append(0))
+    assert (legacy / cache_mod.SEAL).is_file() and made == [1, 3]
     # __pycache__ (Python writes byte code as it imports) is not part of the listing, but must be ours.
     (legacy / "__pycache__").mkdir()
     (legacy / "__pycache__" / "m.pyc").write_bytes(b"x")

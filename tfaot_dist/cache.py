@@ -28,12 +28,13 @@ A cache that is not ours is not trusted (what is in it is run and published):
   can write, as ssh wants of its keys; it is created 0700. Anything else is refused
   with one line (exit 7).
 - a finished entry is checked before use (check_entry): every file and directory in
-  it ours and not writable by group or others, and its listing (path, type,
-  permissions, size, link target of everything, `__pycache__` aside) the one its
-  seal (SEAL, written when it was made) records. That is cheap where content
-  digests are not (a 1.6 GB toolchain of 25,000 files: a few tenths of a second,
-  against ~10 s to hash it): ownership keeps other users out, the listing catches
-  an entry changed or cut short since. Entries made before seals existed are
+  it ours and not writable by group or others (else refused: nothing of it is run),
+  and its listing (path, type, permissions, size, link target of everything,
+  `__pycache__` aside) the one its seal (SEAL, written when it was made) records
+  (else it is made again, as an incomplete entry is). That is cheap where content
+  digests are not (a 1.6 GB toolchain of 25,000 files: under a second, against
+  ~10 s to hash it): ownership keeps other users out, the listing catches an entry
+  changed or cut short since. Entries made before seals existed are
   sealed on first use once they pass the ownership check. Package builds are also
   checked against their manifests' digests before they are copied (builder.py).
 """
@@ -151,11 +152,13 @@ def seal(entry: Path) -> None:
     write_atomic(entry / SEAL, json.dumps({"format": SEAL_FORMAT, "listing": listing_digest(entry)}) + "\n")
 
 
-def check_entry(entry: Path) -> None:
-    """A finished entry we may use: ours, not writable by others, and as it was made (its seal).
-    An entry made before seals were written is sealed now. Nothing there: nothing to check."""
+def check_entry(entry: Path) -> bool:
+    """Whether a finished entry may be used: ours and not writable by others (else IntegrityError:
+    nothing of it is run, read or replaced), and as it was made (False when its listing differs
+    from its seal: the caller makes it again, as it would an incomplete one). An entry made before
+    seals were written is sealed now. Nothing there: True (nothing to check)."""
     if not os.path.lexists(entry):
-        return
+        return True
     _check_owned(entry.parent, os.stat(entry.parent), "the cache directory")
     try:
         recorded = json.loads((entry / SEAL).read_text())
@@ -167,10 +170,8 @@ def check_entry(entry: Path) -> None:
     if recorded is None:
         with contextlib.suppress(OSError):
             write_atomic(entry / SEAL, json.dumps({"format": SEAL_FORMAT, "listing": found}) + "\n")
-        return
-    if not isinstance(recorded, dict) or recorded.get("listing") != found:
-        raise IntegrityError(f"{entry}: changed since it was made (its listing differs from its seal "
-                             f"{SEAL}); remove it and it is made again")
+        return True
+    return isinstance(recorded, dict) and recorded.get("listing") == found
 
 
 @dataclass(frozen=True)
@@ -284,12 +285,13 @@ def ensure_entry(final: Path, build: Callable[[Path], object], *, marker: str | 
         if marker is None:
             raise ValueError("ensure_entry needs a marker or is_complete")
         is_complete = has_marker(marker)
-    if sealed:
-        check_entry(final)
-    if is_complete(final):
+    def usable(entry: Path) -> bool:
+        return (not sealed or check_entry(entry)) and is_complete(entry)
+
+    if usable(final):
         return final
     with file_lock(lock or entry_lock(final), log):
-        if is_complete(final):  # another process made it while we waited
+        if usable(final):  # another process made it while we waited
             return final
         remove_stale_siblings(final)  # under the lock: only dead processes' siblings are there
         with staging(final, keep_failed) as staged:

@@ -13,6 +13,7 @@ A source tree is extracted into a temporary sibling and renamed into place,
 so a tree that exists is complete.
 """
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -145,8 +146,7 @@ class GitSources:
     def fetch(self, url: str, commit: str) -> ResolvedSource:
         """The source tree of commit, from the cache or fetched from url."""
         tree = self.layout.sources / commit
-        check_entry(tree)
-        if (tree / SOURCE_COMPLETE).is_file():
+        if check_entry(tree) and (tree / SOURCE_COMPLETE).is_file():
             return ResolvedSource(url, "", commit, tree / "tree")
         if self.offline and not (self._mirror_path(url) / "HEAD").exists():
             raise SourceUnavailable(f"offline: commit {commit} of {url} is not in the cache {self.cache}")
@@ -192,9 +192,11 @@ class ArchiveSources:
         place: an archive that cannot be had, or is unsafe, leaves the cache as it was."""
         tree = Cache(self.cache).sources / f"sha256-{sha256}"
         pin = f"sha256:{sha256}"
-        check_entry(tree)
-        if (tree / SOURCE_COMPLETE).exists():
+        if check_entry(tree) and (tree / SOURCE_COMPLETE).exists():
             return ResolvedSource(url, "", pin, tree / "tree")
+        if tree.exists():  # changed since it was made: made again (moved aside first, then removed)
+            with owned_temp_dir(self.cache, ".source-") as aside, contextlib.suppress(FileNotFoundError):
+                os.rename(tree, aside / "old")
         cached = cached_verified(self.cache, sha256)  # hashed again: replaced bytes are a miss
         downloaded = None
         if cached is None:

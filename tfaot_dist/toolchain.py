@@ -81,8 +81,8 @@ def ensure_toolchain(cache: Path, requirements: tuple[str, ...], log=print) -> T
     def usable(entry: Path) -> bool:
         return _load(entry, requirements) is not None and _built_at(entry) == str(real)
 
-    check_entry(root)  # before its Python runs: ours alone, as it was made
-    if not usable(root) and _load(root, requirements):
+    # Before its Python runs: ours alone (else refused), as it was made (else made again below).
+    if check_entry(root) and not usable(root) and _load(root, requirements):
         with file_lock(entry_lock(root)):  # environments made before the scripts were fixed
             if _load(root, requirements):
                 _point_scripts_at(root, _built_at(root), real)
