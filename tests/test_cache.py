@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tfaot_dist.cache import COMPLETE, SHARED, Cache, ensure_entry, entry_lock
+from tfaot_dist.cache import COMPLETE, SEAL, SHARED, Cache, ensure_entry, entry_lock
 from tfaot_dist.errors import CompileFailed
 
 FORK = multiprocessing.get_context("fork")
@@ -134,7 +134,7 @@ def test_an_incomplete_entry_is_replaced(tmp_path):
     final.mkdir(parents=True)
     (final / "stale").write_text("x")  # no marker: not complete
     ensure_entry(final, counting_build(runs))
-    assert sorted(p.name for p in final.iterdir()) == [COMPLETE, "data"]
+    assert sorted(p.name for p in final.iterdir()) == sorted([COMPLETE, SEAL, "data"])
     assert leftovers(final.parent) == []
 
 
@@ -155,7 +155,7 @@ def test_is_complete_decides_and_no_marker_is_written(tmp_path):
     other = tmp_path / "cache" / "other"
     lock = tmp_path / "locks" / "other.lock"
     ensure_entry(other, build_program, marker=None, is_complete=has_program, lock=lock)
-    assert sorted(p.name for p in other.iterdir()) == ["program"] and lock.is_file()
+    assert sorted(p.name for p in other.iterdir()) == sorted(["program", SEAL]) and lock.is_file()
     assert not entry_lock(other).exists()
 
 

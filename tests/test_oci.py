@@ -311,7 +311,9 @@ def test_fleet_on_both_channel_forms(fleet, registry_server, tmp_path, shared_ca
 class TokenService:
     """A Docker token service (the protocol of ghcr.io's): Basic credentials in, a JWT (RS256, signed by
     openssl with a key whose self-signed certificate the registry trusts) granting the asked scope out.
-    Anonymous requests get a token granting nothing."""
+    Anonymous requests get a token granting nothing. As on ghcr.io, it shares the registry's origin:
+    it answers /token itself and passes /v2/ on to the registry (upstream), so clients talk to one
+    host and port (tfaot-dist sends TFAOT_DIST_OCI_TOKEN to no other origin)."""
 
     ISSUER, SERVICE = "tfaot-test-issuer", "tfaot-test-registry"
 
@@ -336,7 +338,33 @@ class TokenService:
             def log_message(self, *args):
                 pass
 
+            def proxy(self):
+                import http.client
+
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                conn = http.client.HTTPConnection("127.0.0.1", owner.upstream_port, timeout=60)
+                conn.request(self.command, self.path, body=body,
+                             headers={k: v for k, v in self.headers.items() if k.lower() != "connection"})
+                resp = conn.getresponse()
+                data = resp.read()
+                conn.close()
+                self.send_response(resp.status)
+                for key, value in resp.getheaders():
+                    if key.lower() not in ("transfer-encoding", "connection", "content-length"):
+                        self.send_header(key, value)
+                self.send_header("Content-Length", resp.getheader("Content-Length", "0") if self.command == "HEAD"
+                                 else str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = proxy
+
             def do_GET(self):
+                if self.path.startswith("/v2"):
+                    self.proxy()
+                    return
                 query = parse_qs(urlsplit(self.path).query)
                 granted = self.headers.get("Authorization") == expected
                 owner.requests.append("user" if granted else "anonymous")
@@ -358,7 +386,10 @@ class TokenService:
                 self.end_headers()
                 self.wfile.write(body)
 
+        self.upstream_port = 0
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
         import threading
 
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
@@ -378,6 +409,8 @@ def test_bearer_tokens_from_a_token_service(built, tmp_path, cache):
     secret = "ghp-" + os.urandom(12).hex()
     tokens = TokenService(tmp_path, "ci", secret)
     server = Registry(tmp_path / "bearer-registry", auth=tokens.config())
+    tokens.upstream_port = server.port
+    channel = f"oci://127.0.0.1:{tokens.port}/{NAMESPACE}"  # the registry, through the token service's origin
     env = {k: v for k, v in os.environ.items() if k not in (TOKEN_ENV, USERNAME_ENV)}
     try:
         def cli(*args, extra=None):
@@ -385,14 +418,14 @@ def test_bearer_tokens_from_a_token_service(built, tmp_path, cache):
                                   text=True, check=False,
                                   env={**env, "TFAOT_DIST_CACHE": str(cache), **(extra or {})})
 
-        missing = cli("publish", "--channel", server.channel(), "--dist", built / "dist")
+        missing = cli("publish", "--channel", channel, "--dist", built / "dist")
         assert missing.returncode == 4 and f"requires authentication: set {TOKEN_ENV}" in missing.stderr, \
             missing.stderr
         given = {TOKEN_ENV: secret, USERNAME_ENV: "ci"}
-        published = cli("publish", "--channel", server.channel(), "--dist", built / "dist", extra=given)
+        published = cli("publish", "--channel", channel, "--dist", built / "dist", extra=given)
         assert published.returncode == 0, published.stderr
         area = tmp_path / "area"
-        setup = cli("setup", "test-multi", "--channel", server.channel(), "--area", area, extra=given)
+        setup = cli("setup", "test-multi", "--channel", channel, "--area", area, extra=given)
         assert setup.returncode == 0, setup.stderr
         assert (area / "tfaot" / "tfaot-model-test-multi" / "1.0.0" / "manifest.json").is_file()
         assert tokens.requests.count("user") >= 2 and "anonymous" in tokens.requests

@@ -31,6 +31,7 @@ from tfaot_dist.util.archives import TAR, ZIP, extract
 @pytest.fixture
 def run(capsys, monkeypatch, tmp_path) -> Cli:
     (tmp_path / "registry" / "models").mkdir(parents=True)
+    (tmp_path / "cache").mkdir()  # commands that use the cache make it: these tests compare what changed
     return Cli(capsys, monkeypatch, tmp_path / "cache", tmp_path / "registry", tmp_path)
 
 
@@ -365,6 +366,17 @@ def test_download_deadline(trickle, monkeypatch):
     with pytest.raises(SourceUnavailable, match="deadline of 3 s"):
         get_bytes(trickle + "/slow")
     assert time.monotonic() - start < 6
+
+
+def test_a_download_deadline_covers_every_attempt(trickle, monkeypatch):
+    """Issue 27: three attempts of 3 s each and their backoff held a command for about 10 s."""
+    monkeypatch.setenv(TIMEOUT_ENV, "2")
+    monkeypatch.setenv(DEADLINE_ENV, "3")
+    monkeypatch.setenv("TFAOT_DIST_HTTP_RETRIES", "3")
+    start = time.monotonic()
+    with pytest.raises(SourceUnavailable, match=r"deadline of 3 s \(TFAOT_DIST_HTTP_DEADLINE, all attempts\)"):
+        get_bytes(trickle + "/slow")
+    assert time.monotonic() - start < 5
 
 
 def test_compressing_server_and_foreign_redirect(trickle, run, tmp_path):

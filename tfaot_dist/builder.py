@@ -14,7 +14,7 @@ import tarfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tfaot_dist import __version__, documents, verify
+from tfaot_dist import __version__, documents, limits, verify
 from tfaot_dist import package as pkg
 from tfaot_dist.cache import ensure_entry, staging
 from tfaot_dist.config import AotConfig, load_aot_config
@@ -25,7 +25,7 @@ from tfaot_dist.cxx.runtime_parts import CompiledModel
 from tfaot_dist.cxx.xla_runtime import XlaRuntime, runtime_parts_for
 from tfaot_dist.documents import CompileAnswer, CompileRequest
 from tfaot_dist.errors import CompileFailed, IntegrityError
-from tfaot_dist.register import load_source_config
+from tfaot_dist.register import check_saved_model_files, load_source_config
 from tfaot_dist.registry import Defaults, ModelEntry
 from tfaot_dist.session import Session
 from tfaot_dist.sources import fetch_source
@@ -105,7 +105,10 @@ def build_entry(entry: ModelEntry, session: Session, dist: Path) -> BuildResult:
     ensure_entry(cached_dir, build, marker=None, is_complete=lambda d: _existing(d / dest.name, key) is not None,
                  lock=session.cache.build_lock(key), keep_failed=True)
     status = "built" if built else "cached"
-    package = _publish_copy(_existing(cached_dir / dest.name, key), dest, key)
+    found = _existing(cached_dir / dest.name, key)
+    if found is not None and not built:
+        _check_cached(found)
+    package = _publish_copy(found, dest, key)
     return BuildResult(entry.name, package, status, key)
 
 
@@ -164,6 +167,7 @@ def _compile(config: AotConfig, package: str, version: str, source: dict, sessio
         runtime = installed_runtime(runtime_dir, toolchain, session.origin("runtime", runtime_dir))
     else:
         toolchain, runtime = session.toolchain_and_runtime()
+    check_saved_model_files(config.saved_model)
     work = out / "work"
     compiled, reference = work / "compiled", work / "reference"
     compiled.mkdir(parents=True)
@@ -184,6 +188,8 @@ def _compile(config: AotConfig, package: str, version: str, source: dict, sessio
         reference_sizes=tuple(reference_sizes(comp.batch_sizes)),
         cpu_levels=comp.cpu_levels or (),
         activation_formulas=comp.activation_formulas,
+        max_row_elements=limits.max_row_elements(),
+        max_batch_bytes=limits.max_batch_bytes(),
     )
     answer = CompileAnswer.from_json(run_worker(toolchain, request.to_json(), work, comp.tf_xla_flags,
                                                 comp.xla_flags), "TensorFlow worker answer")
@@ -283,6 +289,17 @@ def _existing(root: Path, key: str) -> pkg.Package | None:
     except Exception:  # unreadable, or written by another version of tfaot-dist: built again
         return None
     return found if built_with == key else None
+
+
+def _check_cached(found: pkg.Package) -> None:
+    """A build from the cache, before it is copied: every file against its manifest's digests, and
+    its archive the same package (the cache entry's ownership was checked by ensure_entry)."""
+    from tfaot_dist.channels.channel import verify_archive
+
+    pkg.check_files(found.root, found.manifest)
+    archive = verify_archive(found.archive)
+    if (archive.name, archive.version) != (found.name, found.version) or archive.manifest != found.manifest:
+        raise IntegrityError(f"{found.archive}: not the archive of {found.root}")
 
 
 def _publish_copy(built: pkg.Package, dest: Path, key: str | None) -> pkg.Package:

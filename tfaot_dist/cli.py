@@ -1,6 +1,7 @@
 """Command line: argument parsing and printing only; each command calls one function below it."""
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -11,7 +12,7 @@ from tfaot_dist.cache import default_cache
 from tfaot_dist.errors import InvalidInput, SourceUnavailable, TfaotError, UsageError
 from tfaot_dist.registry import Registry
 from tfaot_dist.session import Session
-from tfaot_dist.util.textsafe import shown, terminal
+from tfaot_dist.util.textsafe import actions_json, shown, terminal
 
 MAX_ERROR = 2000  # an error line quotes values cut to ~200 characters; this bounds the whole line
 
@@ -22,7 +23,7 @@ def log(message: str) -> None:
 
 def emit(args, data, text: str) -> None:
     if args.json:
-        print(json.dumps(data, indent=1, sort_keys=True))
+        print(actions_json(json.dumps(data, indent=1, sort_keys=True)))
     elif text:
         print(terminal(text))  # registry fields and channel rows may hold escape sequences
 
@@ -221,18 +222,8 @@ def _result_json(r: builder.BuildResult) -> dict:
 def cmd_publish(args) -> int:
     from tfaot_dist.channels import channel
 
-    if args.channel.startswith("oci://"):  # a registry: tfaot_dist/channels/oci.py
-        from tfaot_dist.channels import oci
-
-        published = oci.publish(args.dist.absolute(), args.channel, log)
-        emit(args, {"channel": args.channel, "packages": [vars(p) for p in published]},
-             "\n".join(f"{p.name} {p.version}: {p.status} ({p.sha256[:12]})" for p in published))
-        return 0
-    if "://" in args.channel and not args.channel.startswith("file://"):
-        raise UsageError(f"publish: --channel must be a directory (serve it over HTTP as it is), got {args.channel}")
-    target = Path(args.channel.removeprefix("file://")).absolute()
-    published = channel.publish(args.dist.absolute(), target, log)
-    emit(args, {"channel": str(target), "packages": [vars(p) for p in published]},
+    published = channel.publish(args.dist.absolute(), args.channel, args.cache, log)
+    emit(args, {"channel": args.channel, "packages": [vars(p) for p in published]},
          "\n".join(f"{p.name} {p.version}: {p.status} ({p.sha256[:12]})" for p in published))
     return 0
 
@@ -241,7 +232,7 @@ def cmd_setup(args) -> int:
     import shutil
 
     from tfaot_dist.channels import setup_area
-    from tfaot_dist.channels.channel import Channel
+    from tfaot_dist.channels.channel import open_channel
 
     area = args.area or (Path(os.environ["CMSSW_BASE"]) if os.environ.get("CMSSW_BASE") else None)
     location = args.channel or os.environ.get("TFAOT_DIST_CHANNEL")
@@ -260,9 +251,9 @@ def cmd_setup(args) -> int:
             emit(args, {"area": str(area.absolute()), "packages": rows},
                  "\n".join(f"{r['name']:40} {r['version']:28} {r['path']}" for r in rows) or "nothing installed")
         elif location:
-            ch = Channel.open(location, args.cache, args.offline)
-            emit(args, {"channel": location, "packages": [p.as_dict() for p in ch.packages]},
-                 "\n".join(f"{p.name:40} {p.version:28} {p.sha256[:12]}" for p in ch.packages))
+            rows = open_channel(location, args.cache, args.offline).index.rows
+            emit(args, {"channel": location, "packages": [p.as_dict() for p in rows]},
+                 "\n".join(f"{p.name:40} {p.version:28} {p.sha256[:12]}" for p in rows))
         else:
             raise UsageError("setup --list: give --area (installed packages) or --channel (available ones)")
         return 0
@@ -272,11 +263,11 @@ def cmd_setup(args) -> int:
         raise UsageError("setup: give --area (or set CMSSW_BASE)")
     if not location:
         raise UsageError("setup: give --channel (or set TFAOT_DIST_CHANNEL)")
-    ch = Channel.open(location, args.cache, args.offline)
+    ch = open_channel(location, args.cache, args.offline)
     for text in args.requirements:
         package, _ = setup_area.parse_requirement(text)
-        if not ch.versions(package):
-            known = sorted({p.name.removeprefix("tfaot-model-") for p in ch.packages if p.kind == "model"})
+        if not ch.index.versions(package):
+            known = sorted({p.name.removeprefix("tfaot-model-") for p in ch.index.rows if p.kind == "model"})
             raise InvalidInput(f"{text!r}: {package} is not in the channel {location}" + did_you_mean(
                 package.removeprefix("tfaot-model-"), known, f"tfaot-dist setup --list --channel {location}"))
     report = setup_area.setup(args.requirements, ch, area, args.cache, args.offline, log, shutil.which("scram"))
@@ -803,17 +794,33 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+# Commands that keep things in the cache (what is there is run, compiled in or installed).
+USES_CACHE = {"add-model", "build", "setup", "compile", "runtime", "check", "verify", "toolchain", "bench", "tune"}
+
+
 def main(argv: list[str] | None = None) -> int:
+    from tfaot_dist.cache import trusted_root
+
     p = parser()
     args = p.parse_args(argv)
     args.cache = default_cache()
+    made = False
     try:
+        if args.command in USES_CACHE:
+            made = not os.path.lexists(args.cache)
+            trusted_root(args.cache)  # ours alone, or refused (cache.py)
         return args.func(args)
     except TfaotError as exc:
-        print(terminal(shown(f"tfaot-dist: error: {exc}", MAX_ERROR, quote=False)), file=sys.stderr)
+        # One line, whatever the message quotes (a line break in a value would start another).
+        line = shown(f"tfaot-dist: error: {exc}", MAX_ERROR, quote=False).replace("\r", "\\r").replace("\n", "\\n")
+        print(terminal(line), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    finally:
+        if made:  # a cache this command made and left empty (it failed early, or needed nothing) goes
+            with contextlib.suppress(OSError):
+                args.cache.rmdir()
 
 
 if __name__ == "__main__":

@@ -26,13 +26,15 @@ here, so later stages can place them in C++, XML and specs.
 """
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from tfaot_dist import names
+from tfaot_dist import limits, names
 from tfaot_dist.errors import InvalidInput
+from tfaot_dist.util.textsafe import shown
 from tfaot_dist.util.yamlio import Fields, load_mapping
 
 DEFAULT_TARGET_TRIPLE = "x86_64-pc-linux"
@@ -90,7 +92,10 @@ class AotConfig:
 
 def batch_sizes(value, where: str) -> tuple[int, ...]:
     if not isinstance(value, list) or not value:
-        raise InvalidInput(f"{where}: expected a non-empty list of positive integers, got {value!r}")
+        raise InvalidInput(f"{where}: expected a non-empty list of positive integers, got {shown(value)}")
+    if len(value) > (most := limits.max_batch_sizes()):
+        raise InvalidInput(f"{where}: {len(value)} batch sizes, at most {most} ({limits.BATCH_SIZES_ENV} raises "
+                           "the bound)")
     for bs in value:
         if isinstance(bs, bool) or not isinstance(bs, int):
             raise InvalidInput(f"{where}: batch size {bs!r} is not an integer")
@@ -98,7 +103,7 @@ def batch_sizes(value, where: str) -> tuple[int, ...]:
             raise InvalidInput(f"{where}: batch size {bs} is not positive")
         if bs > MAX_BATCH_SIZE:
             raise InvalidInput(f"{where}: batch size {bs} is larger than {MAX_BATCH_SIZE}")
-    duplicates = sorted({bs for bs in value if value.count(bs) > 1})
+    duplicates = sorted(bs for bs, n in Counter(value).items() if n > 1)
     if duplicates:
         raise InvalidInput(f"{where}: duplicate batch sizes {duplicates}")
     return tuple(sorted(value))

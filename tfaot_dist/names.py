@@ -5,6 +5,7 @@ value came from (`where`, e.g. "registry/models/x.yaml: name").
 """
 
 import re
+from functools import lru_cache
 
 from packaging.version import InvalidVersion, Version
 
@@ -93,6 +94,26 @@ def _check(pattern: re.Pattern[str], value: object, where: str, what: str) -> st
     return value
 
 
+def has_credentials(url: str) -> bool:
+    """Whether url carries credentials: user:password@ in any scheme, any user@ in http(s) and oci
+    (tokens are given as user names there); ssh's user@host is no secret."""
+    scheme, sep, rest = url.partition("://")
+    userinfo = re.split(r"[/?#]", rest, maxsplit=1)[0].rpartition("@")[0] if sep else ""
+    return bool(userinfo) and (":" in userinfo or scheme.lower() in ("http", "https", "oci"))
+
+
+def no_credentials(value: object, where: str, how: str = "git") -> None:
+    """Refuse a URL that carries credentials, without showing them: whatever is in a source URL ends
+    up printed and in every package's manifest, tool file and catalogue page."""
+    if isinstance(value, str) and has_credentials(value):
+        scheme, _, rest = value.partition("://")
+        shown_url = f"{scheme}://***@{rest.split('@', 1)[1][:100]}"
+        helpers = {"git": "a git credential helper (git config credential.helper), GIT_ASKPASS, or a ~/.netrc entry",
+                   "oci": "TFAOT_DIST_OCI_TOKEN (and TFAOT_DIST_OCI_USERNAME)"}.get(how, "a ~/.netrc entry for the host")
+        raise InvalidInput(f"{where}: {shown_url}: credentials in a URL are refused (they would be printed and "
+                           f"written into packages); give them through {helpers}")
+
+
 def model_name(value: object, where: str) -> str:
     return _check(MODEL_NAME, value, where, "model name (expected ^[a-z0-9][a-z0-9-]{0,62}$)")
 
@@ -107,13 +128,21 @@ def cpp_identifier(value: object, where: str) -> str:
 def version(value: object, where: str) -> str:
     if not isinstance(value, str):
         raise InvalidInput(f"{where}: version must be a quoted string, got {value!r}")
-    try:
-        parsed = Version(value)
-    except InvalidVersion:
-        raise InvalidInput(f"{where}: invalid version {value!r} (expected PEP 440)") from None
-    if str(parsed) != value:
-        raise InvalidInput(f"{where}: version {value!r} is not normalized (write {str(parsed)!r})")
+    normalized = _normalized_version(value[:200])
+    if normalized is None:
+        raise InvalidInput(f"{where}: invalid version {value!r} (expected PEP 440)")
+    if normalized != value:
+        raise InvalidInput(f"{where}: version {value!r} is not normalized (write {normalized!r})")
     return value
+
+
+@lru_cache(maxsize=65536)
+def _normalized_version(value: str) -> str | None:
+    """PEP 440's normal form of value (None: not a version); cached, as an index repeats its versions."""
+    try:
+        return str(Version(value))
+    except InvalidVersion:
+        return None
 
 
 def git_ref(value: object, where: str) -> str:

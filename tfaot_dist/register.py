@@ -13,7 +13,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from tfaot_dist import names
+from tfaot_dist import limits, names
 from tfaot_dist.cache import ensure_entry
 from tfaot_dist.config import AotConfig, load_aot_config
 from tfaot_dist.documents import CheckAnswer, CheckRequest, Signature, Tensor
@@ -210,7 +210,7 @@ def load_source_config(src: ResolvedSource, aot_config: str) -> AotConfig:
 
 def check_model(config: AotConfig, session: Session, work: Path) -> Signature:
     """Load the SavedModel in TensorFlow, check its signature and ops; returns the signature."""
-    answer = op_check(config.saved_model, config.serving_key, session, work)
+    answer = op_check(config.saved_model, config.serving_key, session, work, config.compilation.batch_sizes)
     refused = refusal(answer)
     if refused:
         raise InvalidInput(f"{config.path}: {refused}")
@@ -239,15 +239,37 @@ def compile_error_line(text: str) -> str:
     return one_line(lines[0] if lines else text, limit=600)
 
 
-def op_check(saved_model: Path, serving_key: str, session: Session, work: Path) -> CheckAnswer:
+def op_check(saved_model: Path, serving_key: str, session: Session, work: Path,
+             batch_sizes: tuple[int, ...] = ()) -> CheckAnswer:
+    check_saved_model_files(saved_model)
     toolchain = session.toolchain()
     work.mkdir(parents=True, exist_ok=True)
+    request = CheckRequest(saved_model=str(saved_model), serving_key=serving_key, batch_sizes=batch_sizes,
+                           max_row_elements=limits.max_row_elements(), max_batch_bytes=limits.max_batch_bytes())
     try:
-        answer = run_worker(toolchain, CheckRequest(saved_model=str(saved_model), serving_key=serving_key).to_json(),
-                            work)
+        answer = run_worker(toolchain, request.to_json(), work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return CheckAnswer.from_json(answer, "TensorFlow worker answer")
+
+
+LFS_POINTER = b"version https://git-lfs.github.com/spec/"
+
+
+def check_saved_model_files(saved_model: Path) -> None:
+    """Before TensorFlow reads them (it would say "Wire format was corrupt"): a git LFS pointer in
+    place of a SavedModel file is named as such, with the fix."""
+    for path in [saved_model / "saved_model.pb", *sorted((saved_model / "variables").glob("*"))]:
+        try:
+            with open(path, "rb") as f:
+                head = f.read(len(LFS_POINTER))
+        except OSError:
+            continue
+        if head == LFS_POINTER:
+            raise InvalidInput(f"{path}: a git LFS pointer, not the file: the data repository stores it with git "
+                               "LFS, whose objects tfaot-dist does not fetch; commit the file itself (`git lfs "
+                               "untrack PATTERN` and `git add --renormalize .` in the data repository) or, for a "
+                               "local directory, run `git lfs pull` there first")
 
 
 def describe_signature(signature: Signature) -> str:

@@ -13,6 +13,7 @@ A source tree is extracted into a temporary sibling and renamed into place,
 so a tree that exists is complete.
 """
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -23,7 +24,7 @@ from pathlib import Path
 import git
 
 from tfaot_dist import names
-from tfaot_dist.cache import Cache, ensure_entry
+from tfaot_dist.cache import Cache, check_entry, ensure_entry, seal
 from tfaot_dist.errors import InvalidInput, SourceUnavailable
 from tfaot_dist.util.archives import TAR, extract, kind_of_content, kind_of_url
 from tfaot_dist.util.download import cached_archive, cached_verified, discard, download, keep
@@ -36,6 +37,7 @@ ALLOWED_PROTOCOLS = "file:git:http:https:ssh"
 
 
 def check_git_url(url, where: str) -> str:
+    names.no_credentials(url, where)
     if not isinstance(url, str) or "::" in url or url.startswith("-") or not names.GIT_URL.fullmatch(url):
         raise InvalidInput(f"{where}: unsupported git URL {url!r} (use https://, ssh://, git://, file://, "
                            "user@host:path or an absolute path)")
@@ -144,7 +146,7 @@ class GitSources:
     def fetch(self, url: str, commit: str) -> ResolvedSource:
         """The source tree of commit, from the cache or fetched from url."""
         tree = self.layout.sources / commit
-        if (tree / SOURCE_COMPLETE).is_file():
+        if check_entry(tree) and (tree / SOURCE_COMPLETE).is_file():
             return ResolvedSource(url, "", commit, tree / "tree")
         if self.offline and not (self._mirror_path(url) / "HEAD").exists():
             raise SourceUnavailable(f"offline: commit {commit} of {url} is not in the cache {self.cache}")
@@ -190,8 +192,11 @@ class ArchiveSources:
         place: an archive that cannot be had, or is unsafe, leaves the cache as it was."""
         tree = Cache(self.cache).sources / f"sha256-{sha256}"
         pin = f"sha256:{sha256}"
-        if (tree / SOURCE_COMPLETE).exists():
+        if check_entry(tree) and (tree / SOURCE_COMPLETE).exists():
             return ResolvedSource(url, "", pin, tree / "tree")
+        if tree.exists():  # changed since it was made: made again (moved aside first, then removed)
+            with owned_temp_dir(self.cache, ".source-") as aside, contextlib.suppress(FileNotFoundError):
+                os.rename(tree, aside / "old")
         cached = cached_verified(self.cache, sha256)  # hashed again: replaced bytes are a miss
         downloaded = None
         if cached is None:
@@ -210,6 +215,7 @@ class ArchiveSources:
                 result.mkdir()
                 os.rename(_source_root(staged / "unpacked"), result / "tree")
                 (result / SOURCE_COMPLETE).write_text(pin + "\n")
+                seal(result)
                 if downloaded:
                     keep(downloaded, self.cache, sha256)
                 tree.parent.mkdir(parents=True, exist_ok=True)

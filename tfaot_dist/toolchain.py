@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tfaot_dist import errors, process
-from tfaot_dist.cache import Cache, ensure_entry, entry_lock
+from tfaot_dist.cache import Cache, check_entry, ensure_entry, entry_lock, seal
 from tfaot_dist.util.fs import file_lock, sha256_bytes, write_atomic
 from tfaot_dist.util.textsafe import one_line
 
@@ -82,13 +82,16 @@ def ensure_toolchain(cache: Path, requirements: tuple[str, ...], log=print, offl
     def usable(entry: Path) -> bool:
         return _load(entry, requirements) is not None and _built_at(entry) == str(real)
 
-    if offline and not usable(root):  # said before any lock or directory is made: the cache stays as it was
+    # Before its Python runs: ours alone (else refused), as it was made (else made again below).
+    as_made = check_entry(root)
+    if offline and not (as_made and usable(root)):  # said before any lock or directory is made
         raise errors.SourceUnavailable(f"offline: toolchain {key} ({' '.join(requirements)}) is not in the cache "
                                        f"{Cache(cache).root} (run once without --offline to create it)")
-    if not usable(root) and _load(root, requirements):
+    if as_made and not usable(root) and _load(root, requirements):
         with file_lock(entry_lock(root)):  # environments made before the scripts were fixed
             if _load(root, requirements):
                 _point_scripts_at(root, _built_at(root), real)
+                seal(root)
 
     def create(staged: Path) -> None:
         log(f"creating toolchain {key}: {' '.join(requirements)}")

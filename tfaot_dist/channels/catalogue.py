@@ -4,6 +4,8 @@
                                                  batch sizes, size; a search box that filters the rows
     CHANNEL/catalogue.css                        the one style sheet
     CHANNEL/packages/PACKAGE/VERSION/index.html  one page per package version
+    CHANNEL/.catalogue.json                      the listing's descriptions, so that a publish reads
+                                                 only the manifests of what it adds
 
 The pages are a function of the index rows and the package manifests only
 (render()), so any channel that has an index can render them. Everything is
@@ -22,20 +24,26 @@ listing links to it (a crash in between leaves an unlinked page, as it leaves
 an unlisted archive; the next publish writes the same bytes again).
 """
 
+import json
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
 import jinja2
 from packaging.version import Version
 
-from tfaot_dist.documents import Manifest
+from tfaot_dist.documents import Manifest, load_json
+from tfaot_dist.errors import InvalidInput
 from tfaot_dist.util.fs import remove_stale_siblings, write_atomic
 from tfaot_dist.util.render import make_environment
 from tfaot_dist.util.textsafe import one_line
 
 INDEX_PAGE = "index.html"
 STYLE = "catalogue.css"
+DESCRIPTIONS = ".catalogue.json"  # the listing's description of each package's newest version
+DESCRIPTIONS_FORMAT = "tfaot-dist-catalogue/1"
 CXX_TYPES = {"float32": "tfaot::FloatArrays", "float64": "tfaot::DoubleArrays", "int32": "tfaot::Int32Arrays",
              "int64": "tfaot::Int64Arrays", "bool": "tfaot::BoolArrays"}
 
@@ -70,28 +78,78 @@ def render(rows, manifests: dict) -> dict[str, str]:
     pages = {STYLE: CSS}
     for row in rows:
         pages[page_path(row.name, row.version)] = _version_page(row, manifests.get(row.key))
-    pages[INDEX_PAGE] = _index_page(rows, manifests)
+    pages[INDEX_PAGE] = _index_page(rows, {key: description(m) for key, m in manifests.items()})
     return pages
 
 
-def write(channel: Path, rows, manifests: dict, stage: str) -> None:
-    """Write the catalogue of rows into a channel directory (under the publish lock).
+def write_pages(channel: Path, rows, changed, manifests: dict, read_manifest: Callable) -> None:
+    """Before index.json (under the publish lock): the style sheet, the pages of the changed rows and
+    of listed rows that have none (a channel from before the catalogue). Other pages are never
+    rendered again, so a publish costs the same in a channel of any size.
 
-    stage "pages": the version pages and the style sheet, before index.json is replaced;
-    stage "index": index.html, after it. Files already holding the same bytes are left alone.
-    """
-    for rel, text in render(rows, manifests).items():
-        if (rel == INDEX_PAGE) != (stage == "index"):
-            continue
-        path = channel / rel
-        data = text.encode()
-        if path.is_file() and path.read_bytes() == data:
-            continue
-        remove_stale_siblings(path)
-        write_atomic(path, data)
+    manifests: {key: Manifest} of the changed rows; read_manifest(row): a listed row's (or None)."""
+    _write_if_differs(channel / STYLE, CSS)
+    fresh = {row.key for row in changed}
+    for row in rows:
+        path = channel / page_path(row.name, row.version)
+        if row.key in fresh or not path.is_file():
+            manifest = manifests[row.key] if row.key in manifests else read_manifest(row)
+            _write_if_differs(path, _version_page(row, manifest))
 
 
-def _index_page(rows, manifests: dict) -> str:
+def write_listing(channel: Path, rows, manifests: dict, read_manifest: Callable) -> None:
+    """After index.json: index.html from the same rows. The description of each version shown is
+    kept in DESCRIPTIONS, so only the manifests of versions new to the listing are read."""
+    kept = _read_descriptions(channel / DESCRIPTIONS)
+    newest = _newest(rows)
+    wanted: dict[tuple[str, str], str] = {}
+    for row in newest:
+        key = f"{row.name} {row.version}"
+        if key in kept:
+            wanted[row.key] = kept[key]
+        else:
+            wanted[row.key] = description(manifests[row.key] if row.key in manifests else read_manifest(row))
+    text = json.dumps({"format": DESCRIPTIONS_FORMAT, "descriptions": {f"{n} {v}": d for (n, v), d in
+                                                                        sorted(wanted.items())}},
+                      indent=0, sort_keys=True) + "\n"
+    _write_if_differs(channel / DESCRIPTIONS, text)
+    _write_if_differs(channel / INDEX_PAGE, _index_page(rows, wanted))
+
+
+def description(manifest: Manifest | None) -> str:
+    """What the listing shows of a version (its manifest's model.description, one line)."""
+    return _text(manifest.text("model", "description")) if manifest else ""
+
+
+def _read_descriptions(path: Path) -> dict[str, str]:
+    """The kept descriptions; anything unexpected is ignored (they are made again from manifests)."""
+    try:
+        doc = load_json(path.read_bytes(), str(path))
+    except (OSError, InvalidInput):
+        return {}
+    found = doc.get("descriptions") if isinstance(doc, dict) and doc.get("format") == DESCRIPTIONS_FORMAT else None
+    if not isinstance(found, dict):
+        return {}
+    return {k: v for k, v in found.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def _write_if_differs(path: Path, text: str) -> None:
+    data = text.encode()
+    if path.is_file() and path.read_bytes() == data:
+        return
+    remove_stale_siblings(path)
+    write_atomic(path, data)
+
+
+def _newest(rows) -> list:
+    by_name: dict[str, list] = {}
+    for row in rows:
+        by_name.setdefault(row.name, []).append(row)
+    return [max(versions, key=lambda r: Version(r.version)) for versions in by_name.values()]
+
+
+def _index_page(rows, descriptions: dict) -> str:
+    """descriptions: {key: text} of each package's newest version."""
     by_name: dict[str, list] = {}
     for row in rows:
         by_name.setdefault(row.name, []).append(row)
@@ -99,16 +157,15 @@ def _index_page(rows, manifests: dict) -> str:
     for name in sorted(by_name):
         versions = sorted(by_name[name], key=lambda r: Version(r.version), reverse=True)
         newest = versions[0]
-        meta = manifests.get(newest.key)
-        description = _text(meta.text("model", "description") if meta else "") if newest.kind == "model" else (
+        text = descriptions.get(newest.key, "") if newest.kind == "model" else (
             "XLA runtime library the models link against")
         model = name.removeprefix("tfaot-model-")
         listing.append(Row(
             name=name, model=model, kind=newest.kind, latest=newest.version,
-            older=tuple(r.version for r in versions[1:]), description=description,
+            older=tuple(r.version for r in versions[1:]), description=text,
             tensorflow=newest.tensorflow_version, batch_sizes=", ".join(map(str, newest.batch_sizes)),
-            size=_size(newest.size), search=f"{name} {description}".lower()))
-    return _env().from_string(INDEX_TEMPLATE).render(
+            size=_size(newest.size), search=f"{name} {text}".lower()))
+    return _template("index").render(
         rows=listing, models=sum(r.kind == "model" for r in listing), style=STYLE, page_path=page_path)
 
 
@@ -160,7 +217,7 @@ def _version_page(row, manifest: Manifest | None) -> str:
         "cpp_class": _text(cls),
         "cpp_call": _cpp_call(cls, inputs, outputs),
     }
-    return _env().from_string(VERSION_TEMPLATE).render(**context)
+    return _template("version").render(**context)
 
 
 def _objects(value) -> list[dict]:
@@ -218,10 +275,12 @@ def _size(n: int) -> str:
     return f"{value:.1f} GB"
 
 
-def _env() -> jinja2.Environment:
+@cache
+def _template(which: str) -> jinja2.Template:
+    """The page templates, compiled once per process (a publish renders many pages)."""
     env = make_environment([], autoescape=True, keep_trailing_newline=False)  # HTML: everything escaped
     env.filters["urlpath"] = lambda p: quote(p, safe="/")
-    return env
+    return env.from_string(INDEX_TEMPLATE if which == "index" else VERSION_TEMPLATE)
 
 
 CSS = """\

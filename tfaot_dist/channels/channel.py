@@ -1,22 +1,27 @@
-"""Channels: directories of released packages, usable as they are over any static HTTP server.
+"""The channel interface: one Protocol, three transports, opened by one function.
 
-    CHANNEL/
-      index.json                                         every package: name, version, size, sha256, key facts
-      packages/PACKAGE/VERSION/PACKAGE-VERSION.tar.gz    the archive, never changed once listed
-      packages/PACKAGE/VERSION/manifest.json             its manifest, to read without unpacking
-      .publish.lock                                      held while publishing
+    open_channel(location, cache)   a directory or file:// URL   -> directory.DirectoryChannel
+                                    http:// or https://          -> http_channel.HttpChannel (read only)
+                                    oci://HOST[:PORT]/NAMESPACE   -> oci.OciChannel
 
-Publishing is atomic and immutable: archives and manifests are written (each
-by a rename) before the index that lists them, and the index is replaced in
-one rename, so a crash leaves the previous index and everything it lists. A
-name and version that is listed already may only be published again with the
-same bytes (a no-op); other bytes are an IntegrityError. A file lock lets
-concurrent publishers into one channel take turns, and both land.
+`publish`, `setup`, `setup --list` and the cmsbuild-prebuilt specs all open channels here, so the
+rules every transport keeps are written once:
+- every HTTP request goes through util/download.send(): credentials are bound to the channel's
+  origin (scheme, host, port) and never travel over plain http to another machine; redirects
+  follow download.Via; every body is read with a size cap and under one deadline;
+- the index is parsed field by field (documents.IndexRow) and a version is chosen by
+  Index.newest() (an exact pin `==1.0` never picks `1.0+local`);
+- an archive is checked against the index's sha256 before anything reads it, and its manifest
+  against the row's manifest_sha256 (manifest_bytes());
+- publishing follows publish_archives(): every refusal before the first write, a published
+  version never changes, archives before the index that lists them. A transport only provides
+  an IndexTransaction: the rows as they are, storing one archive, listing rows.
 
-A channel is read from a path, a file:// URL or an http(s):// URL (oci:// registries:
-tfaot_dist/channels/oci.py). Remote indexes are kept under CACHE/channels/ after a successful setup, so that
-`setup --offline` can use the last one seen; archives go to the
-content-addressed CACHE/archives/.
+Changing rows (a yank mark) is a transaction whose commit() lists the changed rows; removing a
+package from an area is the area writer's business (area.py), not the channel's.
+
+Remote indexes are kept under CACHE/channels/ after a successful setup (remember()), so that
+`setup --offline` can use the last one seen; archives go to the content-addressed CACHE/archives/.
 """
 
 import hashlib
@@ -24,9 +29,11 @@ import json
 import shutil
 import tarfile
 import tempfile
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote, unquote, urlsplit
+from typing import Protocol
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -38,23 +45,17 @@ from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable
 from tfaot_dist.package import MANIFEST
 from tfaot_dist.util import archives
 from tfaot_dist.util.archives import PACKAGE, check_name, checked_tar_members, refuse_polyglot
-from tfaot_dist.util.download import cached_archive, cached_verified, download, get_bytes
-from tfaot_dist.util.fs import (
-    copy_atomic,
-    crash_point,
-    file_lock,
-    remove_stale_siblings,
-    sha256_bytes,
-    sha256_file,
-    write_atomic,
-)
+from tfaot_dist.util.download import cached_archive, cached_verified
+from tfaot_dist.util.fs import file_lock, remove_stale_siblings, sha256_bytes, sha256_file, write_atomic
 from tfaot_dist.util.textsafe import shown
 
 INDEX = "index.json"
 FORMAT = "tfaot-dist-channel/1"
-LOCK = ".publish.lock"
 RUNTIME = "tfaot-xla-runtime"
 MAX_MANIFEST = 64 << 20
+MAX_INDEX = 64 << 20
+TOOL_DIR = "etc/scram.d/"
+MAX_TOOL_FILE = 1 << 20
 
 
 def package_name(value, where: str) -> str:
@@ -81,6 +82,7 @@ class VerifiedArchive:
     manifest: Manifest  # its fields, checked
     manifest_bytes: bytes
     label: str = ""  # how errors name it (the path, unless it was checked as a copy)
+    tool_files: tuple[tuple[str, bytes], ...] = ()  # etc/scram.d/*: checked (ownership.py) before setup
 
     @property
     def name(self) -> str:
@@ -99,6 +101,7 @@ def verify_archive(path: Path, label: str | None = None) -> VerifiedArchive:
     found: dict[str, tuple[str, int]] = {}
     tops: set[str] = set()
     manifest_bytes = None
+    tools: list[tuple[str, bytes]] = []
     refuse_polyglot(path, PACKAGE, label)
     try:
         with tarfile.open(path, "r:gz") as tar:
@@ -115,6 +118,13 @@ def verify_archive(path: Path, label: str | None = None) -> VerifiedArchive:
                     manifest_bytes = f.read(MAX_MANIFEST + 1)
                     if len(manifest_bytes) > MAX_MANIFEST:
                         raise IntegrityError(f"{label}: {MANIFEST} is too large")
+                    continue
+                if rel.startswith(TOOL_DIR):
+                    data = f.read(MAX_TOOL_FILE + 1)
+                    if len(data) > MAX_TOOL_FILE:
+                        raise IntegrityError(f"{label}: {rel} is too large for a tool file")
+                    tools.append((rel, data))
+                    found[rel] = (sha256_bytes(data), member.size)
                     continue
                 found[rel] = (hashlib.file_digest(f, "sha256").hexdigest(), member.size)
     except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
@@ -139,7 +149,8 @@ def verify_archive(path: Path, label: str | None = None) -> VerifiedArchive:
             raise IntegrityError(f"{label}: {rel} is listed in the manifest but missing")
         if found[rel] != (meta.sha256, meta.size):
             raise IntegrityError(f"{label}: {rel}: sha256 or size differs from the manifest")
-    return VerifiedArchive(path, sha256_file(path), path.stat().st_size, manifest, manifest_bytes, label)
+    return VerifiedArchive(path, sha256_file(path), path.stat().st_size, manifest, manifest_bytes, label,
+                           tuple(sorted(tools)))
 
 
 def index_line(archive: VerifiedArchive) -> ChannelPackage:
@@ -166,42 +177,17 @@ def index_line(archive: VerifiedArchive) -> ChannelPackage:
     )
 
 
-# ---------------------------------------------------------------- publishing
-
-
-@dataclass(frozen=True)
-class Published:
-    name: str
-    version: str
-    status: str  # "published" or "unchanged"
-    sha256: str
-    archive: str  # relative to the channel; in an OCI registry NAMESPACE/PACKAGE@sha256:... (the layer)
-
-
-def publish(dist: Path, channel: Path, log=print) -> list[Published]:
-    """Publish every package archive in dist (models and runtimes) into the channel directory."""
-    if not dist.is_dir():
-        raise InvalidInput(f"--dist: {dist} is not a directory")
-    archives = sorted(p for p in dist.glob("*.tar.gz") if not p.name.startswith("."))
-    if not archives:
-        raise InvalidInput(f"--dist: no package archives (*.tar.gz) in {dist}")
-    if channel.exists() and not channel.is_dir():
-        raise InvalidInput(f"--channel: {channel} is not a directory")
-    with tempfile.TemporaryDirectory(prefix="tfaot-publish-") as copies:
-        return _publish_verified(verified_dist(dist, Path(copies)), channel, log)
-
-
 def verified_dist(dist: Path, copies: Path) -> list[VerifiedArchive]:
     """Every package archive of dist, copied into copies and verified (for any kind of channel)."""
     if not dist.is_dir():
         raise InvalidInput(f"--dist: {dist} is not a directory")
-    archives = sorted(p for p in dist.glob("*.tar.gz") if not p.name.startswith("."))
-    if not archives:
+    found = sorted(p for p in dist.glob("*.tar.gz") if not p.name.startswith("."))
+    if not found:
         raise InvalidInput(f"--dist: no package archives (*.tar.gz) in {dist}")
     # Private copies: a build writing into dist meanwhile cannot change what is checked,
     # hashed and published between the three reads.
     verified = []
-    for path in archives:
+    for path in found:
         copy = copies / path.name
         shutil.copyfile(path, copy)
         archive = verify_archive(copy, str(path))
@@ -212,78 +198,12 @@ def verified_dist(dist: Path, copies: Path) -> list[VerifiedArchive]:
     return verified
 
 
-def _publish_verified(verified: list[VerifiedArchive], channel: Path, log) -> list[Published]:
-    channel.mkdir(parents=True, exist_ok=True)
-    with file_lock(channel / LOCK):
-        index_path = channel / INDEX
-        current = parse_index(index_path.read_bytes(), str(index_path)) if index_path.exists() else []
-        listed = {p.key: p for p in current}
-        plan, out = [], []
-        # Every refusal happens before the first write.
-        for archive in verified:
-            line = index_line(archive)
-            old = listed.get(line.key)
-            if old is None:
-                plan.append((archive, line))
-                out.append(Published(line.name, line.version, "published", line.sha256, line.archive))
-            elif old.sha256 == line.sha256:
-                out.append(Published(line.name, line.version, "unchanged", line.sha256, old.archive))
-            else:
-                raise IntegrityError(f"{archive.label}: {line.name} {line.version} is already in {channel} with "
-                                     f"sha256 {old.sha256}, this one is {line.sha256}; a published version "
-                                     "never changes (raise the version)")
-        manifests = {line.key: archive.manifest for archive, line in plan}
-        if not plan:
-            _write_catalogue(channel, listed, manifests)  # a channel from before the catalogue gets one
-            return out
-        remove_stale_siblings(index_path)
-        for archive, line in plan:
-            remove_stale_siblings(channel / line.manifest)
-            remove_stale_siblings(channel / line.archive)
-            write_atomic(channel / line.manifest, archive.manifest_bytes)
-            copy_atomic(archive.path, channel / line.archive)
-        for _, line in plan:
-            listed[line.key] = line
-        _write_catalogue(channel, listed, manifests)
-    return out
-
-
-def _published_manifest(path: Path) -> Manifest | None:
-    try:
-        return Manifest.from_json(load_json(path.read_bytes(), str(path), MAX_MANIFEST), str(path))
-    except (OSError, InvalidInput):
-        return None
-
-
-def _write_catalogue(channel: Path, listed: dict, manifests: dict) -> None:
-    """Version pages, then index.json, then index.html (catalogue.py says why in this order)."""
-    from tfaot_dist.channels import catalogue
-
-    for line in listed.values():
-        if line.key not in manifests:
-            # Published by this channel's own checks; a manifest that no longer reads gets a page without it.
-            manifests[line.key] = _published_manifest(channel / line.manifest)
-    rows = list(listed.values())
-    catalogue.write(channel, rows, manifests, "pages")
-    crash_point("publish_index")
-    index = render_index(rows)
-    if not (channel / INDEX).is_file() or (channel / INDEX).read_text() != index:
-        write_atomic(channel / INDEX, index)
-    crash_point("publish_catalogue")
-    catalogue.write(channel, rows, manifests, "index")
-
-
-def render_index(packages) -> str:
-    rows = sorted(packages, key=lambda p: (p.name, Version(p.version)))
-    return json.dumps({"format": FORMAT, "packages": [p.as_dict() for p in rows]}, indent=1, sort_keys=True) + "\n"
-
-
-# ---------------------------------------------------------------- reading
+# ---------------------------------------------------------------- the index
 
 
 def parse_index(data: bytes, label: str) -> list[ChannelPackage]:
     """index.json, checked field by field (documents.IndexRow); errors name the field and the value."""
-    doc = load_json(data, label)
+    doc = load_json(data, label, MAX_INDEX)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         got = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
         raise InvalidInput(f"{label}: format: expected {FORMAT!r}, got {shown(got)}")
@@ -301,107 +221,216 @@ def parse_index(data: bytes, label: str) -> list[ChannelPackage]:
     return out
 
 
-class Channel:
-    """A channel opened for reading: its packages, and their archives on demand."""
+def render_index(packages) -> str:
+    """index.json: one package per line (sorted; diffs of a channel kept in git stay small), written
+    by the C JSON encoder (an indented document takes the pure-Python one: seconds for 20,000 rows)."""
+    rows = sorted(packages, key=lambda p: (p.name, Version(p.version)))
+    lines = ",\n".join(json.dumps(p.as_dict(), sort_keys=True) for p in rows)
+    return '{"format": ' + json.dumps(FORMAT) + ', "packages": [\n' + lines + "\n]}\n"
 
-    def __init__(self, location: str, packages: list[ChannelPackage], root: Path | None = None,
-                 base_url: str | None = None, index_bytes: bytes | None = None):
-        self.location = location
-        self.packages = packages
-        self.root = root  # a local channel
-        self.base_url = base_url  # a remote one, ending in "/"
-        self._index_bytes = index_bytes  # a remote index as read, for remember()
 
-    @classmethod
-    def open(cls, location: str, cache: Path, offline: bool = False) -> "Channel":
-        if location.startswith("oci://"):  # a registry: tfaot_dist/channels/oci.py
-            from tfaot_dist.channels.oci import OciChannel
+def matches(specifier: SpecifierSet, version: str) -> bool:
+    """PEP 440 matching, except that a local label must be asked for: `==1.0` is 1.0 only, never
+    1.0+local (PEP 440 lets 1.0+anything match it, so a later local build would shadow the pin)."""
+    local = Version(version).local is not None
+    for spec in specifier:
+        if (local and spec.operator == "==" and not spec.version.endswith(".*")
+                and Version(spec.version).local is None):
+            return False
+    return True
 
-            return OciChannel.open_oci(location, cache, offline)
-        root, base_url = _locate(location)
-        if root is not None:
-            index = root / INDEX
-            if not index.is_file():
-                raise SourceUnavailable(f"{location}: no {INDEX} (not a channel, or nothing published yet)")
-            packages = parse_index(index.read_bytes(), str(index))
-            for p in packages:
-                for rel in (p.archive, p.manifest):
-                    if not (root / rel).is_file():
-                        raise SourceUnavailable(f"{index}: lists {rel}, which is missing from the channel")
-            return cls(location, packages, root=root)
-        saved = _saved_index(cache, base_url)
-        if offline:
-            if not saved.is_file():
-                raise SourceUnavailable(f"offline: no copy of {base_url}{INDEX} in the cache {cache}")
-            return cls(location, parse_index(saved.read_bytes(), f"{saved} (cached {base_url}{INDEX})"),
-                       base_url=base_url)
-        data = get_bytes(base_url + INDEX)
-        return cls(location, parse_index(data, base_url + INDEX), base_url=base_url, index_bytes=data)
 
-    def remember(self, cache: Path) -> None:
-        """Keep this remote index for `--offline` (called once it served its purpose)."""
-        if self.base_url is not None and self._index_bytes is not None:
-            saved = _saved_index(cache, self.base_url)
-            saved.parent.mkdir(parents=True, exist_ok=True)
-            with file_lock(saved.parent / ".lock"):
-                remove_stale_siblings(saved)
-                write_atomic(saved, self._index_bytes)
+@dataclass(frozen=True)
+class Index:
+    """A channel's rows, and how a version is chosen among them."""
+
+    rows: tuple[ChannelPackage, ...]
 
     def versions(self, name: str) -> list[ChannelPackage]:
-        return sorted((p for p in self.packages if p.name == name), key=lambda p: Version(p.version))
+        return sorted((p for p in self.rows if p.name == name), key=lambda p: Version(p.version))
 
     def newest(self, name: str, specifier: SpecifierSet) -> ChannelPackage | None:
-        """The newest version matching (pre-releases only when the specifier names one)."""
-        candidates = {p.version: p for p in self.versions(name)}
+        """The newest version matching (pre-releases only when the specifier names one; see matches())."""
+        candidates = {p.version: p for p in self.versions(name) if matches(specifier, p.version)}
         matching = list(specifier.filter(candidates))
         if not matching:
             return None
         return candidates[max(matching, key=Version)]
 
     def exact(self, name: str, version: str) -> ChannelPackage | None:
-        return next((p for p in self.packages if p.key == (name, version)), None)
+        return next((p for p in self.rows if p.key == (name, version)), None)
+
+
+# ---------------------------------------------------------------- the interface
+
+
+class IndexTransaction(Protocol):
+    """A channel opened for writing (under its lock, or as a registry allows: see oci.py)."""
+
+    rows: dict[tuple[str, str], ChannelPackage]  # the index as it is now
+
+    def stored_sha256(self, row: ChannelPackage) -> str | None:
+        """The sha256 of what the channel stores under row's name and version without listing it
+        (a publish that died before its index), or None: a stored version never changes either."""
+
+    def store(self, archive: VerifiedArchive, row: ChannelPackage) -> None:
+        """Put the archive and its manifest where row says (not yet listed)."""
+
+    def reference(self, row: ChannelPackage) -> str:
+        """Where row's archive is, as publish reports it."""
+
+    def commit(self, changed: list[ChannelPackage], manifests: dict[tuple[str, str], Manifest]) -> None:
+        """List changed (new rows, or rows replacing those of the same name and version) in one step;
+        manifests: the manifests of the new rows (for catalogue pages)."""
+
+
+class Channel(Protocol):
+    """A channel (directory.py, http_channel.py, oci.py), as open_channel() returns it."""
+
+    location: str
+
+    @property
+    def index(self) -> Index:
+        """The index (read on first use)."""
 
     def fetch(self, package: ChannelPackage, cache: Path, offline: bool = False) -> tuple[Path, bool]:
         """The archive of package, its sha256 checked against the index: (path, fresh).
 
         fresh: a new download in a temporary file in cache, which the caller moves into the
-        cache (download.keep) once everything it needs is there, or deletes.
-        """
-        if self.root is not None:
-            path = self.root / package.archive
-            if not path.is_file():
-                raise SourceUnavailable(f"{self.location}: {package.archive} is missing from the channel")
-            got = sha256_file(path)
-            if got != package.sha256:
-                raise IntegrityError(f"{path}: sha256 is {got}, the channel index says {package.sha256}")
-            return path, False
-        cached = cached_verified(cache, package.sha256)  # hashed again: replaced bytes are a miss
-        if cached is not None:
-            return cached, False
-        url = self.base_url + quote(package.archive)
-        if offline:
-            raise SourceUnavailable(f"offline: {package.name} {package.version} {url} (sha256 {package.sha256}) "
-                                    f"is not in the cache {cached_archive(cache, package.sha256).parent}")
-        return download(url, cache, package.sha256, limit=package.size).path, True
+        cache (download.keep) once everything it needs is there, or deletes (download.discard)."""
+
+    def manifest_bytes(self, package: ChannelPackage) -> bytes:
+        """The published manifest.json of package, checked against its row's manifest_sha256."""
+
+    def remember(self, cache: Path) -> None:
+        """Keep a remote index for `--offline` (called once it served its purpose)."""
+
+    def transaction(self) -> AbstractContextManager[IndexTransaction]:
+        """The channel opened for writing (a read-only channel refuses with a UsageError)."""
 
 
-def _saved_index(cache: Path, base_url: str) -> Path:
-    return Cache(cache).channel_dir(base_url) / INDEX
+def open_channel(location: str, cache: Path, offline: bool = False) -> Channel:
+    """The channel at location: the one place a location's form is recognised."""
+    if not isinstance(location, str) or not location:
+        raise InvalidInput("--channel: empty")
+    if location.startswith("oci://"):
+        from tfaot_dist.channels.oci import OciChannel
 
-
-def _locate(location: str) -> tuple[Path | None, str | None]:
-    """(local directory, None) or (None, base URL ending in /)."""
+        return OciChannel(location, cache, offline)
     if location.startswith(("http://", "https://")):
-        from tfaot_dist.util.download import check_url
+        from tfaot_dist.channels.http_channel import HttpChannel
 
-        check_url(location, "--channel")
-        return None, location if location.endswith("/") else location + "/"
-    if location.startswith("file://"):
-        parts = urlsplit(location)
-        if parts.netloc not in ("", "localhost"):
-            raise InvalidInput(f"--channel: file URL with a host is not supported: {location!r}")
-        return Path(unquote(parts.path)), None
-    if "://" in location:
-        raise InvalidInput(f"--channel: unsupported channel {location!r} (a directory, file://, http://, https:// "
-                           "or oci://)")
-    return Path(location).absolute(), None
+        return HttpChannel(location, cache, offline)
+    from tfaot_dist.channels.directory import DirectoryChannel
+
+    return DirectoryChannel(location)
+
+
+# ---------------------------------------------------------------- publishing
+
+
+@dataclass(frozen=True)
+class Published:
+    name: str
+    version: str
+    status: str  # "published" or "unchanged"
+    sha256: str
+    archive: str  # relative to the channel; in an OCI registry NAMESPACE/PACKAGE@sha256:... (the layer)
+
+
+def publish(dist: Path, location: str, cache: Path, log=print) -> list[Published]:
+    """Publish every package archive in dist (models and runtimes) into the channel at location."""
+    channel = open_channel(location, cache)
+    with tempfile.TemporaryDirectory(prefix="tfaot-publish-") as copies:
+        return publish_archives(channel, verified_dist(dist, Path(copies)), log)
+
+
+def publish_archives(channel: Channel, verified: list[VerifiedArchive], log) -> list[Published]:
+    """The rules of publishing, for every transport: a package holds only its own files
+    (ownership.py); a listed version with the same bytes is unchanged, with other bytes refused;
+    every refusal before the first write; archives stored, then listed in one commit."""
+    from tfaot_dist.channels import ownership
+
+    for archive in verified:  # what setup would refuse is not published either
+        ownership.check_package(archive.manifest, archive.tool_files, archive.label)
+    with channel.transaction() as tx:
+        plan, out = [], []
+        for archive in verified:
+            line = index_line(archive)
+            listed = tx.rows.get(line.key)
+            old = listed.sha256 if listed else tx.stored_sha256(line)
+            if listed and old == line.sha256:
+                out.append(Published(line.name, line.version, "unchanged", line.sha256, tx.reference(listed)))
+            elif old is None or old == line.sha256:
+                plan.append((archive, line))  # new, or stored by a publish that died before listing it
+                out.append(Published(line.name, line.version, "published", line.sha256, tx.reference(line)))
+            else:
+                raise IntegrityError(f"{archive.label}: {line.name} {line.version} is already in {channel.location} "
+                                     f"with sha256 {old}, this one is {line.sha256}; a published version never "
+                                     "changes (raise the version)")
+        for archive, line in plan:
+            tx.store(archive, line)
+            log(f"published {line.name} {line.version} ({line.sha256[:12]})")
+        tx.commit([line for _, line in plan], {line.key: archive.manifest for archive, line in plan})
+    return out
+
+
+# ---------------------------------------------------------------- shared by the transports
+
+
+def checked_manifest(data: bytes, package: ChannelPackage, where: str) -> bytes:
+    if sha256_bytes(data) != package.manifest_sha256:
+        raise IntegrityError(f"{where}: sha256 differs from the channel index's manifest_sha256")
+    return data
+
+
+def cached_or_fetch(package: ChannelPackage, cache: Path, offline: bool, where: str,
+                    get: Callable[[], Path]) -> tuple[Path, bool]:
+    """A remote archive: the verified copy in the cache, or get() (a fresh download)."""
+    cached = cached_verified(cache, package.sha256)  # hashed again: replaced bytes are a miss
+    if cached is not None:
+        return cached, False
+    if offline:
+        raise SourceUnavailable(f"offline: {package.name} {package.version} ({where}, sha256 {package.sha256}) "
+                                f"is not in the cache {cached_archive(cache, package.sha256).parent}")
+    return get(), True
+
+
+def saved_index(cache: Path, key: str) -> Path:
+    """Where the last index read from the remote channel key is kept."""
+    return Cache(cache).channel_dir(key) / INDEX
+
+
+def remember_index(cache: Path, key: str, data: bytes) -> None:
+    saved = saved_index(cache, key)
+    saved.parent.mkdir(parents=True, exist_ok=True)
+    with file_lock(saved.parent / ".lock"):
+        remove_stale_siblings(saved)
+        write_atomic(saved, data)
+
+
+def read_saved_index(cache: Path, key: str, label: str) -> list[ChannelPackage]:
+    saved = saved_index(cache, key)
+    if not saved.is_file():
+        raise SourceUnavailable(f"offline: no copy of the index of {label} in the cache {cache}")
+    return parse_index(saved.read_bytes(), f"{saved} (cached index of {label})")
+
+
+def verify_fetched(path: Path, package: ChannelPackage, location: str) -> VerifiedArchive:
+    """An archive fetched for package (its sha256 checked by fetch()): a valid package archive whose
+    name, version, manifest and requirements are the row's (a row cannot promise another runtime)."""
+    archive = verify_archive(path, f"{package.name} {package.version} from {location}")
+    if (archive.name, archive.version) != package.key:
+        raise IntegrityError(f"{location}: {package.archive} holds {archive.name} {archive.version}")
+    if sha256_bytes(archive.manifest_bytes) != package.manifest_sha256:
+        raise IntegrityError(f"{location}: {package.archive}: its manifest differs from {package.manifest}")
+    if package.kind != index_line(archive).kind:
+        raise IntegrityError(f"{location}: {package.name} {package.version}: the index says kind {package.kind}, "
+                             "its manifest another")
+    wanted = tuple(Requirement(r.name, r.version) for r in archive.manifest.requires)
+    if tuple(package.requires) != wanted:
+        said = ", ".join(f"{r.name} {r.version}" for r in package.requires) or "nothing"
+        has = ", ".join(f"{r.name} {r.version}" for r in wanted) or "nothing"
+        raise IntegrityError(f"{location}: {package.name} {package.version}: the index says it requires {said}, "
+                             f"its manifest requires {has}")
+    return archive

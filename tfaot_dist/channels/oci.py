@@ -25,37 +25,48 @@ Rules, as for directory channels:
 Credentials: anonymous by default. TFAOT_DIST_OCI_TOKEN (a password or token, e.g. the job's
 GITHUB_TOKEN for ghcr.io) with TFAOT_DIST_OCI_USERNAME (default "tfaot-dist") answers Basic
 challenges and is exchanged for a bearer token at the registry's token service for Bearer
-challenges. The token is only ever sent in request headers: never printed, never written.
-Plain HTTP is used for loopback hosts only (local test registries); everything else is HTTPS.
+challenges. The token is only ever sent in request headers: never printed, never written, and
+only to the channel's origin (scheme, host and port of oci://HOST[:PORT]): a token service
+(realm), a tags `Link`, an upload `Location` or a redirect elsewhere never gets it (an upload
+Location elsewhere is refused; a realm elsewhere is asked anonymously). Plain HTTP is used for
+loopback hosts only (local test registries); everything else is HTTPS.
+
+Bounds (a registry may answer anything): manifests at most MAX_MANIFEST bytes, other documents
+MAX_DOCUMENT; tags lists at most MAX_TAG_PAGES pages and MAX_TAGS tags, a page seen twice is a
+loop; at most MAX_PARTS index parts not yet merged into `latest`. Manifest GETs follow redirects
+under the blob rules (download.Via: other hosts over https only, without credentials).
 """
 
 import json
 import os
 import re
-import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urljoin
 
 import requests
 import urllib3
+from requests.structures import CaseInsensitiveDict
 
 from tfaot_dist import __version__, names
-from tfaot_dist.cache import Cache
 from tfaot_dist.channels.channel import (
-    Channel,
     ChannelPackage,
-    Published,
+    Index,
     VerifiedArchive,
-    index_line,
+    cached_or_fetch,
     parse_index,
+    read_saved_index,
+    remember_index,
     render_index,
-    verified_dist,
 )
+from tfaot_dist.documents import Manifest
 from tfaot_dist.errors import BlobsNotReady, IntegrityError, InvalidInput, SourceUnavailable
-from tfaot_dist.util.download import Via, cached_archive, cached_verified, download, timeout
-from tfaot_dist.util.fs import file_lock, remove_stale_siblings, sha256_bytes, write_atomic
+from tfaot_dist.util.download import Origin, Via, deadline, download, read_capped, send, timeout
+from tfaot_dist.util.fs import sha256_bytes
+from tfaot_dist.util.textsafe import shown
 
 SCHEME = "oci://"
 BLOB_ATTEMPTS = 5  # manifest pushes that meet a blob another publish is committing
@@ -73,7 +84,12 @@ INDEX_LAYER_TYPE = "application/vnd.tfaot-dist.channel-index.v1+json"
 INDEX_REPO = "tfaot-index"
 LATEST = "latest"
 PART_PREFIX = "part-"
-MAX_DOCUMENT = 64 << 20
+MAX_DOCUMENT = 64 << 20  # an index, a package's manifest.json (blobs)
+MAX_MANIFEST = 4 << 20  # an OCI manifest (the distribution registry's own limit)
+MAX_TAG_PAGES = 1000
+MAX_TAGS = 100_000
+MAX_PARTS = 1000  # index parts a reader merges (each publish folds those it sees into `latest`)
+MAX_ERROR_BODY = 64 << 10  # what is read of an error answer
 
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 _OTHER = (requests.RequestException, urllib3.exceptions.HTTPError)
@@ -98,11 +114,12 @@ class Location:
 
     @classmethod
     def parse(cls, location: str, where: str = "--channel") -> "Location":
+        names.no_credentials(location, where, how="oci")
         rest = location.removeprefix(SCHEME).rstrip("/")
         host, _, namespace = rest.partition("/")
         if not names.OCI_HOST.fullmatch(host) or not names.OCI_NAMESPACE.fullmatch(namespace):
-            raise InvalidInput(f"{where}: invalid OCI channel {location!r} (expected oci://HOST[:PORT]/NAMESPACE, "
-                               "lowercase NAMESPACE)")
+            raise InvalidInput(f"{where}: invalid OCI channel {shown(location)} (expected oci://HOST[:PORT]/NAMESPACE, "
+                               "lowercase NAMESPACE, no credentials: see TFAOT_DIST_OCI_TOKEN)")
         return cls(host, namespace)
 
     @property
@@ -117,11 +134,30 @@ class Location:
 # ---------------------------------------------------------------- the registry protocol
 
 
+@dataclass
+class Reply:
+    """A registry's answer, its body read (within a cap) and the connection closed."""
+
+    status: int
+    url: str
+    headers: CaseInsensitiveDict = field(default_factory=CaseInsensitiveDict)
+    body: bytes = b""
+    links: dict = field(default_factory=dict)
+
+    def json(self, what: str):
+        try:
+            return json.loads(self.body)
+        except ValueError:
+            raise InvalidInput(f"{self.url}: not {what}") from None
+
+
 class Client:
-    """The OCI distribution API calls a channel needs, with Basic and Bearer authentication."""
+    """The OCI distribution API calls a channel needs, with Basic and Bearer authentication. Every
+    request goes through download.send() with the registry's origin as the credentials' only origin."""
 
     def __init__(self, location: Location):
         self.location = location
+        self.origin = Origin.of(location.base)
         self.session = requests.Session()
         self.session.headers["User-Agent"] = f"tfaot-dist/{__version__}"
         self._auth: dict[str, str] = {}  # scope -> Authorization header value
@@ -131,128 +167,145 @@ class Client:
 
     # ---- requests
 
-    def request(self, method: str, url: str, repo: str, ok=(200,), **kwargs) -> requests.Response:
-        """One request; a 401 is answered once with credentials. Errors name the URL, never a token."""
+    def request(self, method: str, url: str, repo: str, ok=(200,), *, headers: dict | None = None, data=None,
+                limit: int = MAX_DOCUMENT, other_hosts: bool = False) -> Reply:
+        """One request; a 401 is answered once with credentials. Errors name the URL, never a token.
+        other_hosts: redirects may go elsewhere (blob and manifest reads), without credentials."""
         scope = f"repository:{self.location.namespace}/{repo}:{'pull' if method in ('GET', 'HEAD') else 'pull,push'}"
         for attempt in range(2):
-            headers = dict(kwargs.pop("headers", {}) or {})
-            if scope in self._auth:
-                headers["Authorization"] = self._auth[scope]
-            if attempt and hasattr(kwargs.get("data"), "seek"):
-                kwargs["data"].seek(0)
-            try:
-                resp = self.session.request(method, url, headers=headers, timeout=timeout(), **kwargs)
-            except requests.Timeout:
-                raise SourceUnavailable(f"{url}: no answer within {timeout():g} s") from None
-            except requests.ConnectionError as exc:
-                raise SourceUnavailable(f"{url}: cannot connect: {_reason(exc)}") from None
-            except _OTHER as exc:
-                raise SourceUnavailable(f"{url}: {_reason(exc)}") from None
-            if resp.status_code == 401 and attempt == 0:
-                self._auth[scope] = self._authorize(resp, scope)
-                kwargs["headers"] = {k: v for k, v in headers.items() if k != "Authorization"}
+            if attempt and hasattr(data, "seek"):
+                data.seek(0)
+            auth = (("Authorization", self._auth[scope]),) if scope in self._auth else ()
+            reply = self._send(method, url, Via(auth, self.origin, other_hosts), headers, data, ok, limit)
+            if reply.status == 401 and attempt == 0:
+                self._auth[scope] = self._authorize(reply, scope)
                 continue
             break
-        if resp.status_code == 401:
+        if reply.status == 401:
             given = "refused the credentials in " if os.environ.get(TOKEN_ENV) else "requires authentication: set "
             raise SourceUnavailable(f"{self.location}: {method} {url}: HTTP 401, the registry {given}{TOKEN_ENV}")
-        if resp.status_code == 403:
+        if reply.status == 403:
             raise SourceUnavailable(f"{self.location}: {method} {url}: HTTP 403, access denied "
                                     f"(does {TOKEN_ENV} allow {'reading' if method in ('GET', 'HEAD') else 'writing'}"
                                     f" {self.location.namespace}/{repo}?)")
-        if resp.status_code not in ok:
-            raise SourceUnavailable(f"{method} {url}: HTTP {resp.status_code} {_error_text(resp)}".rstrip())
-        return resp
+        if reply.status not in ok:
+            raise SourceUnavailable(f"{method} {url}: HTTP {reply.status} {_error_text(reply)}".rstrip())
+        return reply
 
-    def _authorize(self, resp: requests.Response, scope: str) -> str:
-        """The Authorization header answering resp's challenge (Basic, or a Bearer token fetched for scope)."""
-        challenge = resp.headers.get("WWW-Authenticate", "")
+    def _send(self, method: str, url: str, via: Via, headers: dict | None, data, ok, limit: int) -> Reply:
+        ends = time.monotonic() + deadline()
+        try:
+            resp = send(method, url, via, ends, session=self.session, headers=headers, data=data)
+            links = resp.links
+            if method == "HEAD":
+                resp.close()
+                body = b""
+            elif resp.status_code in ok:
+                body = read_capped(resp, url, limit, ends)
+            else:
+                with resp:  # an error's text, cut
+                    body = resp.raw.read(MAX_ERROR_BODY, decode_content=False) or b""
+            return Reply(resp.status_code, resp.url or url, resp.headers, body, links)
+        except requests.Timeout:
+            raise SourceUnavailable(f"{url}: no answer within {timeout():g} s (or the deadline of {deadline():g} s)"
+                                    ) from None
+        except requests.ConnectionError as exc:
+            raise SourceUnavailable(f"{url}: cannot connect: {_reason(exc)}") from None
+        except _OTHER as exc:
+            raise SourceUnavailable(f"{url}: {_reason(exc)}") from None
+
+    def _authorize(self, reply: Reply, scope: str) -> str:
+        """The Authorization header answering reply's challenge (Basic, or a Bearer token fetched for scope).
+
+        The credentials go only to the registry's origin: a token service elsewhere is asked
+        anonymously, and one on plain http elsewhere not at all."""
+        challenge = reply.headers.get("WWW-Authenticate", "")
         kind, _, params = challenge.partition(" ")
         secret = os.environ.get(TOKEN_ENV)
         user = os.environ.get(USERNAME_ENV) or DEFAULT_USERNAME
         basic = requests.auth._basic_auth_str(user, secret) if secret else None
         if kind.lower() == "basic":
             if basic is None:
-                raise SourceUnavailable(f"{self.location}: {resp.url}: HTTP 401, the registry requires "
+                raise SourceUnavailable(f"{self.location}: {reply.url}: HTTP 401, the registry requires "
                                         f"authentication: set {TOKEN_ENV}")
             return basic
         if kind.lower() != "bearer":
-            raise SourceUnavailable(f"{self.location}: {resp.url}: HTTP 401 with an unsupported challenge "
-                                    f"{kind!r}")
+            raise SourceUnavailable(f"{self.location}: {reply.url}: HTTP 401 with an unsupported challenge "
+                                    f"{shown(kind, 40)}")
         fields = dict(re.findall(r'(\w+)="([^"]*)"', params))
         realm = fields.get("realm", "")
         if not realm.startswith(("https://", "http://")):
-            raise SourceUnavailable(f"{self.location}: {resp.url}: HTTP 401 without a token service")
+            raise SourceUnavailable(f"{self.location}: {reply.url}: HTTP 401 without a token service")
+        there = Origin.of(realm)
+        if not there.private:
+            raise SourceUnavailable(f"{self.location}: the token service {shown(realm)} is plain http on another "
+                                    "machine; refused")
         query = {"scope": fields.get("scope", scope)}
         if "service" in fields:
             query["service"] = fields["service"]
+        url = requests.Request("GET", realm, params=query).prepare().url or realm
+        sent = basic is not None and there == self.origin
+        answer = self._send("GET", url, Via((("Authorization", basic),) if basic else (), self.origin), None, None,
+                            (200,), MAX_ERROR_BODY)
+        if answer.status != 200:
+            why = "" if sent else (f" ({TOKEN_ENV} is only sent to {self.origin}, not to a token service elsewhere)"
+                                   if basic else f" (set {TOKEN_ENV} for a private channel)")
+            raise SourceUnavailable(f"{self.location}: the token service {shown(realm)} answered HTTP "
+                                    f"{answer.status}{why}")
         try:
-            answer = self.session.get(realm, params=query, timeout=timeout(),
-                                      headers={"Authorization": basic} if basic else {})
-        except _OTHER as exc:
-            raise SourceUnavailable(f"{realm}: cannot get a token: {_reason(exc)}") from None
-        if answer.status_code != 200:
-            raise SourceUnavailable(f"{self.location}: the token service {realm} answered HTTP {answer.status_code}"
-                                    + ("" if basic else f" (set {TOKEN_ENV} for a private channel)"))
-        try:
-            token = answer.json().get("token") or answer.json().get("access_token")
-        except ValueError:
+            doc = answer.json("a token")
+            token = doc.get("token") or doc.get("access_token")
+        except (InvalidInput, AttributeError):
             token = None
         if not isinstance(token, str) or not token:
-            raise SourceUnavailable(f"{self.location}: the token service {realm} gave no token")
+            raise SourceUnavailable(f"{self.location}: the token service {shown(realm)} gave no token")
         return f"Bearer {token}"
 
-    def auth_header(self, repo: str) -> dict[str, str]:
+    def auth_header(self, repo: str) -> tuple[tuple[str, str], ...]:
         scope = f"repository:{self.location.namespace}/{repo}:pull"
-        return {"Authorization": self._auth[scope]} if scope in self._auth else {}
+        return (("Authorization", self._auth[scope]),) if scope in self._auth else ()
 
     # ---- blobs and manifests
 
     def has_blob(self, repo: str, digest: str) -> bool:
-        resp = self.request("HEAD", self.url(repo, "blobs", digest), repo, ok=(200, 404))
-        return resp.status_code == 200
+        return self.request("HEAD", self.url(repo, "blobs", digest), repo, ok=(200, 404)).status == 200
 
-    def get_blob(self, repo: str, digest: str) -> bytes:
+    def get_blob(self, repo: str, digest: str, limit: int = MAX_DOCUMENT) -> bytes:
         """A small blob (a manifest.json, an index), checked against its digest."""
-        resp = self.request("GET", self.url(repo, "blobs", digest), repo, stream=True)
-        data = b""
-        for chunk in resp.iter_content(1 << 16):  # bounded: a registry could send anything
-            data += chunk
-            if len(data) > MAX_DOCUMENT:
-                raise IntegrityError(f"{self.url(repo, 'blobs', digest)}: larger than {MAX_DOCUMENT} bytes")
+        url = self.url(repo, "blobs", digest)
+        data = self.request("GET", url, repo, limit=limit, other_hosts=True).body
         if f"sha256:{sha256_bytes(data)}" != digest:
-            raise IntegrityError(f"{self.url(repo, 'blobs', digest)}: sha256 is {sha256_bytes(data)}, expected "
-                                 f"{digest.removeprefix('sha256:')}")
+            raise IntegrityError(f"{url}: sha256 is {sha256_bytes(data)}, expected {digest.removeprefix('sha256:')}")
         return data
 
     def push_blob(self, repo: str, digest: str, data: bytes | Path) -> None:
         if self.has_blob(repo, digest):
             return
         start = self.request("POST", f"{self.location.base}{self.location.namespace}/{repo}/blobs/uploads/", repo,
-                             ok=(202,))
+                             ok=(202,), limit=MAX_ERROR_BODY)
         upload = urljoin(start.url, start.headers.get("Location", ""))
+        if Origin.of(upload) != self.origin:
+            raise SourceUnavailable(f"{self.location}: the registry gave an upload location on another host "
+                                    f"({shown(upload)}); refused (credentials go to {self.origin} only)")
         upload += ("&" if "?" in upload else "?") + f"digest={digest}"
         headers = {"Content-Type": "application/octet-stream"}
         if isinstance(data, Path):
             with open(data, "rb") as f:
-                self.request("PUT", upload, repo, ok=(201,), data=f, headers=headers)
+                self.request("PUT", upload, repo, ok=(201,), data=f, headers=headers, limit=MAX_ERROR_BODY)
         else:
-            self.request("PUT", upload, repo, ok=(201,), data=data, headers=headers)
+            self.request("PUT", upload, repo, ok=(201,), data=data, headers=headers, limit=MAX_ERROR_BODY)
 
     def get_manifest(self, repo: str, ref: str) -> tuple[str, dict] | None:
         """(digest, manifest) of a tag or digest, or None when there is none."""
         url = self.url(repo, "manifests", ref)
-        resp = self.request("GET", url, repo, ok=(200, 404), headers={"Accept": OCI_MANIFEST})
-        if resp.status_code == 404:
+        reply = self.request("GET", url, repo, ok=(200, 404), headers={"Accept": OCI_MANIFEST},
+                             limit=MAX_MANIFEST, other_hosts=True)
+        if reply.status == 404:
             return None
-        data = resp.content
-        digest = f"sha256:{sha256_bytes(data)}"
+        digest = f"sha256:{sha256_bytes(reply.body)}"
         if ref.startswith("sha256:") and digest != ref:
             raise IntegrityError(f"{url}: sha256 is {digest}, expected {ref}")
-        try:
-            doc = json.loads(data)
-        except ValueError as exc:
-            raise InvalidInput(f"{url}: not a JSON manifest ({exc})") from None
+        doc = reply.json("a JSON manifest")
         if not isinstance(doc, dict) or not isinstance(doc.get("layers"), list) or not isinstance(
                 doc.get("config"), dict):
             raise InvalidInput(f"{url}: not an OCI image manifest")
@@ -260,28 +313,42 @@ class Client:
 
     def put_manifest(self, repo: str, tag: str, manifest: bytes) -> str:
         url = self.url(repo, "manifests", tag)
-        resp = self.request("PUT", url, repo, ok=(201, 400), data=manifest, headers={"Content-Type": OCI_MANIFEST})
-        if resp.status_code == 400:
-            text = _error_text(resp)
+        reply = self.request("PUT", url, repo, ok=(201, 400), data=manifest, headers={"Content-Type": OCI_MANIFEST},
+                             limit=MAX_ERROR_BODY)
+        if reply.status == 400:
+            text = _error_text(reply)
             if "BLOB_UNKNOWN" in text:
                 raise BlobsNotReady(f"PUT {url}: HTTP 400 {text}")
             raise SourceUnavailable(f"PUT {url}: HTTP 400 {text}".rstrip())
         return f"sha256:{sha256_bytes(manifest)}"
 
     def tags(self, repo: str) -> list[str]:
+        """Every tag of repo, page by page: at most MAX_TAG_PAGES pages and MAX_TAGS tags, each next page
+        on the registry's origin and not seen before."""
         out: list[str] = []
         url: str | None = f"{self.location.base}{self.location.namespace}/{repo}/tags/list?n=1000"
+        seen: set[str] = set()
         while url:
-            resp = self.request("GET", url, repo, ok=(200, 404))
-            if resp.status_code == 404:
+            if url in seen:
+                raise IntegrityError(f"{self.location}/{repo}: the tags list loops back to {shown(url)}")
+            if len(seen) == MAX_TAG_PAGES:
+                raise IntegrityError(f"{self.location}/{repo}: more than {MAX_TAG_PAGES} pages of tags")
+            seen.add(url)
+            reply = self.request("GET", url, repo, ok=(200, 404), limit=MAX_MANIFEST)
+            if reply.status == 404:
                 return []
-            try:
-                got = resp.json().get("tags") or []
-            except (ValueError, AttributeError):
-                raise InvalidInput(f"{url}: not a tags list") from None
-            out += [t for t in got if isinstance(t, str)]
-            link = resp.links.get("next", {}).get("url")
+            doc = reply.json("a tags list")
+            got = doc.get("tags") if isinstance(doc, dict) else None
+            if got is not None and not isinstance(got, list):
+                raise InvalidInput(f"{url}: not a tags list")
+            out += [t for t in got or [] if isinstance(t, str)]
+            if len(out) > MAX_TAGS:
+                raise IntegrityError(f"{self.location}/{repo}: more than {MAX_TAGS} tags")
+            link = reply.links.get("next", {}).get("url")
             url = urljoin(url, link) if link else None
+            if url and Origin.of(url) != self.origin:
+                raise IntegrityError(f"{self.location}/{repo}: the next page of tags is on another host "
+                                     f"({shown(url)}); refused")
         return out
 
 
@@ -307,12 +374,13 @@ def _layer(manifest: dict, media_type: str, where: str) -> dict:
 
 
 @dataclass
-class Index:
+class RegistryIndex:
     packages: dict[tuple[str, str], ChannelPackage]
     parts: list[str]  # part tags merged in
+    tags: list[str]  # of the index repository
 
 
-def read_index(client: Client) -> Index:
+def read_index(client: Client) -> RegistryIndex:
     """`latest` merged with every part tag it does not list (what concurrent publishes added)."""
     packages: dict[tuple[str, str], ChannelPackage] = {}
     merged: list[str] = []
@@ -322,20 +390,22 @@ def read_index(client: Client) -> Index:
         found = client.get_manifest(INDEX_REPO, LATEST)
         if found is not None:
             _, manifest = found
-            config = client.get_blob(INDEX_REPO, manifest["config"].get("digest", ""))
+            config = client.get_blob(INDEX_REPO, str(manifest["config"].get("digest", "")))
             try:
                 merged = json.loads(config)["parts"]
                 assert isinstance(merged, list) and all(isinstance(p, str) for p in merged)
             except (ValueError, KeyError, TypeError, AssertionError):
                 raise InvalidInput(f"{where}:{LATEST}: config: expected {{\"parts\": [TAG, ...]}}") from None
             _merge(packages, _index_layer(client, manifest, f"{where}:{LATEST}"))
-    for tag in sorted(set(tags) - set(merged)):
-        if tag.startswith(PART_PREFIX):
-            found = client.get_manifest(INDEX_REPO, tag)
-            if found is not None:
-                _merge(packages, _index_layer(client, found[1], f"{where}:{tag}"))
-                merged.append(tag)
-    return Index(packages, sorted(set(merged)))
+    unmerged = sorted(t for t in set(tags) - set(merged) if t.startswith(PART_PREFIX))
+    if len(unmerged) > MAX_PARTS:
+        raise IntegrityError(f"{where}: {len(unmerged)} index parts not merged into {LATEST} (at most {MAX_PARTS})")
+    for tag in unmerged:
+        found = client.get_manifest(INDEX_REPO, tag)
+        if found is not None:
+            _merge(packages, _index_layer(client, found[1], f"{where}:{tag}"))
+            merged.append(tag)
+    return RegistryIndex(packages, sorted(set(merged)), tags)
 
 
 def _index_layer(client: Client, manifest: dict, where: str) -> list[ChannelPackage]:
@@ -357,118 +427,47 @@ def _push_index(client: Client, rows, parts: list[str], tag: str) -> None:
                                              (f"sha256:{sha256_bytes(document)}", document)], manifest)
 
 
-# ---------------------------------------------------------------- publish
+# ---------------------------------------------------------------- the channel
 
 
-def publish(dist: Path, location: str, log=print) -> list[Published]:
-    where = Location.parse(location)
-    with tempfile.TemporaryDirectory(prefix="tfaot-publish-") as copies:
-        return _publish_verified(verified_dist(dist, Path(copies)), Client(where), log)
+class OciChannel:
+    """A channel on a registry (channel.Channel)."""
 
+    def __init__(self, location: str, cache: Path, offline: bool = False):
+        self.location = location
+        self.where = Location.parse(location)
+        self.offline = offline
+        self._cache = cache
+        self._client: Client | None = None
+        self._index: Index | None = None
+        self._index_bytes: bytes | None = None
 
-def _publish_verified(verified: list[VerifiedArchive], client: Client, log) -> list[Published]:
-    loc = client.location
-    index = read_index(client)
-    plan, out = [], []
-    # Every refusal happens before the first write.
-    for archive in verified:
-        line = index_line(archive)
-        ref = f"{loc.namespace}/{line.name}@sha256:{line.sha256}"
-        listed = index.packages.get(line.key)
-        # A tag a dead publish pushed but never listed counts as published too.
-        old_sha = listed.sha256 if listed else _tagged_sha256(client, line)
-        if old_sha is None:
-            plan.append((archive, line))
-            out.append(Published(line.name, line.version, "published", line.sha256, ref))
-        elif old_sha == line.sha256 and listed:
-            out.append(Published(line.name, line.version, "unchanged", line.sha256, ref))
-        elif old_sha == line.sha256:
-            plan.append((archive, line))  # there, not listed: list it
-            out.append(Published(line.name, line.version, "published", line.sha256, ref))
-        else:
-            raise IntegrityError(f"{archive.label}: {line.name} {line.version} is already in {loc} with sha256 "
-                                 f"{old_sha}, this one is {line.sha256}; a published version never changes "
-                                 "(raise the version)")
-    if not plan:
-        return out
-    for archive, line in plan:
-        repo = line.name
-        manifest = artifact(PACKAGE_ARTIFACT, (CONFIG_TYPE, archive.manifest_bytes),
-                            (LAYER_TYPE, f"sha256:{line.sha256}", line.size),
-                            {"org.opencontainers.image.version": line.version,
-                             "org.opencontainers.image.title": f"{line.name}-{line.version}.tar.gz"})
-        digest = _push_artifact(client, repo, tag_of(line.version),
-                                [(f"sha256:{line.manifest_sha256}", archive.manifest_bytes),
-                                 (f"sha256:{line.sha256}", archive.path)], manifest)
-        # Read back: a concurrent publish of other bytes under this version must not be listed by us.
-        now = client.get_manifest(repo, tag_of(line.version))
-        if now is None or now[0] != digest:
-            raise IntegrityError(f"{loc}/{repo}:{tag_of(line.version)} was pushed with other bytes at the same "
-                                 "time; a published version never changes")
-        log(f"published {line.name} {line.version} ({line.sha256[:12]})")
-    ours = [line for _, line in plan]
-    part = PART_PREFIX + sha256_bytes(render_index(ours).encode())[:32]
-    _push_index(client, ours, [], part)
-    # `latest`: what is there now, our part included; losing a race here loses nothing (see above).
-    fresh = read_index(client)
-    _merge(fresh.packages, ours)
-    _push_index(client, fresh.packages.values(), sorted({*fresh.parts, part}), LATEST)
-    return out
+    @property
+    def client(self) -> Client:
+        if self._client is None:
+            self._client = Client(self.where)
+        return self._client
 
-
-def _tagged_sha256(client: Client, line: ChannelPackage) -> str | None:
-    """The layer digest (hex) under the tag NAME:VERSION, or None when there is no such tag."""
-    tagged = client.get_manifest(line.name, tag_of(line.version))
-    if tagged is None:
-        return None
-    where = f"{client.location}/{line.name}:{tag_of(line.version)}"
-    return _layer(tagged[1], LAYER_TYPE, where)["digest"].removeprefix("sha256:")
-
-
-# ---------------------------------------------------------------- setup
-
-
-class OciChannel(Channel):
-    """A channel on a registry, opened for reading."""
-
-    def __init__(self, location: str, packages: list[ChannelPackage], client: Client | None,
-                 index_bytes: bytes | None):
-        super().__init__(location, packages)
-        self.client = client
-        self._index_bytes = index_bytes
-
-    @classmethod
-    def open_oci(cls, location: str, cache: Path, offline: bool = False) -> "OciChannel":
-        where = Location.parse(location)
-        saved = _saved_index(cache, where)
-        if offline:
-            if not saved.is_file():
-                raise SourceUnavailable(f"offline: no copy of the index of {where} in the cache {cache}")
-            return cls(location, parse_index(saved.read_bytes(), f"{saved} (cached index of {where})"), None, None)
-        client = Client(where)
-        index = read_index(client)
-        if not index.packages and not client.tags(INDEX_REPO):
-            raise SourceUnavailable(f"{where}: no {INDEX_REPO} (not a channel, or nothing published yet)")
-        data = render_index(index.packages.values()).encode()
-        return cls(location, parse_index(data, f"{where}/{INDEX_REPO}"), client, data)
-
-    def remember(self, cache: Path) -> None:
-        if self._index_bytes is not None:
-            saved = _saved_index(cache, Location.parse(self.location))
-            saved.parent.mkdir(parents=True, exist_ok=True)
-            with file_lock(saved.parent / ".lock"):
-                remove_stale_siblings(saved)
-                write_atomic(saved, self._index_bytes)
+    @property
+    def index(self) -> Index:
+        if self._index is None:
+            if self.offline:
+                rows = read_saved_index(self._cache, str(self.where), str(self.where))
+            else:
+                found = read_index(self.client)
+                if not found.packages and not found.tags:
+                    raise SourceUnavailable(f"{self.where}: no {INDEX_REPO} (not a channel, or nothing published yet)")
+                self._index_bytes = render_index(found.packages.values()).encode()
+                rows = parse_index(self._index_bytes, f"{self.where}/{INDEX_REPO}")
+            self._index = Index(tuple(rows))
+        return self._index
 
     def fetch(self, package: ChannelPackage, cache: Path, offline: bool = False) -> tuple[Path, bool]:
-        cached = cached_verified(cache, package.sha256)  # hashed again: replaced bytes are a miss
-        if cached is not None:
-            return cached, False
+        return cached_or_fetch(package, cache, offline or self.offline, self.location,
+                               lambda: self._download(package, cache))
+
+    def _download(self, package: ChannelPackage, cache: Path) -> Path:
         digest = f"sha256:{package.sha256}"
-        if offline or self.client is None:
-            raise SourceUnavailable(f"offline: {package.name} {package.version} ({self.location}, sha256 "
-                                    f"{package.sha256}) is not in the cache "
-                                    f"{cached_archive(cache, package.sha256).parent}")
         url = self.client.url(package.name, "blobs", digest)
         # The HEAD authenticates (a token is fetched if needed) and names a missing blob clearly.
         if not self.client.has_blob(package.name, digest):
@@ -476,12 +475,64 @@ class OciChannel(Channel):
                                     "the registry does not have it)")
         # Registries answer blob pulls with a redirect to their storage or CDN (ghcr.io does): other
         # hosts are allowed there, without the token; the bytes are checked against the digest.
-        via = Via(headers=tuple(self.client.auth_header(package.name).items()), other_hosts=True)
-        return download(url, cache, package.sha256, limit=package.size, via=via).path, True
+        via = Via(self.client.auth_header(package.name), self.client.origin, other_hosts=True)
+        return download(url, cache, package.sha256, limit=package.size, via=via).path
+
+    def manifest_bytes(self, package: ChannelPackage) -> bytes:
+        # The package artifact's config blob is its manifest.json: pulled by the row's digest.
+        return self.client.get_blob(package.name, f"sha256:{package.manifest_sha256}")
+
+    def remember(self, cache: Path) -> None:
+        if self._index_bytes is not None:
+            remember_index(cache, str(self.where), self._index_bytes)
+
+    @contextmanager
+    def transaction(self) -> Iterator["OciTransaction"]:
+        yield OciTransaction(self.client)
 
 
-def _saved_index(cache: Path, where: Location) -> Path:
-    return Cache(cache).channel_dir(str(where)) / "index.json"
+class OciTransaction:
+    """Registries have no conditional tag update, so nothing is read-modified-written: rows are read
+    as merged (latest and unmerged parts), each commit adds its own part, then rewrites latest."""
+
+    def __init__(self, client: Client):
+        self.client = client
+        self.rows = read_index(client).packages
+
+    def stored_sha256(self, row: ChannelPackage) -> str | None:
+        """The layer digest (hex) under the tag NAME:VERSION (pushed by a publish that died)."""
+        tagged = self.client.get_manifest(row.name, tag_of(row.version))
+        if tagged is None:
+            return None
+        where = f"{self.client.location}/{row.name}:{tag_of(row.version)}"
+        return _layer(tagged[1], LAYER_TYPE, where)["digest"].removeprefix("sha256:")
+
+    def reference(self, row: ChannelPackage) -> str:
+        return f"{self.client.location.namespace}/{row.name}@sha256:{row.sha256}"
+
+    def store(self, archive: VerifiedArchive, row: ChannelPackage) -> None:
+        client, repo, tag = self.client, row.name, tag_of(row.version)
+        manifest = artifact(PACKAGE_ARTIFACT, (CONFIG_TYPE, archive.manifest_bytes),
+                            (LAYER_TYPE, f"sha256:{row.sha256}", row.size),
+                            {"org.opencontainers.image.version": row.version,
+                             "org.opencontainers.image.title": f"{row.name}-{row.version}.tar.gz"})
+        digest = _push_artifact(client, repo, tag, [(f"sha256:{row.manifest_sha256}", archive.manifest_bytes),
+                                                    (f"sha256:{row.sha256}", archive.path)], manifest)
+        # Read back: a concurrent publish of other bytes under this version must not be listed by us.
+        now = client.get_manifest(repo, tag)
+        if now is None or now[0] != digest:
+            raise IntegrityError(f"{client.location}/{repo}:{tag} was pushed with other bytes at the same "
+                                 "time; a published version never changes")
+
+    def commit(self, changed: list[ChannelPackage], manifests: dict[tuple[str, str], Manifest]) -> None:
+        if not changed:
+            return
+        part = PART_PREFIX + sha256_bytes(render_index(changed).encode())[:32]
+        _push_index(self.client, changed, [], part)
+        # `latest`: what is there now, our part included; losing a race here loses nothing (see above).
+        fresh = read_index(self.client)
+        _merge(fresh.packages, changed)
+        _push_index(self.client, fresh.packages.values(), sorted({*fresh.parts, part}), LATEST)
 
 
 def _reason(exc: Exception) -> str:
@@ -512,11 +563,11 @@ def _push_artifact(client: Client, repo: str, tag: str, blobs: list[tuple[str, b
     raise AssertionError("unreachable")
 
 
-def _error_text(resp: requests.Response) -> str:
+def _error_text(reply: Reply) -> str:
     """The registry's own error code, e.g. MANIFEST_INVALID (bounded, one line)."""
     try:
-        errors = resp.json().get("errors") or []
-        return ", ".join(f"{e.get('code')}: {e.get('message')}" for e in errors if isinstance(e, dict))[:300]
+        errors = json.loads(reply.body).get("errors") or []
+        return shown(", ".join(f"{e.get('code')}: {e.get('message')}" for e in errors if isinstance(e, dict)), 300,
+                     False)
     except (ValueError, AttributeError):
-        return (resp.reason or "")[:100]
-
+        return shown(reply.body[:100].decode("utf-8", "replace"), 100, False)

@@ -4,7 +4,7 @@
       installed.json                        what is installed; replaced in one rename
       PACKAGE/VERSION/                      the package tree, every file checked against its manifest,
                                             plus lib/cmake/PACKAGE/ and lib/pkgconfig/PACKAGE.pc
-      scram.d/TOOL.xml                      tool files, @TOOL_ROOT@ replaced by PACKAGE/VERSION's path
+      scram.d/PACKAGE.xml                   tool files, @TOOL_ROOT@ replaced by PACKAGE/VERSION's path
       lib/cmake/PACKAGE/PACKAGEConfig.cmake forwarders: CMAKE_PREFIX_PATH=AREA/tfaot finds every package
       lib/pkgconfig/PACKAGE.pc              PKG_CONFIG_PATH=AREA/tfaot/lib/pkgconfig
       env.sh                                the environment for builds without scram
@@ -19,6 +19,10 @@ one runtime, so models needing different runtimes are refused together.
 installed.json is the truth: a setup killed half-way leaves files it does not
 list, which the next setup removes or rewrites (_repair) before it changes
 anything.
+
+A package installs only what is its own (ownership.py, checked before the area
+is touched), and every file of setup and repair goes through the area writer
+(area.py): nothing outside AREA/tfaot, no link followed.
 """
 
 import dataclasses
@@ -35,22 +39,22 @@ from packaging.version import Version
 
 from tfaot_dist import names, process
 from tfaot_dist import package as pkg
-from tfaot_dist.channels import cpu_target
-from tfaot_dist.channels.channel import RUNTIME, Channel, ChannelPackage, VerifiedArchive, verify_archive
+from tfaot_dist.channels import cpu_target, ownership
+from tfaot_dist.channels.area import LOCK, TEMP, AreaWriter, open_area
+from tfaot_dist.channels.channel import (
+    MAX_TOOL_FILE,
+    RUNTIME,
+    Channel,
+    ChannelPackage,
+    VerifiedArchive,
+    verify_fetched,
+)
 from tfaot_dist.cxx import buildsys
 from tfaot_dist.documents import InstalledRow, Manifest, load_json
 from tfaot_dist.errors import IntegrityError, InvalidInput, ScramFailed, SourceUnavailable
 from tfaot_dist.util.archives import PACKAGE, extract
 from tfaot_dist.util.download import discard, keep
-from tfaot_dist.util.fs import (
-    crash_point,
-    file_lock,
-    remove_entry,
-    replace_dir,
-    sha256_bytes,
-    temp_sibling,
-    write_atomic,
-)
+from tfaot_dist.util.fs import crash_point, write_atomic
 from tfaot_dist.util.textsafe import shown
 
 FORMAT = "tfaot-dist-area/1"
@@ -102,10 +106,10 @@ def parse_requirement(text: str) -> tuple[str, SpecifierSet]:
 # ---------------------------------------------------------------- installed.json
 
 
-def read_installed(root: Path) -> dict[str, InstalledRow]:
+def read_installed(root: Path, writer: AreaWriter | None = None) -> dict[str, InstalledRow]:
     """installed.json, every row checked (documents.InstalledRow); a bad row is refused with the
-    way to repair the area."""
-    doc, path = _installed_document(root)
+    way to repair the area. writer: read through it (no link followed) when the area is open."""
+    doc, path = _installed_document(root, writer)
     rows = {}
     for name, row in doc.items():
         try:
@@ -116,15 +120,23 @@ def read_installed(root: Path) -> dict[str, InstalledRow]:
     return rows
 
 
-def _installed_document(root: Path) -> tuple[dict, Path]:
+def _installed_document(root: Path, writer: AreaWriter | None = None) -> tuple[dict, Path]:
     """The packages object of installed.json, rows unchecked ({} without the file)."""
     path = root / INSTALLED
-    if not path.exists():
+    if writer is not None:
+        data = writer.read(INSTALLED)
+    else:
+        if path.is_symlink():
+            raise IntegrityError(f"{path}: a symbolic link inside the area; tfaot-dist never follows or removes "
+                                 "links there (remove it yourself, then run setup again)")
+        try:
+            data = path.read_bytes() if path.is_file() else None
+        except OSError as exc:
+            raise InvalidInput(f"{path}: unreadable ({exc.strerror})") from None
+    if data is None:
         return {}, path
     try:
-        doc = load_json(path.read_bytes(), str(path))
-    except OSError as exc:
-        raise InvalidInput(f"{path}: unreadable ({exc})") from None
+        doc = load_json(data, str(path))
     except InvalidInput as exc:
         raise InvalidInput(f"{exc}; `tfaot-dist setup --repair --area {root.parent}` starts it afresh") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("packages"), dict):
@@ -137,11 +149,11 @@ def repair(area: Path, log=print) -> list[str]:
     """Drop the rows of installed.json that are not valid (an unreadable file starts afresh), then
     bring the area back to what it lists; returns the names of the packages dropped."""
     root = area_root(area)
-    if not root.is_dir():
+    if not os.path.lexists(root):
         return []
-    with file_lock(root / ".lock"):
+    with open_area(root, create=False) as writer:
         try:
-            doc, path = _installed_document(root)
+            doc, path = _installed_document(root, writer)
         except InvalidInput as exc:
             log(f"repair: {str(exc).split('; ')[0]}: starting installed.json afresh")
             doc, path = {}, root / INSTALLED
@@ -155,11 +167,11 @@ def repair(area: Path, log=print) -> list[str]:
             except InvalidInput as exc:
                 log(f"repair: dropping {exc}")
                 dropped.append(shown(name, 60, False))
-        if dropped or not path.exists():
-            _write_installed(root, state)
-        _repair(root, state, None, Report())
+        if dropped or writer.kind(INSTALLED) != "file":
+            _write_installed(writer, state)
+        _repair(writer, state, None, Report())
         if not state:
-            (root / "env.sh").unlink(missing_ok=True)
+            writer.remove("env.sh")
     return dropped
 
 
@@ -169,10 +181,9 @@ def list_installed(area: Path) -> list[dict]:
             for name, row in sorted(read_installed(root).items())]
 
 
-def _write_installed(root: Path, state: dict[str, InstalledRow]) -> None:
+def _write_installed(writer: AreaWriter, state: dict[str, InstalledRow]) -> None:
     rows = {name: row.to_json() for name, row in sorted(state.items())}
-    write_atomic(root / INSTALLED, json.dumps({"format": FORMAT, "packages": rows},
-                                              indent=1, sort_keys=True) + "\n")
+    writer.write(INSTALLED, json.dumps({"format": FORMAT, "packages": rows}, indent=1, sort_keys=True) + "\n")
 
 
 # ---------------------------------------------------------------- setup
@@ -197,9 +208,9 @@ def setup(requirements: list[str], channel: Channel, area: Path, cache: Path, of
 def _setup_one(text: str, channel: Channel, root: Path, cache: Path, offline: bool, log, report: Report,
                scram: str | None) -> list[Installed]:
     package, specifier = parse_requirement(text)
-    chosen = channel.newest(package, specifier)
+    chosen = channel.index.newest(package, specifier)
     if chosen is None:
-        have = ", ".join(p.version for p in channel.versions(package)) or "none"
+        have = ", ".join(p.version for p in channel.index.versions(package)) or "none"
         raise InvalidInput(f"{text!r}: no version of {package} matches in {channel.location} (available: {have})")
     wanted = [*_runtimes_for(chosen, channel), chosen]
     state = read_installed(root)
@@ -216,20 +227,21 @@ def _setup_one(text: str, channel: Channel, root: Path, cache: Path, offline: bo
         else:
             todo.append(p)
     if not todo:
-        with _undone_if_refused(root):
-            root.mkdir(parents=True, exist_ok=True)
-            with file_lock(root / ".lock"):
-                _repair(root, read_installed(root), scram, report)
+        with _undone_if_refused(root), open_area(root) as writer:
+            _repair(writer, read_installed(root, writer), scram, report)
         return out
 
-    # Fetch and verify everything before the area (or the cache) changes.
+    # Fetch and verify everything (digests, then what each package may install) before the area
+    # (or the cache) changes.
     verified, fresh = {}, []
     try:
         for p in todo:
             path, is_new = channel.fetch(p, cache, offline)
             if is_new:
                 fresh.append(path)
-            verified[p.key] = _verified(channel, p, path)
+            archive = verify_fetched(path, p, channel.location)
+            ownership.check_package(archive.manifest, archive.tool_files, archive.label)
+            verified[p.key] = archive
         for p in todo:  # all there and verified: now the downloads may enter the cache
             if verified[p.key].path in fresh:
                 kept = keep(verified[p.key].path, cache, p.sha256)
@@ -243,123 +255,140 @@ def _setup_one(text: str, channel: Channel, root: Path, cache: Path, offline: bo
         if p.kind == "model" and not check.ok:
             log(f"warning: {p.name} {p.version}: {check.message}")
 
-    with _undone_if_refused(root):
-        root.mkdir(parents=True, exist_ok=True)
-        with file_lock(root / ".lock"):
-            state = read_installed(root)
-            _check_runtimes(state, wanted)
-            _repair(root, state, scram, report)
-            old_dirs, installed = [], []
-            for p in todo:
-                row = state.get(p.name)
-                if row and row.version == p.version:  # a setup running at the same time was first
-                    if row.sha256 != p.sha256:
-                        raise IntegrityError(f"{root / row.path}: {p.name} {p.version} is installed with sha256 "
-                                             f"{row.sha256}, {channel.location} has {p.sha256}")
-                    out.append(Installed(p.name, p.version, "already installed", root / row.path))
-                    continue
-                installed.append(p)
-                archive = verified[p.key]
-                rel = f"{p.name}/{p.version}"
-                _install_tree(archive, root / rel)
-                previous = state.get(p.name)
-                tool_files = _place_area_files(root, archive.manifest, rel, previous)
-                state[p.name] = InstalledRow(version=p.version, kind=p.kind, sha256=p.sha256, path=rel,
-                                             requires=tuple(p.requires), tool_files=tuple(tool_files),
-                                             channel=channel.location)
-                if previous and previous.path != rel:
-                    old_dirs.append(root / previous.path)
-                status = "installed" if not previous else (
-                    "upgraded" if _newer(p.version, previous.version) else "replaced")
-                out.append(Installed(p.name, p.version, status, root / rel, previous.version if previous else None))
-            crash_point("setup_listed")
-            _write_installed(root, state)
-            write_atomic(root / "env.sh", env_script(environment(root, state)))
-            for old in old_dirs:
-                shutil.rmtree(old, ignore_errors=True)
-                _remove_empty_parent(old.parent, root)
-            if scram:
-                _register(scram, root, state, [p.name for p in installed], report)
+    with _undone_if_refused(root), open_area(root) as writer:
+        state = read_installed(root, writer)
+        _check_runtimes(state, wanted)
+        _repair(writer, state, scram, report)
+        old_dirs, installed = [], []
+        for p in todo:
+            row = state.get(p.name)
+            if row and row.version == p.version:  # a setup running at the same time was first
+                if row.sha256 != p.sha256:
+                    raise IntegrityError(f"{root / row.path}: {p.name} {p.version} is installed with sha256 "
+                                         f"{row.sha256}, {channel.location} has {p.sha256}")
+                out.append(Installed(p.name, p.version, "already installed", root / row.path))
+                continue
+            installed.append(p)
+            archive = verified[p.key]
+            rel = f"{p.name}/{p.version}"
+            _install_tree(writer, archive, rel)
+            previous = state.get(p.name)
+            tool_files = _place_area_files(writer, archive.manifest, rel, previous)
+            state[p.name] = InstalledRow(version=p.version, kind=p.kind, sha256=p.sha256, path=rel,
+                                         requires=tuple(p.requires), tool_files=tuple(tool_files),
+                                         channel=channel.location)
+            if previous and previous.path != rel:
+                old_dirs.append(previous.path)
+            status = "installed" if not previous else (
+                "upgraded" if _newer(p.version, previous.version) else "replaced")
+            out.append(Installed(p.name, p.version, status, root / rel, previous.version if previous else None))
+        crash_point("setup_listed")
+        _write_installed(writer, state)
+        writer.write("env.sh", env_script(environment(root, state)))
+        for old in old_dirs:
+            writer.remove(old)
+            writer.remove_if_empty(old.split("/")[0])
+        if scram:
+            _register(scram, writer, state, [p.name for p in installed], report)
     return out
 
 
 @contextmanager
 def _undone_if_refused(root: Path):
     """A setup refused in an area it created leaves no trace of it (the lock file, empty directories)."""
-    created = not root.exists()
+    created = not os.path.lexists(root)
     try:
         yield
     except BaseException:
-        if created and root.is_dir():
-            leftovers = [p for p in root.rglob("*") if not p.is_dir() and p.name != ".lock"]
+        if created and root.is_dir() and not root.is_symlink():
+            leftovers = [p for p in root.rglob("*") if not p.is_dir() and p.name != LOCK]
             if not leftovers:
                 shutil.rmtree(root, ignore_errors=True)
         raise
 
 
-def _register(scram: str, root: Path, state: dict[str, InstalledRow], names: list[str], report: Report) -> None:
+def _register(scram: str, writer: AreaWriter, state: dict[str, InstalledRow], names: list[str],
+              report: Report) -> None:
     """`scram setup` each tool file of names, then record that in installed.json (so that a setup
-    killed before it, or one run where scram was missing, is completed by the next)."""
+    killed before it, or one run where scram was missing, is completed by the next). Only our own
+    packages' tool files, each under its package's name, are ever given to scram."""
+    root = writer.root
     for name in names:
         for tool in state[name].tool_files:
+            if tool != f"scram.d/{name}.xml" or writer.kind(tool) != "file":
+                continue
             _scram_setup(scram, root.parent, root / tool)
             report.scram.append(str(root / tool))
         state[name] = dataclasses.replace(state[name], scram=True)
     if names:
-        _write_installed(root, state)
+        _write_installed(writer, state)
 
 
-def _repair(root: Path, state: dict[str, InstalledRow], scram: str | None, report: Report) -> None:
+def _repair(writer: AreaWriter, state: dict[str, InstalledRow], scram: str | None, report: Report) -> None:
     """Bring the area back to what installed.json says after a setup that was killed half-way.
 
     Called under the area's lock, so no temporary file belongs to a live process: they go,
     with package directories and area files of versions that are not installed, and the
     tool files and forwarders of installed ones are written again where they differ. With
-    scram, installed packages whose tool files it has not taken yet are registered.
+    scram, installed packages whose tool files it has not taken yet are registered. Every
+    step goes through the writer: a link in the area stops it with one line, never followed.
     """
-    for pattern in (".*.tmp", "*/.*.tmp", "lib/*/.*.tmp", "lib/cmake/*/.*.tmp"):
-        for stale in root.glob(pattern):
-            remove_entry(stale)
-    for package_dir in root.iterdir():
-        if not (package_dir.is_dir() and names.PACKAGE_NAME.fullmatch(package_dir.name)):
+    _remove_temporaries(writer)
+    for name, kind in writer.entries():
+        if kind not in ("dir", "link") or not names.PACKAGE_NAME.fullmatch(name):
             continue
-        row = state.get(package_dir.name)
+        row = state.get(name)
         listed = row.path if row else None
-        for version_dir in package_dir.iterdir():
-            if f"{package_dir.name}/{version_dir.name}" != listed:
-                shutil.rmtree(version_dir, ignore_errors=True)
-        _remove_empty_parent(package_dir, root)
+        for version, _ in writer.entries(name):
+            if f"{name}/{version}" != listed:
+                writer.remove(f"{name}/{version}")
+        writer.remove_if_empty(name)
     tools = {tool for row in state.values() for tool in row.tool_files}
-    for tool in (root / "scram.d").glob("*.xml"):
-        if f"scram.d/{tool.name}" not in tools:
-            tool.unlink()
-    for cmake in (root / "lib" / "cmake").glob("*"):
-        if cmake.name not in state:
-            shutil.rmtree(cmake, ignore_errors=True)
-    for pc in (root / "lib" / "pkgconfig").glob("*.pc"):
-        if pc.stem not in state:
-            pc.unlink()
+    for name, _ in writer.entries("scram.d"):
+        if name.endswith(".xml") and f"scram.d/{name}" not in tools:
+            writer.remove(f"scram.d/{name}")
+    for name, _ in writer.entries("lib/cmake"):
+        if name not in state:
+            writer.remove(f"lib/cmake/{name}")
+    for name, _ in writer.entries("lib/pkgconfig"):
+        if name.endswith(".pc") and name.removesuffix(".pc") not in state:
+            writer.remove(f"lib/pkgconfig/{name}")
     for _, row in sorted(state.items()):
-        try:
-            manifest = pkg.read_manifest(root / row.path)
-        except IntegrityError:
+        manifest = _installed_manifest(writer, row.path)
+        if manifest is None:
             continue  # damaged by hand: left for the user to see, not rewritten
-        _place_area_files(root, manifest, row.path, row)
+        _place_area_files(writer, manifest, row.path, row, repairing=True)
     if state:
-        _write_if_changed(root / "env.sh", env_script(environment(root, state)))
+        writer.write_if_changed("env.sh", env_script(environment(writer.root, state)))
     if scram:
-        _register(scram, root, state, [name for name, row in sorted(state.items()) if not row.scram], report)
+        _register(scram, writer, state, [name for name, row in sorted(state.items()) if not row.scram], report)
 
 
-def _write_if_changed(path: Path, text: str) -> None:
-    if not path.is_file() or path.read_text() != text:
-        write_atomic(path, text)
+def _remove_temporaries(writer: AreaWriter) -> None:
+    """What writes killed half-way left: the writer's .NAME.RANDOM.tmp files and staged directories."""
+    places = [""] + [name for name, kind in writer.entries() if kind == "dir"]
+    places += [f"lib/{name}" for name, kind in writer.entries("lib") if kind == "dir"]
+    places += [f"lib/cmake/{name}" for name, kind in writer.entries("lib/cmake") if kind == "dir"]
+    for place in places:
+        for name, _ in writer.entries(place):
+            if TEMP.fullmatch(name):
+                writer.remove(f"{place}/{name}" if place else name)
+
+
+def _installed_manifest(writer: AreaWriter, rel: str) -> Manifest | None:
+    try:
+        data = writer.read(f"{rel}/{pkg.MANIFEST}")
+        if data is None:
+            return None
+        return Manifest.from_json(load_json(data, f"{writer.root / rel}/{pkg.MANIFEST}"), str(writer.root / rel))
+    except InvalidInput:
+        return None
 
 
 def _runtimes_for(model: ChannelPackage, channel: Channel) -> list[ChannelPackage]:
     out = []
     for req in model.requires:
-        found = channel.exact(req.name, req.version)
+        found = channel.index.exact(req.name, req.version)
         if found is None:
             raise SourceUnavailable(f"{channel.location}: {model.name} {model.version} requires {req.name} "
                                     f"{req.version}, which the channel does not have")
@@ -386,29 +415,24 @@ def _check_runtimes(state: dict[str, InstalledRow], wanted: list[ChannelPackage]
         raise InvalidInput(f"one area holds one runtime, these would need several: {'; '.join(parts)}")
 
 
-def _verified(channel: Channel, p: ChannelPackage, path: Path) -> VerifiedArchive:
-    archive = verify_archive(path, f"{p.name} {p.version} from {channel.location}")
-    if (archive.name, archive.version) != p.key:
-        raise IntegrityError(f"{channel.location}: {p.archive} holds {archive.name} {archive.version}")
-    if sha256_bytes(archive.manifest_bytes) != p.manifest_sha256:
-        raise IntegrityError(f"{channel.location}: {p.archive}: its manifest differs from {p.manifest}")
-    return archive
-
-
-def _install_tree(archive: VerifiedArchive, final: Path) -> None:
-    """Extract, check every file against the manifest, add the build-system files, rename into place."""
-    staged = temp_sibling(final)
+def _install_tree(writer: AreaWriter, archive: VerifiedArchive, rel: str) -> None:
+    """Extract in a staged directory of the area, check every file against the manifest, add the
+    build-system files, rename into place."""
+    staged_rel, staged = writer.stage()
+    placed = False
     try:
+        top = f"{archive.name}-{archive.version}"
         extract(archive.path, staged / "x", f"{archive.name} {archive.version}", kind=PACKAGE)
-        tree = staged / "x" / f"{archive.name}-{archive.version}"
+        tree = staged / "x" / top
         pkg.check_files(tree, archive.manifest)
-        for rel, text in buildsys_files(archive.manifest).items():
-            write_atomic(tree / rel, text)
-        replace_dir(tree, final)
+        for file_rel, text in buildsys_files(archive.manifest).items():
+            write_atomic(tree / file_rel, text)
+        writer.place_dir(f"{staged_rel}/x/{top}", rel)
+        placed = True
     finally:
-        shutil.rmtree(staged, ignore_errors=True)
-        if not final.exists() and final.parent.is_dir() and not any(final.parent.iterdir()):
-            final.parent.rmdir()  # a refused package leaves no empty PACKAGE/ directory
+        writer.remove(staged_rel)
+        if not placed:
+            writer.remove_if_empty(rel.split("/")[0])  # a refused package leaves no empty PACKAGE/ directory
 
 
 def buildsys_files(manifest: Manifest) -> dict[str, str]:
@@ -423,29 +447,43 @@ def buildsys_files(manifest: Manifest) -> dict[str, str]:
     return {rel: text for rel, text in files.items() if rel not in manifest.files}
 
 
-def _place_area_files(root: Path, manifest: Manifest, rel: str, previous: InstalledRow | None) -> list[str]:
-    """Relocated tool files, the CMake forwarder and the area's .pc; returns the tool files (relative)."""
+def _place_area_files(writer: AreaWriter, manifest: Manifest, rel: str, previous: InstalledRow | None,
+                      repairing: bool = False) -> list[str]:
+    """The relocated tool file, the CMake forwarder and the area's .pc; returns the tool files (relative).
+
+    Only under the package's own name, and its tool file only once it passed the conventions
+    (repairing: a package installed before the rule whose tool file does not pass gets none)."""
     name, version = manifest.package, manifest.version
-    tree = root / rel
+    tree = writer.root / rel
     tools = []
-    for xml in sorted((tree / "etc" / "scram.d").glob("*.xml")):
-        _write_if_changed(root / "scram.d" / xml.name, xml.read_text().replace(TOOL_ROOT, str(tree)))
-        tools.append(f"scram.d/{xml.name}")
+    tool_rel = ownership.tool_file(name)
+    text = writer.read(f"{rel}/{tool_rel}", MAX_TOOL_FILE)
+    if text is not None:
+        try:
+            ownership.check_tool(manifest, tool_rel, text, str(tree))
+        except IntegrityError:
+            if not repairing:
+                raise
+            text = None
+    if text is not None:
+        writer.write_if_changed(f"scram.d/{name}.xml", text.decode().replace(TOOL_ROOT, str(tree)))
+        tools.append(f"scram.d/{name}.xml")
     for old in previous.tool_files if previous else ():
         if old not in tools:
-            (root / old).unlink(missing_ok=True)
+            writer.remove(old)
 
-    cmake = root / buildsys.cmake_config_path(name)
-    _write_if_changed(cmake, f"# {name} {version}, installed by tfaot-dist setup: the package's own config, "
-                             f"relative to this file.\ninclude(\"${{CMAKE_CURRENT_LIST_DIR}}/../../../{rel}/"
-                             f"{buildsys.cmake_config_path(name)}\")\n")
-    _write_if_changed(cmake.with_name(f"{name}ConfigVersion.cmake"), _cmake_version(version))
-    pc = (tree / buildsys.pkgconfig_path(name)).read_text()
+    cmake = buildsys.cmake_config_path(name)
+    writer.write_if_changed(cmake, f"# {name} {version}, installed by tfaot-dist setup: the package's own config, "
+                                   f"relative to this file.\ninclude(\"${{CMAKE_CURRENT_LIST_DIR}}/../../../{rel}/"
+                                   f"{buildsys.cmake_config_path(name)}\")\n")
+    writer.write_if_changed(f"lib/cmake/{name}/{name}ConfigVersion.cmake", _cmake_version(version))
+    pc = writer.read(f"{rel}/{buildsys.pkgconfig_path(name)}", MAX_TOOL_FILE)
     here = "prefix=${pcfiledir}/../.."
-    if here in pc.splitlines():
+    lines = pc.decode("utf-8", "replace").splitlines() if pc is not None else []
+    if here in lines:
         # Same file, its prefix pointing from AREA/tfaot/lib/pkgconfig to the package directory.
-        _write_if_changed(root / buildsys.pkgconfig_path(name),
-                          "\n".join(f"{here}/{rel}" if line == here else line for line in pc.splitlines()) + "\n")
+        writer.write_if_changed(buildsys.pkgconfig_path(name),
+                                "\n".join(f"{here}/{rel}" if line == here else line for line in lines) + "\n")
     return tools
 
 
@@ -464,11 +502,6 @@ def _cmake_version(version: str) -> str:
 
 def _newer(a: str, b: str) -> bool:
     return Version(a) > Version(b)
-
-
-def _remove_empty_parent(path: Path, root: Path) -> None:
-    if path != root and path.is_dir() and not any(path.iterdir()):
-        path.rmdir()
 
 
 def _scram_setup(scram: str, area: Path, tool: Path) -> None:

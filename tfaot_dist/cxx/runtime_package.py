@@ -97,7 +97,7 @@ def ensure_runtime_package(runtime: XlaRuntime, dist: Path) -> tuple[pkg.Package
     # An entry of dist rather than of the cache (no marker: its manifest and archive say it is complete).
     dist.mkdir(parents=True, exist_ok=True)
     ensure_entry(root, assemble, marker=None, is_complete=lambda d: (d / pkg.MANIFEST).is_file() and archive.is_file(),
-                 lock=dist)
+                 lock=dist, sealed=False)
     return pkg.Package(NAME, version, root, archive, pkg.read_manifest(root)), status
 
 

@@ -21,7 +21,9 @@ symbols, so XLA runtimes of two TensorFlow versions in one process (ours
 and the release's shared libtf_xla_runtime.so) cannot interpose.
 """
 
+import re
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from tfaot_dist import names
@@ -120,3 +122,47 @@ def parse(text: str) -> ToolFile:
                     raise ValueError(f"<client>: unexpected element <{env.tag}>")
                 result.environment[env.get("name", "")] = env.get("default", "")
     return result
+
+
+_EXCLUDE_LIBS = re.compile(r"-Wl,--exclude-libs,(lib[A-Za-z0-9_+.-]+\.a(:lib[A-Za-z0-9_+.-]+\.a)*)")
+_LIB_NAME = re.compile(r"[A-Za-z0-9_+][A-Za-z0-9_+.-]{0,99}")
+
+
+def check_conventions(text: str, name: str, version: str, archives: Iterable[str], system_libs: Iterable[str] = (),
+                      uses: Iterable[str] = (), system_include: bool = False) -> ToolFile:
+    """A tool file from elsewhere (a channel's package), read as SCRAM reads it (parse()) and held to
+    what our packages write, so that it can only describe its own package: the tool name `name`;
+    exactly the three variables NAME_BASE=@TOOL_ROOT@, LIBDIR and INCLUDE below it (nothing like
+    LD_PRELOAD); libs only its own archives (libX.a in archives) and system_libs; uses only among
+    uses; LDFLAGS only --exclude-libs of its own archives; SYSTEM_INCLUDE="1" only if system_include;
+    an info url without credentials. Raises ValueError saying what differs."""
+    tool = parse(text)
+    if tool.name != name:
+        raise ValueError(f"tool name {tool.name!r}, expected {name!r}")
+    if not names.VERSION_CHARS.fullmatch(tool.version):
+        raise ValueError(f"tool version {tool.version!r} is not a version")
+    if tool.version != version and version:
+        raise ValueError(f"tool version {tool.version!r}, expected {version!r}")
+    base = base_variable(name)
+    expected = {base: TOOL_ROOT, "LIBDIR": f"${base}/lib", "INCLUDE": f"${base}/include"}
+    if tool.environment != expected:
+        raise ValueError(f"environment {sorted(tool.environment)} differs from {sorted(expected)} pointing into "
+                         "the package")
+    own = {a.removeprefix("lib").removesuffix(".a") for a in archives}
+    allowed = own | set(system_libs)
+    if bad := [lib for lib in tool.libs if lib not in allowed or not _LIB_NAME.fullmatch(lib)]:
+        raise ValueError(f"lib {bad[0]!r} is not one of the package's own libraries")
+    if bad := [use for use in tool.uses if use not in set(uses)]:
+        raise ValueError(f"use of {bad[0]!r}, which the package does not require")
+    for key, values in tool.flags.items():
+        for value in values:
+            match = _EXCLUDE_LIBS.fullmatch(value) if key == "LDFLAGS" else None
+            if key == "LDFLAGS" and match and all(a.removeprefix("lib").removesuffix(".a") in own
+                                                  for a in match.group(1).split(":")):
+                continue
+            if key == "SYSTEM_INCLUDE" and system_include and value == "1":
+                continue
+            raise ValueError(f"flag {key}={value!r} is not one our packages write")
+    if tool.url and (not names.SAFE_URL.fullmatch(tool.url) or names.has_credentials(tool.url)):
+        raise ValueError("info url is not a plain URL without credentials")
+    return tool

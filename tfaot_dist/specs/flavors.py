@@ -38,6 +38,7 @@ each file is written atomically, so an error leaves the output as it was.
 """
 
 import json
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,15 +47,15 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
 from tfaot_dist import __version__, builder, names
-from tfaot_dist.channels.channel import INDEX, MAX_MANIFEST, ChannelPackage, parse_index, verify_archive
+from tfaot_dist.channels.channel import INDEX, Channel, ChannelPackage, open_channel, verify_archive
 from tfaot_dist.cxx.scram_tool import RUNTIME_TOOL
 from tfaot_dist.documents import Manifest, load_json
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable, UsageError
 from tfaot_dist.registry import DEFAULT_REQUIREMENTS, Defaults, ModelEntry, Registry
 from tfaot_dist.specs import release
 from tfaot_dist.util import yamlio
-from tfaot_dist.util.download import check_url, get_bytes
-from tfaot_dist.util.fs import copy_atomic, sha256_bytes, sha256_file, write_atomic
+from tfaot_dist.util.download import check_url
+from tfaot_dist.util.fs import copy_atomic, sha256_file, write_atomic
 from tfaot_dist.util.render import spec_templates_dir
 from tfaot_dist.util.textsafe import render, spec_text
 
@@ -169,8 +170,9 @@ def render_all(registry: Registry, flavor: str, channel: str | None = None) -> d
     elif flavor == PREBUILT:
         if channel is None:
             raise UsageError(f"--channel: the {PREBUILT} flavour needs the http(s) URL of a channel")
-        base, rows = _read_channel(channel)
-        prebuilt = [_prebuilt_model(base, rows, e, m, tf_version) for e, m in zip(entries, models, strict=True)]
+        base, rows, opened = _read_channel(channel)
+        prebuilt = [_prebuilt_model(base, rows, opened, e, m, tf_version)
+                    for e, m in zip(entries, models, strict=True)]
         for p in prebuilt:
             files[f"{p['package']}.spec"] = render("cmsbuild_prebuilt.spec.j2", **common, p=p, channel=base,
                                                    runtime_package=RPM_RUNTIME)
@@ -389,15 +391,15 @@ def _runtime_context(registry: Registry, defaults: Defaults, tf_version: str) ->
 
 # --- the channel (cmsbuild-prebuilt flavour) -----------------------------------------------------
 
-def _read_channel(url: str) -> tuple[str, dict[tuple[str, str], ChannelPackage]]:
-    """The channel's base URL (ending in /) and its index rows by (name, version)."""
+def _read_channel(url: str) -> tuple[str, dict[tuple[str, str], ChannelPackage], Channel]:
+    """The channel's base URL (ending in /), its index rows by (name, version), and the channel."""
     base = check_url(url, "--channel")
     base = base if base.endswith("/") else base + "/"
     if not names.SPEC_SCHEME_URL.fullmatch(base):
         raise InvalidInput(f"--channel: URL {url!r} cannot be placed in a spec "
                            f"(use http(s)://host/path with letters, digits and ._~:/@+- only)")
-    rows = parse_index(get_bytes(base + INDEX), base + INDEX)
-    return base, {row.key: row for row in rows}
+    channel = open_channel(base, Path(tempfile.gettempdir()))  # read online: nothing is cached
+    return base, {row.key: row for row in channel.index.rows}, channel
 
 
 def _archive_url(base: str, row: ChannelPackage) -> str:
@@ -410,7 +412,7 @@ def _archive_url(base: str, row: ChannelPackage) -> str:
     return url
 
 
-def _prebuilt_model(base: str, rows: dict, entry: ModelEntry, m: dict, tf_version: str) -> dict:
+def _prebuilt_model(base: str, rows: dict, channel: Channel, entry: ModelEntry, m: dict, tf_version: str) -> dict:
     """The model context plus the channel's archive of exactly this entry's build."""
     index = base + INDEX
     row = rows.get((entry.package, entry.version))
@@ -418,9 +420,7 @@ def _prebuilt_model(base: str, rows: dict, entry: ModelEntry, m: dict, tf_versio
         raise SourceUnavailable(f"{index}: no {entry.package} {entry.version} (the entry {m['entry_file']}); "
                                 f"build and publish it first")
     manifest_url = base + row.manifest
-    data = get_bytes(manifest_url, limit=MAX_MANIFEST)
-    if sha256_bytes(data) != row.manifest_sha256:
-        raise IntegrityError(f"{manifest_url}: sha256 differs from the channel index's manifest_sha256")
+    data = channel.manifest_bytes(row)  # checked against the index's manifest_sha256
     manifest = Manifest.from_json(load_json(data, manifest_url), manifest_url)
     wanted = {**entry.source.as_dict(), "url": entry.source.url, "aot_config": entry.aot_config}
     if differ := sorted(k for k in wanted if manifest.text("source", k) != wanted[k]):

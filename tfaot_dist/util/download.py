@@ -9,13 +9,16 @@ partial or wrong file, and a failed download leaves the cache as it was.
 Connection errors, timeouts, truncated bodies and 5xx answers are retried
 (bounded, with exponential backoff); 4xx answers and digest mismatches are not.
 TFAOT_DIST_HTTP_TIMEOUT (seconds, default 30) bounds connecting and each read;
-TFAOT_DIST_HTTP_DEADLINE (seconds, default 600) bounds each attempt as a whole
-(connect and the entire transfer: a server trickling bytes cannot hold a
-command); TFAOT_DIST_HTTP_RETRIES (default 3) is the number of attempts.
+TFAOT_DIST_HTTP_DEADLINE (seconds, default 600) bounds a download as a whole,
+all its attempts together (connect and the entire transfer: a server trickling
+bytes cannot hold a command); TFAOT_DIST_HTTP_RETRIES (default 3) is the
+number of attempts.
 
 Bodies are asked for and read as they are stored (Accept-Encoding: identity),
 capped in size (by the caller: an index's declared size), and redirects are
-followed only to the same scheme, host and port.
+followed only to the same scheme, host and port. send() is the one request
+function of every channel transport (directory over HTTP, OCI registries):
+credentials are bound to one origin there (Via), whatever redirects say.
 
 A cached archive is hashed again before each use (cached_verified): bytes
 replaced in the cache are a miss, removed and fetched again, never installed.
@@ -53,6 +56,7 @@ _OTHER = (requests.RequestException, urllib3.exceptions.HTTPError)
 
 
 def check_url(url, where: str) -> str:
+    names.no_credentials(url, where, how="netrc")
     if not isinstance(url, str) or not names.HTTP_URL.fullmatch(url):
         raise InvalidInput(f"{where}: invalid URL {url!r} (expected http:// or https://)")
     return url
@@ -100,22 +104,25 @@ class _Retry(Exception):
     """A failure worth another attempt; the message says what happened."""
 
 
-def _attempt(url: str, sink, limit: int | None, via: "Via") -> tuple[str, int]:
-    """One GET of url (following the redirects via allows) streamed into sink; returns (sha256, size)."""
+class _Late(Exception):
+    """The deadline of the whole download passed: no further attempt."""
+
+
+def _attempt(url: str, sink, limit: int | None, via: "Via", ends: float, budget: float) -> tuple[str, int]:
+    """One GET of url (following the redirects via allows) streamed into sink; returns (sha256, size).
+    ends: when the whole download (all its attempts) must be done."""
     h = hashlib.sha256()
     size = 0
-    budget = deadline()
-    ends = time.monotonic() + budget
+    late = f"not complete within the deadline of {budget:g} s ({DEADLINE_ENV}, all attempts)"
     try:
-        resp = _get(url, ends, via)
+        resp = send("GET", url, via, ends)
         with resp:
             if resp.status_code >= 500:
                 raise _Retry(f"HTTP {resp.status_code}")
             if resp.status_code != 200:
-                raise SourceUnavailable(f"{url}: HTTP {resp.status_code} {resp.reason or ''}".rstrip())
-            declared = resp.headers.get("Content-Length", "")
-            if limit is not None and declared.isdigit() and int(declared) > limit:
-                raise IntegrityError(f"{url}: {declared} bytes announced, at most {limit} expected")
+                raise SourceUnavailable(f"{url}: HTTP {resp.status_code} {shown(resp.reason or '', 100, False)}"
+                                        .rstrip())
+            _check_declared(resp, url, limit)
             # Raw bytes: a server's Content-Encoding must not change what is hashed. read1 returns what
             # one receive gave (a read of CHUNK would wait for all of it), so the deadline is checked
             # at least once per socket timeout however slowly the server trickles.
@@ -126,12 +133,12 @@ def _attempt(url: str, sink, limit: int | None, via: "Via") -> tuple[str, int]:
                 h.update(chunk)
                 sink(chunk)
                 if time.monotonic() > ends:
-                    raise _Retry(f"not complete within the deadline of {budget:g} s ({DEADLINE_ENV})")
+                    raise _Late(late)
     except (requests.exceptions.ChunkedEncodingError, urllib3.exceptions.ProtocolError, OSError,
             urllib3.exceptions.ReadTimeoutError, requests.Timeout, requests.ConnectionError,
             urllib3.exceptions.HTTPError) as exc:
         if time.monotonic() >= ends:
-            raise _Retry(f"not complete within the deadline of {budget:g} s ({DEADLINE_ENV})") from None
+            raise _Late(late) from None
         if isinstance(exc, requests.exceptions.ChunkedEncodingError | urllib3.exceptions.ProtocolError):
             how = "reset (Connection reset by peer)" if "Connection reset" in str(exc) else "closed"
             raise _Retry(f"connection {how} before the end of the body (truncated)") from None
@@ -147,56 +154,129 @@ def _attempt(url: str, sink, limit: int | None, via: "Via") -> tuple[str, int]:
     return h.hexdigest(), size
 
 
-def _origin(url: str) -> tuple[str, str, int | None]:
-    parts = urlsplit(url)
-    return parts.scheme, (parts.hostname or "").lower(), parts.port
+def _check_declared(resp: requests.Response, url: str, limit: int | None) -> None:
+    declared = resp.headers.get("Content-Length", "")
+    if limit is not None and declared.isdigit() and int(declared) > limit:
+        raise IntegrityError(f"{url}: {shown(declared, 30, False)} bytes announced, at most {limit} expected")
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Scheme, host and port of a URL: what credentials are bound to."""
+
+    scheme: str
+    host: str
+    port: int
+
+    @classmethod
+    def of(cls, url: str) -> "Origin":
+        parts = urlsplit(url)
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        scheme = parts.scheme.lower()
+        return cls(scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme, 0))
+
+    @property
+    def loopback(self) -> bool:
+        return self.host in LOOPBACK
+
+    @property
+    def private(self) -> bool:
+        """Whether a secret may travel to it: over https, or to this machine."""
+        return self.scheme == "https" or (self.scheme == "http" and self.loopback)
+
+    def __str__(self) -> str:
+        return f"{self.scheme}://{self.host}:{self.port}"
 
 
 @dataclass(frozen=True)
 class Via:
-    """How a download may reach its bytes.
+    """How a request may reach its answer; every request of a channel passes here (send()).
 
-    headers: extra request headers (a registry's Authorization), sent to the URL's own origin only.
-    other_hosts: redirects may leave the origin (an OCI registry sends blob pulls to its storage or
-    CDN; the bytes are checked against their digest); the headers are dropped there.
+    headers: credentials (a registry's Authorization), sent only to origin (default: the origin of
+    the URL asked for), and only over https or to a loopback host; never after a redirect elsewhere.
+    other_hosts: GET redirects may leave the origin, to https only (an OCI registry sends blob pulls
+    to its storage or CDN; the bytes are checked against their digest); the headers stay behind.
     """
 
     headers: tuple[tuple[str, str], ...] = ()
+    origin: Origin | None = None
     other_hosts: bool = False
 
+    def headers_for(self, url: str, first: str) -> dict[str, str]:
+        """The credentials a request to url (reached from first) may carry."""
+        origin = self.origin or Origin.of(first)
+        here = Origin.of(url)
+        return dict(self.headers) if self.headers and here == origin and here.private else {}
 
-def _get(url: str, ends: float, via: Via) -> requests.Response:
-    """GET url, following at most MAX_REDIRECTS redirects, each to the same scheme, host and port
-    unless via allows other hosts (and then only to https, or to http on the same host)."""
+
+def send(method: str, url: str, via: Via, ends: float, *, session: requests.Session | None = None,
+         headers: dict[str, str] | None = None, data=None) -> requests.Response:
+    """One request, streamed (the caller reads and closes the answer), under the rules of via:
+    credentials only to their origin; GET and HEAD redirects (at most MAX_REDIRECTS) only to the same
+    origin unless via allows other hosts (then to https only); other methods are never redirected.
+    ends: the time.monotonic() by which the whole exchange must be done."""
     current = url
+    call = session.request if session is not None else requests.request
     for _ in range(MAX_REDIRECTS + 1):
-        connect = max(0.1, min(timeout(), ends - time.monotonic()))
-        same = _origin(current) == _origin(url)
-        headers = {"User-Agent": f"tfaot-dist/{__version__}", "Accept-Encoding": "identity",
-                   **(dict(via.headers) if same else {})}
-        resp = requests.get(current, stream=True, timeout=(connect, timeout()), allow_redirects=False,
-                            headers=headers)
+        remaining = ends - time.monotonic()
+        if remaining <= 0:
+            raise requests.Timeout(f"deadline reached before {method} {current}")
+        wait = max(0.1, min(timeout(), remaining))
+        sent = {"User-Agent": f"tfaot-dist/{__version__}", "Accept-Encoding": "identity", **(headers or {}),
+                **via.headers_for(current, url)}
+        resp = call(method, current, stream=True, timeout=(wait, wait), allow_redirects=False, headers=sent,
+                    data=data)
         if not resp.is_redirect:
             return resp
         target = urljoin(current, resp.headers.get("Location", ""))
         resp.close()
-        if _origin(target) != _origin(url) and not (via.other_hosts and urlsplit(target).scheme == "https"):
+        if method not in ("GET", "HEAD"):
+            raise SourceUnavailable(f"{method} {url}: redirected to {shown(target)}; refused (only reads "
+                                    "follow redirects)")
+        here, there = Origin.of(url), Origin.of(target)
+        if there != here and not (via.other_hosts and there.scheme == "https"):
             raise SourceUnavailable(f"{url}: redirected to another host or scheme ({shown(target)}); "
                                     "refused (give the final URL)")
         current = target
     raise SourceUnavailable(f"{url}: more than {MAX_REDIRECTS} redirects")
 
 
+def read_capped(resp: requests.Response, url: str, limit: int, ends: float) -> bytes:
+    """The whole body of resp (closed after), refused past limit bytes or past the deadline."""
+    parts, size = [], 0
+    with resp:
+        _check_declared(resp, url, limit)
+        while chunk := resp.raw.read1(CHUNK, decode_content=False):
+            size += len(chunk)
+            if size > limit:
+                raise IntegrityError(f"{url}: larger than {limit} bytes")
+            parts.append(chunk)
+            if time.monotonic() > ends:
+                raise requests.Timeout(f"{url}: not complete within the deadline")
+    return b"".join(parts)
+
+
 def _with_retries(url: str, start, limit: int | None, via: Via = Via()) -> tuple[str, int]:
-    """Run attempts of url; start() gives a fresh sink for each one."""
+    """Run attempts of url; start() gives a fresh sink for each one. One deadline covers them all."""
     n = attempts()
+    budget = deadline()
+    ends = time.monotonic() + budget
     for i in range(n):
         try:
-            return _attempt(url, start(), limit, via)
+            return _attempt(url, start(), limit, via, ends, budget)
+        except _Late as exc:
+            raise SourceUnavailable(f"{url}: {exc}") from None
         except _Retry as exc:
-            if i + 1 == n:
-                raise SourceUnavailable(f"{url}: {exc} (after {n} attempts)") from None
-            time.sleep(BACKOFF * 2**i)
+            pause = BACKOFF * 2**i
+            if i + 1 == n or time.monotonic() + pause >= ends:
+                raise SourceUnavailable(f"{url}: {exc} (after {i + 1} attempt{'s' if i else ''})") from None
+            time.sleep(pause)
     raise AssertionError("unreachable")
 
 

@@ -15,6 +15,8 @@ import time
 from collections.abc import Mapping
 from typing import Protocol, TextIO
 
+from tfaot_dist.util.textsafe import actions_safe
+
 
 class Reporter(Protocol):
     def start(self, name: str) -> None: ...
@@ -140,11 +142,12 @@ class GithubReporter(_Base):
 
 
 def _escape_data(text: str) -> str:
-    """Workflow command data: %, CR and LF are encoded so a message cannot start a command of its own."""
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """Workflow command data: %, CR and LF are encoded so a message cannot start a command of its own,
+    and "##[" is broken (the runner reads it anywhere in a line)."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A").replace("##[", "# #[")
 
 
 def _command_safe(line: str) -> str:
-    # A plain line that happens to begin with "::" would be read as a workflow command.
-    line = line.replace("\r", " ").replace("\n", " ")
-    return " " + line if line.startswith("::") else line
+    """A plain line (outside data) that the runner cannot read as a workflow command: one line, and
+    no "##[" anywhere nor "::" after leading spaces (textsafe.actions_safe)."""
+    return actions_safe(line.replace("\r", " ").replace("\n", " "))

@@ -9,13 +9,15 @@ so it is escaped here for the file it lands in:
     pkgconfig_text()   .pc files: no "$" (variables), "#" (comments), "\\" (continuations)
     one_line()         every target: control characters, line breaks included, become spaces
     shown()            a value quoted in an error message: repr, at most MAX_TEXT characters
-    terminal()         anything printed: control characters escaped (line breaks and tabs kept)
+    terminal()         anything printed: control characters escaped (line breaks and tabs kept), and
+                       under GitHub Actions no line can be read as a workflow command (actions_safe)
 
 The environment's finalize hook refuses any value holding a line break, so a
 value that skipped its check still cannot add a line to a spec or a shell
 script.
 """
 
+import os
 import re
 import reprlib
 from functools import cache
@@ -50,9 +52,35 @@ _TERMINAL_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def terminal(text: str) -> str:
-    """Text for a terminal: control characters (escape sequences, carriage returns) become \\xNN."""
-    return _TERMINAL_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+    """Text for a terminal: control characters (escape sequences, carriage returns) become \\xNN;
+    under GitHub Actions, each line is also made inert for the runner (actions_safe)."""
+    text = _TERMINAL_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
                                  else f"\\u{ord(m.group()):04x}", text)
+    return actions_safe(text) if under_actions() else text
+
+
+def under_actions() -> bool:
+    return os.environ.get("GITHUB_ACTIONS") == "true"
+
+
+def actions_safe(text: str) -> str:
+    """Each line of text as the GitHub Actions runner must not read it as a workflow command: the
+    runner takes `##[cmd]` anywhere in a line and `::cmd::` after leading white space, so "##["
+    becomes "# #[" and a leading "::" becomes ": :" (our own commands are written by progress.py)."""
+    out = []
+    for line in text.split("\n"):
+        line = line.replace("##[", "# #[")
+        rest = line.lstrip()
+        if rest.startswith("::"):
+            line = line[: len(line) - len(rest)] + ": :" + rest[2:]
+        out.append(line)
+    return "\n".join(out)
+
+
+def actions_json(text: str) -> str:
+    """A JSON document printed under GitHub Actions: "##[" inside strings written as "#\\u0023[" (the
+    same JSON value); json.dumps escapes line breaks and no line of it starts with "::"."""
+    return text.replace("##[", "#\\u0023[") if under_actions() else text
 
 
 def spec_text(text: str, limit: int = MAX_TEXT) -> str:

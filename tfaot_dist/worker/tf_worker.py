@@ -95,8 +95,53 @@ def _describe(name, dtype, shape):
     return {"name": name, "dtype": dtype.name, "dims": dims}
 
 
-def _signature(fn):
-    """Inputs and outputs of a signature function, sorted by name, with full dims (None = dynamic)."""
+# Signature keys become tfcompile's feed and fetch names, "feed_KEY" and "fetch_KEY" with "/" as "_",
+# which tfcompile checks as C++ identifiers (ValidateConfig of tf2xla_util.cc, tfcompile_util.cc in
+# older TensorFlow: ValidateCppIdent [_a-zA-Z][_a-zA-Z0-9]*, no duplicates, not both X and X_data).
+KEY_RULE = "letters, digits, '_' and '/' only (they become the C++ names feed_KEY and fetch_KEY, '/' as '_')"
+DTYPE_BYTES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8, "bool": 1}
+
+
+def _check_keys(kind, tensors):
+    seen = {}
+    for t in tensors:
+        name = t["name"]
+        if not re.fullmatch(r"[A-Za-z0-9_/]+", name):
+            raise WorkerError(INVALID_INPUT, f"{kind} key {name[:100]!r}: not a name tfcompile accepts: {KEY_RULE}")
+        cpp = name.replace("/", "_")
+        if cpp in seen:
+            raise WorkerError(INVALID_INPUT, f"{kind} keys {seen[cpp]!r} and {name!r} give the same C++ name "
+                                             f"{cpp!r} ('/' becomes '_'); rename one")
+        seen[cpp] = name
+    for cpp, name in seen.items():
+        if cpp + "_data" in seen:
+            raise WorkerError(INVALID_INPUT, f"{kind} keys {name!r} and {seen[cpp + '_data']!r}: tfcompile refuses "
+                                             "a name next to the same name + '_data'; rename one")
+
+
+def check_bounds(signature, req, batch_sizes=()):
+    """Declared sizes within the request's bounds (limits.py): elements of an input per row, and the
+    bytes of all inputs at the largest batch size the worker will allocate."""
+    most = req.get("max_row_elements")
+    row_bytes = 0
+    for t in signature["inputs"]:
+        elements = 1
+        for d in t["shape"]:
+            elements *= d
+        if most and elements > most:
+            raise WorkerError(INVALID_INPUT, f"input '{t['name']}' declares {elements} elements per row "
+                                             f"(shape {t['shape']}), at most {most} (TFAOT_DIST_MAX_ROW_ELEMENTS)")
+        row_bytes += elements * DTYPE_BYTES[t["dtype"]]
+    budget = req.get("max_batch_bytes")
+    largest = max(batch_sizes, default=0)
+    if budget and largest and row_bytes * largest > budget:
+        raise WorkerError(INVALID_INPUT, f"the inputs take {row_bytes * largest} bytes at batch size {largest} "
+                                         f"({row_bytes} per row), at most {budget} (TFAOT_DIST_MAX_BATCH_BYTES)")
+
+
+def _signature(fn, req=None):
+    """Inputs and outputs of a signature function, sorted by name, with full dims (None = dynamic);
+    keys and declared sizes checked (req: the request's bounds)."""
     specs = fn.structured_input_signature[1]
     inputs = [_describe(n, s.dtype, s.shape) for n, s in sorted(specs.items())]
     outputs = [_describe(n, t.dtype, t.shape) for n, t in sorted(fn.structured_outputs.items())]
@@ -121,7 +166,10 @@ def _signature(fn):
                 )
             t["shape"] = dims[1:]
             del t["dims"]
-    return {"inputs": inputs, "outputs": outputs}
+        _check_keys(kind, tensors)
+    signature = {"inputs": inputs, "outputs": outputs}
+    check_bounds(signature, req or {}, (req or {}).get("batch_sizes") or ())
+    return signature
 
 
 def _freeze(concrete):
@@ -196,7 +244,7 @@ MAX_NODES = 5  # node names listed per unsupported op
 
 def do_inspect(tf, req):
     _, fn = _load_signature(tf, req["saved_model"], req["serving_key"])
-    return {"signature": _signature(fn)}
+    return {"signature": _signature(fn, req)}
 
 
 def do_check(tf, req):
@@ -207,7 +255,7 @@ def do_check(tf, req):
     xla_flags = _xla_flags(tf, os.environ.get("XLA_FLAGS", ""))
     os.environ["XLA_FLAGS"] = " ".join(xla_flags)
     _, fn = _load_signature(tf, req["saved_model"], req["serving_key"])
-    signature = _signature(fn)
+    signature = _signature(fn, req)
     graph_def, config = _frozen(tf, fn, signature, 1)
     _tensorflow_activations(tf, graph_def)
     if _writes_no_conv3d(tf):
@@ -691,7 +739,8 @@ def _reference(tf, fn, signature, sizes, out_dir, seed):
 def do_compile(tf, req):
     t = time.perf_counter()
     _, fn = _load_signature(tf, req["saved_model"], req["serving_key"])
-    signature = _signature(fn)
+    signature = _signature(fn, req)
+    check_bounds(signature, req, list(req["batch_sizes"]) + list(req.get("reference_sizes") or []))
     t = _stage("load", t)
     out_dir = req["output_dir"]
     class_name, namespace = req["class_name"], req["namespace"]
