@@ -10,9 +10,11 @@ import pytest
 import yaml
 
 from conftest import DataRepo, git, snapshot
+from hostile import RUNTIME, RUNTIME_VERSION, Channel, archive_bytes, hand_built_dist, model_files, refused
+from httpserve import Server
 from tfaot_dist.sources import GitSources
 
-INVALID, UNAVAILABLE, INTEGRITY = 3, 4, 7
+USAGE, INVALID, UNAVAILABLE, INTEGRITY = 2, 3, 4, 7
 
 
 def entry_of(registry: Path, name: str) -> dict:
@@ -218,3 +220,171 @@ def test_offline_build_creates_no_toolchain(run, registry, cache, tmp_path):
     assert snapshot(registry, cache) == before
     assert not (tmp_path / "dist").exists() or not any((tmp_path / "dist").iterdir())
     assert git("rev-parse", "HEAD", cwd=repo.work) == commit
+
+
+# ---------------------------------------------------------------- publish, yank, dry runs, remove
+# Hand-built packages (tests/hostile.py): what publish and setup read, without a compiler.
+
+
+def test_publish_takes_names_skips_what_is_published_and_names_every_conflict(run, tmp_path):
+    dist = hand_built_dist(tmp_path / "dist", models=("a", "b"))
+    channel = tmp_path / "channel"
+    # Only a (and the runtime it requires): b stays unpublished.
+    out, _ = run("publish", "a", "--channel", channel, "--dist", dist, "--json")
+    assert sorted((p["name"], p["status"]) for p in json.loads(out)["packages"]) == [
+        ("tfaot-model-a", "published"), (RUNTIME, "published")]
+    # Everything: what is there with the same bytes is skipped, b is published.
+    out, _ = run("publish", "--channel", channel, "--dist", dist, "--json")
+    assert sorted((p["name"], p["status"]) for p in json.loads(out)["packages"]) == [
+        ("tfaot-model-a", "unchanged"), ("tfaot-model-b", "published"), (RUNTIME, "unchanged")]
+    # Other bytes under published versions: every one named, nothing written, exit 7.
+    other = tmp_path / "other"
+    other.mkdir()
+    for model in ("a", "b"):
+        files, extra = model_files(model)
+        files[f"include/tfaot-model-{model}/model.h"] += b"// rebuilt\n"
+        (other / f"tfaot-model-{model}-1.0.tar.gz").write_bytes(archive_bytes(f"tfaot-model-{model}", "1.0", files, extra))
+    line = refused(run, channel, "publish", "--channel", channel, "--dist", other, code=INTEGRITY)
+    assert "2 package versions already in" in line and "nothing published" in line
+    assert "tfaot-model-a 1.0: published sha256" in line and "tfaot-model-b 1.0: published sha256" in line
+    assert "tfaot-dist update NAME --new-build" in line
+    # A selection that matches nothing, and a model whose runtime would be missing.
+    assert "no archive of tfaot-model-c" in refused(run, channel, "publish", "c", "--channel", channel, "--dist",
+                                                     dist, code=INVALID)
+    lonely = tmp_path / "lonely"
+    lonely.mkdir()
+    shutil.copy(dist / "tfaot-model-a-1.0.tar.gz", lonely)
+    line = refused(run, tmp_path / "new-channel-parent", "publish", "--channel", tmp_path / "new-channel-parent" / "c",
+                   "--dist", lonely, code=INVALID)
+    assert f"tfaot-model-a 1.0 requires {RUNTIME} {RUNTIME_VERSION}, which neither" in line
+
+
+def test_yank_hides_a_version_from_ranges_but_not_from_an_exact_pin(run, tmp_path):
+    channel = Channel(tmp_path / "channel").runtime().model("a", "1.0").model("a", "1.1")
+    run("publish", "--channel", channel.root, "--dist", hand_built_dist(tmp_path / "dist", models=()))  # catalogue
+    out, _ = run("yank", "a==1.1", "--reason", "wrong <normalisation>, use 1.0", "--channel", channel.root)
+    assert "tfaot-model-a 1.1: yanked (wrong <normalisation>, use 1.0)" in out
+    row = next(r for r in json.loads((channel.root / "index.json").read_text())["packages"] if r["version"] == "1.1")
+    assert row["yanked"] == "wrong <normalisation>, use 1.0" and row["revision"] == 1
+    # The same yank again changes nothing.
+    before = snapshot(channel.root)
+    assert "as it was" in run("yank", "a==1.1", "--reason", "wrong <normalisation>, use 1.0", "--channel",
+                              channel.root)[0]
+    assert snapshot(channel.root) == before
+
+    # Names and ranges skip it; an exact pin takes it, with a warning naming the reason.
+    area = tmp_path / "area"
+    out, _ = run("setup", "a", "--channel", channel.root, "--area", area, "--json")
+    assert [r["version"] for r in json.loads(out)["results"] if r["name"] == "tfaot-model-a"] == ["1.0"]
+    out, err = run("setup", "a==1.1", "--channel", channel.root, "--area", area, "--json")
+    assert [r["version"] for r in json.loads(out)["results"] if r["name"] == "tfaot-model-a"] == ["1.1"]
+    assert "warning: tfaot-model-a 1.1 is yanked from" in err and "wrong <normalisation>, use 1.0" in err
+    line = run.error("setup", "a>1.0", "--channel", channel.root, "--area", tmp_path / "other-area", expect=INVALID)
+    assert "available: 1.0, 1.1 (yanked)" in line
+
+    # The catalogue: the version struck through with its reason (escaped), the listing shows 1.0.
+    page = (channel.root / "packages" / "tfaot-model-a" / "1.1" / "index.html").read_text()
+    assert '<p id="yanked" class="yanked"><strong>Yanked:</strong> wrong &lt;normalisation&gt;, use 1.0.' in page
+    assert "<s>1.1</s>" in page
+    listing = (channel.root / "index.html").read_text()
+    assert "<td>1.0</td>" in listing and "(yanked: wrong &lt;normalisation&gt;, use 1.0)" in listing
+    assert "2 packages in this channel: 1 model and 1 runtime they link against" in listing
+
+    # Taken back: ranges see it again.
+    run("yank", "a==1.1", "--undo", "--channel", channel.root)
+    row = next(r for r in json.loads((channel.root / "index.json").read_text())["packages"] if r["version"] == "1.1")
+    assert "yanked" not in row and row["revision"] == 2
+    out, _ = run("setup", "a", "--channel", channel.root, "--area", tmp_path / "third", "--json")
+    assert [r["version"] for r in json.loads(out)["results"] if r["name"] == "tfaot-model-a"] == ["1.1"]
+
+
+@pytest.mark.parametrize("args, code, message", [
+    (["a>=1.0", "--reason", "x"], INVALID, "name one version exactly (NAME==VERSION)"),
+    (["a==9.9", "--reason", "x"], INVALID, "tfaot-model-a 9.9 is not in"),
+    (["a==1.0", "--reason", "two\nlines"], INVALID, "--reason: invalid text"),
+    (["a==1.0", "--reason", ""], INVALID, "--reason: expected a reason of 1 to 500 characters"),
+    (["a==1.0"], USAGE, "give --reason TEXT (or --undo"),
+])
+def test_yank_refusals(run, tmp_path, args, code, message):
+    channel = Channel(tmp_path / "channel").runtime().model("a", "1.0")
+    assert message in refused(run, channel.root, "yank", *args, "--channel", channel.root, code=code)
+
+
+def test_yank_needs_a_channel_that_can_be_written(run, tmp_path):
+    channel = Channel(tmp_path / "channel").runtime().model("a", "1.0")
+    server = Server(channel.root)
+    try:
+        line = refused(run, channel.root, "yank", "a==1.0", "--reason", "x", "--channel", server.url(""), code=USAGE)
+    finally:
+        server.close()
+    assert "is read only over http(s); publish and yank write to the channel directory" in line
+
+
+def test_setup_dry_run_says_what_would_change_and_changes_nothing(run, tmp_path):
+    channel = Channel(tmp_path / "channel").runtime().model("a", "1.0")
+    area = tmp_path / "area"
+    out, _ = run("setup", "a", "--dry-run", "--channel", channel.root, "--area", area)
+    assert out.splitlines() == [f"would install {RUNTIME} {RUNTIME_VERSION}", "would install tfaot-model-a 1.0"]
+    assert not area.exists()
+    run("setup", "a", "--channel", channel.root, "--area", area)
+    channel.model("a", "1.1")
+    before = snapshot(area)
+    out, _ = run("setup", "a", "--dry-run", "--channel", channel.root, "--area", area, "--json")
+    plan = json.loads(out)["plan"]
+    assert [(p["name"], p["action"], p["previous"]) for p in plan] == [
+        (RUNTIME, "keep", None), ("tfaot-model-a", "upgrade", "1.0")]
+    assert snapshot(area) == before
+
+
+def test_remove_takes_a_package_out_and_keeps_a_needed_runtime(run, tmp_path, monkeypatch):
+    channel = Channel(tmp_path / "channel").runtime().model("a").model("b")
+    area = tmp_path / "area"
+    tfaot = area / "tfaot"
+    bin_dir, calls = tmp_path / "bin", tmp_path / "scram-calls"
+    bin_dir.mkdir()
+    (bin_dir / "scram").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    (bin_dir / "scram").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    run("setup", "a", "b", "--channel", channel.root, "--area", area)
+    assert calls.read_text().count("setup ") == 3
+
+    before = snapshot(area)
+    out, _ = run("remove", "a", "--dry-run", "--area", area)
+    assert out.strip() == f"would remove tfaot-model-a 1.0 ({tfaot / 'tfaot-model-a' / '1.0'}) and its scram tool"
+    assert snapshot(area) == before
+
+    run("remove", "a", "--area", area)
+    assert calls.read_text().splitlines()[-1] == "tool remove tfaot-model-a"
+    installed = json.loads((tfaot / "installed.json").read_text())["packages"]
+    assert sorted(installed) == ["tfaot-model-b", RUNTIME]
+    for gone in ("tfaot-model-a", "scram.d/tfaot-model-a.xml", "lib/cmake/tfaot-model-a",
+                 "lib/pkgconfig/tfaot-model-a.pc"):
+        assert not (tfaot / gone).exists(), gone
+    assert (tfaot / "tfaot-model-b" / "1.0" / "manifest.json").is_file()
+    env = (tfaot / "env.sh").read_text()
+    assert "tfaot-model-a" not in env and "tfaot-model-b" in env
+
+    # The runtime b needs stays, with one line naming b; with b gone it may go, and the area is empty.
+    line = refused(run, area, "remove", RUNTIME, "--area", area, code=INVALID)
+    assert f"{RUNTIME} {RUNTIME_VERSION} is needed by tfaot-model-b 1.0" in line
+    _, err = run("remove", "b", "--area", area)
+    assert f"no installed model needs {RUNTIME} {RUNTIME_VERSION} any more" in err
+    run("remove", RUNTIME, "--area", area)
+    assert json.loads((tfaot / "installed.json").read_text())["packages"] == {}
+    assert sorted(p.name for p in tfaot.iterdir() if not p.name.startswith(".")) == ["installed.json", "lib", "scram.d"]
+    assert not any(p.is_file() for p in (tfaot / "lib").rglob("*")) and not any((tfaot / "scram.d").iterdir())
+    assert "not installed in" in refused(run, area, "remove", "a", "--area", area, code=INVALID)
+
+
+def test_remove_never_follows_a_link(run, tmp_path):
+    channel = Channel(tmp_path / "channel").runtime().model("a")
+    area = tmp_path / "area"
+    run("setup", "a", "--channel", channel.root, "--area", area)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("the user's")
+    pkg_dir = area / "tfaot" / "tfaot-model-a" / "1.0"
+    shutil.rmtree(pkg_dir)
+    pkg_dir.symlink_to(outside)
+    refused(run, tmp_path, "remove", "a", "--area", area, code=INTEGRITY)
+    assert (outside / "keep.txt").read_text() == "the user's"

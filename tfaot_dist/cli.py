@@ -222,17 +222,49 @@ def _result_json(r: builder.BuildResult) -> dict:
 def cmd_publish(args) -> int:
     from tfaot_dist.channels import channel
 
-    published = channel.publish(args.dist.absolute(), args.channel, args.cache, log)
+    published = channel.publish(args.dist.absolute(), args.channel, args.cache, log, args.packages)
     emit(args, {"channel": args.channel, "packages": [vars(p) for p in published]},
          "\n".join(f"{p.name} {p.version}: {p.status} ({p.sha256[:12]})" for p in published))
     return 0
 
 
-def cmd_setup(args) -> int:
+def cmd_yank(args) -> int:
+    from tfaot_dist.channels import channel
+
+    if args.undo == (args.reason is not None):
+        raise UsageError("yank: give --reason TEXT (or --undo to take a yank back)")
+    row, changed = channel.yank(args.channel, args.cache, args.requirement, None if args.undo else args.reason, log)
+    state = f"yanked ({row.yanked})" if row.yanked else "not yanked"
+    emit(args, {"channel": args.channel, "name": row.name, "version": row.version, "yanked": row.yanked,
+                "changed": changed},
+         f"{row.name} {row.version}: {state}{'' if changed else ', as it was'} in {args.channel}")
+    return 0
+
+
+def cmd_remove(args) -> int:
     import shutil
 
     from tfaot_dist.channels import setup_area
-    from tfaot_dist.channels.channel import open_channel
+
+    area = args.area or (Path(os.environ["CMSSW_BASE"]) if os.environ.get("CMSSW_BASE") else None)
+    if area is None:
+        raise UsageError("remove: give --area (or set CMSSW_BASE)")
+    removed = setup_area.remove(args.packages, area, log, shutil.which("scram"), dry_run=args.dry_run)
+    verb = "would remove" if args.dry_run else "removed"
+    emit(args, {"area": str(area.absolute()), "dry_run": args.dry_run,
+                "removed": [{"name": r.name, "version": r.version, "path": str(r.path), "scram": r.scram}
+                            for r in removed]},
+         "\n".join(f"{verb} {r.name} {r.version} ({r.path}){' and its scram tool' if r.scram else ''}"
+                   for r in removed))
+    return 0
+
+
+def cmd_setup(args) -> int:
+    import dataclasses
+    import shutil
+
+    from tfaot_dist.channels import setup_area
+    from tfaot_dist.channels.channel import open_channel, parse_requirement
 
     area = args.area or (Path(os.environ["CMSSW_BASE"]) if os.environ.get("CMSSW_BASE") else None)
     location = args.channel or os.environ.get("TFAOT_DIST_CHANNEL")
@@ -253,7 +285,8 @@ def cmd_setup(args) -> int:
         elif location:
             rows = open_channel(location, args.cache, args.offline).index.rows
             emit(args, {"channel": location, "packages": [p.as_dict() for p in rows]},
-                 "\n".join(f"{p.name:40} {p.version:28} {p.sha256[:12]}" for p in rows))
+                 "\n".join(f"{p.name:40} {p.version:28} {p.sha256[:12]}" + (f"  yanked: {p.yanked}" if p.yanked else "")
+                           for p in rows))
         else:
             raise UsageError("setup --list: give --area (installed packages) or --channel (available ones)")
         return 0
@@ -263,13 +296,23 @@ def cmd_setup(args) -> int:
         raise UsageError("setup: give --area (or set CMSSW_BASE)")
     if not location:
         raise UsageError("setup: give --channel (or set TFAOT_DIST_CHANNEL)")
-    ch = open_channel(location, args.cache, args.offline)
+    ch = open_channel(location, args.cache, args.offline, log)
     for text in args.requirements:
-        package, _ = setup_area.parse_requirement(text)
+        package, _ = parse_requirement(text)
         if not ch.index.versions(package):
             known = sorted({p.name.removeprefix("tfaot-model-") for p in ch.index.rows if p.kind == "model"})
             raise InvalidInput(f"{text!r}: {package} is not in the channel {location}" + did_you_mean(
                 package.removeprefix("tfaot-model-"), known, f"tfaot-dist setup --list --channel {location}"))
+    if args.dry_run:
+        steps = setup_area.plan_setup(args.requirements, ch, area)
+        words = {"install": "would install", "upgrade": "would upgrade", "replace": "would replace",
+                 "keep": "already installed:"}
+        emit(args, {"area": str(area.absolute()), "channel": location, "dry_run": True,
+                    "plan": [dataclasses.asdict(step) for step in steps]},
+             "\n".join(f"{words[s.action]} {s.name} {s.version}"
+                       + (f" (removes {s.previous})" if s.previous else "")
+                       + (f" (yanked: {s.yanked})" if s.yanked else "") for s in steps))
+        return 0
     report = setup_area.setup(args.requirements, ch, area, args.cache, args.offline, log, shutil.which("scram"))
     lines = [f"{r.name} {r.version}: {r.status}{f' (was {r.previous})' if r.previous else ''} ({r.path})"
              for r in report.results]
@@ -667,7 +710,36 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--channel", required=True, metavar="DIR|oci://HOST/NS",
                    help="channel directory (serve it over HTTP as is) or oci://HOST[:PORT]/NAMESPACE")
     s.add_argument("--dist", type=Path, default=Path("dist"), help="directory of built packages (default: ./dist)")
+    s.add_argument("packages", nargs="*", metavar="PACKAGE",
+                   help="only these archives of --dist (NAME or a specifier, e.g. 'my-model>=1.1'), with the "
+                   "runtimes they require (default: every archive)")
     s.set_defaults(func=cmd_publish)
+
+    s = _command(sub, common, "yank", "mark a published version as yanked (or take the mark back)",
+                 "Mark one version in the channel's index as yanked, with the reason: setup skips it for names "
+                 "and ranges and installs it only when it is pinned exactly (NAME==VERSION), with a warning "
+                 "naming the reason; the catalogue shows it struck through. The archive stays, so areas and "
+                 "builds that use it keep working. Directory and OCI channels.",
+                 ["tfaot-dist yank 'my-model==1.0.0' --reason 'wrong normalisation, use 1.0.1' --channel /srv/channel",
+                  "tfaot-dist yank my-model==1.0.0 --undo --channel oci://ghcr.io/OWNER/tfaot"])
+    s.add_argument("requirement", metavar="NAME==VERSION", help="the version to yank")
+    s.add_argument("--channel", required=True, metavar="DIR|oci://HOST/NS", help="the channel")
+    s.add_argument("--reason", metavar="TEXT", help="why (one line, shown by setup and the catalogue)")
+    s.add_argument("--undo", action="store_true", help="take the yank back")
+    s.set_defaults(func=cmd_yank)
+
+    s = _command(sub, common, "remove", "take packages out of a user area",
+                 "Remove installed packages from AREA/tfaot: their directories, tool files, CMake and "
+                 "pkg-config files, their lines in env.sh and installed.json, and, with scram on the PATH, "
+                 "`scram tool remove NAME` for tools scram had taken. A runtime an installed model still "
+                 "needs is refused.",
+                 ["tfaot-dist remove my-model --area $CMSSW_BASE", "tfaot-dist remove my-model --dry-run --area ~/area",
+                  "tfaot-dist remove my-model tfaot-xla-runtime --area ~/area"])
+    s.add_argument("packages", nargs="+", metavar="NAME", help="installed model name or package name "
+                   "(a specifier such as 'my-model==1.0' must match the installed version)")
+    s.add_argument("--area", type=Path, help="user area (default: $CMSSW_BASE)")
+    s.add_argument("--dry-run", action="store_true", help="print what would be removed, change nothing")
+    s.set_defaults(func=cmd_remove)
 
     s = _command(sub, common, "setup", "install models (and their runtime) from a channel",
                  "Download the newest matching version of each model and the runtime it was verified with, "
@@ -683,6 +755,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--area", type=Path, help="user area (default: $CMSSW_BASE)")
     s.add_argument("--list", action="store_true", help="list installed packages (--area) or available (--channel)")
     s.add_argument("--offline", action="store_true", help="use the cache only; fail naming what is missing")
+    s.add_argument("--dry-run", action="store_true",
+                   help="print what would be installed, upgraded or replaced (from the index), change nothing")
     s.add_argument("--repair", action="store_true",
                    help="drop invalid rows of the area's installed.json and tidy the area to what it lists")
     s.set_defaults(func=cmd_setup)

@@ -127,6 +127,16 @@ def _signature(value: dict, where: str) -> dict:
     return value
 
 
+MAX_YANK_REASON = 500
+
+
+def yank_reason(value: str, where: str) -> str:
+    names.free_text(value, where)
+    if not value.strip() or len(value) > MAX_YANK_REASON:
+        raise InvalidInput(f"{where}: expected a reason of 1 to {MAX_YANK_REASON} characters, got {shown(value)}")
+    return value
+
+
 def check(fn, **extra) -> dict:
     """Field metadata: fn(value, where) validates (and returns) the already type-checked value."""
     return {"check": fn, **extra}
@@ -279,6 +289,10 @@ class IndexRow(Document):
     tensorflow_version: str
     batch_sizes: tuple[int, ...]  # () for the runtime
     signature: dict | None = field(metadata=check(_signature))  # inputs and outputs; None for the runtime
+    # Yanked (PEP 592's sense): the reason. setup takes the version only when it is pinned exactly.
+    yanked: str | None = field(default=None, metadata=check(yank_reason, omit_default=True))
+    # Raised by each change of a listed row (a yank, its undoing): OCI readers merge index parts by it.
+    revision: int = field(default=0, metadata=check(_non_negative, omit_default=True))
 
     def __post_init__(self):
         if (self.kind == "runtime") != (self.name == RUNTIME):

@@ -188,6 +188,18 @@ class AreaWriter:
 
     # ---- removing
 
+    def check_removable(self, rel: str) -> None:
+        """What remove(rel) would refuse, refused now (before anything else changes): rel a link, or
+        a link on the way."""
+        try:
+            with self._parent(rel) as (dfd, name):
+                if stat.S_ISLNK(os.lstat(name, dir_fd=dfd).st_mode):
+                    raise OSError(errno.ELOOP, "a symbolic link", name)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise self._failed(rel, exc) from None
+
     def remove(self, rel: str) -> None:
         """Remove the file or directory tree rel; rel a link, or a link on the way, is refused (a link
         inside the tree is removed itself, never followed)."""

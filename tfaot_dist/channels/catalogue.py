@@ -60,8 +60,9 @@ class Row:
     name: str
     model: str  # NAME of tfaot-model-NAME
     kind: str
-    latest: str
-    older: tuple[str, ...]
+    latest: str  # the newest version setup takes for a range (not yanked, unless all are)
+    older: tuple[tuple[str, str | None], ...]  # other versions, newest first, each with its yank reason
+    yanked: str | None  # latest's yank reason (every version is yanked)
     description: str
     tensorflow: str
     batch_sizes: str
@@ -142,10 +143,15 @@ def _write_if_differs(path: Path, text: str) -> None:
 
 
 def _newest(rows) -> list:
+    """The version the listing shows of each package (as _index_page chooses it)."""
     by_name: dict[str, list] = {}
     for row in rows:
         by_name.setdefault(row.name, []).append(row)
-    return [max(versions, key=lambda r: Version(r.version)) for versions in by_name.values()]
+    out = []
+    for versions in by_name.values():
+        taken = [r for r in versions if r.yanked is None] or versions
+        out.append(max(taken, key=lambda r: Version(r.version)))
+    return out
 
 
 def _index_page(rows, descriptions: dict) -> str:
@@ -156,17 +162,18 @@ def _index_page(rows, descriptions: dict) -> str:
     listing = []
     for name in sorted(by_name):
         versions = sorted(by_name[name], key=lambda r: Version(r.version), reverse=True)
-        newest = versions[0]
+        newest = next((r for r in versions if r.yanked is None), versions[0])
         text = descriptions.get(newest.key, "") if newest.kind == "model" else (
             "XLA runtime library the models link against")
         model = name.removeprefix("tfaot-model-")
         listing.append(Row(
-            name=name, model=model, kind=newest.kind, latest=newest.version,
-            older=tuple(r.version for r in versions[1:]), description=text,
+            name=name, model=model, kind=newest.kind, latest=newest.version, yanked=newest.yanked,
+            older=tuple((r.version, r.yanked) for r in versions if r is not newest), description=text,
             tensorflow=newest.tensorflow_version, batch_sizes=", ".join(map(str, newest.batch_sizes)),
             size=_size(newest.size), search=f"{name} {text}".lower()))
-    return _template("index").render(
-        rows=listing, models=sum(r.kind == "model" for r in listing), style=STYLE, page_path=page_path)
+    return _template("index").render(rows=listing, models=sum(r.kind == "model" for r in listing),
+                                     runtimes=sum(r.kind == "runtime" for r in listing), style=STYLE,
+                                     page_path=page_path)
 
 
 def _listed(value) -> str:
@@ -297,6 +304,7 @@ pre { background: #f6f8fa; border: 1px solid #e1e5eb; border-radius: 6px; paddin
 a { color: #0b5cad; } .older { color: #5a6478; font-size: .85rem; } .tag { font-size: .8rem; color: #5a6478; }
 dl { display: grid; grid-template-columns: max-content auto; gap: .3rem 1rem; } dt { font-weight: 600; }
 dd { margin: 0; word-break: break-all; } #count { color: #5a6478; font-size: .9rem; }
+.yanked { color: #a3261b; } s { text-decoration-thickness: 2px; }
 """
 
 INDEX_TEMPLATE = """\
@@ -311,7 +319,7 @@ INDEX_TEMPLATE = """\
 </head>
 <body>
 <h1>AOT compiled TensorFlow models</h1>
-<p class="sub">{{ models }} model{{ "s" if models != 1 }} in this channel. Install one with
+<p class="sub">{{ rows | length }} package{{ "s" if rows | length != 1 }} in this channel: {{ models }} model{{ "s" if models != 1 }}{% if runtimes %} and {{ runtimes }} runtime{{ "s" if runtimes != 1 }} they link against{% endif %}. Install a model with
 <code>tfaot-dist setup NAME --channel <span class="channel-url">CHANNEL_URL</span> --area $CMSSW_BASE</code>.</p>
 <input type="search" id="search" placeholder="Search models by name or description" aria-label="Search models">
 <p id="count"></p>
@@ -321,8 +329,8 @@ INDEX_TEMPLATE = """\
 {% for r in rows %}
 <tr data-search="{{ r.search }}" data-package="{{ r.name }}">
 <td><a href="{{ page_path(r.name, r.latest) | urlpath }}">{{ r.name }}</a>{% if r.kind == "runtime" %} <span class="tag">runtime</span>{% endif %}
-{% if r.older %}<div class="older">older: {% for v in r.older %}<a href="{{ page_path(r.name, v) | urlpath }}">{{ v }}</a>{{ ", " if not loop.last }}{% endfor %}</div>{% endif %}</td>
-<td>{{ r.latest }}</td><td>{{ r.description }}</td><td>{{ r.tensorflow }}</td><td>{{ r.batch_sizes }}</td><td class="num">{{ r.size }}</td>
+{% if r.older %}<div class="older">other versions: {% for v, why in r.older %}{% if why %}<s class="yanked" title="yanked: {{ why }}"><a href="{{ page_path(r.name, v) | urlpath }}">{{ v }}</a></s> <span class="yanked">(yanked: {{ why }})</span>{% else %}<a href="{{ page_path(r.name, v) | urlpath }}">{{ v }}</a>{% endif %}{{ ", " if not loop.last }}{% endfor %}</div>{% endif %}</td>
+<td>{% if r.yanked %}<s class="yanked">{{ r.latest }}</s> <span class="yanked">(yanked: {{ r.yanked }})</span>{% else %}{{ r.latest }}{% endif %}</td><td>{{ r.description }}</td><td>{{ r.tensorflow }}</td><td>{{ r.batch_sizes }}</td><td class="num">{{ r.size }}</td>
 </tr>
 {% endfor %}
 </tbody>
@@ -363,7 +371,8 @@ VERSION_TEMPLATE = """\
 </head>
 <body>
 <p><a href="{{ depth }}index.html">&larr; all models</a></p>
-<h1>{{ row.name }} <span class="sub">{{ row.version }}</span></h1>
+<h1>{{ row.name }} <span class="sub">{% if row.yanked %}<s>{{ row.version }}</s>{% else %}{{ row.version }}{% endif %}</span></h1>
+{% if row.yanked %}<p id="yanked" class="yanked"><strong>Yanked:</strong> {{ row.yanked }}. <code>tfaot-dist setup</code> skips this version unless it is pinned exactly (<code>=={{ row.version }}</code>).</p>{% endif %}
 {% if description %}<p class="sub" id="description">{{ description }}{% if author %} ({{ author }}){% endif %}</p>{% endif %}
 
 <h2>Install</h2>

@@ -24,6 +24,7 @@ Remote indexes are kept under CACHE/channels/ after a successful setup (remember
 `setup --offline` can use the last one seen; archives go to the content-addressed CACHE/archives/.
 """
 
+import dataclasses
 import hashlib
 import json
 import shutil
@@ -35,8 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from packaging.requirements import InvalidRequirement
+from packaging.requirements import Requirement as PackagingRequirement
 from packaging.specifiers import SpecifierSet
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from tfaot_dist import names
 from tfaot_dist.cache import Cache
@@ -177,13 +180,16 @@ def index_line(archive: VerifiedArchive) -> ChannelPackage:
     )
 
 
-def verified_dist(dist: Path, copies: Path) -> list[VerifiedArchive]:
-    """Every package archive of dist, copied into copies and verified (for any kind of channel)."""
+def verified_dist(dist: Path, copies: Path, selection: list[str] | tuple[str, ...] = ()) -> list[VerifiedArchive]:
+    """The package archives of dist (selection: those matching one of these requirements, NAME or
+    NAME>=1.0, and the runtimes the chosen models require), copied into copies and verified."""
     if not dist.is_dir():
         raise InvalidInput(f"--dist: {dist} is not a directory")
     found = sorted(p for p in dist.glob("*.tar.gz") if not p.name.startswith("."))
     if not found:
         raise InvalidInput(f"--dist: no package archives (*.tar.gz) in {dist}")
+    if selection:
+        found = _selected(found, selection, dist)
     # Private copies: a build writing into dist meanwhile cannot change what is checked,
     # hashed and published between the three reads.
     verified = []
@@ -195,7 +201,39 @@ def verified_dist(dist: Path, copies: Path) -> list[VerifiedArchive]:
             raise IntegrityError(f"{path}: holds {archive.name} {archive.version}; expected the file name "
                                  f"{archive.name}-{archive.version}.tar.gz")
         verified.append(archive)
+    if selection:  # the runtimes the chosen models require, where dist has them
+        chosen = {(a.name, a.version) for a in verified}
+        for req in {r for a in verified for r in a.manifest.requires if r.name == RUNTIME}:
+            path = dist / f"{req.name}-{req.version}.tar.gz"
+            if (req.name, req.version) not in chosen and path.is_file():
+                copy = copies / path.name
+                shutil.copyfile(path, copy)
+                verified.append(verify_archive(copy, str(path)))
+                chosen.add((req.name, req.version))
     return verified
+
+
+def _selected(found: list[Path], selection: list[str] | tuple[str, ...], dist: Path) -> list[Path]:
+    """The archives whose NAME-VERSION.tar.gz matches one of the requirements (each must match one)."""
+    named = []
+    for path in found:
+        stem = path.name.removesuffix(".tar.gz")
+        name, _, version = stem.rpartition("-")
+        try:
+            if str(Version(version)) == version:
+                named.append((name, version, path))
+        except InvalidVersion:
+            continue
+    out: dict[Path, None] = {}
+    for text in selection:
+        package, specifier = parse_requirement(text)
+        hits = [path for name, version, path in named if name == package and matches(specifier, version)
+                and specifier.contains(version, prereleases=True)]
+        if not hits:
+            have = ", ".join(f"{n} {v}" for n, v, _ in named if n == package) or "none"
+            raise InvalidInput(f"{text!r}: no archive of {package} in {dist} matches (there: {have})")
+        out.update(dict.fromkeys(hits))
+    return sorted(out)
 
 
 # ---------------------------------------------------------------- the index
@@ -229,6 +267,22 @@ def render_index(packages) -> str:
     return '{"format": ' + json.dumps(FORMAT) + ', "packages": [\n' + lines + "\n]}\n"
 
 
+def parse_requirement(text: str) -> tuple[str, SpecifierSet]:
+    """'test-simple>=1.0,<2' -> ('tfaot-model-test-simple', >=1.0,<2); a package name works too."""
+    try:
+        req = PackagingRequirement(text)
+    except InvalidRequirement as exc:
+        raise InvalidInput(f"{text!r}: invalid requirement ({exc})") from None
+    if req.extras or req.url or req.marker:
+        raise InvalidInput(f"{text!r}: only NAME and version specifiers are allowed (e.g. 'test-simple>=1.0,<2')")
+    name = req.name.lower()
+    if name == RUNTIME or name.startswith("tfaot-model-"):
+        package = name
+    else:
+        package = f"tfaot-model-{names.model_name(name, repr(text))}"
+    return package, req.specifier
+
+
 def matches(specifier: SpecifierSet, version: str) -> bool:
     """PEP 440 matching, except that a local label must be asked for: `==1.0` is 1.0 only, never
     1.0+local (PEP 440 lets 1.0+anything match it, so a later local build would shadow the pin)."""
@@ -238,6 +292,12 @@ def matches(specifier: SpecifierSet, version: str) -> bool:
                 and Version(spec.version).local is None):
             return False
     return True
+
+
+def exact_pin(specifier: SpecifierSet) -> bool:
+    """`==1.0` or `===1.0`: one version asked for by name (no wildcard, no range)."""
+    specs = list(specifier)
+    return len(specs) == 1 and specs[0].operator in ("==", "===") and not specs[0].version.endswith(".*")
 
 
 @dataclass(frozen=True)
@@ -250,8 +310,11 @@ class Index:
         return sorted((p for p in self.rows if p.name == name), key=lambda p: Version(p.version))
 
     def newest(self, name: str, specifier: SpecifierSet) -> ChannelPackage | None:
-        """The newest version matching (pre-releases only when the specifier names one; see matches())."""
-        candidates = {p.version: p for p in self.versions(name) if matches(specifier, p.version)}
+        """The newest version matching (pre-releases only when the specifier names one; see matches()).
+        A yanked version only for an exact pin (`==1.0`), as PEP 592 has it for pip."""
+        pinned = exact_pin(specifier)
+        candidates = {p.version: p for p in self.versions(name)
+                      if matches(specifier, p.version) and (p.yanked is None or pinned)}
         matching = list(specifier.filter(candidates))
         if not matching:
             return None
@@ -309,14 +372,14 @@ class Channel(Protocol):
         """The channel opened for writing (a read-only channel refuses with a UsageError)."""
 
 
-def open_channel(location: str, cache: Path, offline: bool = False) -> Channel:
-    """The channel at location: the one place a location's form is recognised."""
+def open_channel(location: str, cache: Path, offline: bool = False, log: Callable[[str], None] | None = None) -> Channel:
+    """The channel at location: the one place a location's form is recognised. log: told of retries."""
     if not isinstance(location, str) or not location:
         raise InvalidInput("--channel: empty")
     if location.startswith("oci://"):
         from tfaot_dist.channels.oci import OciChannel
 
-        return OciChannel(location, cache, offline)
+        return OciChannel(location, cache, offline, log)
     if location.startswith(("http://", "https://")):
         from tfaot_dist.channels.http_channel import HttpChannel
 
@@ -338,23 +401,29 @@ class Published:
     archive: str  # relative to the channel; in an OCI registry NAMESPACE/PACKAGE@sha256:... (the layer)
 
 
-def publish(dist: Path, location: str, cache: Path, log=print) -> list[Published]:
-    """Publish every package archive in dist (models and runtimes) into the channel at location."""
-    channel = open_channel(location, cache)
+def publish(dist: Path, location: str, cache: Path, log=print,
+            selection: list[str] | tuple[str, ...] = ()) -> list[Published]:
+    """Publish the package archives in dist (models and runtimes; selection: the archives matching
+    these requirements, with the runtimes they require) into the channel at location."""
+    channel = open_channel(location, cache, log=log)
     with tempfile.TemporaryDirectory(prefix="tfaot-publish-") as copies:
-        return publish_archives(channel, verified_dist(dist, Path(copies)), log)
+        return publish_archives(channel, verified_dist(dist, Path(copies), selection), log)
+
+
+MAX_LISTED = 5  # conflicts named in one error line
 
 
 def publish_archives(channel: Channel, verified: list[VerifiedArchive], log) -> list[Published]:
     """The rules of publishing, for every transport: a package holds only its own files
-    (ownership.py); a listed version with the same bytes is unchanged, with other bytes refused;
-    every refusal before the first write; archives stored, then listed in one commit."""
+    (ownership.py); a listed version with the same bytes is unchanged (skipped), with other bytes
+    a conflict; a model whose runtime the channel would not have is refused; every refusal (all
+    conflicts named) before the first write; archives stored, then listed in one commit."""
     from tfaot_dist.channels import ownership
 
     for archive in verified:  # what setup would refuse is not published either
         ownership.check_package(archive.manifest, archive.tool_files, archive.label)
     with channel.transaction() as tx:
-        plan, out = [], []
+        plan, out, conflicts = [], [], []
         for archive in verified:
             line = index_line(archive)
             listed = tx.rows.get(line.key)
@@ -365,14 +434,51 @@ def publish_archives(channel: Channel, verified: list[VerifiedArchive], log) -> 
                 plan.append((archive, line))  # new, or stored by a publish that died before listing it
                 out.append(Published(line.name, line.version, "published", line.sha256, tx.reference(line)))
             else:
-                raise IntegrityError(f"{archive.label}: {line.name} {line.version} is already in {channel.location} "
-                                     f"with sha256 {old}, this one is {line.sha256}; a published version never "
-                                     "changes (raise the version)")
+                conflicts.append(f"{archive.label} ({line.name} {line.version}: published sha256 {old[:12]}, "
+                                 f"this one {line.sha256[:12]})")
+        if conflicts:
+            more = f" and {len(conflicts) - MAX_LISTED} more" if len(conflicts) > MAX_LISTED else ""
+            raise IntegrityError(f"{len(conflicts)} package version{'s' if len(conflicts) > 1 else ''} already in "
+                                 f"{channel.location} with other bytes, nothing published: "
+                                 f"{'; '.join(conflicts[:MAX_LISTED])}{more}; a published version never changes "
+                                 "(give the model a new build: tfaot-dist update NAME --new-build)")
+        listed_after = set(tx.rows) | {line.key for _, line in plan}
+        for _, line in plan:
+            for req in line.requires:
+                if req.name == RUNTIME and (req.name, req.version) not in listed_after:
+                    raise InvalidInput(f"{line.name} {line.version} requires {req.name} {req.version}, which "
+                                       f"neither {channel.location} nor the archives published have (publish it "
+                                       "too: it is in the dist directory the model was built into)")
         for archive, line in plan:
             tx.store(archive, line)
             log(f"published {line.name} {line.version} ({line.sha256[:12]})")
         tx.commit([line for _, line in plan], {line.key: archive.manifest for archive, line in plan})
     return out
+
+
+def yank(location: str, cache: Path, text: str, reason: str | None, log=print) -> tuple[ChannelPackage, bool]:
+    """Mark the version `text` names exactly (NAME==VERSION) as yanked for reason (None: not yanked
+    any more) in the channel's index; returns the row and whether it changed. The archive stays:
+    setup takes a yanked version only when it is pinned exactly."""
+    from tfaot_dist.documents import yank_reason
+
+    package, specifier = parse_requirement(text)
+    if not exact_pin(specifier):
+        raise InvalidInput(f"{text!r}: name one version exactly (NAME==VERSION)")
+    version = str(Version(next(iter(specifier)).version))
+    if reason is not None:
+        yank_reason(reason, "--reason")
+    channel = open_channel(location, cache, log=log)
+    with channel.transaction() as tx:
+        row = tx.rows.get((package, version))
+        if row is None:
+            have = ", ".join(v for n, v in sorted(tx.rows, key=lambda k: (k[0], Version(k[1]))) if n == package)
+            raise InvalidInput(f"{text!r}: {package} {version} is not in {location} (versions: {have or 'none'})")
+        if row.yanked == reason:
+            return row, False
+        changed = dataclasses.replace(row, yanked=reason, revision=row.revision + 1)
+        tx.commit([changed], {})
+    return changed, True
 
 
 # ---------------------------------------------------------------- shared by the transports

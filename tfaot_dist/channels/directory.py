@@ -5,16 +5,17 @@
       packages/PACKAGE/VERSION/PACKAGE-VERSION.tar.gz    the archive, never changed once listed
       packages/PACKAGE/VERSION/manifest.json             its manifest, to read without unpacking
       index.html, packages/PACKAGE/VERSION/index.html    the catalogue (catalogue.py)
-      .publish.lock                                      held while publishing
 
 Publishing is atomic and immutable (channel.publish_archives): archives and
 manifests are written (each by a rename) before the index that lists them, and
 the index is replaced in one rename, so a crash leaves the previous index and
-everything it lists. A file lock lets concurrent publishers into one channel
-take turns, and both land. Read from a path or a file:// URL; the same
+everything it lists. A lock of the directory itself (flock; no lock file is
+left in the channel) lets concurrent publishers into one channel take turns,
+and both land. Read from a path or a file:// URL; the same
 directory served over HTTP is an http_channel.HttpChannel.
 """
 
+import contextlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,8 +42,6 @@ from tfaot_dist.util.fs import (
     sha256_file,
     write_atomic,
 )
-
-LOCK = ".publish.lock"
 
 
 def channel_root(location: str) -> Path:
@@ -102,11 +101,18 @@ class DirectoryChannel:
     def transaction(self) -> Iterator["DirectoryTransaction"]:
         if self.root.exists() and not self.root.is_dir():
             raise InvalidInput(f"--channel: {self.root} is not a directory")
+        made = [p for p in (self.root, *self.root.parents) if not p.exists()]  # the directories made here
         self.root.mkdir(parents=True, exist_ok=True)
-        with file_lock(self.root / LOCK):
-            index = self.root / INDEX
-            rows = parse_index(index.read_bytes(), str(index)) if index.exists() else []
-            yield DirectoryTransaction(self, {row.key: row for row in rows})
+        try:
+            with file_lock(self.root):
+                index = self.root / INDEX
+                rows = parse_index(index.read_bytes(), str(index)) if index.exists() else []
+                yield DirectoryTransaction(self, {row.key: row for row in rows})
+        except BaseException:
+            for directory in made:  # a refused publish into a new channel leaves no trace of it
+                with contextlib.suppress(OSError):
+                    directory.rmdir()
+            raise
 
 
 class DirectoryTransaction:

@@ -60,5 +60,5 @@ class HttpChannel:
             remember_index(cache, self.base_url, self._index_bytes)
 
     def transaction(self) -> AbstractContextManager[IndexTransaction]:
-        raise UsageError(f"publish: --channel must be a directory (serve it over HTTP as it is) or oci://, got "
-                         f"{self.location}")
+        raise UsageError(f"--channel: {self.location} is read only over http(s); publish and yank write to the "
+                         "channel directory it serves (or to an oci:// registry)")

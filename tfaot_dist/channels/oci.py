@@ -41,7 +41,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,7 +64,17 @@ from tfaot_dist.channels.channel import (
 )
 from tfaot_dist.documents import Manifest
 from tfaot_dist.errors import BlobsNotReady, IntegrityError, InvalidInput, SourceUnavailable
-from tfaot_dist.util.download import Origin, Via, deadline, download, read_capped, send, timeout
+from tfaot_dist.util.download import (
+    BACKOFF,
+    Origin,
+    Via,
+    attempts,
+    deadline,
+    download,
+    read_capped,
+    send,
+    timeout,
+)
 from tfaot_dist.util.fs import sha256_bytes
 from tfaot_dist.util.textsafe import shown
 
@@ -93,6 +103,10 @@ MAX_ERROR_BODY = 64 << 10  # what is read of an error answer
 
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 _OTHER = (requests.RequestException, urllib3.exceptions.HTTPError)
+
+
+class _Transient(Exception):
+    """A connection error: worth another attempt (Client._send_retrying)."""
 
 
 def tag_of(version: str) -> str:
@@ -155,8 +169,9 @@ class Client:
     """The OCI distribution API calls a channel needs, with Basic and Bearer authentication. Every
     request goes through download.send() with the registry's origin as the credentials' only origin."""
 
-    def __init__(self, location: Location):
+    def __init__(self, location: Location, log: Callable[[str], None] | None = None):
         self.location = location
+        self.log = log or (lambda message: None)
         self.origin = Origin.of(location.base)
         self.session = requests.Session()
         self.session.headers["User-Agent"] = f"tfaot-dist/{__version__}"
@@ -176,7 +191,7 @@ class Client:
             if attempt and hasattr(data, "seek"):
                 data.seek(0)
             auth = (("Authorization", self._auth[scope]),) if scope in self._auth else ()
-            reply = self._send(method, url, Via(auth, self.origin, other_hosts), headers, data, ok, limit)
+            reply = self._send_retrying(method, url, Via(auth, self.origin, other_hosts), headers, data, ok, limit)
             if reply.status == 401 and attempt == 0:
                 self._auth[scope] = self._authorize(reply, scope)
                 continue
@@ -191,6 +206,29 @@ class Client:
         if reply.status not in ok:
             raise SourceUnavailable(f"{method} {url}: HTTP {reply.status} {_error_text(reply)}".rstrip())
         return reply
+
+    def _send_retrying(self, method: str, url: str, via: Via, headers: dict | None, data, ok, limit: int) -> Reply:
+        """_send, again after a connection error or a 5xx answer (a registry under concurrent writes answers
+        some reads with 500): at most download.attempts() attempts, BACKOFF doubling between them, each
+        retry logged. Every request of a channel is idempotent (blobs and manifests are content-addressed,
+        an upload that is started again leaves the first one unused)."""
+        n = attempts()
+        for i in range(n):
+            if i and hasattr(data, "seek"):
+                data.seek(0)
+            try:
+                reply = self._send(method, url, via, headers, data, ok, limit)
+                if reply.status < 500 or i + 1 == n:
+                    return reply
+                why = f"HTTP {reply.status} {_error_text(reply)}".rstrip()
+            except _Transient as exc:
+                if i + 1 == n:
+                    raise SourceUnavailable(f"{exc} (after {n} attempts)") from None
+                why = str(exc)
+            wait = BACKOFF * 2**i
+            self.log(f"{method} {url}: {why}; trying again in {wait:g} s (attempt {i + 2} of {n})")
+            time.sleep(wait)
+        raise AssertionError("unreachable")
 
     def _send(self, method: str, url: str, via: Via, headers: dict | None, data, ok, limit: int) -> Reply:
         ends = time.monotonic() + deadline()
@@ -210,7 +248,7 @@ class Client:
             raise SourceUnavailable(f"{url}: no answer within {timeout():g} s (or the deadline of {deadline():g} s)"
                                     ) from None
         except requests.ConnectionError as exc:
-            raise SourceUnavailable(f"{url}: cannot connect: {_reason(exc)}") from None
+            raise _Transient(f"{url}: cannot connect: {_reason(exc)}") from None
         except _OTHER as exc:
             raise SourceUnavailable(f"{url}: {_reason(exc)}") from None
 
@@ -414,8 +452,12 @@ def _index_layer(client: Client, manifest: dict, where: str) -> list[ChannelPack
 
 
 def _merge(into: dict, rows: list[ChannelPackage]) -> None:
+    """The row of the higher revision wins (a yank, or its undoing, is a part of its own that may
+    be read after `latest`); between equal revisions the first seen (latest, then parts in tag order)."""
     for row in rows:
-        into.setdefault(row.key, row)  # first seen wins (latest, then parts in tag order)
+        seen = into.get(row.key)
+        if seen is None or row.revision > seen.revision:
+            into[row.key] = row
 
 
 def _push_index(client: Client, rows, parts: list[str], tag: str) -> None:
@@ -433,8 +475,9 @@ def _push_index(client: Client, rows, parts: list[str], tag: str) -> None:
 class OciChannel:
     """A channel on a registry (channel.Channel)."""
 
-    def __init__(self, location: str, cache: Path, offline: bool = False):
+    def __init__(self, location: str, cache: Path, offline: bool = False, log: Callable[[str], None] | None = None):
         self.location = location
+        self.log = log
         self.where = Location.parse(location)
         self.offline = offline
         self._cache = cache
@@ -445,7 +488,7 @@ class OciChannel:
     @property
     def client(self) -> Client:
         if self._client is None:
-            self._client = Client(self.where)
+            self._client = Client(self.where, self.log)
         return self._client
 
     @property

@@ -33,8 +33,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from tfaot_dist import names, process
@@ -47,6 +45,7 @@ from tfaot_dist.channels.channel import (
     Channel,
     ChannelPackage,
     VerifiedArchive,
+    parse_requirement,
     verify_fetched,
 )
 from tfaot_dist.cxx import buildsys
@@ -85,22 +84,6 @@ def area_root(area: Path) -> Path:
         raise InvalidInput(f"--area: {area.absolute()}: characters {''.join(bad)!r} cannot go into tool files "
                            "and environment lines; use another directory")
     return root
-
-
-def parse_requirement(text: str) -> tuple[str, SpecifierSet]:
-    """'test-simple>=1.0,<2' -> ('tfaot-model-test-simple', >=1.0,<2); a package name works too."""
-    try:
-        req = Requirement(text)
-    except InvalidRequirement as exc:
-        raise InvalidInput(f"{text!r}: invalid requirement ({exc})") from None
-    if req.extras or req.url or req.marker:
-        raise InvalidInput(f"{text!r}: only NAME and version specifiers are allowed (e.g. 'test-simple>=1.0,<2')")
-    name = req.name.lower()
-    if name == RUNTIME or name.startswith("tfaot-model-"):
-        package = name
-    else:
-        package = f"tfaot-model-{names.model_name(name, repr(text))}"
-    return package, req.specifier
 
 
 # ---------------------------------------------------------------- installed.json
@@ -205,14 +188,24 @@ def setup(requirements: list[str], channel: Channel, area: Path, cache: Path, of
     return report
 
 
-def _setup_one(text: str, channel: Channel, root: Path, cache: Path, offline: bool, log, report: Report,
-               scram: str | None) -> list[Installed]:
+def _wanted(text: str, channel: Channel) -> list[ChannelPackage]:
+    """The version a requirement takes (newest matching; a yanked one only by exact pin) and the
+    runtime it needs, runtime first."""
     package, specifier = parse_requirement(text)
     chosen = channel.index.newest(package, specifier)
     if chosen is None:
-        have = ", ".join(p.version for p in channel.index.versions(package)) or "none"
-        raise InvalidInput(f"{text!r}: no version of {package} matches in {channel.location} (available: {have})")
-    wanted = [*_runtimes_for(chosen, channel), chosen]
+        have = ", ".join(p.version + (" (yanked)" if p.yanked else "") for p in channel.index.versions(package))
+        raise InvalidInput(f"{text!r}: no version of {package} matches in {channel.location} "
+                           f"(available: {have or 'none'})")
+    return [*_runtimes_for(chosen, channel), chosen]
+
+
+def _setup_one(text: str, channel: Channel, root: Path, cache: Path, offline: bool, log, report: Report,
+               scram: str | None) -> list[Installed]:
+    wanted = _wanted(text, channel)
+    for p in wanted:
+        if p.yanked is not None:
+            log(f"warning: {p.name} {p.version} is yanked from {channel.location}: {p.yanked}")
     state = read_installed(root)
     _check_runtimes(state, wanted)
 
@@ -291,6 +284,109 @@ def _setup_one(text: str, channel: Channel, root: Path, cache: Path, offline: bo
         if scram:
             _register(scram, writer, state, [p.name for p in installed], report)
     return out
+
+
+@dataclass(frozen=True)
+class Planned:
+    name: str
+    version: str
+    action: str  # "install", "upgrade", "replace", "keep" (installed already) or "remove"
+    previous: str | None = None  # the version an upgrade or a replacement removes
+    yanked: str | None = None
+
+
+def plan_setup(requirements: list[str], channel: Channel, area: Path) -> list[Planned]:
+    """What setup would do, read from the channel's index and the area's installed.json alone:
+    nothing is downloaded, nothing written, and what setup would refuse is refused here too."""
+    root = area_root(area)
+    state = read_installed(root) if os.path.lexists(root) else {}
+    out: list[Planned] = []
+    for text in requirements:
+        wanted = _wanted(text, channel)
+        _check_runtimes(state, wanted)
+        for p in wanted:
+            row = state.get(p.name)
+            if row and row.version == p.version:
+                if row.sha256 != p.sha256:
+                    raise IntegrityError(f"{root / row.path}: {p.name} {p.version} is installed with sha256 "
+                                         f"{row.sha256}, {channel.location} has {p.sha256}")
+                action = "keep"
+            else:
+                action = "install" if not row else ("upgrade" if _newer(p.version, row.version) else "replace")
+            step = Planned(p.name, p.version, action, row.version if row and action != "keep" else None, p.yanked)
+            if step not in out:
+                out.append(step)
+            state[p.name] = InstalledRow(version=p.version, kind=p.kind, sha256=p.sha256, path=f"{p.name}/{p.version}",
+                                         requires=tuple(p.requires), tool_files=(), channel=channel.location)
+    return out
+
+
+@dataclass(frozen=True)
+class Removed:
+    name: str
+    version: str
+    path: Path
+    scram: bool  # `scram tool remove` was run for it
+
+
+def remove(requirements: list[str], area: Path, log=print, scram: str | None = None,
+           dry_run: bool = False) -> list[Removed]:
+    """Take packages out of an area: their directories, tool files, CMake and pkg-config files, their
+    rows of installed.json and env.sh lines, and (with scram) `scram tool remove` for the tools scram
+    had taken. A runtime an installed model still needs is refused. installed.json is rewritten
+    first, then what it no longer lists goes (as repair removes it), so a removal killed half-way
+    is finished by the next setup, repair or remove."""
+    root = area_root(area)
+    if not os.path.lexists(root):
+        raise InvalidInput(f"--area: {area}: nothing is installed there (no {root})")
+    with open_area(root, create=False) as writer:
+        state = read_installed(root, writer)
+        targets = _removal_targets(requirements, state, area)
+        out = [Removed(n, state[n].version, root / state[n].path, bool(scram and state[n].scram)) for n in targets]
+        if dry_run:
+            return out
+        kept = {name: row for name, row in state.items() if name not in targets}
+        for name in targets:  # a link where the removal goes stops it before anything changed
+            for rel in (state[name].path, *state[name].tool_files, buildsys.cmake_config_path(name).rsplit("/", 1)[0],
+                        buildsys.pkgconfig_path(name)):
+                writer.check_removable(rel)
+        for name in targets:
+            if state[name].scram:
+                if scram:
+                    _scram_tool_remove(scram, root.parent, name)
+                else:
+                    log(f"warning: {name} was registered with scram, which is not on the PATH now: run "
+                        f"`scram tool remove {name}` in {root.parent}")
+        _write_installed(writer, kept)
+        crash_point("remove_listed")
+        _repair(writer, kept, None, Report())
+        if not kept:
+            writer.remove("env.sh")
+        for runtime in [n for n in kept if kept[n].kind == "runtime"]:
+            if not any(r.name == runtime for row in kept.values() for r in row.requires):
+                log(f"note: no installed model needs {runtime} {kept[runtime].version} any more "
+                    f"(tfaot-dist remove {runtime} --area {area} takes it out)")
+    return out
+
+
+def _removal_targets(requirements: list[str], state: dict[str, InstalledRow], area: Path) -> list[str]:
+    targets: list[str] = []
+    for text in requirements:
+        package, specifier = parse_requirement(text)
+        row = state.get(package)
+        if row is None or not specifier.contains(row.version, prereleases=True):
+            have = ", ".join(f"{n} {r.version}" for n, r in sorted(state.items())) or "nothing"
+            raise InvalidInput(f"{text!r}: not installed in {area} (installed: {have})")
+        if package not in targets:
+            targets.append(package)
+    for name in targets:
+        if state[name].kind == "runtime":
+            users = [f"{n} {r.version}" for n, r in sorted(state.items())
+                     if n not in targets and any(q.name == name for q in r.requires)]
+            if users:
+                raise InvalidInput(f"{name} {state[name].version} is needed by {', '.join(users)}: remove "
+                                   f"{'it' if len(users) == 1 else 'them'} too, or keep the runtime")
+    return targets
 
 
 @contextmanager
@@ -506,6 +602,13 @@ def _newer(a: str, b: str) -> bool:
 
 def _scram_setup(scram: str, area: Path, tool: Path) -> None:
     process.run([scram, "setup", tool], what=f"scram setup {tool}", error=ScramFailed, cwd=area)
+
+
+def _scram_tool_remove(scram: str, area: Path, name: str) -> None:
+    """SCRAM's `scram tool remove NAME`: the area's configuration forgets the tool (names are ours, checked)."""
+    if not names.PACKAGE_NAME.fullmatch(name):
+        raise InvalidInput(f"installed.json: invalid package name {shown(name)}")
+    process.run([scram, "tool", "remove", name], what=f"scram tool remove {name}", error=ScramFailed, cwd=area)
 
 
 # ---------------------------------------------------------------- environment
