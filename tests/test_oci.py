@@ -434,3 +434,109 @@ def test_bearer_tokens_from_a_token_service(built, tmp_path, cache):
     finally:
         server.stop()
         tokens.close()
+
+
+# ---------------------------------------------------------------- yank, retries (hand-built packages)
+
+
+def test_yank_on_a_registry(run, registry_server, tmp_path):
+    """The yank is an index part of its own with a higher revision: readers that merge `latest`
+    with parts see it, and publishing the same bytes again keeps it."""
+    from hostile import hand_built_dist
+
+    channel = registry_server.channel("tfaot/yank")
+    dist = hand_built_dist(tmp_path / "dist", models=("a",))
+    run("publish", "--channel", channel, "--dist", dist)
+    run("yank", "a==1.0", "--reason", "bad weights", "--channel", channel)
+    rows = {p["name"]: p for p in json.loads(run("setup", "--list", "--channel", channel, "--json")[0])["packages"]}
+    assert rows["tfaot-model-a"]["yanked"] == "bad weights" and rows["tfaot-model-a"]["revision"] == 1
+    run("publish", "--channel", channel, "--dist", dist)
+    assert "(available: 1.0 (yanked))" in run.error("setup", "a", "--channel", channel, "--area", tmp_path / "area",
+                                                    expect=3)
+    _, err = run("setup", "a==1.0", "--channel", channel, "--area", tmp_path / "area")
+    assert "warning: tfaot-model-a 1.0 is yanked" in err and "bad weights" in err
+    run("yank", "a==1.0", "--undo", "--channel", channel)
+    rows = {p["name"]: p for p in json.loads(run("setup", "--list", "--channel", channel, "--json")[0])["packages"]}
+    assert "yanked" not in rows["tfaot-model-a"] and rows["tfaot-model-a"]["revision"] == 2
+
+
+class FlakyProxy:
+    """In front of a registry on 127.0.0.1: answers 500 (as the distribution registry does under
+    concurrent writes) to the first `fails` requests of each GET path under /v2/, passes the rest on."""
+
+    def __init__(self, upstream_port: int, fails: int):
+        import http.client
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.failed: list[str] = []
+        seen: dict[str, int] = {}
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def handle_any(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                if self.command == "GET" and self.path.startswith("/v2/") and seen.get(self.path, 0) < fails:
+                    seen[self.path] = seen.get(self.path, 0) + 1
+                    owner.failed.append(self.path)
+                    data = b'{"errors":[{"code":"UNKNOWN","message":"unknown error"}]}'
+                    self.send_response(500)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                conn = http.client.HTTPConnection("127.0.0.1", upstream_port, timeout=60)
+                conn.request(self.command, self.path, body=body,
+                             headers={k: v for k, v in self.headers.items() if k.lower() != "connection"})
+                resp = conn.getresponse()
+                data = resp.read()
+                conn.close()
+                self.send_response(resp.status)
+                for key, value in resp.getheaders():
+                    if key.lower() not in ("transfer-encoding", "connection", "content-length"):
+                        value = value.replace(f"127.0.0.1:{upstream_port}", f"127.0.0.1:{owner.port}")
+                        self.send_header(key, value)
+                self.send_header("Content-Length", resp.getheader("Content-Length", "0") if self.command == "HEAD"
+                                 else str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = handle_any
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.mark.parametrize("fails, code", [(2, 0), (3, 4)])
+def test_5xx_answers_are_retried_with_backoff(run, registry_server, tmp_path, monkeypatch, fails, code):
+    """Two 500s per path: publish and setup succeed, each retry logged. Three (the default of three
+    attempts): exit 4 with one line naming the answer."""
+    from hostile import hand_built_dist
+
+    proxy = FlakyProxy(registry_server.port, fails)
+    monkeypatch.setenv("TFAOT_DIST_HTTP_RETRIES", "3")
+    try:
+        channel = f"oci://127.0.0.1:{proxy.port}/tfaot/flaky{fails}"
+        dist = hand_built_dist(tmp_path / "dist", models=("a",))
+        _, err = run("publish", "--channel", channel, "--dist", dist, expect=code)
+        assert proxy.failed
+        if code:
+            assert "HTTP 500 UNKNOWN: unknown error" in err.splitlines()[-1] and "Traceback" not in err
+            return
+        assert "HTTP 500 UNKNOWN: unknown error; trying again in 0.5 s (attempt 2 of 3)" in err
+        assert "trying again in 1 s (attempt 3 of 3)" in err
+        out, _ = run("setup", "a", "--channel", channel, "--area", tmp_path / "area", "--json")
+        assert {r["name"] for r in json.loads(out)["results"]} == {"tfaot-model-a", RUNTIME}
+    finally:
+        proxy.close()
