@@ -388,3 +388,52 @@ def test_remove_never_follows_a_link(run, tmp_path):
     pkg_dir.symlink_to(outside)
     refused(run, tmp_path, "remove", "a", "--area", area, code=INTEGRITY)
     assert (outside / "keep.txt").read_text() == "the user's"
+
+
+def test_a_models_whole_life(run, model_repo, registry, cache, tmp_path):
+    """The README's story with real parts: register, build, publish (a directory served over HTTP and
+    an OCI registry), set up, update to a new commit (the next build), rebuild, publish, yank the old
+    version, upgrade the area, remove the model and its runtime."""
+    from test_oci import Registry
+
+    dist, channel = tmp_path / "dist", tmp_path / "channel"
+    run("add-model", "m", "--source", model_repo.url, "--ref", "main", "--aot-config", "simple/aot_config.yaml",
+        "--batch-sizes", "1")
+    run("build", "--all", "--dist", dist)
+    server, oci = Server(channel), Registry(tmp_path / "oci")
+    try:
+        oci_channel = oci.channel("tfaot/life")
+        for where in (channel, oci_channel):
+            run("publish", "--channel", where, "--dist", dist)
+        area = tmp_path / "area"
+        out, _ = run("setup", "m", "--channel", server.url(), "--area", area, "--json")
+        assert {(r["name"], r["version"], r["status"]) for r in json.loads(out)["results"]} >= {
+            ("tfaot-model-m", "1.0.0", "installed")}
+
+        edit_config(model_repo, description="retrained")
+        run("update", "m")
+        out, _ = run("build", "--all", "--dist", dist, "--json")
+        assert [(r["version"], r["status"]) for r in json.loads(out)["results"]] == [("1.0.0.post1", "built")]
+        assert sorted(p.name for p in dist.glob("tfaot-model-m-*.tar.gz")) == [
+            "tfaot-model-m-1.0.0.post1.tar.gz", "tfaot-model-m-1.0.0.tar.gz"]
+        for where in (channel, oci_channel):
+            out, _ = run("publish", "--channel", where, "--dist", dist, "--json")
+            assert {(p["version"], p["status"]) for p in json.loads(out)["packages"]
+                    if p["name"] == "tfaot-model-m"} == {("1.0.0", "unchanged"), ("1.0.0.post1", "published")}
+            run("yank", "m==1.0.0", "--reason", "superseded by its retrained build", "--channel", where)
+
+        out, _ = run("setup", "m", "--channel", server.url(), "--area", area, "--json")
+        assert [(r["version"], r["status"], r["previous"]) for r in json.loads(out)["results"]
+                if r["name"] == "tfaot-model-m"] == [("1.0.0.post1", "upgraded", "1.0.0")]
+        assert "1.0.0.post1" in json.loads(run("setup", "--list", "--area", area, "--json")[0])["packages"][0]["path"]
+        out, _ = run("setup", "m", "--channel", oci_channel, "--area", tmp_path / "area2", "--json")
+        assert "1.0.0.post1" in {r["version"] for r in json.loads(out)["results"]}
+        assert "yanked: superseded by its retrained build" in run("setup", "--list", "--channel", oci_channel)[0]
+
+        run("remove", "m", "--area", area)
+        runtime = next(p.name for p in (area / "tfaot").iterdir() if p.name.startswith(RUNTIME))
+        run("remove", runtime, "--area", area)
+        assert json.loads((area / "tfaot" / "installed.json").read_text())["packages"] == {}
+    finally:
+        server.close()
+        oci.stop()
