@@ -94,6 +94,18 @@ def test_scram_is_given_our_own_tool_files_only(run, channel, tmp_path, fake_scr
     assert all(Path(p).parent == area / "tfaot" / "scram.d" for p in fake_scram.read_text().split())
 
 
+def test_a_failing_scram_has_its_own_exit_code(run, channel, tmp_path, monkeypatch):
+    """scram refusing a tool file exits 9 (not 1, which is `specs --check`'s), naming the command."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scram").write_text("#!/bin/sh\necho 'SCRAM error: no such tool' >&2\nexit 1\n")
+    (bin_dir / "scram").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    _, err = run("setup", "victim", "--channel", channel.root, "--area", tmp_path / "area2", expect=9)
+    line = one_error(err)
+    assert "scram setup" in line and (f"{RUNTIME}.xml" in line or "tfaot-model-victim.xml" in line), line
+
+
 def test_an_installed_row_naming_another_tool_file_is_dropped_by_repair(run, area, tmp_path, fake_scram):
     installed = area / "tfaot" / "installed.json"
     doc = json.loads(installed.read_text())

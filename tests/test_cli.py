@@ -3,10 +3,11 @@
 import argparse
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from tfaot_dist import cli
+from tfaot_dist import cli, errors
 from tfaot_dist.registry import Registry
 
 from conftest import snapshot
@@ -32,7 +33,19 @@ def test_every_command_and_option_has_help():
         examples = text.split("examples:\n", 1)[1].split("\n\n", 1)[0].splitlines()
         assert 2 <= len(examples) <= 3, (name, examples)
         assert all("tfaot-dist" in e or "http.server" in e for e in examples), (name, examples)
-        assert "exit codes:" in text and "4  source unavailable" in text and "cache: " in text, name
+        assert "exit codes:" in text and "cache: " in text, name
+        assert all(f"  {code}  {meaning}" in text for code, meaning in errors.EXIT_CODES.items()), name
+
+
+def test_every_error_class_has_a_listed_exit_code():
+    """Each error class's code is in the table every --help prints, and the README's table is the same."""
+    classes = [c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, errors.TfaotError)]
+    codes = {c.exit_code for c in classes if c is not errors.BuildFailed and c is not errors.TfaotError}
+    assert codes == set(errors.EXIT_CODES) - {0, 1}  # 0: success, 1: specs --check (no error class has them)
+    readme = (Path(__file__).parent.parent / "README.md").read_text().split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1].strip() for line in readme.splitlines() if line.startswith("| ")]
+    rows = [row for row in rows if row.isdigit()]
+    assert rows == [str(code) for code in errors.EXIT_CODES if code], rows
 
 
 def test_help_runs_as_a_program():

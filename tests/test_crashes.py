@@ -17,7 +17,7 @@ which prints one line per command: trials, kills that hit a running process, and
 
 A kill at a random moment rarely lands in the few microseconds between two renames, so the
 `test_crash_at_*` tests also stop each command exactly there (TFAOT_DIST_CRASH_AT names a
-fsutil.crash_point, where the process kills itself with SIGKILL).
+util/fs.py's crash_point, where the process kills itself with SIGKILL).
 """
 
 import collections

@@ -4,9 +4,10 @@
       toolchains/<key>/ <key>.lock TensorFlow venvs                          (shared)
       abseil/<key>/ <key>.lock     Abseil builds                             (shared)
       runtime/<key>/ <key>.lock    XLA AOT runtime builds                    (shared)
+      runtime-parts/<key>/ .lock   heavy runtime sources built per part      (shared, cxx/runtime_parts.py)
       downloads/<sdist> .lock      pinned sdists fetched with pip            (shared)
       pch/<key>/ <key>.lock        precompiled interface headers             (shared)
-      bench/tf-capi-<key>/ .lock   the TensorFlow C API benchmark program    (shared)
+      bench/<program>-<key>/ .lock the benchmark programs (tf-capi, peak)    (shared)
       git/<digest>.git <digest>.lock   bare mirrors of source repositories
       sources/<commit>/ .lock      git source trees; sha256-<hex>/: archives' (claim_temp, no lock)
       archives/<sha256>            downloaded archives, content-addressed (download.py)
@@ -277,7 +278,7 @@ def ensure_entry(final: Path, build: Callable[[Path], object], *, marker: str | 
     """The complete directory entry final, made by build(staged) if it is not.
 
     build fills the empty directory staged, a temporary sibling of final (the name
-    fsutil.remove_stale_siblings recognises; what build returns is ignored); then marker
+    util/fs.py's remove_stale_siblings recognises; what build returns is ignored); then marker
     (if any) is written in it, containing final's name, and staged is renamed to final.
     If build raises, staged is removed (see staging() for keep_failed) and the error goes
     on: final is as it was.

@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from tfaot_dist import __version__, builder, register
+from tfaot_dist import __version__, builder, errors, register
 from tfaot_dist.cache import default_cache
 from tfaot_dist.errors import InvalidInput, SourceUnavailable, TfaotError, UsageError
 from tfaot_dist.registry import Registry
@@ -28,13 +28,7 @@ def emit(args, data, text: str) -> None:
         print(terminal(text))  # registry fields and channel rows may hold escape sequences
 
 
-EXIT_CODES = """\
-exit codes:
-  0  success                      5  compilation failed
-  1  specs --check: stale files   6  verification against TensorFlow failed
-  2  usage error                  7  integrity failure (digest mismatch, unsafe archive)
-  3  invalid input                8  toolchain environment cannot be created
-  4  source unavailable (git repository, archive, channel)"""
+EXIT_CODES = "exit codes:\n" + "\n".join(f"  {code}  {meaning}" for code, meaning in errors.EXIT_CODES.items())
 
 
 def session_of(args) -> Session:

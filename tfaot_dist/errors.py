@@ -1,5 +1,19 @@
 """Typed errors, each class with its own exit code, carried to one exit path in the CLI."""
 
+# Every exit code and its meaning: every --help lists them, and so does the README's table.
+EXIT_CODES = {
+    0: "success",
+    1: "specs --check: stale files",
+    2: "usage error",
+    3: "invalid input",
+    4: "source unavailable (git repository, archive, channel)",
+    5: "compilation failed",
+    6: "verification against TensorFlow failed",
+    7: "integrity failure (digest mismatch, unsafe archive)",
+    8: "toolchain environment cannot be created",
+    9: "scram refused a tool file (setup) or a removal (remove)",
+}
+
 
 class TfaotError(Exception):
     """Base class: the message is the single line printed to the user."""
@@ -61,9 +75,9 @@ class BuildFailed(TfaotError):
 
 
 class ScramFailed(TfaotError):
-    """`scram setup` refused a tool file of the area."""
+    """`scram setup` refused a tool file of the area, or `scram tool remove` failed."""
 
-    exit_code = 1
+    exit_code = 9
 
 
 class BlobsNotReady(SourceUnavailable):

@@ -22,7 +22,7 @@ and every consumer must see its headers instead of the wheel's; the runtime
 is compiled through an include overlay (the wheel's include entries, with
 `absl` swapped), and the shipped include/ already holds the swapped headers.
 
-Builds are deterministic (cxx_build.py), so two builds of the same inputs in
+Builds are deterministic (build_kit.py), so two builds of the same inputs in
 different directories give identical bytes.
 """
 

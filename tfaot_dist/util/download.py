@@ -298,7 +298,7 @@ def download(url: str, directory: Path, expected_sha256: str | None = None, limi
 
     limit: the most bytes accepted (the size an index declares). via: headers and redirect rules (Via).
     The caller moves the file into the cache with keep() or deletes it with discard(); until
-    then this process holds its lock (fsutil.claim_temp), so that no other process takes it for
+    then this process holds its lock (util/fs.py's claim_temp), so that no other process takes it for
     the leftover of a killed one. On any error nothing is left behind.
     """
     directory.mkdir(parents=True, exist_ok=True)
