@@ -20,7 +20,7 @@ from pathlib import Path
 from conftest import run_in_toolchain
 
 from tfaot_dist import package as pkg
-from tfaot_dist import verify
+from tfaot_dist import harness
 from tfaot_dist.cxx.xla_runtime import ensure_runtime
 from tfaot_dist.channels import cpu_target
 from tfaot_dist.documents import ReferenceCase
@@ -105,24 +105,24 @@ def test_selu_and_elu_take_tensorflows_formula_and_match_it_on_special_values(ru
 
     manifest = pkg.model_manifest(manifest_json, root / "manifest.json")
     runtime = ensure_runtime(toolchain.python, shared_cache, lambda m: print(m, file=sys.stderr))
-    harness = verify.build_harness(root, manifest, runtime, tmp_path)
+    program = harness.build_harness(root, manifest, runtime, tmp_path)
     levels = [level for level in ("x86-64", "x86-64-v3") if cpu_target.check_host(level).ok]
     assert levels
     checked = 0
     for level in levels:
         out = tmp_path / "got" / level
-        verify.run_harness(harness, tmp_path / "reference", [ReferenceCase(batch_size=BATCH, dir=case.name)],
+        harness.run_harness(program, tmp_path / "reference", [ReferenceCase(batch_size=BATCH, dir=case.name)],
                            [1, 4], out, level)
         for k, name in enumerate(OUTPUTS):
             dtype, eps = ("float64", 2.0**-52) if name.endswith("f64") else ("float32", 2.0**-23)
-            want = verify.read_array(case / f"output_{k}.bin", dtype)
-            for mode in verify.MODES:
-                got = verify.read_array(out / f"bs{BATCH}" / f"{mode}_output_{k}.bin", dtype)
+            want = harness.read_array(case / f"output_{k}.bin", dtype)
+            for mode in harness.MODES:
+                got = harness.read_array(out / f"bs{BATCH}" / f"{mode}_output_{k}.bin", dtype)
                 assert len(got) == len(want) == BATCH * 16
                 bad = [(values[i], got[i], want[i]) for i in range(len(want)) if not ulp_close(got[i], want[i], eps)]
                 assert bad == [], f"{level} {name} {mode}: (input, compiled, TensorFlow) {bad[:5]}"
                 checked += len(want)
-    assert checked == len(levels) * len(OUTPUTS) * len(verify.MODES) * BATCH * 16
+    assert checked == len(levels) * len(OUTPUTS) * len(harness.MODES) * BATCH * 16
 
 
 def test_xla_formulas_keep_expm1(run, test_models, tmp_path):

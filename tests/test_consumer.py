@@ -12,7 +12,7 @@ import pytest
 
 from conftest import run_in_toolchain
 from tfaot_dist.errors import VerificationFailed
-from tfaot_dist import package as pkg, verify
+from tfaot_dist import harness, package as pkg
 from tfaot_dist.cxx.xla_runtime import ensure_runtime
 
 CONSUMER = r"""
@@ -131,6 +131,6 @@ def test_mismatch_fails_naming_model_batch_output_element(built, tmp_path, share
     ref.write_bytes(values.tobytes())
     runtime = ensure_runtime(toolchain.python, shared_cache)
     with pytest.raises(VerificationFailed) as info:
-        verify.verify_package(root, manifest, runtime, tmp_path / "work")
+        harness.verify_package(root, manifest, runtime, tmp_path / "work")
     assert "tfaot-model-test-multi: batch size 7, output output_0" in str(info.value)
     assert "element 5" in str(info.value)

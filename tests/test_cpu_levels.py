@@ -19,7 +19,7 @@ from tfaot_dist.cache import Cache
 from tfaot_dist.registry import DEFAULT_CPU_LEVELS, Defaults, Registry
 from tfaot_dist.session import Session
 from tfaot_dist.toolchain import WORKER, worker_env
-from tfaot_dist.verify import INTERFACE_INCLUDE
+from tfaot_dist.cxx import INTERFACE_INCLUDE
 from tfaot_dist.cxx.xla_runtime import compile_consumer, ensure_runtime
 
 LEVELS = ("x86-64", "x86-64-v3", "x86-64-v4")

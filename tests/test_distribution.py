@@ -30,7 +30,7 @@ import yaml
 from conftest import copy_registry_yaml, fresh_cache, snapshot
 from httpserve import Server, SilentServer, refused_url
 
-from tfaot_dist import buildall
+from tfaot_dist import scheduler
 from tfaot_dist.errors import IntegrityError
 from tfaot_dist.util.fs import reproducible_targz, sha256_file
 from tfaot_dist.util.progress import make_reporter
@@ -489,11 +489,11 @@ def test_terminal_progress_redraws_a_status_line():
 def test_shards_are_stable_and_cover_every_name(run):
     names = [f"model-{i}" for i in range(300)]
     for count in (1, 2, 3, 8):
-        shards = [buildall.shard_of(n, count) for n in names]
+        shards = [scheduler.shard_of(n, count) for n in names]
         assert set(shards) == set(range(1, count + 1))
         assert max(shards.count(k) for k in range(1, count + 1)) < 2.2 * len(names) / count
     # sha256 of the name, the same on every machine and Python (hash() is salted per process).
-    assert [buildall.shard_of(n, 8) for n in ("test-simple", "test-multi", "a", "b")] == [8, 5, 3, 3]
+    assert [scheduler.shard_of(n, 8) for n in ("test-simple", "test-multi", "a", "b")] == [8, 5, 3, 3]
     assert run.error("build", "--all", "--shard", "5/4", expect=2).endswith("got '5/4'")
     assert "expected K/N" in run.error("build", "--all", "--shard", "x", expect=2)
 

@@ -140,7 +140,7 @@ def test_bad_compile_answer_names_the_field(change, message):
 
 def test_check_answer_and_the_signature_line():
     from tfaot_dist.documents import CheckAnswer, CheckRequest
-    from tfaot_dist.register import describe_signature
+    from tfaot_dist.check import describe_signature
 
     assert CheckRequest(saved_model="/s", serving_key="k").to_json() == {"op": "check", "saved_model": "/s",
                                                                         "serving_key": "k"}

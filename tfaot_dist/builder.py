@@ -14,10 +14,11 @@ import tarfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tfaot_dist import __version__, documents, limits, verify
+from tfaot_dist import __version__, documents, harness, limits
 from tfaot_dist import package as pkg
 from tfaot_dist.cache import ensure_entry, staging
-from tfaot_dist.config import AotConfig, load_aot_config
+from tfaot_dist.check import check_saved_model_files
+from tfaot_dist.config import AotConfig, load_aot_config, load_source_config
 from tfaot_dist.cxx import runtime_package
 from tfaot_dist.cxx.installed_runtime import KIND as RELEASE_KIND
 from tfaot_dist.cxx.installed_runtime import installed_runtime
@@ -25,7 +26,6 @@ from tfaot_dist.cxx.runtime_parts import CompiledModel
 from tfaot_dist.cxx.xla_runtime import XlaRuntime, runtime_parts_for
 from tfaot_dist.documents import CompileAnswer, CompileRequest
 from tfaot_dist.errors import CompileFailed, IntegrityError
-from tfaot_dist.register import check_saved_model_files, load_source_config
 from tfaot_dist.registry import Defaults, ModelEntry
 from tfaot_dist.session import Session
 from tfaot_dist.sources import fetch_source
@@ -198,10 +198,10 @@ def _compile(config: AotConfig, package: str, version: str, source: dict, sessio
                             f"the XLA runtime was built from TensorFlow {runtime.tensorflow_version}")
     tf_version = answer.tensorflow_version
     if toolchain_python:  # recorded without its path: manifests hold no paths of the build machine
-        used = documents.Toolchain(tensorflow_version=tf_version, environment="existing",
+        used = documents.ToolchainRecord(tensorflow_version=tf_version, environment="existing",
                                    installed=toolchain.installed)
     else:
-        used = documents.Toolchain(tensorflow_version=tf_version, requirements=defaults.requirements)
+        used = documents.ToolchainRecord(tensorflow_version=tf_version, requirements=defaults.requirements)
     if runtime_dir:
         used = replace(used, runtime=runtime_origin(runtime))
     model = CompiledModel(objects=[compiled / obj for files in answer.files.values() for obj in files.objects],
@@ -231,7 +231,7 @@ def _compile(config: AotConfig, package: str, version: str, source: dict, sessio
         requires=(runtime_package.requirement(runtime),),
         runtime_parts=parts,
     )
-    verification = verify.verify_package(root, manifest, runtime, work / "verify", session.cache.root)
+    verification = harness.verify_package(root, manifest, runtime, work / "verify", session.cache.root)
     pkg.write_manifest(root, replace(manifest, verification=verification).to_json())
     log(f"verified {package} against TensorFlow at batch sizes {list(verification.batch_sizes)}")
     for level, check in (verification.cpu_levels or {}).items():

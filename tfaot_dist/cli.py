@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from tfaot_dist import __version__, builder, errors, register
+from tfaot_dist import __version__, builder, check, errors, intake
 from tfaot_dist.cache import default_cache
 from tfaot_dist.errors import InvalidInput, SourceUnavailable, TfaotError, UsageError
 from tfaot_dist.registry import Registry
@@ -119,7 +119,7 @@ def cmd_add_model(args) -> int:
         overrides["batch_sizes"] = batch_sizes(_int_list(args.batch_sizes, "--batch-sizes"), "--batch-sizes")
     if not args.registry.exists():
         log(f"creating registry {args.registry}")
-    entry = register.add_model(Registry(args.registry), session_of(args), args.name, source_url(args.source),
+    entry = intake.add_model(Registry(args.registry), session_of(args), args.name, source_url(args.source),
                              args.ref, args.aot_config, args.model_version, overrides)
     path = Registry(args.registry).entry_path(entry.name)
     emit(args, {"entry": entry.as_dict(), "path": str(path)},
@@ -135,7 +135,7 @@ def cmd_update(args) -> int:
         overrides["batch_sizes"] = batch_sizes(_int_list(args.batch_sizes, "--batch-sizes"), "--batch-sizes")
     reg = registry_of(args)
     load_entry(reg, args.name)
-    update = register.update_model(reg, session_of(args), args.name,
+    update = intake.update_model(reg, session_of(args), args.name,
                                    url=source_url(args.source) if args.source else None, ref=args.ref,
                                    aot_config=args.aot_config, version=args.model_version, overrides=overrides,
                                    new_build=args.new_build)
@@ -171,7 +171,7 @@ def cmd_show(args) -> int:
 
 
 def cmd_build(args) -> int:
-    from tfaot_dist import buildall
+    from tfaot_dist import scheduler
     from tfaot_dist.util.progress import make_reporter
 
     if args.all == bool(args.names):
@@ -179,14 +179,14 @@ def cmd_build(args) -> int:
     reg = registry_of(args)
     for name in args.names:
         load_entry(reg, name)
-    shard = buildall.parse_shard(args.shard) if args.shard else None
-    entries, failed = buildall.load_selected(reg, None if args.all else args.names, shard)
+    shard = scheduler.parse_shard(args.shard) if args.shard else None
+    entries, failed = scheduler.load_selected(reg, None if args.all else args.names, shard)
     session = session_of(args)
     if shard:
         log(f"shard {shard}: {len(entries) + len(failed)} models")
     if not entries and not failed:
         log(f"nothing to build: no models in {reg.root}" + (f" for shard {shard}" if shard else ""))
-    summary = buildall.build_many(entries, session, args.dist.absolute(), make_reporter(len(entries) + len(failed)),
+    summary = scheduler.build_many(entries, session, args.dist.absolute(), make_reporter(len(entries) + len(failed)),
                                   jobs=args.jobs, fail_fast=args.fail_fast, failed_before=failed)
     results = summary.results
     runtimes = builder.ensure_runtime_packages([r.package for r in results], session, args.dist.absolute())
@@ -203,7 +203,7 @@ def cmd_build(args) -> int:
         log(f"summary: {built} ok, {len(summary.failures)} failed, {len(summary.skipped)} not started")
         for f in summary.failures:
             log(f"FAILED {f.name}: {f.message}")
-        raise buildall.failed(summary)
+        raise scheduler.failed(summary)
     return 0
 
 
@@ -374,7 +374,7 @@ def _int_list(text: str, option: str) -> list[int]:
 
 
 def cmd_check(args) -> int:
-    from tfaot_dist.config import load_aot_config
+    from tfaot_dist.config import load_aot_config, load_source_config
 
     session = session_of(args)
     target = Path(args.target)
@@ -388,17 +388,17 @@ def cmd_check(args) -> int:
 
             entry = load_entry(registry_of(args), args.target)
             src = fetch_source(entry.source, args.cache)
-            config = register.load_source_config(src, entry.aot_config)
+            config = load_source_config(src, entry.aot_config)
         for warning in config.warnings:
             log(f"warning: {warning}")
         saved_model, serving_key = config.saved_model, config.serving_key
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="tfaot-check-") as work:
-        answer = register.op_check(saved_model.absolute(), serving_key, session, Path(work))
+        answer = check.op_check(saved_model.absolute(), serving_key, session, Path(work))
     ops = [row.to_json() for row in answer.ops]
     bad = [r["op"] for r in ops if not r["xla_cpu"]]
-    refused = register.refusal(answer)
+    refused = check.refusal(answer)
     if args.table:
         width = max(len("Operation"), *(len(r["op"]) for r in ops))
         lines = [f"{'Operation':{width}}  cpu", f"{'-' * width}  ---"]
@@ -432,16 +432,16 @@ def cmd_init_config(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    from tfaot_dist import recheck
+    from tfaot_dist import verify
 
     reg = registry_of(args)
     entry = load_entry(reg, args.name)
     if args.rebuild:
-        data = recheck.rebuild_and_compare(entry, session_of(args), args.dist.absolute())
+        data = verify.rebuild_and_compare(entry, session_of(args), args.dist.absolute())
         text = f"{entry.package} {entry.version}: rebuilt bit-identical ({data['archive_sha256']})"
     else:
-        package = recheck.check_installed(entry, args.dist.absolute())
-        report = recheck.check_numbers(package, session_of(args)).to_json()
+        package = verify.check_installed(entry, args.dist.absolute())
+        report = verify.check_numbers(package, session_of(args)).to_json()
         data = {"package": package.name, "version": package.version, "files": len(package.model_manifest.files),
                 "verification": report}
         worst = max((o["max_abs"] for o in report["outputs"].values()), default=0.0)

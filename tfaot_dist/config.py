@@ -29,6 +29,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
@@ -36,6 +37,9 @@ from tfaot_dist import limits, names
 from tfaot_dist.errors import InvalidInput
 from tfaot_dist.util.textsafe import shown
 from tfaot_dist.util.yamlio import Fields, load_mapping
+
+if TYPE_CHECKING:
+    from tfaot_dist.sources import ResolvedSource
 
 DEFAULT_TARGET_TRIPLE = "x86_64-pc-linux"
 MAX_BATCH_SIZE = 65536
@@ -244,3 +248,13 @@ def load_aot_config(path: Path, label: str | None = None, within: Path | None = 
         model_version=model_version,
         warnings=(f"{where}: unknown keys ignored: {', '.join(unknown)}",) if unknown else (),
     )
+
+
+def load_source_config(src: "ResolvedSource", aot_config: str) -> AotConfig:
+    """The AOT config at aot_config (relative to a fetched source tree): errors name the source's
+    URL and pin, and model.saved_model must stay inside the tree."""
+    path = src.root / aot_config
+    if not path.is_file():
+        raise InvalidInput(f"{src.url}@{src.commit[:12]}: aot config {aot_config!r} not found")
+    label = f"{src.url}@{src.commit[:12]}: {aot_config}"
+    return load_aot_config(path, label, within=src.root)

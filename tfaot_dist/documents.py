@@ -429,7 +429,7 @@ class LevelCheck(Document):
 
 @dataclass(frozen=True)
 class Verification(Document):
-    """What verify.compare() found: the worst deviation per output over every case, path and level run."""
+    """What harness.compare() found: the worst deviation per output over every case, path and level run."""
 
     tolerance: float
     batch_sizes: tuple[int, ...]
@@ -474,8 +474,10 @@ class RuntimeOrigin(Document):
 
 
 @dataclass(frozen=True)
-class Toolchain(Document):
-    """Our venv (requirements) or an existing Python (environment "existing", its installed TensorFlow)."""
+class ToolchainRecord(Document):
+    """The toolchain a model was compiled with, as its manifest records it ("toolchain"): our venv
+    (requirements) or an existing Python (environment "existing", its installed TensorFlow).
+    toolchain.Toolchain is the environment itself, on this machine."""
 
     tensorflow_version: str = ""
     requirements: tuple[str, ...] | None = field(default=None, metadata=OMIT_NONE)
@@ -523,7 +525,7 @@ class Manifest(Document):
     kind: str = field(default="model", metadata=check(_one_of("model", "runtime")))
     requires: tuple[Requirement, ...] = ()
     tensorflow_version: str | None = None  # the runtime's
-    toolchain: Toolchain | None = None  # a model's
+    toolchain: ToolchainRecord | None = None  # a model's
     compilation: Compilation | None = None
     signature: dict | None = field(default=None, metadata=check(_signature))
     model: dict | None = None  # free text: whoever shows it checks the types of its fields
@@ -578,7 +580,7 @@ class ModelManifest(Document):
     source: dict[str, str]
     digests: dict[str, str]
     model: ModelInfo
-    toolchain: Toolchain
+    toolchain: ToolchainRecord
     compilation: Compilation
     requires: tuple[Requirement, ...]
     signature: Signature

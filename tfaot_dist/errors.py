@@ -66,7 +66,7 @@ class ToolchainError(TfaotError):
 
 
 class BuildFailed(TfaotError):
-    """Some models of a build failed (buildall.failure_message says which); exits with the code
+    """Some models of a build failed (scheduler.failure_message says which); exits with the code
     of the first failure, in registry order."""
 
     def __init__(self, message: str, exit_code: int):

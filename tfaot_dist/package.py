@@ -34,7 +34,7 @@ from tfaot_dist.documents import (
     Reference,
     Requirement,
     SharedConstants,
-    Toolchain,
+    ToolchainRecord,
     ToolInfo,
 )
 from tfaot_dist.errors import CompileFailed, IntegrityError, InvalidInput
@@ -76,7 +76,7 @@ def dir_name(package: str, version: str) -> str:
 
 def assemble(compiled: Path, reference: Path, answer: CompileAnswer, root: Path, *, package: str, version: str,
              build_key: str | None, source: dict[str, str], digests: dict[str, str], model: ModelInfo,
-             toolchain: Toolchain, compilation: Compilation, requires: tuple[Requirement, ...],
+             toolchain: ToolchainRecord, compilation: Compilation, requires: tuple[Requirement, ...],
              runtime_parts: Sequence[BuiltPart] = ()) -> ModelManifest:
     """Lay out a package in root from the worker's output; returns its manifest, not yet verified
     (verification None) and not written. runtime_parts: the XLA runtime parts the objects call, which

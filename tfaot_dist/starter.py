@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tfaot_dist import names
+from tfaot_dist.check import op_check, refusal
 from tfaot_dist.config import load_aot_config
 from tfaot_dist.documents import CheckAnswer, Tensor
 from tfaot_dist.errors import InvalidInput
-from tfaot_dist.register import op_check, refusal
 from tfaot_dist.session import Session
 from tfaot_dist.util.fs import write_atomic
 

@@ -1,156 +1,83 @@
-"""Verified builds: link the fresh package into a C++ harness, run it on the inputs
-TensorFlow saw, and compare with TensorFlow's outputs.
+"""`verify NAME [--rebuild]`: is the package in the output directory what its entry builds?
 
-Every reference batch size is checked (the compiled ones and sizes that need
-stitching and padding), through both run() and runFlat(). Floating outputs
-must agree within TOLERANCE, absolute or relative; integers and bools exactly.
-
-A multi-level package is checked once per CPU level this machine can run
-(TFAOT_CPU_LEVEL set for the harness, which reports the level it ran); the
-levels it cannot run are recorded with the features this CPU lacks.
+Without --rebuild: every file matches the manifest's digests, and the package's
+objects, linked with this machine's runtime, reproduce the TensorFlow outputs
+it ships (the check every build makes, run again). With --rebuild:
+build the entry again from nothing but the shared toolchain and runtime (a
+fresh temporary cache, so the source is fetched again, and a fresh output
+directory) and compare the two packages file by file and archive to archive.
 """
 
-import array
-import math
-import os
-from collections.abc import Sequence
+import json
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
-from tfaot_dist import process
-from tfaot_dist.channels import cpu_target
-from tfaot_dist.cxx import INTERFACE_INCLUDE, pch
-from tfaot_dist.cxx.xla_runtime import XlaRuntime, compile_consumer
-from tfaot_dist.documents import Deviation, LevelCheck, ModelManifest, ReferenceCase, Signature, Verification
-from tfaot_dist.errors import VerificationFailed
-from tfaot_dist.util.render import render
-
-TOLERANCE = 1e-5
-TYPECODES = {"float32": "f", "float64": "d", "int32": "i", "int64": "q", "bool": "B"}
-MODES = ("flat", "nested")  # always written; "padded" only where a padding rule exists
+from tfaot_dist import builder, harness
+from tfaot_dist import package as pkg
+from tfaot_dist.documents import Verification
+from tfaot_dist.errors import InvalidInput, VerificationFailed
+from tfaot_dist.registry import ModelEntry
+from tfaot_dist.session import Session
+from tfaot_dist.util.fs import sha256_file, tree_files
 
 
-def padded_rule(target: int, sizes: Sequence[int]) -> str | None:
-    """The largest compiled size repeated up to target, the last call zero-padded.
-
-    None where that needs no padding (target a multiple of the largest size).
-    """
-    largest = max(sizes)
-    calls = -(-target // largest)
-    if calls * largest == target:
-        return None
-    return f"{target}:{','.join([str(largest)] * calls)}"
+def check_installed(entry: ModelEntry, dist: Path) -> pkg.Package:
+    root = dist / pkg.dir_name(entry.package, entry.version)
+    if not (root / pkg.MANIFEST).is_file():
+        raise InvalidInput(f"{entry.name}: no package {root.name} in {dist} (run build first)")
+    manifest = pkg.read_manifest(root)
+    pkg.check_files(root, manifest)
+    return pkg.Package(entry.package, entry.version, root, root.parent / f"{root.name}.tar.gz", manifest)
 
 
-def verify_package(root: Path, manifest: ModelManifest, runtime: XlaRuntime, work: Path,
-                   cache: Path | None = None) -> Verification:
-    """Build and run the harness against the package in root; returns the deviation report.
-
-    cache: where the precompiled interface headers live (tfaot_dist.cxx.pch); None compiles without.
-    """
-    work.mkdir(parents=True)
-    package = manifest.package
-    harness = build_harness(root, manifest, runtime, work, cache)
-    reference = root / manifest.reference.dir
-    cases = manifest.reference.cases
-    sizes = manifest.compilation.batch_sizes
-    if not manifest.compilation.cpu_levels:
-        run_harness(harness, reference, cases, sizes, work / "out")
-        return compare(package, manifest.signature, reference, cases, work / "out")
-    checks: dict[str, LevelCheck] = {}
-    found: list[Verification] = []
-    for level in manifest.compilation.cpu_levels:
-        host = cpu_target.check_host(level)
-        if not host.ok:
-            checks[level] = LevelCheck(verified=False, note=f"this CPU lacks {', '.join(host.missing)}")
-            continue
-        out = work / "out" / level
-        run_harness(harness, reference, cases, sizes, out, level)
-        used = (out / "cpu_level.txt").read_text().strip()
-        if used != level:
-            raise VerificationFailed(f"{package}: TFAOT_CPU_LEVEL={level}, but the harness ran level {used!r}")
-        label = package if len(manifest.compilation.cpu_levels) == 1 else f"{package} (CPU level {level})"
-        found.append(compare(label, manifest.signature, reference, cases, out))
-        checks[level] = LevelCheck(verified=True)
-    if not found:
-        raise VerificationFailed(f"{package}: this machine runs none of the CPU levels "
-                                 f"{', '.join(manifest.compilation.cpu_levels)}")
-    worst = {name: Deviation(max_abs=max(v.outputs[name].max_abs for v in found),
-                             max_rel=max(v.outputs[name].max_rel for v in found)) for name in found[0].outputs}
-    return Verification(tolerance=TOLERANCE, batch_sizes=found[0].batch_sizes, outputs=worst,
-                        paths=found[0].paths, cpu_levels=checks)
+def check_numbers(package: pkg.Package, session: Session) -> Verification:
+    """Link the package's objects into the verification harness again and compare every output
+    with the reference TensorFlow outputs in the package; VerificationFailed names the first miss."""
+    _, runtime = session.toolchain_and_runtime()
+    with tempfile.TemporaryDirectory(prefix="tfaot-verify-") as tmp_dir:
+        return harness.verify_package(package.root, package.model_manifest, runtime, Path(tmp_dir) / "work",
+                                     session.cache.root)
 
 
-def build_harness(root: Path, manifest: ModelManifest, runtime: XlaRuntime, work: Path,
-                  cache: Path | None = None) -> Path:
-    """The verification harness of the package in root, linked from its archive, as work/harness."""
-    write_harness(manifest, work / "harness.cc")
-    compile_consumer(runtime, [work / "harness.cc"], [root / "include", INTERFACE_INCLUDE],
-                     [root / "lib" / f"lib{manifest.package}.a"], work / "harness",
-                     pch.flags(runtime, cache) if cache else ())
-    return work / "harness"
+def rebuild_and_compare(entry: ModelEntry, session: Session, dist: Path) -> dict[str, Any]:
+    existing = check_installed(entry, dist)
+    with tempfile.TemporaryDirectory(prefix="tfaot-rebuild-") as tmp_dir:
+        tmp = Path(tmp_dir)
+        # A fresh cache sharing the expensive entries keyed by their contents.
+        fresh_cache = session.cache.share_into(tmp / "cache").root
+        rebuilt = builder.build_entry(entry, session.with_cache(fresh_cache), tmp / "dist").package
+        difference = first_difference(existing.root, rebuilt.root)
+        if difference:
+            raise VerificationFailed(f"{entry.package} {entry.version} is not reproducible: {difference}")
+        a, b = existing.archive_sha256, rebuilt.archive_sha256
+        if a != b:
+            raise VerificationFailed(f"{entry.package} {entry.version}: archives differ ({a} vs {b}) "
+                                     "although every file is equal")
+        shutil.rmtree(tmp / "dist")
+    return {"package": entry.package, "version": entry.version, "archive_sha256": a,
+            "files": len(existing.model_manifest.files) + 1}
 
 
-def read_array(path: Path, dtype: str) -> "array.array[Any]":
-    values = array.array(TYPECODES[dtype])
-    values.frombytes(path.read_bytes())
-    return values
+def first_difference(a: Path, b: Path) -> str | None:
+    """A one-line description of the first file that differs between two trees, or None."""
+    files_a, files_b = tree_files(a), tree_files(b)
+    for rel in sorted(set(files_a) ^ set(files_b)):
+        return f"{rel} exists only in {'the original' if rel in files_a else 'the rebuild'}"
+    for rel in files_a:
+        if sha256_file(a / rel) != sha256_file(b / rel):
+            return f"{rel} differs{_json_hint(a / rel, b / rel)}"
+    return None
 
 
-def write_harness(manifest: ModelManifest, path: Path) -> None:
-    comp = manifest.compilation
-    path.write_text(render(
-        "verify_harness.cc.j2",
-        package=manifest.package,
-        namespace=comp.namespace,
-        class_name=comp.class_name,
-        inputs=[t.to_json() for t in manifest.signature.inputs],
-        outputs=[t.to_json() for t in manifest.signature.outputs],
-        cpu_levels=list(comp.cpu_levels),
-    ))
-
-
-def run_harness(harness: Path, reference: Path, cases: Sequence[ReferenceCase], sizes: Sequence[int],
-                out: Path, level: str | None = None) -> None:
-    """level: the CPU level to force (TFAOT_CPU_LEVEL); None leaves the environment as it is."""
-    args = [str(harness), str(out)]
-    for case in cases:
-        bs = case.batch_size
-        (out / f"bs{bs}").mkdir(parents=True)
-        args += [str(bs), str(reference / case.dir), padded_rule(bs, sizes) or "-"]
-    env = {**os.environ, "TFAOT_CPU_LEVEL": level} if level else None
-    what = f"verification harness (CPU level {level})" if level else "verification harness"
-    process.run(args, what=what, error=VerificationFailed, timeout=600, env=env)
-
-
-def compare(model: str, signature: Signature, reference: Path, cases: Sequence[ReferenceCase],
-            out: Path) -> Verification:
-    """Maximum deviations per output; raises VerificationFailed at the first element out of tolerance."""
-    outputs: dict[str, Deviation] = {}
-    for k, t in enumerate(signature.outputs):
-        worst_abs = worst_rel = 0.0
-        for case in cases:
-            bs = case.batch_size
-            expected = read_array(reference / case.dir / f"output_{k}.bin", t.dtype)
-            for mode in (*MODES, "padded"):
-                path = out / f"bs{bs}" / f"{mode}_output_{k}.bin"
-                if mode == "padded" and not path.exists():
-                    continue
-                got = read_array(path, t.dtype)
-                if len(got) != len(expected):
-                    raise VerificationFailed(f"{model}: batch size {bs}, output {t.name} ({mode}): "
-                                             f"{len(got)} elements, TensorFlow gave {len(expected)}")
-                for i, (a, b) in enumerate(zip(got, expected, strict=True)):
-                    diff = abs(a - b)
-                    rel = diff / abs(b) if b else (0.0 if diff == 0 else math.inf)
-                    exact = t.dtype not in ("float32", "float64")
-                    bad = diff != 0 if exact else not (diff <= TOLERANCE or rel <= TOLERANCE)
-                    if bad or math.isnan(a) != math.isnan(b):
-                        raise VerificationFailed(
-                            f"{model}: batch size {bs}, output {t.name} ({mode}), element {i}: "
-                            f"compiled {a!r}, TensorFlow {b!r}")
-                    worst_abs = max(worst_abs, diff)
-                    worst_rel = max(worst_rel, rel if math.isfinite(rel) else 0.0)
-        outputs[t.name] = Deviation(max_abs=worst_abs, max_rel=worst_rel)
-    return Verification(tolerance=TOLERANCE, batch_sizes=tuple(c.batch_size for c in cases), outputs=outputs,
-                        paths=("run() nested vectors", "runFlat()", "runFlat() with a zero-padding rule"))
+def _json_hint(a: Path, b: Path) -> str:
+    """For JSON files, name the first differing key."""
+    if a.suffix != ".json":
+        return ""
+    try:
+        left, right = json.loads(a.read_text()), json.loads(b.read_text())
+    except ValueError:
+        return ""
+    keys = sorted(k for k in set(left) | set(right) if left.get(k) != right.get(k))
+    return f" (key {keys[0]!r})" if keys else ""

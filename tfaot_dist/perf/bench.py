@@ -374,8 +374,7 @@ def resolve_target(spec: str, registry, session: Session, dist: Path, saved_mode
     unless saved_model is given: then only the AOT engine runs.
     """
     from tfaot_dist import builder
-    from tfaot_dist.config import load_aot_config
-    from tfaot_dist.register import load_source_config
+    from tfaot_dist.config import load_aot_config, load_source_config
     from tfaot_dist.sources import fetch_source
 
     path = Path(spec)

@@ -167,8 +167,8 @@ def tune_command(spec: str, registry, session: Session, dist: Path, targets: lis
     import tempfile
 
     from tfaot_dist import builder
+    from tfaot_dist.intake import next_build
     from tfaot_dist.perf import bench
-    from tfaot_dist.register import next_build
     from tfaot_dist.util.fs import write_atomic
 
     log = session.log
@@ -191,7 +191,7 @@ def tune_command(spec: str, registry, session: Session, dist: Path, targets: lis
         if merged:
             overrides["batch_rules"] = tuple(merged)
         new_entry = entry
-        if overrides != entry.overrides:  # other inputs: the next build of the version (register.update_model)
+        if overrides != entry.overrides:  # other inputs: the next build of the version (intake.update_model)
             new_entry = dataclasses.replace(entry, overrides=overrides, version=next_build(entry.version))
         path = registry.save(new_entry)
         log(f"wrote {len(merged)} batch rules to {path} ({new_entry.package} {new_entry.version})")

@@ -1,0 +1,89 @@
+"""A SavedModel checked with TensorFlow before anything is compiled (`check`, add-model, update,
+init-config, build): its signature, whether XLA has a CPU kernel for each op, and one trial compile.
+
+    op_check()      run the worker's check request; returns its typed answer
+    check_model()   the same for an AOT config, refused with one line if it cannot compile
+    refusal()       why an answer's model cannot be compiled, or None
+"""
+
+import shutil
+from pathlib import Path
+
+from tfaot_dist import limits
+from tfaot_dist.config import AotConfig
+from tfaot_dist.documents import CheckAnswer, CheckRequest, Signature, Tensor
+from tfaot_dist.errors import InvalidInput
+from tfaot_dist.session import Session
+from tfaot_dist.toolchain import run_worker
+from tfaot_dist.util.textsafe import one_line, shown
+
+
+def check_model(config: AotConfig, session: Session, work: Path) -> Signature:
+    """Load the SavedModel in TensorFlow, check its signature and ops; returns the signature."""
+    answer = op_check(config.saved_model, config.serving_key, session, work, config.compilation.batch_sizes)
+    refused = refusal(answer)
+    if refused:
+        raise InvalidInput(f"{config.path}: {refused}")
+    return answer.signature
+
+
+def refusal(answer: CheckAnswer) -> str | None:
+    """Why the model cannot be compiled, in one line (each op with its first node and what to change), or None."""
+    bad = [row for row in answer.ops if not row.xla_cpu]
+    if bad:
+        where = "; ".join(f"{row.op} at {_node_list(row.nodes)}: {row.advice}" if row.nodes else row.op
+                          for row in bad)
+        return f"ops XLA cannot compile on CPU: {', '.join(row.op for row in bad)} ({where})"
+    if answer.compile_error:
+        return f"tfcompile cannot compile the model: {compile_error_line(answer.compile_error)}"
+    return None
+
+
+def _node_list(nodes: tuple[str, ...]) -> str:
+    return "node " + ", ".join(shown(n) for n in nodes[:2]) + (f" and {len(nodes) - 2} more" if len(nodes) > 2 else "")
+
+
+def compile_error_line(text: str) -> str:
+    """The line of a tfcompile error that says what is wrong (XLA puts it first, context after it)."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return one_line(lines[0] if lines else text, limit=600)
+
+
+def op_check(saved_model: Path, serving_key: str, session: Session, work: Path,
+             batch_sizes: tuple[int, ...] = ()) -> CheckAnswer:
+    check_saved_model_files(saved_model)
+    toolchain = session.toolchain()
+    work.mkdir(parents=True, exist_ok=True)
+    request = CheckRequest(saved_model=str(saved_model), serving_key=serving_key, batch_sizes=batch_sizes,
+                           max_row_elements=limits.max_row_elements(), max_batch_bytes=limits.max_batch_bytes())
+    try:
+        answer = run_worker(toolchain, request.to_json(), work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return CheckAnswer.from_json(answer, "TensorFlow worker answer")
+
+
+LFS_POINTER = b"version https://git-lfs.github.com/spec/"
+
+
+def check_saved_model_files(saved_model: Path) -> None:
+    """Before TensorFlow reads them (it would say "Wire format was corrupt"): a git LFS pointer in
+    place of a SavedModel file is named as such, with the fix."""
+    for path in [saved_model / "saved_model.pb", *sorted((saved_model / "variables").glob("*"))]:
+        try:
+            with open(path, "rb") as f:
+                head = f.read(len(LFS_POINTER))
+        except OSError:
+            continue
+        if head == LFS_POINTER:
+            raise InvalidInput(f"{path}: a git LFS pointer, not the file: the data repository stores it with git "
+                               "LFS, whose objects tfaot-dist does not fetch; commit the file itself (`git lfs "
+                               "untrack PATTERN` and `git add --renormalize .` in the data repository) or, for a "
+                               "local directory, run `git lfs pull` there first")
+
+
+def describe_signature(signature: Signature) -> str:
+    def one(t: Tensor) -> str:
+        return f"{t.name}:{t.dtype}{list(t.shape)}"
+
+    return ", ".join(one(t) for t in signature.inputs) + " -> " + ", ".join(one(t) for t in signature.outputs)
