@@ -1,8 +1,11 @@
-"""Ruff and mypy, configured in pyproject.toml, are clean: run here so that scripts/test (and CI) runs them."""
+"""Ruff, mypy and codespell, configured in pyproject.toml, are clean: run here so that scripts/test (and CI)
+runs them in its fast tier. The pre-commit hooks (.pre-commit-config.yaml) run the same tools."""
 
 import subprocess
 import sys
 from pathlib import Path
+
+import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -33,3 +36,25 @@ def test_mypy_is_clean():
     proc = run("mypy", "--no-incremental", "--cache-dir", "/dev/null")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.startswith("Success: no issues found"), proc.stdout
+
+
+def tracked(pattern: str = "*") -> list[str]:
+    out = subprocess.run(["git", "ls-files", "-z", pattern], cwd=REPO, capture_output=True, text=True, check=True)
+    return [name for name in out.stdout.split("\0") if name]
+
+
+def test_codespell_is_clean():
+    proc = run("codespell", *tracked())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_pre_commit_runs_the_same_tools():
+    """Each hook runs a tool from ./.venv (or the cached actionlint): nothing is fetched at commit time."""
+    proc = run("pre-commit", "validate-config", ".pre-commit-config.yaml")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    config = yaml.safe_load((REPO / ".pre-commit-config.yaml").read_text())
+    assert [repo["repo"] for repo in config["repos"]] == ["local"]
+    hooks = {hook["id"]: hook for hook in config["repos"][0]["hooks"]}
+    assert set(hooks) == {"ruff", "ruff-format", "mypy", "codespell", "actionlint"}
+    for tool in ("ruff", "mypy", "codespell"):
+        assert hooks[tool]["entry"].split()[0] == f".venv/bin/{tool}"

@@ -356,6 +356,7 @@ def trickle():
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
+    server.server_close()
 
 
 def test_download_deadline(trickle, monkeypatch):

@@ -3,6 +3,7 @@ workflow's jobs run the very scripts that tests/test_distribution.py runs."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -109,7 +110,68 @@ def test_ci_workflow_lints_and_runs_the_test_command():
     assert any(run.startswith("ruff check") for run in runs)
     assert "scripts/test" in runs
     assert "scripts/install-actionlint" in runs
-    # .ci/run (this machine's CI) runs the same test command and installs the linter too.
+    # .ci/run (this machine's CI) runs the same test command, which installs the linter too and runs
+    # the fast tier first, stopping there when it fails.
     ci_run = (REPO / ".ci" / "run").read_text()
-    assert "scripts/test" in ci_run and "scripts/install-actionlint" in ci_run
+    assert 'scripts/test "$@"' in ci_run.splitlines()
+    script = (REPO / "scripts" / "test").read_text()
+    assert "scripts/install-actionlint" in script
+    fast = script.index('TFAOT_DIST_FAST=1 "${pytest[@]}" -m "not tf" tests\n')
+    assert "set -euo pipefail" in script and fast < script.index('exec "${pytest[@]}" -m tf tests')
     assert os.access(REPO / "scripts" / "release-shard", os.X_OK)
+
+
+def _stub(path: Path, body: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+
+
+@pytest.mark.parametrize("fast_tier_passes", [True, False])
+def test_the_test_command_runs_the_fast_tier_first(tmp_path, fast_tier_passes):
+    """scripts/test without arguments: the fast tier, then (only if it passed) the toolchain tier."""
+    (tmp_path / "scripts").mkdir()
+    shutil.copy2(REPO / "scripts" / "test", tmp_path / "scripts" / "test")
+    for name in ("install-test-tools", "bootstrap", "install-actionlint"):
+        _stub(tmp_path / "scripts" / name, "exit 0")
+    log = tmp_path / "pytest.log"
+    # The venv's python stands in for pytest: it records each run and fails the fast tier if asked.
+    _stub(tmp_path / ".venv" / "bin" / "python",
+          f'echo "FAST=${{TFAOT_DIST_FAST:-0}} $*" >> {log}\n'
+          f'case "$*" in *"not tf"*) exit {0 if fast_tier_passes else 1};; esac\nexit 0')
+    (tmp_path / "tests").mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "TFAOT_DIST_FAST"}
+    proc = subprocess.run([str(tmp_path / "scripts" / "test")], env=env, capture_output=True, text=True,
+                          check=False)
+    runs = log.read_text().splitlines()
+    fast = "FAST=1 -m pytest -q -p no:cacheprovider -m not tf tests"
+    if fast_tier_passes:
+        assert proc.returncode == 0 and runs == [fast, "FAST=0 -m pytest -q -p no:cacheprovider -m tf tests"]
+    else:
+        assert proc.returncode == 1 and runs == [fast]
+
+
+def test_install_test_tools_calls_apt_only_for_a_missing_tool(tmp_path):
+    script = (REPO / "scripts" / "install-test-tools").read_text()
+    tools = re.findall(r"\[([\w+.-]+)\]=", script)
+    assert {"g++", "rpmbuild", "chromium", "docker-registry"} <= set(tools)
+    bin_dir, log = tmp_path / "bin", tmp_path / "apt.log"
+    for tool in tools:
+        _stub(bin_dir / tool, "exit 0")
+    for tool in ("id", "sort"):
+        os.symlink(shutil.which(tool) or f"/usr/bin/{tool}", bin_dir / tool)
+    _stub(bin_dir / "apt-get", f'echo "$*" >> {log}')
+    env = {"PATH": str(bin_dir), "HOME": str(tmp_path)}
+
+    def install() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["/bin/bash", str(REPO / "scripts" / "install-test-tools")], env=env,
+                              capture_output=True, text=True, check=False)
+
+    assert install().returncode == 0 and not log.exists()  # everything there: apt is not run
+    (bin_dir / "cpio").unlink()
+    (bin_dir / "htpasswd").unlink()
+    if os.geteuid() != 0:
+        pytest.skip("the install path needs root or passwordless sudo")
+    proc = install()
+    assert proc.returncode == 0, proc.stderr
+    assert log.read_text().splitlines() == ["update -q", "install -y -q apache2-utils cpio"]
