@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tfaot_dist.cli import default_cache
+from tfaot_dist.cache import default_cache
 from tfaot_dist.registry import DEFAULT_REQUIREMENTS
 from tfaot_dist.toolchain import ensure_toolchain, run_worker, worker_env
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import yaml
 
 from tfaot_dist import builder
-from tfaot_dist.cli import default_cache
+from tfaot_dist.cache import default_cache
 from tfaot_dist.registry import Registry
 
 REPO = Path(__file__).resolve().parent.parent

@@ -28,9 +28,8 @@ import tempfile
 from pathlib import Path
 
 from tfaot_dist import builder
-from tfaot_dist.cache import Cache
+from tfaot_dist.cache import Cache, default_cache
 from tfaot_dist.channels import cpu_target
-from tfaot_dist.cli import default_cache
 from tfaot_dist.config import load_aot_config
 from tfaot_dist.cxx.xla_runtime import ensure_runtime
 from tfaot_dist.perf import bench

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tfaot_dist.cli import default_cache
+from tfaot_dist.cache import default_cache
 from tfaot_dist.registry import DEFAULT_REQUIREMENTS
 from tfaot_dist.toolchain import ensure_toolchain, worker_env
 

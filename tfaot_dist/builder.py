@@ -14,20 +14,19 @@ import tarfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tfaot_dist import __version__, documents, harness, limits
+from tfaot_dist import __version__, documents, harness, limits, names
 from tfaot_dist import package as pkg
 from tfaot_dist.cache import ensure_entry, staging
 from tfaot_dist.check import check_saved_model_files
 from tfaot_dist.config import AotConfig, load_aot_config, load_source_config
 from tfaot_dist.cxx import runtime_package
 from tfaot_dist.cxx.installed_runtime import KIND as RELEASE_KIND
-from tfaot_dist.cxx.installed_runtime import installed_runtime
 from tfaot_dist.cxx.runtime_parts import CompiledModel
 from tfaot_dist.cxx.xla_runtime import XlaRuntime, runtime_parts_for
 from tfaot_dist.documents import CompileAnswer, CompileRequest
 from tfaot_dist.errors import CompileFailed, IntegrityError
 from tfaot_dist.registry import Defaults, ModelEntry
-from tfaot_dist.session import Session
+from tfaot_dist.session import Session, Tools
 from tfaot_dist.sources import fetch_source
 from tfaot_dist.toolchain import WORKER, run_worker
 from tfaot_dist.util.fs import (
@@ -51,7 +50,7 @@ EXTRA_REFERENCE_SIZES = 2
 class BuildResult:
     name: str
     package: pkg.Package
-    status: str  # "built", "cached" (copied from the build cache) or "up to date"
+    status: pkg.Status
     key: str
 
 
@@ -89,8 +88,9 @@ def build_entry(entry: ModelEntry, session: Session, dist: Path) -> BuildResult:
     cached_dir = session.cache.builds / key
     # Fetched before the lock is taken: a source that cannot be had leaves the build cache as it was.
     src = None if _existing(cached_dir / dest.name, key) else fetch_source(entry.source, cache, offline)
+    tools = session.resolve()
     if src is not None and offline:
-        session.toolchain_and_runtime()  # what is missing offline is named before the build cache is touched
+        tools.runtime  # noqa: B018 - what is missing offline is named before the build cache is touched
     built = False
 
     def build(staged: Path) -> None:
@@ -99,12 +99,12 @@ def build_entry(entry: ModelEntry, session: Session, dist: Path) -> BuildResult:
         tree = src or fetch_source(entry.source, cache, offline)
         config = load_source_config(tree, entry.aot_config).with_overrides(entry.overrides)
         source = {**entry.source.as_dict(), "url": entry.source.url, "aot_config": entry.aot_config}
-        _compile(config, entry.package, entry.version, source, session, staged, key)
+        _compile(config, Target(entry.package, entry.version, source, key), tools, staged)
 
     # No marker: the package's manifest names its build key; a failed build's log is kept.
     ensure_entry(cached_dir, build, marker=None, is_complete=lambda d: _existing(d / dest.name, key) is not None,
                  lock=session.cache.build_lock(key), keep_failed=True)
-    status = "built" if built else "cached"
+    status: pkg.Status = "built" if built else "cached"
     found = _existing(cached_dir / dest.name, key)
     if found is not None and not built:
         _check_cached(found)
@@ -120,7 +120,14 @@ def compile_config(config_path: Path, output_dir: Path, session: Session,
 
     name (the package is tfaot-model-NAME), version, batch_sizes and cpu_levels default to the
     config's (name: model.name in lower case with '-' for '_'); cpu_levels clears target_cpu.
+    toolchain_python, runtime_dir: an existing Python and an installed runtime (Session.resolve).
     """
+    if name is not None:
+        names.model_name(name, "--name")
+    if version is not None:
+        names.version(version, "--version")
+    tools = session.resolve(toolchain_python, runtime_dir)
+    tools.require_offline("compile", runtime=True)
     config = load_aot_config(config_path)
     if batch_sizes:
         config = config.with_overrides({"batch_sizes": batch_sizes})
@@ -138,44 +145,53 @@ def compile_config(config_path: Path, output_dir: Path, session: Session,
     with file_lock(session.cache.output_lock(work)):
         remove_stale_siblings(work)
         with staging(work, keep_failed=True) as staged:
-            _compile(config, package, version, source, session, staged, key=None,
-                     toolchain_python=toolchain_python, runtime_dir=runtime_dir)
-            package = _publish_copy(_load(staged / dest.name), dest, None)
+            _compile(config, Target(package, version, source, None), tools, staged)
+            built = _publish_copy(_load(staged / dest.name), dest, None)
             shutil.rmtree(staged)
-    return package
+    return built
 
 
-def _compile(config: AotConfig, package: str, version: str, source: dict, session: Session, out: Path,
-             key: str | None, toolchain_python: Path | None = None, runtime_dir: Path | None = None) -> None:
-    """Compile config into out/<package>-<version>/ and its .tar.gz.
+@dataclass(frozen=True)
+class Target:
+    """The package a compile makes: its name and version, the manifest's source, and the build key
+    (None for `compile`, which has no registry entry)."""
 
-    toolchain_python: an existing Python with TensorFlow instead of our venv; runtime_dir: an
-    installed XLA runtime (any layout of cxx/installed_runtime.py) to verify and link against instead
-    of building one. Each defaults to the registry's toolchain.python / toolchain.runtime.
+    package: str
+    version: str
+    source: dict[str, str]
+    key: str | None
+
+
+def _compile(config: AotConfig, target: Target, tools: Tools, out: Path) -> None:
+    """Compile config into out/<package>-<version>/ and its .tar.gz: request, compile, assemble, verify.
+
     The runtime is resolved first, so the manifest (and the .pc file) name the exact runtime
     from the start: the manifest is assembled once, verified, and written once.
     """
-    defaults, log = session.defaults, session.log
+    session = tools.session
+    defaults = session.defaults
     config = config.with_target_defaults(defaults.target_triple, defaults.target_cpu, defaults.cpu_levels)
-    comp = config.compilation
-    toolchain_python = toolchain_python or defaults.python  # options win over the registry
-    runtime_dir = runtime_dir or defaults.runtime
-    if toolchain_python:
-        toolchain, runtime = session.existing_toolchain_and_runtime(toolchain_python, runtime_dir)
-    elif runtime_dir:
-        toolchain = session.toolchain()
-        runtime = installed_runtime(runtime_dir, toolchain, session.origin("runtime", runtime_dir))
-    else:
-        toolchain, runtime = session.toolchain_and_runtime()
+    runtime = tools.runtime
     check_saved_model_files(config.saved_model)
     work = out / "work"
-    compiled, reference = work / "compiled", work / "reference"
-    compiled.mkdir(parents=True)
     for warning in config.warnings:
-        log(f"warning: {warning}")
-    levels = f" and CPU levels {list(comp.cpu_levels)}" if comp.cpu_levels else ""
-    log(f"compiling {package} {version} for batch sizes {list(comp.batch_sizes)}{levels}")
-    request = CompileRequest(
+        session.log(f"warning: {warning}")
+    request = _request(config, work)
+    answer = _run_compile(request, config, target, tools, work)
+    root = out / pkg.dir_name(target.package, target.version)
+    manifest = _assemble(config, target, tools, answer, work, root)
+    _verify(root, manifest, runtime, work, session)
+    pkg.write_archive(root, out / f"{root.name}.tar.gz")
+    shutil.rmtree(work)
+
+
+def _request(config: AotConfig, work: Path) -> CompileRequest:
+    """What the TensorFlow worker is asked: every batch size (and CPU level), and reference outputs
+    at the compiled sizes and two more."""
+    comp = config.compilation
+    compiled = work / "compiled"
+    compiled.mkdir(parents=True)
+    return CompileRequest(
         saved_model=str(config.saved_model),
         serving_key=config.serving_key,
         batch_sizes=comp.batch_sizes,
@@ -184,40 +200,56 @@ def _compile(config: AotConfig, package: str, version: str, source: dict, sessio
         output_dir=str(compiled),
         target_triple=comp.target_triple,
         target_cpu=comp.target_cpu,
-        reference_dir=str(reference),
+        reference_dir=str(work / "reference"),
         reference_sizes=tuple(reference_sizes(comp.batch_sizes)),
         cpu_levels=comp.cpu_levels or (),
         activation_formulas=comp.activation_formulas,
         max_row_elements=limits.max_row_elements(),
         max_batch_bytes=limits.max_batch_bytes(),
     )
-    answer = CompileAnswer.from_json(run_worker(toolchain, request.to_json(), work, comp.tf_xla_flags,
+
+
+def _run_compile(request: CompileRequest, config: AotConfig, target: Target, tools: Tools,
+                 work: Path) -> CompileAnswer:
+    """Run the worker in the toolchain; its TensorFlow must be the runtime's."""
+    comp = config.compilation
+    levels = f" and CPU levels {list(comp.cpu_levels)}" if comp.cpu_levels else ""
+    tools.session.log(f"compiling {target.package} {target.version} for batch sizes {list(comp.batch_sizes)}{levels}")
+    answer = CompileAnswer.from_json(run_worker(tools.toolchain, request.to_json(), work, comp.tf_xla_flags,
                                                 comp.xla_flags), "TensorFlow worker answer")
-    if answer.tensorflow_version != runtime.tensorflow_version:
+    if answer.tensorflow_version != tools.runtime.tensorflow_version:
         raise CompileFailed(f"the model was compiled with TensorFlow {answer.tensorflow_version}, "
-                            f"the XLA runtime was built from TensorFlow {runtime.tensorflow_version}")
+                            f"the XLA runtime was built from TensorFlow {tools.runtime.tensorflow_version}")
+    return answer
+
+
+def _assemble(config: AotConfig, target: Target, tools: Tools, answer: CompileAnswer, work: Path,
+              root: Path) -> documents.ModelManifest:
+    """The package directory at root and its manifest (not written yet: verification goes in first)."""
+    comp, runtime, log = config.compilation, tools.runtime, tools.session.log
+    compiled, reference = work / "compiled", work / "reference"
     tf_version = answer.tensorflow_version
-    if toolchain_python:  # recorded without its path: manifests hold no paths of the build machine
+    if tools.python:  # recorded without its path: manifests hold no paths of the build machine
         used = documents.ToolchainRecord(tensorflow_version=tf_version, environment="existing",
-                                   installed=toolchain.installed)
+                                         installed=tools.toolchain.installed)
     else:
-        used = documents.ToolchainRecord(tensorflow_version=tf_version, requirements=defaults.requirements)
-    if runtime_dir:
+        used = documents.ToolchainRecord(tensorflow_version=tf_version,
+                                         requirements=tools.session.defaults.requirements)
+    if tools.runtime_dir:
         used = replace(used, runtime=runtime_origin(runtime))
     model = CompiledModel(objects=[compiled / obj for files in answer.files.values() for obj in files.objects],
                           headers=[compiled / files.header for files in answer.files.values()],
                           namespace=comp.namespace, work=work / "runtime-calls")
-    parts = runtime_parts_for(runtime, model, toolchain.python, session.cache.root, log,
-                              path_environment=toolchain.path_environment)
+    parts = runtime_parts_for(runtime, model, tools.toolchain.python, tools.session.cache.root, log,
+                              path_environment=tools.toolchain.path_environment)
     if parts:
         log(f"runtime parts the model calls: {', '.join(part.name for part in parts)}")
-    root = out / pkg.dir_name(package, version)
-    manifest = pkg.assemble(
+    return pkg.assemble(
         compiled, reference, answer, root,
-        package=package,
-        version=version,
-        build_key=key,
-        source=source,
+        package=target.package,
+        version=target.version,
+        build_key=target.key,
+        source=target.source,
         digests={"aot_config": sha256_file(config.path), "saved_model": tree_digest(config.saved_model)},
         model=documents.ModelInfo(author=config.author, description=config.description,
                                   serving_key=config.serving_key),
@@ -231,13 +263,16 @@ def _compile(config: AotConfig, package: str, version: str, source: dict, sessio
         requires=(runtime_package.requirement(runtime),),
         runtime_parts=parts,
     )
+
+
+def _verify(root: Path, manifest: documents.ModelManifest, runtime: XlaRuntime, work: Path,
+            session: Session) -> None:
+    """Every output against TensorFlow's (harness.py); the manifest is written with the result."""
     verification = harness.verify_package(root, manifest, runtime, work / "verify", session.cache.root)
     pkg.write_manifest(root, replace(manifest, verification=verification).to_json())
-    log(f"verified {package} against TensorFlow at batch sizes {list(verification.batch_sizes)}")
+    session.log(f"verified {manifest.package} against TensorFlow at batch sizes {list(verification.batch_sizes)}")
     for level, check in (verification.cpu_levels or {}).items():
-        log(f"  CPU level {level}: " + ("verified" if check.verified else f"not verified: {check.note}"))
-    pkg.write_archive(root, out / f"{root.name}.tar.gz")
-    shutil.rmtree(work)
+        session.log(f"  CPU level {level}: " + ("verified" if check.verified else f"not verified: {check.note}"))
 
 
 def runtime_origin(runtime: XlaRuntime) -> documents.RuntimeOrigin:
@@ -250,13 +285,13 @@ def runtime_origin(runtime: XlaRuntime) -> documents.RuntimeOrigin:
 
 
 def ensure_runtime_packages(packages: list[pkg.Package], session: Session,
-                            dist: Path) -> list[tuple[pkg.Package, str]]:
+                            dist: Path) -> list[tuple[pkg.Package, pkg.Status]]:
     """Place in dist the runtime package each model package requires.
 
     A runtime package already in dist is not looked at twice; only a missing
     one needs the toolchain and the (cached) runtime build.
     """
-    out = []
+    out: list[tuple[pkg.Package, pkg.Status]] = []
     wanted = {req.version for p in packages for req in p.model_manifest.requires if req.name == runtime_package.NAME}
     for version in sorted(wanted):
         root = dist / pkg.dir_name(runtime_package.NAME, version)
@@ -264,7 +299,7 @@ def ensure_runtime_packages(packages: list[pkg.Package], session: Session,
         if (root / pkg.MANIFEST).is_file() and archive.is_file():
             out.append((_load(root), "up to date"))
             continue
-        _, runtime = session.toolchain_and_runtime()
+        runtime = session.resolve().runtime
         if runtime_package.runtime_version(runtime) != version:
             raise CompileFailed(f"packages require {runtime_package.NAME} {version}, but this machine builds "
                                 f"{runtime_package.runtime_version(runtime)}; rebuild them here")

@@ -1,21 +1,52 @@
 """A SavedModel checked with TensorFlow before anything is compiled (`check`, add-model, update,
 init-config, build): its signature, whether XLA has a CPU kernel for each op, and one trial compile.
 
+    check_target()  `tfaot-dist check`: a SavedModel directory, an aot_config.yaml or a registry entry
     op_check()      run the worker's check request; returns its typed answer
     check_model()   the same for an AOT config, refused with one line if it cannot compile
     refusal()       why an answer's model cannot be compiled, or None
 """
 
 import shutil
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from tfaot_dist import limits
-from tfaot_dist.config import AotConfig
+from tfaot_dist.config import AotConfig, load_aot_config, load_source_config
 from tfaot_dist.documents import CheckAnswer, CheckRequest, Signature, Tensor
 from tfaot_dist.errors import InvalidInput
+from tfaot_dist.registry import Registry
 from tfaot_dist.session import Session
 from tfaot_dist.toolchain import run_worker
 from tfaot_dist.util.textsafe import one_line, shown
+
+
+@dataclass(frozen=True)
+class Checked:
+    saved_model: Path
+    answer: CheckAnswer
+
+
+def check_target(target: str, serving_key: str, registry: Path, session: Session) -> Checked:
+    """A SavedModel directory (its signature serving_key), an aot_config.yaml, or the name of an
+    entry of the registry at registry (its source fetched at its pin), checked in TensorFlow."""
+    path = Path(target)
+    if path.is_dir():
+        saved_model = path
+    else:
+        if path.is_file():
+            config = load_aot_config(path)
+        else:
+            from tfaot_dist.sources import fetch_source
+
+            entry = Registry.existing(registry).entry(target)
+            config = load_source_config(fetch_source(entry.source, session.cache.root), entry.aot_config)
+        for warning in config.warnings:
+            session.log(f"warning: {warning}")
+        saved_model, serving_key = config.saved_model, config.serving_key
+    with tempfile.TemporaryDirectory(prefix="tfaot-check-") as work:
+        return Checked(saved_model, op_check(saved_model.absolute(), serving_key, session, Path(work)))
 
 
 def check_model(config: AotConfig, session: Session, work: Path) -> Signature:

@@ -1,15 +1,23 @@
-"""Command line: argument parsing and printing only; each command calls one function below it."""
+"""Command line: argument parsing and printing only; each command calls the functions that do its work.
+
+Each command's options are a dataclass (Options and its subclasses below), made from the parsed
+arguments before the command runs, so every command reads typed values.
+"""
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal, Self, TypeVar
 
 from tfaot_dist import __version__, builder, check, errors, intake
 from tfaot_dist.cache import default_cache
-from tfaot_dist.errors import InvalidInput, SourceUnavailable, TfaotError, UsageError
+from tfaot_dist.errors import InvalidInput, TfaotError, UsageError
 from tfaot_dist.registry import Registry
 from tfaot_dist.session import Session
 from tfaot_dist.util.textsafe import actions_json, shown, terminal
@@ -21,8 +29,29 @@ def log(message: str) -> None:
     print(terminal(f"tfaot-dist: {message}"), file=sys.stderr, flush=True)
 
 
-def emit(args, data, text: str) -> None:
-    if args.json:
+@dataclass(frozen=True)
+class Options:
+    """What every command has: --registry, --json, and the cache ($TFAOT_DIST_CACHE)."""
+
+    registry: Path
+    json: bool
+    cache: Path
+
+    @classmethod
+    def of(cls, namespace: argparse.Namespace) -> Self:
+        return cls(**{f.name: getattr(namespace, f.name) for f in dataclasses.fields(cls)})
+
+
+OptionsT = TypeVar("OptionsT", bound=Options)
+
+
+def command(run: Callable[[OptionsT], int], options: type[OptionsT]) -> Callable[[argparse.Namespace], int]:
+    """A subcommand's entry point: its options, typed, from the parsed arguments; then the command."""
+    return lambda namespace: run(options.of(namespace))
+
+
+def emit(o: Options, data: Any, text: str) -> None:
+    if o.json:
         print(actions_json(json.dumps(data, indent=1, sort_keys=True)))
     elif text:
         print(terminal(text))  # registry fields and channel rows may hold escape sequences
@@ -31,339 +60,14 @@ def emit(args, data, text: str) -> None:
 EXIT_CODES = "exit codes:\n" + "\n".join(f"  {code}  {meaning}" for code, meaning in errors.EXIT_CODES.items())
 
 
-def session_of(args) -> Session:
+def session_of(o: Options, offline: bool = False) -> Session:
     """The command's session: --cache, the defaults of --registry, --offline (for the commands that have it)."""
-    return Session.of_registry(args.registry, args.cache, offline=getattr(args, "offline", False), log=log)
+    return Session.of_registry(o.registry, o.cache, offline=offline, log=log)
 
 
-def registry_of(args) -> Registry:
-    """The --registry directory, which must exist (only add-model and init create one)."""
-    if not args.registry.is_dir():
-        raise InvalidInput(f"--registry: {args.registry} is not a registry directory (it does not exist; "
-                           f"create one with `tfaot-dist init {args.registry}`)")
-    return Registry(args.registry)
-
-
-def load_entry(reg: Registry, name: str):
-    """A registry entry by name; an unknown name gets the closest registered names as a suggestion."""
-    from tfaot_dist import names
-
-    names.model_name(name, "NAME")
-    if not reg.entry_path(name).exists():
-        raise InvalidInput(f"{name}: no such model in {reg.models_dir}" + did_you_mean(name, reg.names(),
-                                                                                          "tfaot-dist list"))
-    return reg.load(name)
-
-
-def did_you_mean(name: str, known: list[str], listing: str) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(name, known, n=3, cutoff=0.7)
-    if close:
-        return f"; did you mean {' or '.join(close)}?"
-    return f" (all names: {listing})"
-
-
-def source_url(text: str) -> str:
-    """--source: a relative path to a local repository becomes a file:// URL of its absolute path."""
-    # A colon before the first slash: a URL, user@host:path or a transport (ext::): git's rules apply.
-    if ":" in text.split("/", 1)[0] or text.startswith(("/", "-")):
-        return text
-    path = Path(text)
-    if not path.is_dir():
-        raise SourceUnavailable(f"--source: {text}: no such directory (a relative --source is a path to a local "
-                                "git repository; remote ones need https://, ssh://, git:// or user@host:path)")
-    return path.resolve().as_uri()
-
-
-def cmd_init(args) -> int:
-    from tfaot_dist.util.fs import write_atomic
-
-    root = (args.directory or args.registry).absolute()
-    config = root / "registry.yaml"
-    if config.exists():
-        emit(args, {"registry": str(root), "status": "exists"}, f"{root}: already a registry, left as it was")
-        return 0
-    if root.exists() and not root.is_dir():
-        raise InvalidInput(f"{root}: exists and is not a directory")
-    (root / "models").mkdir(parents=True, exist_ok=True)
-    write_atomic(config, INIT_REGISTRY)
-    Registry(root).defaults()  # what was written reads back
-    emit(args, {"registry": str(root), "status": "created"},
-         f"created registry {root} (registry.yaml, models/); next: tfaot-dist --registry {args.directory or root} "
-         "add-model NAME --source REPO --aot-config PATH")
-    return 0
-
-
-INIT_REGISTRY = """\
-# Defaults for every model of this registry; entries live in models/NAME.yaml
-# (tfaot-dist add-model writes them).
-toolchain:
-  # What the isolated TensorFlow environment installs; changing it rebuilds every package.
-  requirements: ["tensorflow-cpu==2.21.0"]
-# Generic x86-64 code runs on every user's CPU; a newer target_cpu makes packages
-# that crash (SIGILL) on older machines.
-target_triple: x86_64-pc-linux
-target_cpu: ""
-# With target_cpu "", each package carries code for these x86-64 levels and picks
-# the best one the user's CPU runs (TFAOT_CPU_LEVEL or tfaot_dist::setCpuLevel override).
-cpu_levels: [x86-64, x86-64-v3, x86-64-v4]
-"""
-
-
-def cmd_add_model(args) -> int:
-    overrides = {}
-    if args.batch_sizes:
-        from tfaot_dist.config import batch_sizes
-
-        overrides["batch_sizes"] = batch_sizes(_int_list(args.batch_sizes, "--batch-sizes"), "--batch-sizes")
-    if not args.registry.exists():
-        log(f"creating registry {args.registry}")
-    entry = intake.add_model(Registry(args.registry), session_of(args), args.name, source_url(args.source),
-                             args.ref, args.aot_config, args.model_version, overrides)
-    path = Registry(args.registry).entry_path(entry.name)
-    emit(args, {"entry": entry.as_dict(), "path": str(path)},
-         f"registered {entry.package} {entry.version} at {entry.source.commit[:12]} ({path})")
-    return 0
-
-
-def cmd_update(args) -> int:
-    overrides = {}
-    if args.batch_sizes:
-        from tfaot_dist.config import batch_sizes
-
-        overrides["batch_sizes"] = batch_sizes(_int_list(args.batch_sizes, "--batch-sizes"), "--batch-sizes")
-    reg = registry_of(args)
-    load_entry(reg, args.name)
-    update = intake.update_model(reg, session_of(args), args.name,
-                                   url=source_url(args.source) if args.source else None, ref=args.ref,
-                                   aot_config=args.aot_config, version=args.model_version, overrides=overrides,
-                                   new_build=args.new_build)
-    new = update.new
-    if update.changes:
-        width = max(len(field) for field, _, _ in update.changes)
-        text = "\n".join([f"updated {new.package} {update.old.version} -> {new.version} ({new.path})",
-                          *(f"  {field:{width}}  {a} -> {b}" for field, a, b in update.changes)])
-    else:
-        text = f"{new.package} {new.version}: up to date at {new.source.pin[:12]} (nothing changed)"
-    emit(args, {"entry": new.as_dict(), "path": str(new.path), "status": "updated" if update.changes else "up to date",
-                "changes": [{"field": f, "old": a, "new": b} for f, a, b in update.changes]}, text)
-    return 0
-
-
-def cmd_list(args) -> int:
-    reg = registry_of(args)
-    entries = reg.load_all()
-    rows = [e.as_dict() for e in entries]
-    text = "\n".join(f"{e.name:30} {e.version:12} {e.source.pin[:12]} {e.source.url}" for e in entries) or (
-        f"no models in {reg.root} (add one with tfaot-dist add-model)")
-    emit(args, {"models": rows}, text)
-    return 0
-
-
-def cmd_show(args) -> int:
-    reg = registry_of(args)
-    entry = load_entry(reg, args.name)
-    data = {"entry": entry.as_dict(), "path": str(entry.path), "package": entry.package,
-            "build_key": builder.build_key(entry, reg.defaults())}
-    emit(args, data, "\n".join(f"{k}: {v}" for k, v in data.items()))
-    return 0
-
-
-def cmd_build(args) -> int:
-    from tfaot_dist import scheduler
-    from tfaot_dist.util.progress import make_reporter
-
-    if args.all == bool(args.names):
-        raise UsageError("build: name models or give --all (not both)")
-    reg = registry_of(args)
-    for name in args.names:
-        load_entry(reg, name)
-    shard = scheduler.parse_shard(args.shard) if args.shard else None
-    entries, failed = scheduler.load_selected(reg, None if args.all else args.names, shard)
-    session = session_of(args)
-    if shard:
-        log(f"shard {shard}: {len(entries) + len(failed)} models")
-    if not entries and not failed:
-        log(f"nothing to build: no models in {reg.root}" + (f" for shard {shard}" if shard else ""))
-    summary = scheduler.build_many(entries, session, args.dist.absolute(), make_reporter(len(entries) + len(failed)),
-                                  jobs=args.jobs, fail_fast=args.fail_fast, failed_before=failed)
-    results = summary.results
-    runtimes = builder.ensure_runtime_packages([r.package for r in results], session, args.dist.absolute())
-    data = {"results": [_result_json(r) for r in results],
-            "runtime": [{"package": p.name, "version": p.version, "status": status, "dir": str(p.root),
-                         "archive": str(p.archive), "sha256": p.archive_sha256} for p, status in runtimes],
-            "failures": [{"name": f.name, "message": f.message, "exit_code": f.exit_code} for f in summary.failures],
-            "not_started": summary.skipped, "shard": str(shard) if shard else None}
-    lines = [f"{r.package.name} {r.package.version}: {r.status} ({r.package.archive})" for r in results]
-    lines += [f"{p.name} {p.version}: {status} ({p.archive})" for p, status in runtimes]
-    emit(args, data, "\n".join(lines))
-    if summary.failures:
-        built = len(results)
-        log(f"summary: {built} ok, {len(summary.failures)} failed, {len(summary.skipped)} not started")
-        for f in summary.failures:
-            log(f"FAILED {f.name}: {f.message}")
-        raise scheduler.failed(summary)
-    return 0
-
-
-def _result_json(r: builder.BuildResult) -> dict:
-    return {"name": r.name, "package": r.package.name, "version": r.package.version, "status": r.status,
-            "build_key": r.key, "dir": str(r.package.root), "archive": str(r.package.archive),
-            "sha256": r.package.archive_sha256}
-
-
-def cmd_publish(args) -> int:
-    from tfaot_dist.channels import channel
-
-    published = channel.publish(args.dist.absolute(), args.channel, args.cache, log, args.packages)
-    emit(args, {"channel": args.channel, "packages": [vars(p) for p in published]},
-         "\n".join(f"{p.name} {p.version}: {p.status} ({p.sha256[:12]})" for p in published))
-    return 0
-
-
-def cmd_yank(args) -> int:
-    from tfaot_dist.channels import channel
-
-    if args.undo == (args.reason is not None):
-        raise UsageError("yank: give --reason TEXT (or --undo to take a yank back)")
-    row, changed = channel.yank(args.channel, args.cache, args.requirement, None if args.undo else args.reason, log)
-    state = f"yanked ({row.yanked})" if row.yanked else "not yanked"
-    emit(args, {"channel": args.channel, "name": row.name, "version": row.version, "yanked": row.yanked,
-                "changed": changed},
-         f"{row.name} {row.version}: {state}{'' if changed else ', as it was'} in {args.channel}")
-    return 0
-
-
-def cmd_remove(args) -> int:
-    import shutil
-
-    from tfaot_dist.channels import setup_area
-
-    area = args.area or (Path(os.environ["CMSSW_BASE"]) if os.environ.get("CMSSW_BASE") else None)
-    if area is None:
-        raise UsageError("remove: give --area (or set CMSSW_BASE)")
-    removed = setup_area.remove(args.packages, area, log, shutil.which("scram"), dry_run=args.dry_run)
-    verb = "would remove" if args.dry_run else "removed"
-    emit(args, {"area": str(area.absolute()), "dry_run": args.dry_run,
-                "removed": [{"name": r.name, "version": r.version, "path": str(r.path), "scram": r.scram}
-                            for r in removed]},
-         "\n".join(f"{verb} {r.name} {r.version} ({r.path}){' and its scram tool' if r.scram else ''}"
-                   for r in removed))
-    return 0
-
-
-def cmd_setup(args) -> int:
-    import dataclasses
-    import shutil
-
-    from tfaot_dist.channels import setup_area
-    from tfaot_dist.channels.channel import open_channel, parse_requirement
-
-    area = args.area or (Path(os.environ["CMSSW_BASE"]) if os.environ.get("CMSSW_BASE") else None)
-    location = args.channel or os.environ.get("TFAOT_DIST_CHANNEL")
-    if args.repair:
-        if args.requirements or args.list or area is None:
-            raise UsageError("setup --repair takes only --area (or CMSSW_BASE)")
-        dropped = setup_area.repair(area, log)
-        emit(args, {"area": str(area.absolute()), "dropped": dropped},
-             f"repaired {area}: " + (f"dropped {', '.join(dropped)}" if dropped else "nothing to drop"))
-        return 0
-    if args.list:
-        if args.requirements:
-            raise UsageError("setup --list takes no package names")
-        if area is not None:
-            rows = setup_area.list_installed(area)
-            emit(args, {"area": str(area.absolute()), "packages": rows},
-                 "\n".join(f"{r['name']:40} {r['version']:28} {r['path']}" for r in rows) or "nothing installed")
-        elif location:
-            rows = open_channel(location, args.cache, args.offline).index.rows
-            emit(args, {"channel": location, "packages": [p.as_dict() for p in rows]},
-                 "\n".join(f"{p.name:40} {p.version:28} {p.sha256[:12]}" + (f"  yanked: {p.yanked}" if p.yanked else "")
-                           for p in rows))
-        else:
-            raise UsageError("setup --list: give --area (installed packages) or --channel (available ones)")
-        return 0
-    if not args.requirements:
-        raise UsageError("setup: name at least one model, e.g. test-simple or 'test-simple>=1.0,<2'")
-    if area is None:
-        raise UsageError("setup: give --area (or set CMSSW_BASE)")
-    if not location:
-        raise UsageError("setup: give --channel (or set TFAOT_DIST_CHANNEL)")
-    ch = open_channel(location, args.cache, args.offline, log)
-    for text in args.requirements:
-        package, _ = parse_requirement(text)
-        if not ch.index.versions(package):
-            known = sorted({p.name.removeprefix("tfaot-model-") for p in ch.index.rows if p.kind == "model"})
-            raise InvalidInput(f"{text!r}: {package} is not in the channel {location}" + did_you_mean(
-                package.removeprefix("tfaot-model-"), known, f"tfaot-dist setup --list --channel {location}"))
-    if args.dry_run:
-        steps = setup_area.plan_setup(args.requirements, ch, area)
-        words = {"install": "would install", "upgrade": "would upgrade", "replace": "would replace",
-                 "keep": "already installed:"}
-        emit(args, {"area": str(area.absolute()), "channel": location, "dry_run": True,
-                    "plan": [dataclasses.asdict(step) for step in steps]},
-             "\n".join(f"{words[s.action]} {s.name} {s.version}"
-                       + (f" (removes {s.previous})" if s.previous else "")
-                       + (f" (yanked: {s.yanked})" if s.yanked else "") for s in steps))
-        return 0
-    report = setup_area.setup(args.requirements, ch, area, args.cache, args.offline, log, shutil.which("scram"))
-    lines = [f"{r.name} {r.version}: {r.status}{f' (was {r.previous})' if r.previous else ''} ({r.path})"
-             for r in report.results]
-    if report.scram:
-        lines.append(f"registered with scram: {', '.join(Path(t).name for t in report.scram)}")
-    elif report.environment:
-        lines.append("scram is not on the PATH; for CMake, pkg-config or plain compilers add:")
-        lines += [f"  {line}" for line in setup_area.export_lines(report.environment)]
-        lines.append(f"  (or: source {setup_area.area_root(area) / 'env.sh'})")
-    emit(args, {"area": str(area.absolute()), "channel": location,
-                "results": [{"name": r.name, "version": r.version, "status": r.status, "path": str(r.path),
-                             "previous": r.previous} for r in report.results],
-                "scram": report.scram, "environment": report.environment}, "\n".join(lines))
-    return 0
-
-
-def cmd_compile(args) -> int:
-    from tfaot_dist import names
-    from tfaot_dist.config import batch_sizes
-
-    if args.name is not None:
-        names.model_name(args.name, "--name")
-    if args.model_version is not None:
-        names.version(args.model_version, "--version")
-    sizes = batch_sizes(_int_list(args.batch_sizes, "--batch-sizes"), "--batch-sizes") if args.batch_sizes else None
-    levels = names.cpu_levels(args.cpu_levels.split(","), "--cpu-levels") if args.cpu_levels else None
-    session = session_of(args)
-    # The registry's toolchain.python / toolchain.runtime count too (the options win over them).
-    if args.offline and not ((args.toolchain_python or session.defaults.python)
-                             and (args.runtime or session.defaults.runtime)):
-        # Our own toolchain is pip-installed and our own runtime downloads its Abseil source.
-        raise UsageError("--offline: compile needs --toolchain-python and --runtime (building a toolchain "
-                         "or a runtime downloads)")
-    package = builder.compile_config(args.aot_config.absolute(), args.output_directory.absolute(),
-                                     session, args.name, args.model_version, sizes,
-                                     args.toolchain_python, args.runtime, cpu_levels=levels)
-    emit(args, {"package": package.name, "version": package.version, "dir": str(package.root),
-                "archive": str(package.archive), "sha256": package.archive_sha256},
-         f"compiled {package.name} {package.version} into {package.root}")
-    return 0
-
-
-def cmd_runtime(args) -> int:
-    from tfaot_dist.cxx import runtime_package
-
-    if args.offline and not args.toolchain_python:
-        raise UsageError("--offline: runtime needs --toolchain-python (our own toolchain is pip-installed)")
-    session = session_of(args)
-    if args.toolchain_python:
-        _, runtime = session.existing_toolchain_and_runtime(args.toolchain_python)
-    else:
-        _, runtime = session.toolchain_and_runtime()
-    package, status = runtime_package.ensure_runtime_package(runtime, args.output_directory.absolute())
-    emit(args, {"package": package.name, "version": package.version, "status": status, "dir": str(package.root),
-                "archive": str(package.archive), "sha256": package.archive_sha256},
-         f"{package.name} {package.version}: {status} ({package.archive})")
-    return 0
+def _area(area: Path | None) -> Path | None:
+    """--area, else $CMSSW_BASE."""
+    return area or (Path(os.environ["CMSSW_BASE"]) if os.environ.get("CMSSW_BASE") else None)
 
 
 def _int_list(text: str, option: str) -> list[int]:
@@ -373,33 +77,353 @@ def _int_list(text: str, option: str) -> list[int]:
         raise InvalidInput(f"{option}: expected comma separated integers, got {text!r}") from None
 
 
-def cmd_check(args) -> int:
-    from tfaot_dist.config import load_aot_config, load_source_config
+def _batch_sizes(text: str | None) -> tuple[int, ...] | None:
+    """--batch-sizes, checked as compilation.batch_sizes is."""
+    from tfaot_dist.config import batch_sizes
 
-    session = session_of(args)
-    target = Path(args.target)
-    if target.is_dir():
-        saved_model, serving_key = target, args.serving_key
+    return batch_sizes(_int_list(text, "--batch-sizes"), "--batch-sizes") if text else None
+
+
+@dataclass(frozen=True)
+class InitOptions(Options):
+    directory: Path | None
+
+
+def cmd_init(o: InitOptions) -> int:
+    from tfaot_dist.registry import init_registry
+
+    root = (o.directory or o.registry).absolute()
+    if not init_registry(root):
+        emit(o, {"registry": str(root), "status": "exists"}, f"{root}: already a registry, left as it was")
+        return 0
+    emit(o, {"registry": str(root), "status": "created"},
+         f"created registry {root} (registry.yaml, models/); next: tfaot-dist --registry {o.directory or root} "
+         "add-model NAME --source REPO --aot-config PATH")
+    return 0
+
+
+@dataclass(frozen=True)
+class AddModelOptions(Options):
+    name: str
+    source: str
+    ref: str
+    aot_config: str
+    model_version: str | None
+    batch_sizes: str | None
+
+
+def cmd_add_model(o: AddModelOptions) -> int:
+    from tfaot_dist.sources import source_url
+
+    sizes = _batch_sizes(o.batch_sizes)
+    overrides: dict[str, object] = {"batch_sizes": sizes} if sizes else {}
+    if not o.registry.exists():
+        log(f"creating registry {o.registry}")
+    entry = intake.add_model(Registry(o.registry), session_of(o), o.name, source_url(o.source), o.ref,
+                             o.aot_config, o.model_version, overrides)
+    path = Registry(o.registry).entry_path(entry.name)
+    emit(o, {"entry": entry.as_dict(), "path": str(path)},
+         f"registered {entry.package} {entry.version} at {entry.source.pin[:12]} ({path})")
+    return 0
+
+
+@dataclass(frozen=True)
+class UpdateOptions(Options):
+    name: str
+    ref: str | None
+    source: str | None
+    aot_config: str | None
+    model_version: str | None
+    batch_sizes: str | None
+    new_build: bool
+
+
+def cmd_update(o: UpdateOptions) -> int:
+    from tfaot_dist.sources import source_url
+
+    sizes = _batch_sizes(o.batch_sizes)
+    overrides: dict[str, object] = {"batch_sizes": sizes} if sizes else {}
+    update = intake.update_model(Registry.existing(o.registry), session_of(o), o.name,
+                                 url=source_url(o.source) if o.source else None, ref=o.ref,
+                                 aot_config=o.aot_config, version=o.model_version, overrides=overrides,
+                                 new_build=o.new_build)
+    new = update.new
+    if update.changes:
+        width = max(len(field) for field, _, _ in update.changes)
+        text = "\n".join([f"updated {new.package} {update.old.version} -> {new.version} ({new.path})",
+                          *(f"  {field:{width}}  {a} -> {b}" for field, a, b in update.changes)])
     else:
-        if target.is_file():
-            config = load_aot_config(target)
+        text = f"{new.package} {new.version}: up to date at {new.source.pin[:12]} (nothing changed)"
+    emit(o, {"entry": new.as_dict(), "path": str(new.path), "status": "updated" if update.changes else "up to date",
+             "changes": [{"field": f, "old": a, "new": b} for f, a, b in update.changes]}, text)
+    return 0
+
+
+def cmd_list(o: Options) -> int:
+    reg = Registry.existing(o.registry)
+    entries = reg.load_all()
+    rows = [e.as_dict() for e in entries]
+    text = "\n".join(f"{e.name:30} {e.version:12} {e.source.pin[:12]} {e.source.url}" for e in entries) or (
+        f"no models in {reg.root} (add one with tfaot-dist add-model)")
+    emit(o, {"models": rows}, text)
+    return 0
+
+
+@dataclass(frozen=True)
+class ShowOptions(Options):
+    name: str
+
+
+def cmd_show(o: ShowOptions) -> int:
+    reg = Registry.existing(o.registry)
+    entry = reg.entry(o.name)
+    data = {"entry": entry.as_dict(), "path": str(entry.path), "package": entry.package,
+            "build_key": builder.build_key(entry, reg.defaults())}
+    emit(o, data, "\n".join(f"{k}: {v}" for k, v in data.items()))
+    return 0
+
+
+@dataclass(frozen=True)
+class BuildOptions(Options):
+    names: list[str]
+    all: bool
+    dist: Path
+    jobs: int
+    fail_fast: bool
+    shard: str | None
+    offline: bool
+
+
+def cmd_build(o: BuildOptions) -> int:
+    from tfaot_dist import scheduler
+    from tfaot_dist.util.progress import make_reporter
+
+    if o.all == bool(o.names):
+        raise UsageError("build: name models or give --all (not both)")
+    reg = Registry.existing(o.registry)
+    shard = scheduler.parse_shard(o.shard) if o.shard else None
+    summary = scheduler.build_selected(reg, None if o.all else o.names, shard, session_of(o, o.offline),
+                                       o.dist.absolute(), make_reporter, jobs=o.jobs, fail_fast=o.fail_fast)
+    results = summary.results
+    data = {"results": [_result_json(r) for r in results],
+            "runtime": [{"package": p.name, "version": p.version, "status": status, "dir": str(p.root),
+                         "archive": str(p.archive), "sha256": p.archive_sha256} for p, status in summary.runtimes],
+            "failures": [{"name": f.name, "message": f.message, "exit_code": f.exit_code} for f in summary.failures],
+            "not_started": summary.skipped, "shard": str(shard) if shard else None}
+    lines = [f"{r.package.name} {r.package.version}: {r.status} ({r.package.archive})" for r in results]
+    lines += [f"{p.name} {p.version}: {status} ({p.archive})" for p, status in summary.runtimes]
+    emit(o, data, "\n".join(lines))
+    if summary.failures:
+        log(f"summary: {len(results)} ok, {len(summary.failures)} failed, {len(summary.skipped)} not started")
+        for f in summary.failures:
+            log(f"FAILED {f.name}: {f.message}")
+        raise scheduler.failed(summary)
+    return 0
+
+
+def _result_json(r: builder.BuildResult) -> dict[str, str]:
+    return {"name": r.name, "package": r.package.name, "version": r.package.version, "status": r.status,
+            "build_key": r.key, "dir": str(r.package.root), "archive": str(r.package.archive),
+            "sha256": r.package.archive_sha256}
+
+
+@dataclass(frozen=True)
+class PublishOptions(Options):
+    channel: str
+    dist: Path
+    packages: list[str]
+
+
+def cmd_publish(o: PublishOptions) -> int:
+    from tfaot_dist.channels import channel
+
+    published = channel.publish(o.dist.absolute(), o.channel, o.cache, log, o.packages)
+    emit(o, {"channel": o.channel, "packages": [vars(p) for p in published]},
+         "\n".join(f"{p.name} {p.version}: {p.status} ({p.sha256[:12]})" for p in published))
+    return 0
+
+
+@dataclass(frozen=True)
+class YankOptions(Options):
+    requirement: str
+    channel: str
+    reason: str | None
+    undo: bool
+
+
+def cmd_yank(o: YankOptions) -> int:
+    from tfaot_dist.channels import channel
+
+    if o.undo == (o.reason is not None):
+        raise UsageError("yank: give --reason TEXT (or --undo to take a yank back)")
+    row, changed = channel.yank(o.channel, o.cache, o.requirement, None if o.undo else o.reason, log)
+    state = f"yanked ({row.yanked})" if row.yanked else "not yanked"
+    emit(o, {"channel": o.channel, "name": row.name, "version": row.version, "yanked": row.yanked,
+             "changed": changed},
+         f"{row.name} {row.version}: {state}{'' if changed else ', as it was'} in {o.channel}")
+    return 0
+
+
+@dataclass(frozen=True)
+class RemoveOptions(Options):
+    packages: list[str]
+    area: Path | None
+    dry_run: bool
+
+
+def cmd_remove(o: RemoveOptions) -> int:
+    import shutil
+
+    from tfaot_dist.channels import setup_area
+
+    area = _area(o.area)
+    if area is None:
+        raise UsageError("remove: give --area (or set CMSSW_BASE)")
+    removed = setup_area.remove(o.packages, area, log, shutil.which("scram"), dry_run=o.dry_run)
+    verb = "would remove" if o.dry_run else "removed"
+    emit(o, {"area": str(area.absolute()), "dry_run": o.dry_run,
+             "removed": [{"name": r.name, "version": r.version, "path": str(r.path), "scram": r.scram}
+                         for r in removed]},
+         "\n".join(f"{verb} {r.name} {r.version} ({r.path}){' and its scram tool' if r.scram else ''}"
+                   for r in removed))
+    return 0
+
+
+@dataclass(frozen=True)
+class SetupOptions(Options):
+    requirements: list[str]
+    channel: str | None
+    area: Path | None
+    listing: bool
+    offline: bool
+    dry_run: bool
+    repair: bool
+
+
+SETUP_WORDS = {"install": "would install", "upgrade": "would upgrade", "replace": "would replace",
+               "keep": "already installed:"}
+
+
+def cmd_setup(o: SetupOptions) -> int:
+    import shutil
+
+    from tfaot_dist.channels import setup_area
+    from tfaot_dist.channels.channel import open_channel
+
+    area = _area(o.area)
+    location = o.channel or os.environ.get("TFAOT_DIST_CHANNEL")
+    if o.repair:
+        if o.requirements or o.listing or area is None:
+            raise UsageError("setup --repair takes only --area (or CMSSW_BASE)")
+        dropped = setup_area.repair(area, log)
+        emit(o, {"area": str(area.absolute()), "dropped": dropped},
+             f"repaired {area}: " + (f"dropped {', '.join(dropped)}" if dropped else "nothing to drop"))
+        return 0
+    if o.listing:
+        if o.requirements:
+            raise UsageError("setup --list takes no package names")
+        if area is not None:
+            rows = setup_area.list_installed(area)
+            emit(o, {"area": str(area.absolute()), "packages": rows},
+                 "\n".join(f"{r['name']:40} {r['version']:28} {r['path']}" for r in rows) or "nothing installed")
+        elif location:
+            available = open_channel(location, o.cache, o.offline).index.rows
+            emit(o, {"channel": location, "packages": [p.as_dict() for p in available]},
+                 "\n".join(f"{p.name:40} {p.version:28} {p.sha256[:12]}" + (f"  yanked: {p.yanked}" if p.yanked else "")
+                           for p in available))
         else:
-            from tfaot_dist.sources import fetch_source
+            raise UsageError("setup --list: give --area (installed packages) or --channel (available ones)")
+        return 0
+    if not o.requirements:
+        raise UsageError("setup: name at least one model, e.g. test-simple or 'test-simple>=1.0,<2'")
+    if area is None:
+        raise UsageError("setup: give --area (or set CMSSW_BASE)")
+    if not location:
+        raise UsageError("setup: give --channel (or set TFAOT_DIST_CHANNEL)")
+    ch = open_channel(location, o.cache, o.offline, log)
+    if o.dry_run:
+        steps = setup_area.plan_setup(o.requirements, ch, area)
+        emit(o, {"area": str(area.absolute()), "channel": location, "dry_run": True,
+                 "plan": [dataclasses.asdict(step) for step in steps]},
+             "\n".join(f"{SETUP_WORDS[s.action]} {s.name} {s.version}"
+                       + (f" (removes {s.previous})" if s.previous else "")
+                       + (f" (yanked: {s.yanked})" if s.yanked else "") for s in steps))
+        return 0
+    report = setup_area.setup(o.requirements, ch, area, o.cache, o.offline, log, shutil.which("scram"))
+    lines = [f"{r.name} {r.version}: {r.status}{f' (was {r.previous})' if r.previous else ''} ({r.path})"
+             for r in report.results]
+    if report.scram:
+        lines.append(f"registered with scram: {', '.join(Path(t).name for t in report.scram)}")
+    elif report.environment:
+        lines.append("scram is not on the PATH; for CMake, pkg-config or plain compilers add:")
+        lines += [f"  {line}" for line in setup_area.export_lines(report.environment)]
+        lines.append(f"  (or: source {setup_area.area_root(area) / 'env.sh'})")
+    emit(o, {"area": str(area.absolute()), "channel": location,
+             "results": [{"name": r.name, "version": r.version, "status": r.status, "path": str(r.path),
+                          "previous": r.previous} for r in report.results],
+             "scram": report.scram, "environment": report.environment}, "\n".join(lines))
+    return 0
 
-            entry = load_entry(registry_of(args), args.target)
-            src = fetch_source(entry.source, args.cache)
-            config = load_source_config(src, entry.aot_config)
-        for warning in config.warnings:
-            log(f"warning: {warning}")
-        saved_model, serving_key = config.saved_model, config.serving_key
-    import tempfile
 
-    with tempfile.TemporaryDirectory(prefix="tfaot-check-") as work:
-        answer = check.op_check(saved_model.absolute(), serving_key, session, Path(work))
+@dataclass(frozen=True)
+class CompileOptions(Options):
+    aot_config: Path
+    output_directory: Path
+    name: str | None
+    model_version: str | None
+    batch_sizes: str | None
+    cpu_levels: str | None
+    toolchain_python: Path | None
+    runtime: Path | None
+    offline: bool
+
+
+def cmd_compile(o: CompileOptions) -> int:
+    from tfaot_dist import names
+
+    sizes = _batch_sizes(o.batch_sizes)
+    levels = names.cpu_levels(o.cpu_levels.split(","), "--cpu-levels") if o.cpu_levels else None
+    package = builder.compile_config(o.aot_config.absolute(), o.output_directory.absolute(),
+                                     session_of(o, o.offline), o.name, o.model_version, sizes,
+                                     o.toolchain_python, o.runtime, cpu_levels=levels)
+    emit(o, {"package": package.name, "version": package.version, "dir": str(package.root),
+             "archive": str(package.archive), "sha256": package.archive_sha256},
+         f"compiled {package.name} {package.version} into {package.root}")
+    return 0
+
+
+@dataclass(frozen=True)
+class RuntimeOptions(Options):
+    output_directory: Path
+    toolchain_python: Path | None
+    offline: bool
+
+
+def cmd_runtime(o: RuntimeOptions) -> int:
+    from tfaot_dist.cxx import runtime_package
+
+    tools = session_of(o, o.offline).resolve(o.toolchain_python)
+    tools.require_offline("runtime", runtime=False)
+    package, status = runtime_package.ensure_runtime_package(tools.runtime, o.output_directory.absolute())
+    emit(o, {"package": package.name, "version": package.version, "status": status, "dir": str(package.root),
+             "archive": str(package.archive), "sha256": package.archive_sha256},
+         f"{package.name} {package.version}: {status} ({package.archive})")
+    return 0
+
+
+@dataclass(frozen=True)
+class CheckOptions(Options):
+    target: str
+    serving_key: str
+    table: bool
+
+
+def cmd_check(o: CheckOptions) -> int:
+    checked = check.check_target(o.target, o.serving_key, o.registry, session_of(o))
+    answer = checked.answer
     ops = [row.to_json() for row in answer.ops]
     bad = [r["op"] for r in ops if not r["xla_cpu"]]
-    refused = check.refusal(answer)
-    if args.table:
+    if o.table:
         width = max(len("Operation"), *(len(r["op"]) for r in ops))
         lines = [f"{'Operation':{width}}  cpu", f"{'-' * width}  ---"]
         lines += [f"{r['op']:{width}}  {'yes' if r['xla_cpu'] else 'NO'}" for r in ops]
@@ -408,80 +432,112 @@ def cmd_check(args) -> int:
     lines.append("cpu: all ops compatible" if not bad else f"cpu: incompatible ops: {', '.join(bad)}")
     if not bad:
         lines.append("compile: ok (batch size 1, x86-64)" if not answer.compile_error else "compile: FAILED")
-    emit(args, {"saved_model": str(saved_model), "signature": answer.signature.to_json(), "ops": ops,
-                "incompatible": bad, "compile_error": answer.compile_error}, "\n".join(lines))
+    emit(o, {"saved_model": str(checked.saved_model), "signature": answer.signature.to_json(), "ops": ops,
+             "incompatible": bad, "compile_error": answer.compile_error}, "\n".join(lines))
+    refused = check.refusal(answer)
     if refused:
-        raise InvalidInput(f"{saved_model}: {refused}")
+        raise InvalidInput(f"{checked.saved_model}: {refused}")
     return 0
 
 
-def cmd_init_config(args) -> int:
-    from tfaot_dist import starter
-    from tfaot_dist.config import batch_sizes
+@dataclass(frozen=True)
+class InitConfigOptions(Options):
+    saved_model: Path
+    name: str | None
+    model_version: str
+    serving_key: str
+    batch_sizes: str | None
+    output: Path | None
+    force: bool
 
-    sizes = (batch_sizes(_int_list(args.batch_sizes, "--batch-sizes"), "--batch-sizes") if args.batch_sizes
-             else starter.DEFAULT_BATCH_SIZES)
-    result = starter.init_config(args.saved_model, session_of(args), args.output, name=args.name,
-                                 version=args.model_version, serving_key=args.serving_key, batch_sizes=sizes,
-                                 force=args.force)
+
+def cmd_init_config(o: InitConfigOptions) -> int:
+    from tfaot_dist import starter
+
+    result = starter.init_config(o.saved_model, session_of(o), o.output, name=o.name, version=o.model_version,
+                                 serving_key=o.serving_key,
+                                 batch_sizes=_batch_sizes(o.batch_sizes) or starter.DEFAULT_BATCH_SIZES,
+                                 force=o.force)
     if result.refused:
         log(f"warning: check will refuse the model until this is changed: {result.refused}")
-    emit(args, {"aot_config": str(result.path), "name": result.name, "refused": result.refused},
+    emit(o, {"aot_config": str(result.path), "name": result.name, "refused": result.refused},
          f"wrote {result.path} (model.name {result.name}); next: tfaot-dist check {result.path}")
     return 0
 
 
-def cmd_verify(args) -> int:
+@dataclass(frozen=True)
+class VerifyOptions(Options):
+    name: str
+    dist: Path
+    rebuild: bool
+
+
+def cmd_verify(o: VerifyOptions) -> int:
     from tfaot_dist import verify
 
-    reg = registry_of(args)
-    entry = load_entry(reg, args.name)
-    if args.rebuild:
-        data = verify.rebuild_and_compare(entry, session_of(args), args.dist.absolute())
-        text = f"{entry.package} {entry.version}: rebuilt bit-identical ({data['archive_sha256']})"
+    entry = Registry.existing(o.registry).entry(o.name)
+    if o.rebuild:
+        rebuilt = verify.rebuild_and_compare(entry, session_of(o), o.dist.absolute())
+        data: dict[str, Any] = dataclasses.asdict(rebuilt)
+        text = f"{entry.package} {entry.version}: rebuilt bit-identical ({rebuilt.archive_sha256})"
     else:
-        package = verify.check_installed(entry, args.dist.absolute())
-        report = verify.check_numbers(package, session_of(args)).to_json()
+        package = verify.check_installed(entry, o.dist.absolute())
+        verification = verify.check_numbers(package, session_of(o))
+        report = verification.to_json()
         data = {"package": package.name, "version": package.version, "files": len(package.model_manifest.files),
                 "verification": report}
-        worst = max((o["max_abs"] for o in report["outputs"].values()), default=0.0)
+        worst = max((d.max_abs for d in verification.outputs.values()), default=0.0)
         text = (f"{package.name} {package.version}: {data['files']} files match the manifest; outputs agree with "
                 f"TensorFlow at batch sizes {report['batch_sizes']} (max abs deviation {worst:.3g})")
-    emit(args, data, text)
+    emit(o, data, text)
     return 0
 
 
-def cmd_toolchain(args) -> int:
+@dataclass(frozen=True)
+class ToolchainOptions(Options):
+    python: bool
+    listing: bool
+
+
+def cmd_toolchain(o: ToolchainOptions) -> int:
     from tfaot_dist.toolchain import list_toolchains
 
-    if args.list:
-        found = list_toolchains(args.cache)
-        emit(args, [{"key": t.key, "root": str(t.root), "requirements": list(t.requirements),
-                     "tensorflow": t.tensorflow_version} for t in found],
+    if o.listing:
+        found = list_toolchains(o.cache)
+        emit(o, [{"key": t.key, "root": str(t.root), "requirements": list(t.requirements),
+                  "tensorflow": t.tensorflow_version} for t in found],
              "\n".join(f"{t.key} tensorflow {t.tensorflow_version} ({' '.join(t.requirements)}) {t.root}"
                        for t in found) or "no toolchain cached")
         return 0
-    toolchain = session_of(args).toolchain()
-    if args.python:
+    toolchain = session_of(o).toolchain()
+    if o.python:
         print(toolchain.python)
         return 0
-    emit(args, {"key": toolchain.key, "root": str(toolchain.root), "python": str(toolchain.python),
-                "requirements": list(toolchain.requirements), "installed": list(toolchain.installed)},
+    emit(o, {"key": toolchain.key, "root": str(toolchain.root), "python": str(toolchain.python),
+             "requirements": list(toolchain.requirements), "installed": list(toolchain.installed)},
          f"{toolchain.key} {toolchain.root} (tensorflow {toolchain.tensorflow_version})")
     return 0
 
 
-def cmd_specs(args) -> int:
+@dataclass(frozen=True)
+class SpecsOptions(Options):
+    out: Path
+    flavor: Literal["cmsbuild", "rpm", "cmsbuild-prebuilt"]
+    channel: str | None
+    check: bool
+    sources: Path | None
+
+
+def cmd_specs(o: SpecsOptions) -> int:
     from tfaot_dist.specs import flavors
 
-    result = flavors.generate(registry_of(args), args.flavor, args.out.absolute(), check=args.check,
-                            sources=args.sources.absolute() if args.sources else None, log=log,
-                            channel=args.channel)
-    if args.check:
-        text = "\n".join(f"stale: {args.out / rel}" for rel in result.stale) or f"{args.out}: up to date"
+    result = flavors.generate(Registry.existing(o.registry), o.flavor, o.out.absolute(), check=o.check,
+                              sources=o.sources.absolute() if o.sources else None, log=log, channel=o.channel)
+    if o.check:
+        text = "\n".join(f"stale: {o.out / rel}" for rel in result.stale) or f"{o.out}: up to date"
     else:
-        text = "\n".join(f"wrote {args.out / rel}" for rel in result.written) or f"{args.out}: up to date"
-    emit(args, result.as_dict(), text)
+        text = "\n".join(f"wrote {o.out / rel}" for rel in result.written) or f"{o.out}: up to date"
+    emit(o, result.as_dict(), text)
     return 1 if result.stale else 0
 
 
@@ -492,20 +548,36 @@ def _int_tuple_arg(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"expected comma separated integers, got {text!r}") from None
 
 
-def cmd_bench(args) -> int:
+@dataclass(frozen=True)
+class BenchOptions(Options):
+    target: str
+    out: Path
+    dist: Path
+    warmup: int
+    calls: int
+    batch_sizes: tuple[int, ...]
+    instances: tuple[int, ...]
+    engines: str
+    rounds: int
+    saved_model: Path | None
+    tf_no_onednn: bool
+    no_plots: bool
+
+
+def cmd_bench(o: BenchOptions) -> int:
     from tfaot_dist.perf import bench
 
-    protocol = bench.Protocol(warmup=args.warmup, calls=args.calls, batch_sizes=args.batch_sizes,
-                              instances=args.instances, engines=tuple(args.engines.split(",")), rounds=args.rounds,
-                              tf_onednn=not args.tf_no_onednn)
-    result = bench.bench_command(args.target, Registry(args.registry), session_of(args), args.dist, protocol,
-                                 args.out.absolute(), args.saved_model, plots=not args.no_plots)
+    protocol = bench.Protocol(warmup=o.warmup, calls=o.calls, batch_sizes=o.batch_sizes,
+                              instances=o.instances, engines=tuple(o.engines.split(",")), rounds=o.rounds,
+                              tf_onednn=not o.tf_no_onednn)
+    result = bench.bench_command(o.target, Registry(o.registry), session_of(o), o.dist, protocol,
+                                 o.out.absolute(), o.saved_model, plots=not o.no_plots)
     lines = [f"{result['package']} {result['version']}: per-event time [us] (compiled: "
              f"{','.join(map(str, result['compiled_batch_sizes']))})"]
     engines = list(result["time"])
     by = {e: {r["batch_size"]: r["us_per_event"] for r in result["time"][e]} for e in engines}
     lines.append("batch " + "".join(f"{e:>12}" for e in engines))
-    for bs in args.batch_sizes:
+    for bs in o.batch_sizes:
         lines.append(f"{bs:5} " + "".join(f"{by[e].get(bs, float('nan')):12.3f}" for e in engines))
     for engine, rows in result["memory"].items():
         base = result["memory_baseline"][engine]["vm_hwm_kb"]
@@ -513,23 +585,34 @@ def cmd_bench(args) -> int:
                   f"({r['model_kb']} kB above the same program without a model, {base} kB), "
                   f"heap {r['heap_bytes'] / 1024:.0f} kB" for r in rows]
     lines.append(f"results: {result['json']}" + "".join(f"\nplot: {p}" for p in result.get("plots", [])))
-    emit(args, result, "\n".join(lines))
+    emit(o, result, "\n".join(lines))
     return 0
 
 
-def cmd_tune(args) -> int:
+@dataclass(frozen=True)
+class TuneOptions(Options):
+    target: str
+    targets: str
+    out: Path
+    dist: Path
+    warmup: int
+    calls: int
+    dry_run: bool
+
+
+def cmd_tune(o: TuneOptions) -> int:
     from tfaot_dist.perf import tune
 
-    report = tune.tune_command(args.target, Registry(args.registry), session_of(args), args.dist,
-                               tune.parse_targets(args.targets), args.warmup, args.calls, args.out.absolute(),
-                               write=not args.dry_run)
+    report = tune.tune_command(o.target, Registry(o.registry), session_of(o), o.dist,
+                               tune.parse_targets(o.targets), o.warmup, o.calls, o.out.absolute(),
+                               write=not o.dry_run)
     lines = ["target  default rule -> tuned rule: measured speed-up"]
     for t, e in sorted(report["targets"].items(), key=lambda kv: int(kv[0])):
         if e.get("kept"):
             lines.append(f"{t:>6}  {tune.short(e['default_rule'])} -> {tune.short(e['tuned_rule'])}: "
                          f"{e['speedup']:.2f}x")
     lines.append(f"{len(report['rules'])} tuned rules; other targets keep the default rule ({report['json']})")
-    emit(args, report, "\n".join(lines))
+    emit(o, report, "\n".join(lines))
     return 0
 
 
@@ -575,7 +658,7 @@ def _add_performance_commands(sub, common) -> None:
     s.add_argument("--saved-model", type=Path, help="the SavedModel of a package directory (TensorFlow engines)")
     s.add_argument("--tf-no-onednn", action="store_true", help="run TensorFlow with TF_ENABLE_ONEDNN_OPTS=0")
     s.add_argument("--no-plots", action="store_true", help="write the JSON only")
-    s.set_defaults(func=cmd_bench)
+    s.set_defaults(func=command(cmd_bench, BenchOptions))
 
     s = _command(sub, common, "tune", "measure and set the batch rules of a model",
                  "Time each compiled batch size, pick the cheapest composition for every target batch size and "
@@ -590,7 +673,7 @@ def _add_performance_commands(sub, common) -> None:
     s.add_argument("--warmup", type=int, default=100, help="warm-up calls per measurement (default: 100)")
     s.add_argument("--calls", type=int, default=500, help="timed calls per measurement (default: 500)")
     s.add_argument("--dry-run", action="store_true", help="report only; leave the registry entry as it is")
-    s.set_defaults(func=cmd_tune)
+    s.set_defaults(func=command(cmd_tune, TuneOptions))
 
 
 def parser() -> argparse.ArgumentParser:
@@ -620,7 +703,7 @@ def parser() -> argparse.ArgumentParser:
                  ["tfaot-dist init", "tfaot-dist init my-registry", "tfaot-dist --registry my-registry init"])
     s.add_argument("directory", metavar="DIR", nargs="?", type=Path,
                    help="where to create it (default: --registry, i.e. ./registry)")
-    s.set_defaults(func=cmd_init)
+    s.set_defaults(func=command(cmd_init, InitOptions))
 
     s = _command(sub, common, "add-model", "register a model from a git data repository",
                  "Resolve --ref to a commit, read the AOT config there, load the SavedModel with TensorFlow to "
@@ -641,7 +724,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--version", dest="model_version", help="package version, PEP 440 (default: model.version "
                    "of the AOT config)")
     s.add_argument("--batch-sizes", help="override compilation.batch_sizes, e.g. 1,2,4")
-    s.set_defaults(func=cmd_add_model)
+    s.set_defaults(func=command(cmd_add_model, AddModelOptions))
 
     s = _command(sub, common, "update", "re-pin a registered model (new commit, version or settings)",
                  "Resolve the entry's ref again (or --ref), check the model there as add-model does, and "
@@ -661,19 +744,19 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--batch-sizes", help="override compilation.batch_sizes, e.g. 1,2,4")
     s.add_argument("--new-build", action="store_true",
                    help="the next build number even if the inputs are the same (registry.yaml changed)")
-    s.set_defaults(func=cmd_update)
+    s.set_defaults(func=command(cmd_update, UpdateOptions))
 
     s = _command(sub, common, "list", "list registered models",
                  "One line per registry entry: name, version, pinned commit (or archive digest), source.",
                  ["tfaot-dist list", "tfaot-dist --registry other/registry list --json"])
-    s.set_defaults(func=cmd_list)
+    s.set_defaults(func=command(cmd_list, Options))
 
     s = _command(sub, common, "show", "show one registry entry",
                  "The entry as the registry holds it, its package name and its build key (a digest of "
                  "everything that goes into the package: a changed key means a rebuild).",
                  ["tfaot-dist show test-simple", "tfaot-dist show test-simple --json"])
     s.add_argument("name", metavar="NAME", help="registered model name (see list)")
-    s.set_defaults(func=cmd_show)
+    s.set_defaults(func=command(cmd_show, ShowOptions))
 
     s = _command(sub, common, "build", "compile and package models that changed",
                  "Compile each named model (or --all) with XLA AOT for its batch sizes, verify the result "
@@ -690,7 +773,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--fail-fast", action="store_true", help="start no more builds after the first failure")
     s.add_argument("--shard", metavar="K/N", help="only the K-th of N shares (by sha256 of the name), for CI")
     s.add_argument("--offline", action="store_true", help="use the cache only; fail naming what is missing")
-    s.set_defaults(func=cmd_build)
+    s.set_defaults(func=command(cmd_build, BuildOptions))
 
     s = _command(sub, common, "publish", "add the package archives of a dist directory to a channel",
                  "Verify every archive in --dist against its manifest and add it to the channel directory: "
@@ -707,7 +790,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("packages", nargs="*", metavar="PACKAGE",
                    help="only these archives of --dist (NAME or a specifier, e.g. 'my-model>=1.1'), with the "
                    "runtimes they require (default: every archive)")
-    s.set_defaults(func=cmd_publish)
+    s.set_defaults(func=command(cmd_publish, PublishOptions))
 
     s = _command(sub, common, "yank", "mark a published version as yanked (or take the mark back)",
                  "Mark one version in the channel's index as yanked, with the reason: setup skips it for names "
@@ -720,7 +803,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--channel", required=True, metavar="DIR|oci://HOST/NS", help="the channel")
     s.add_argument("--reason", metavar="TEXT", help="why (one line, shown by setup and the catalogue)")
     s.add_argument("--undo", action="store_true", help="take the yank back")
-    s.set_defaults(func=cmd_yank)
+    s.set_defaults(func=command(cmd_yank, YankOptions))
 
     s = _command(sub, common, "remove", "take packages out of a user area",
                  "Remove installed packages from AREA/tfaot: their directories, tool files, CMake and "
@@ -733,7 +816,7 @@ def parser() -> argparse.ArgumentParser:
                    "(a specifier such as 'my-model==1.0' must match the installed version)")
     s.add_argument("--area", type=Path, help="user area (default: $CMSSW_BASE)")
     s.add_argument("--dry-run", action="store_true", help="print what would be removed, change nothing")
-    s.set_defaults(func=cmd_remove)
+    s.set_defaults(func=command(cmd_remove, RemoveOptions))
 
     s = _command(sub, common, "setup", "install models (and their runtime) from a channel",
                  "Download the newest matching version of each model and the runtime it was verified with, "
@@ -747,13 +830,14 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--channel", metavar="URL-OR-DIR", help="channel: directory, file://, http(s):// "
                    "(default: $TFAOT_DIST_CHANNEL)")
     s.add_argument("--area", type=Path, help="user area (default: $CMSSW_BASE)")
-    s.add_argument("--list", action="store_true", help="list installed packages (--area) or available (--channel)")
+    s.add_argument("--list", dest="listing", action="store_true",
+                   help="list installed packages (--area) or available (--channel)")
     s.add_argument("--offline", action="store_true", help="use the cache only; fail naming what is missing")
     s.add_argument("--dry-run", action="store_true",
                    help="print what would be installed, upgraded or replaced (from the index), change nothing")
     s.add_argument("--repair", action="store_true",
                    help="drop invalid rows of the area's installed.json and tidy the area to what it lists")
-    s.set_defaults(func=cmd_setup)
+    s.set_defaults(func=command(cmd_setup, SetupOptions))
 
     s = _command(sub, common, "compile", "compile a local aot_config.yaml, no registry",
                  "Compile and verify the model an AOT config describes, without a registry or git: the "
@@ -780,7 +864,7 @@ def parser() -> argparse.ArgumentParser:
                    "toolchain.runtime")
     s.add_argument("--offline", action="store_true", help="download nothing: needs --toolchain-python and "
                    "--runtime (as the cmsBuild specs' %%build does)")
-    s.set_defaults(func=cmd_compile)
+    s.set_defaults(func=command(cmd_compile, CompileOptions))
 
     s = _command(sub, common, "runtime", "place the XLA runtime package in a directory",
                  "Build (once, cached) the XLA AOT runtime library of the registry's TensorFlow version and "
@@ -793,7 +877,7 @@ def parser() -> argparse.ArgumentParser:
                    help="an existing Python with TensorFlow (installs nothing)")
     s.add_argument("--offline", action="store_true", help="download nothing: needs --toolchain-python and the "
                    "Abseil sdist in the cache's downloads/ (as the cmsBuild spec puts it there)")
-    s.set_defaults(func=cmd_runtime)
+    s.set_defaults(func=command(cmd_runtime, RuntimeOptions))
 
     s = _command(sub, common, "check", "list the ops of a model and whether XLA compiles them",
                  "Load the SavedModel's serving function with TensorFlow and report, op by op, whether XLA "
@@ -804,7 +888,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--serving-key", default="serving_default",
                    help="signature of a SavedModel directory (default: serving_default)")
     s.add_argument("--table", action="store_true", help="print every op")
-    s.set_defaults(func=cmd_check)
+    s.set_defaults(func=command(cmd_check, CheckOptions))
 
     s = _command(sub, common, "init-config", "write a starter aot_config.yaml for a SavedModel",
                  "Load the SavedModel's signature with TensorFlow and write an aot_config.yaml next to it: "
@@ -820,7 +904,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--output", type=Path, metavar="FILE",
                    help="where to write it (default: aot_config.yaml beside the SavedModel directory)")
     s.add_argument("--force", action="store_true", help="replace an existing file")
-    s.set_defaults(func=cmd_init_config)
+    s.set_defaults(func=command(cmd_init_config, InitConfigOptions))
 
     s = _command(sub, common, "verify", "check a built package's files and numbers, or rebuild it and compare",
                  "Without --rebuild: every file of the built package against its manifest, and its objects "
@@ -830,7 +914,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("name", metavar="NAME", help="registered model name")
     s.add_argument("--dist", type=Path, default=Path("dist"), help="output directory (default: ./dist)")
     s.add_argument("--rebuild", action="store_true", help="rebuild from scratch and compare file by file")
-    s.set_defaults(func=cmd_verify)
+    s.set_defaults(func=command(cmd_verify, VerifyOptions))
 
     s = _command(sub, common, "toolchain", "create (if needed) and show the TensorFlow toolchain",
                  "The isolated venv with TensorFlow that compiles models (TensorFlow is never installed into "
@@ -839,8 +923,8 @@ def parser() -> argparse.ArgumentParser:
                  ["tfaot-dist toolchain", "$(tfaot-dist toolchain --python) -c 'import tensorflow'",
                   ". \"$(dirname \"$(tfaot-dist toolchain --python)\")/activate\"; saved_model_cli --help"])
     s.add_argument("--python", action="store_true", help="print only the path of its Python")
-    s.add_argument("--list", action="store_true", help="list the cached toolchains (creates none)")
-    s.set_defaults(func=cmd_toolchain)
+    s.add_argument("--list", dest="listing", action="store_true", help="list the cached toolchains (creates none)")
+    s.set_defaults(func=command(cmd_toolchain, ToolchainOptions))
 
     s = _command(sub, common, "specs", "render cmsBuild or rpm specs of the registry",
                  "Render the packaging specs of every registry entry from spec_templates/ (byte-identical for "
@@ -857,15 +941,13 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--check", action="store_true", help="write nothing; exit 1 and list files that are stale")
     s.add_argument("--sources", type=Path, metavar="DIST",
                    help="rpm: verify the package archives in DIST and copy them into OUT/SOURCES")
-    s.set_defaults(func=cmd_specs)
+    s.set_defaults(func=command(cmd_specs, SpecsOptions))
     _add_performance_commands(sub, common)
     return p
 
 
 # Commands that keep things in the cache (what is there is run, compiled in or installed).
 USES_CACHE = {"add-model", "build", "setup", "compile", "runtime", "check", "verify", "toolchain", "bench", "tune"}
-
-
 def main(argv: list[str] | None = None) -> int:
     from tfaot_dist.cache import trusted_root
 

@@ -72,7 +72,7 @@ def update_model(registry: Registry, session: Session, name: str, *, url: str | 
     registry.yaml moved to another TensorFlow). A new build keeps the signature; the same version
     with other inputs, or a lower version, is refused.
     """
-    old = registry.load(name)
+    old = registry.entry(name)
     if version is not None:
         names.version(version, "--version")
     aot_config = names.rel_path(aot_config, "--aot-config") if aot_config is not None else old.aot_config

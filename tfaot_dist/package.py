@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from tfaot_dist import __version__, names
 from tfaot_dist.cxx import INTERFACE_INCLUDE, build_kit, buildsys, scram_tool, weight_sharing
@@ -50,6 +50,8 @@ TEMPLATES = ("model.h.j2", "scram_tool.xml.j2", "verify_harness.cc.j2", "cmake_c
 # 3: the archive holds the runtime parts its objects call (cxx/runtime_parts.py).
 LAYOUT_VERSION = 3
 ORDER_NOTE = "arguments and results are ordered by signature key name (Python str sort)"
+# What a build did with a package: compiled it, copied it from the build cache, or found it in place.
+Status = Literal["built", "cached", "up to date"]
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from tfaot_dist import names
 from tfaot_dist.config import DEFAULT_TARGET_TRIPLE, parse_compilation
 from tfaot_dist.errors import InvalidInput
 from tfaot_dist.util.fs import write_atomic
-from tfaot_dist.util.textsafe import shown
+from tfaot_dist.util.textsafe import did_you_mean, shown
 from tfaot_dist.util.yamlio import Fields, load_mapping
 
 DEFAULT_REQUIREMENTS = ("tensorflow-cpu==2.21.0",)
@@ -130,10 +130,48 @@ class ModelEntry:
         return data
 
 
+# What `tfaot-dist init` writes as registry.yaml.
+INIT_REGISTRY = """\
+# Defaults for every model of this registry; entries live in models/NAME.yaml
+# (tfaot-dist add-model writes them).
+toolchain:
+  # What the isolated TensorFlow environment installs; changing it rebuilds every package.
+  requirements: ["tensorflow-cpu==2.21.0"]
+# Generic x86-64 code runs on every user's CPU; a newer target_cpu makes packages
+# that crash (SIGILL) on older machines.
+target_triple: x86_64-pc-linux
+target_cpu: ""
+# With target_cpu "", each package carries code for these x86-64 levels and picks
+# the best one the user's CPU runs (TFAOT_CPU_LEVEL or tfaot_dist::setCpuLevel override).
+cpu_levels: [x86-64, x86-64-v3, x86-64-v4]
+"""
+
+
+def init_registry(root: Path) -> bool:
+    """Create a registry at root (registry.yaml, models/); False if root is one already (left as it was)."""
+    config = root / "registry.yaml"
+    if config.exists():
+        return False
+    if root.exists() and not root.is_dir():
+        raise InvalidInput(f"{root}: exists and is not a directory")
+    (root / "models").mkdir(parents=True, exist_ok=True)
+    write_atomic(config, INIT_REGISTRY)
+    Registry(root).defaults()  # what was written reads back
+    return True
+
+
 class Registry:
     def __init__(self, root: Path):
         self.root = root
         self.models_dir = root / "models"
+
+    @classmethod
+    def existing(cls, root: Path) -> "Registry":
+        """The --registry directory, which must exist (only add-model and init create one)."""
+        if not root.is_dir():
+            raise InvalidInput(f"--registry: {root} is not a registry directory (it does not exist; "
+                               f"create one with `tfaot-dist init {root}`)")
+        return cls(root)
 
     def defaults(self) -> Defaults:
         path = self.root / "registry.yaml"
@@ -169,6 +207,14 @@ class Registry:
         if not path.exists():
             raise InvalidInput(f"{name}: no such model in {self.models_dir}")
         return parse_entry(load_mapping(path), path)
+
+    def entry(self, name: str) -> ModelEntry:
+        """The entry a command names (NAME); an unknown name gets the closest registered names as a suggestion."""
+        names.model_name(name, "NAME")
+        if not self.entry_path(name).exists():
+            raise InvalidInput(f"{name}: no such model in {self.models_dir}" + did_you_mean(name, self.names(),
+                                                                                           "tfaot-dist list"))
+        return self.load(name)
 
     def load_all(self) -> list[ModelEntry]:
         return [self.load(n) for n in self.names()]

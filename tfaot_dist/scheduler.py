@@ -2,6 +2,7 @@
 
     select_shard(entries, Shard(2, 8))   the 2nd of 8 shares, by sha256 of the name (stable everywhere)
     build_many(entries, ...)             builder.build_entry for each, `jobs` at a time
+    build_selected(registry, ...)        `tfaot-dist build`: the selection, then the runtime packages
 
 Each build runs its TensorFlow worker and its C++ verification harness as
 subprocesses, so threads are enough to keep several cores busy; the caches
@@ -11,12 +12,13 @@ they share (toolchain, XLA runtime, sources, build cache) take file locks.
 import hashlib
 import threading
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tfaot_dist import builder, names
+from tfaot_dist import package as pkg
 from tfaot_dist.errors import BuildFailed, TfaotError, UsageError
 from tfaot_dist.registry import ModelEntry, Registry
 from tfaot_dist.session import Session
@@ -63,6 +65,7 @@ class Summary:
     results: list[builder.BuildResult] = field(default_factory=list)  # in the order of the entries
     failures: list[Failure] = field(default_factory=list)  # in name order
     skipped: list[str] = field(default_factory=list)  # not started after a failure (--fail-fast)
+    runtimes: list[tuple[pkg.Package, pkg.Status]] = field(default_factory=list)  # build_selected's
 
 
 def failed(summary: Summary) -> BuildFailed:
@@ -83,7 +86,7 @@ def load_selected(registry: Registry, names: list[str] | None, shard: Shard | No
     With every entry (names None) a malformed entry is that model's failure, not everyone's.
     """
     if names:
-        entries = [registry.load(n) for n in names]
+        entries = [registry.entry(n) for n in names]
         return select_shard(entries, shard), []
     entries, failures = [], []
     for name in registry.names():
@@ -94,6 +97,21 @@ def load_selected(registry: Registry, names: list[str] | None, shard: Shard | No
         except TfaotError as exc:
             failures.append(Failure(name, _one_line(str(exc)), exc.exit_code))
     return entries, failures
+
+
+def build_selected(registry: Registry, names: list[str] | None, shard: Shard | None, session: Session, dist: Path,
+                   reporter: Callable[[int], Reporter], jobs: int = 1, fail_fast: bool = False) -> Summary:
+    """`tfaot-dist build`: the named entries (None: every one of the shard), `jobs` at a time, then the
+    runtime package each built package requires. reporter(n): the progress display of n models."""
+    entries, failed_before = load_selected(registry, names, shard)
+    if shard:
+        session.log(f"shard {shard}: {len(entries) + len(failed_before)} models")
+    if not entries and not failed_before:
+        session.log(f"nothing to build: no models in {registry.root}" + (f" for shard {shard}" if shard else ""))
+    summary = build_many(entries, session, dist, reporter(len(entries) + len(failed_before)), jobs=jobs,
+                         fail_fast=fail_fast, failed_before=failed_before)
+    summary.runtimes = builder.ensure_runtime_packages([r.package for r in summary.results], session, dist)
+    return summary
 
 
 def build_many(entries: list[ModelEntry], session: Session, dist: Path, reporter: Reporter,

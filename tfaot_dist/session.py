@@ -1,8 +1,11 @@
 """What one command works with: the cache, the registry's defaults, offline or not, where progress goes.
 
-cli.py builds one Session per command and hands it down; the TensorFlow
-toolchain and the XLA runtime built with it are resolved once per session
-(toolchain_and_runtime), however many steps need them.
+cli.py builds one Session per command and hands it down. Session.resolve() is
+the one place that chooses the TensorFlow toolchain and the XLA runtime of a
+command: an option (--toolchain-python, --runtime) wins over the registry's
+toolchain.python / toolchain.runtime, which win over our own venv and the
+runtime built from its TensorFlow. Each is made or found on first use, once per
+session, however many steps need it.
 """
 
 import dataclasses
@@ -10,14 +13,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Literal
 
 from tfaot_dist.cache import Cache
 from tfaot_dist.cxx.installed_runtime import installed_runtime
 from tfaot_dist.cxx.xla_runtime import XlaRuntime, ensure_runtime
+from tfaot_dist.errors import UsageError
 from tfaot_dist.registry import Defaults, Registry
 from tfaot_dist.toolchain import Toolchain, ensure_toolchain, existing_toolchain
 
 Log = Callable[[str], None]
+Setting = Literal["python", "runtime"]  # the registry's toolchain.python and toolchain.runtime
 
 
 @dataclass(frozen=True)
@@ -26,6 +32,9 @@ class Session:
     defaults: Defaults = field(default_factory=Defaults)
     offline: bool = False  # use the cache only: what is missing is a SourceUnavailable error
     log: Log = print
+    # Tools by (python, runtime): each session (a copy made by logging_to too) resolves its own.
+    _tools: dict[tuple[Path | None, Path | None], "Tools"] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def of_registry(cls, registry: Path, cache: Path, *, offline: bool = False, log: Log = print) -> "Session":
@@ -39,44 +48,54 @@ class Session:
     def with_cache(self, cache: Path) -> "Session":
         return dataclasses.replace(self, cache=Cache(cache))
 
+    def resolve(self, python: Path | None = None, runtime: Path | None = None) -> "Tools":
+        """The toolchain and runtime of this command. python: an existing Python with TensorFlow
+        (--toolchain-python), else the registry's toolchain.python, else our isolated venv of the
+        defaults' requirements. runtime: an installed XLA runtime (--runtime), else the registry's
+        toolchain.runtime, else the one built (cached) from the toolchain's TensorFlow."""
+        chosen = (python or self.defaults.python, runtime or self.defaults.runtime)
+        if chosen not in self._tools:
+            self._tools[chosen] = Tools(self, *chosen)
+        return self._tools[chosen]
+
     def toolchain(self) -> Toolchain:
-        """The registry's existing Python (toolchain.python), else the isolated TensorFlow of the
-        defaults' requirements, created if missing."""
-        return self._toolchain
+        """The toolchain of resolve() without options (the runtime is not made)."""
+        return self.resolve().toolchain
 
-    def toolchain_and_runtime(self) -> tuple[Toolchain, XlaRuntime]:
-        """The toolchain and the registry's installed runtime (toolchain.runtime), else the XLA runtime
-        built from its TensorFlow (cached builds, resolved once)."""
-        return self._toolchain, self._runtime
-
-    def existing_toolchain_and_runtime(self, python: Path,
-                                       runtime_dir: Path | None = None) -> tuple[Toolchain, XlaRuntime]:
-        """An existing Python with TensorFlow (--toolchain-python, e.g. a release's python3), and an
-        installed runtime (--runtime) or the cached one built from that TensorFlow (offline: with
-        the Abseil sources already in the cache). Either may be the registry's (toolchain.python,
-        toolchain.runtime), and errors then say so."""
-        toolchain = existing_toolchain(python, self.origin("python", python))
-        if runtime_dir:
-            return toolchain, installed_runtime(runtime_dir, toolchain, self.origin("runtime", runtime_dir))
-        return toolchain, ensure_runtime(toolchain.python, self.cache.root, self.log, offline=self.offline,
-                                         path_environment=toolchain.path_environment)
-
-    def origin(self, key: str, path: Path) -> str:
+    def origin(self, setting: Setting, path: Path) -> str:
         """How an error names where an existing Python or installed runtime was given."""
-        if path == getattr(self.defaults, key):
-            return f"registry.yaml: toolchain.{key}:"
-        return "--toolchain-python" if key == "python" else "--runtime"
+        if path == getattr(self.defaults, setting):
+            return f"registry.yaml: toolchain.{setting}:"
+        return "--toolchain-python" if setting == "python" else "--runtime"
+
+
+@dataclass(frozen=True)
+class Tools:
+    """What Session.resolve chose; the toolchain and the runtime are made or found on first use."""
+
+    session: Session
+    python: Path | None  # an existing Python (an option's or the registry's); None: our venv
+    runtime_dir: Path | None  # an installed runtime (an option's or the registry's); None: built here
+
+    def require_offline(self, command: str, *, runtime: bool) -> None:
+        """--offline: our own toolchain is pip-installed, so an existing Python is needed; runtime: and an
+        installed runtime (building ours downloads its Abseil sources)."""
+        if not self.session.offline or (self.python and (self.runtime_dir or not runtime)):
+            return
+        needed = "--toolchain-python and --runtime" if runtime else "--toolchain-python"
+        raise UsageError(f"--offline: {command} needs {needed} (building a toolchain or a runtime downloads)")
 
     @cached_property
-    def _toolchain(self) -> Toolchain:
-        if self.defaults.python:
-            return existing_toolchain(self.defaults.python, self.origin("python", self.defaults.python))
-        return ensure_toolchain(self.cache.root, self.defaults.requirements, self.log, offline=self.offline)
+    def toolchain(self) -> Toolchain:
+        s = self.session
+        if self.python:
+            return existing_toolchain(self.python, s.origin("python", self.python))
+        return ensure_toolchain(s.cache.root, s.defaults.requirements, s.log, offline=s.offline)
 
     @cached_property
-    def _runtime(self) -> XlaRuntime:
-        if self.defaults.runtime:
-            return installed_runtime(self.defaults.runtime, self._toolchain,
-                                     self.origin("runtime", self.defaults.runtime))
-        return ensure_runtime(self._toolchain.python, self.cache.root, self.log, offline=self.offline,
-                              path_environment=self._toolchain.path_environment)
+    def runtime(self) -> XlaRuntime:
+        s = self.session
+        if self.runtime_dir:
+            return installed_runtime(self.runtime_dir, self.toolchain, s.origin("runtime", self.runtime_dir))
+        return ensure_runtime(self.toolchain.python, s.cache.root, s.log, offline=s.offline,
+                              path_environment=self.toolchain.path_environment)

@@ -44,6 +44,18 @@ def check_git_url(url, where: str) -> str:
     return url
 
 
+def source_url(text: str) -> str:
+    """--source: a relative path to a local repository becomes a file:// URL of its absolute path."""
+    # A colon before the first slash: a URL, user@host:path or a transport (ext::): git's rules apply.
+    if ":" in text.split("/", 1)[0] or text.startswith(("/", "-")):
+        return text
+    path = Path(text)
+    if not path.is_dir():
+        raise SourceUnavailable(f"--source: {text}: no such directory (a relative --source is a path to a local "
+                                "git repository; remote ones need https://, ssh://, git:// or user@host:path)")
+    return path.resolve().as_uri()
+
+
 def git_env() -> dict:
     """Environment for every git call: no prompts, only safe transports, no user config surprises."""
     return {

@@ -11,8 +11,8 @@ directory) and compare the two packages file by file and archive to archive.
 import json
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from tfaot_dist import builder, harness
 from tfaot_dist import package as pkg
@@ -35,13 +35,23 @@ def check_installed(entry: ModelEntry, dist: Path) -> pkg.Package:
 def check_numbers(package: pkg.Package, session: Session) -> Verification:
     """Link the package's objects into the verification harness again and compare every output
     with the reference TensorFlow outputs in the package; VerificationFailed names the first miss."""
-    _, runtime = session.toolchain_and_runtime()
+    runtime = session.resolve().runtime
     with tempfile.TemporaryDirectory(prefix="tfaot-verify-") as tmp_dir:
         return harness.verify_package(package.root, package.model_manifest, runtime, Path(tmp_dir) / "work",
                                      session.cache.root)
 
 
-def rebuild_and_compare(entry: ModelEntry, session: Session, dist: Path) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Rebuilt:
+    """A package built again bit-identical: its archive digest and how many files were compared."""
+
+    package: str
+    version: str
+    archive_sha256: str
+    files: int
+
+
+def rebuild_and_compare(entry: ModelEntry, session: Session, dist: Path) -> Rebuilt:
     existing = check_installed(entry, dist)
     with tempfile.TemporaryDirectory(prefix="tfaot-rebuild-") as tmp_dir:
         tmp = Path(tmp_dir)
@@ -56,8 +66,7 @@ def rebuild_and_compare(entry: ModelEntry, session: Session, dist: Path) -> dict
             raise VerificationFailed(f"{entry.package} {entry.version}: archives differ ({a} vs {b}) "
                                      "although every file is equal")
         shutil.rmtree(tmp / "dist")
-    return {"package": entry.package, "version": entry.version, "archive_sha256": a,
-            "files": len(existing.model_manifest.files) + 1}
+    return Rebuilt(entry.package, entry.version, a, len(existing.model_manifest.files) + 1)
 
 
 def first_difference(a: Path, b: Path) -> str | None:

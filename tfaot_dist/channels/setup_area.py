@@ -54,7 +54,7 @@ from tfaot_dist.errors import IntegrityError, InvalidInput, ScramFailed, SourceU
 from tfaot_dist.util.archives import PACKAGE, extract
 from tfaot_dist.util.download import discard, keep
 from tfaot_dist.util.fs import crash_point, write_atomic
-from tfaot_dist.util.textsafe import shown
+from tfaot_dist.util.textsafe import did_you_mean, shown
 
 FORMAT = "tfaot-dist-area/1"
 INSTALLED = "installed.json"
@@ -178,6 +178,7 @@ def setup(requirements: list[str], channel: Channel, area: Path, cache: Path, of
 
     scram: the scram executable to register tool files with (None: not available).
     """
+    _check_available(requirements, channel)
     root = area_root(area)
     report = Report()
     for text in requirements:
@@ -186,6 +187,16 @@ def setup(requirements: list[str], channel: Channel, area: Path, cache: Path, of
         channel.remember(cache)
     report.environment = environment(root, read_installed(root))
     return report
+
+
+def _check_available(requirements: list[str], channel: Channel) -> None:
+    """Every requirement names a package of the channel (a typo gets the closest names), before any is set up."""
+    for text in requirements:
+        package, _ = parse_requirement(text)
+        if not channel.index.versions(package):
+            known = sorted({p.name.removeprefix("tfaot-model-") for p in channel.index.rows if p.kind == "model"})
+            raise InvalidInput(f"{text!r}: {package} is not in the channel {channel.location}" + did_you_mean(
+                package.removeprefix("tfaot-model-"), known, f"tfaot-dist setup --list --channel {channel.location}"))
 
 
 def _wanted(text: str, channel: Channel) -> list[ChannelPackage]:
@@ -298,6 +309,7 @@ class Planned:
 def plan_setup(requirements: list[str], channel: Channel, area: Path) -> list[Planned]:
     """What setup would do, read from the channel's index and the area's installed.json alone:
     nothing is downloaded, nothing written, and what setup would refuse is refused here too."""
+    _check_available(requirements, channel)
     root = area_root(area)
     state = read_installed(root) if os.path.lexists(root) else {}
     out: list[Planned] = []

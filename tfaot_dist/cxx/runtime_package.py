@@ -75,7 +75,7 @@ def requirement(runtime: XlaRuntime) -> Requirement:
     return Requirement(name=NAME, version=runtime_version(runtime))
 
 
-def ensure_runtime_package(runtime: XlaRuntime, dist: Path) -> tuple[pkg.Package, str]:
+def ensure_runtime_package(runtime: XlaRuntime, dist: Path) -> tuple[pkg.Package, pkg.Status]:
     """The runtime package in dist, assembled if missing; returns it and "built" or "up to date"."""
     if runtime.kind != "tfaot":
         raise InvalidInput(f"{runtime.root}: the release's {installed_runtime.NAME} is no {NAME} package; "
@@ -83,7 +83,7 @@ def ensure_runtime_package(runtime: XlaRuntime, dist: Path) -> tuple[pkg.Package
     version = runtime_version(runtime)
     root = dist / pkg.dir_name(NAME, version)
     archive = dist / f"{root.name}.tar.gz"
-    status = "up to date"
+    status: pkg.Status = "up to date"
 
     def assemble(staged: Path) -> None:
         nonlocal status

@@ -401,5 +401,5 @@ def bench_command(spec: str, registry, session: Session, dist: Path, protocol: P
                   saved_model: Path | None = None, plots: bool = True) -> dict:
     """`tfaot-dist bench`: resolve spec to a package (and SavedModel), then run()."""
     target, _ = resolve_target(spec, registry, session, dist, saved_model)
-    toolchain, runtime = session.toolchain_and_runtime()
-    return run(target, protocol, toolchain, runtime, session.cache.root, out_dir, session.log, plots)
+    tools = session.resolve()
+    return run(target, protocol, tools.toolchain, tools.runtime, session.cache.root, out_dir, session.log, plots)

@@ -175,7 +175,7 @@ def tune_command(spec: str, registry, session: Session, dist: Path, targets: lis
     target, entry = bench.resolve_target(spec, registry, session, dist, None)
     manifest = target.manifest
     compiled = sorted(manifest.compilation.batch_sizes)
-    _, runtime = session.toolchain_and_runtime()
+    runtime = session.resolve().runtime
     with tempfile.TemporaryDirectory(prefix="tfaot-tune-") as tmp:
         program = bench.build_aot_program(target, runtime, session.cache.root, Path(tmp))
         report = tune(program, compiled, targets, warmup, calls, log)

@@ -11,12 +11,14 @@ so it is escaped here for the file it lands in:
     shown()            a value quoted in an error message: repr, at most MAX_TEXT characters
     terminal()         anything printed: control characters escaped (line breaks and tabs kept), and
                        under GitHub Actions no line can be read as a workflow command (actions_safe)
+    did_you_mean()     the end of an error about an unknown name: the closest known ones
 
 The environment's finalize hook refuses any value holding a line break, so a
 value that skipped its check still cannot add a line to a spec or a shell
 script.
 """
 
+import difflib
 import os
 import re
 import reprlib
@@ -109,3 +111,11 @@ def environment() -> jinja2.Environment:
 
 def render(template: str, **context) -> str:
     return environment().get_template(template).render(**context)
+
+
+def did_you_mean(name: str, known: list[str], listing: str) -> str:
+    """The end of an error about an unknown name: the closest known names, else the command that lists them."""
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.7)
+    if close:
+        return f"; did you mean {' or '.join(close)}?"
+    return f" (all names: {listing})"
