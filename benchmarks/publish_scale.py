@@ -21,9 +21,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
 
-from tests.hostile import RUNTIME, RUNTIME_VERSION, archive_bytes, model_files, runtime_files  # noqa: E402
+from hostile import RUNTIME, RUNTIME_VERSION, archive_bytes, model_files, runtime_files  # noqa: E402
+
 from tfaot_dist.channels import catalogue  # noqa: E402
 from tfaot_dist.channels.channel import index_line, publish, render_index, verify_archive  # noqa: E402
 from tfaot_dist.documents import Manifest, load_json  # noqa: E402

@@ -47,7 +47,7 @@ def make_simple():
 class _Multi(tf.Module):
     """f32(4), f64(4) -> f32(2), bool(2), written as a plain tf.function model."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         rng = tf.random.Generator.from_seed(2)
         self.w0 = tf.Variable(rng.normal([8, 32]) * 0.3)
@@ -95,7 +95,7 @@ STUDY = {f"study_l{n}_u{u}": make_study(n, u) for n in (12, 25) for u in (128, 2
 MAKERS.update(STUDY)
 
 
-def main(argv):
+def main(argv) -> int:
     if not argv:
         print(__doc__, file=sys.stderr)
         return 2

@@ -311,7 +311,7 @@ BUILDERS = {
 ZOO = [name for name in BUILDERS if not name.startswith("rnn_")]  # the architectures (the rnn_ rows: matrix)
 
 
-def save(name, out_dir, size="test", batch_sizes=DEFAULT_BATCH_SIZES):
+def save(name, out_dir, size: str="test", batch_sizes=DEFAULT_BATCH_SIZES):
     """Build model `name`, export OUT_DIR/NAME/saved_model and write OUT_DIR/NAME/aot_config.yaml; returns
     OUT_DIR/NAME. The serving signature's inputs and outputs are named as in the model's docstring."""
     if size not in SIZES:
@@ -332,7 +332,7 @@ def save(name, out_dir, size="test", batch_sizes=DEFAULT_BATCH_SIZES):
 
 
 def _function(name):
-    def make(out_dir, size="test", batch_sizes=DEFAULT_BATCH_SIZES):
+    def make(out_dir, size: str="test", batch_sizes=DEFAULT_BATCH_SIZES):
         return save(name, out_dir, size, batch_sizes)
 
     make.__name__ = name
@@ -345,7 +345,7 @@ gru_tagger, regression64, conv3d, pooling, recurrent = map(
     _function, ("gru_tagger", "regression64", "conv3d", "pooling", "recurrent"))
 
 
-def main(argv):
+def main(argv) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir")
     parser.add_argument("names", nargs="*", help=f"models (default: all): {', '.join(BUILDERS)}")

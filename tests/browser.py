@@ -31,7 +31,7 @@ def _as_fds_3_and_4(commands: int, answers: int) -> None:
 
 
 class Browser:
-    def __init__(self, width: int = 1280, height: int = 900):
+    def __init__(self, width: int = 1280, height: int = 900) -> None:
         self.binary = shutil.which("chromium") or shutil.which("google-chrome")  # Debian; GitHub runners
         self.size = (width, height)
         self.errors: list[str] = []

@@ -12,11 +12,14 @@ explicitly or because a fixture it uses needs it (marked here at collection).
 attempt to create or use a toolchain fails the test, so a missing marker shows.
 """
 
+from tfaot_dist.toolchain import Toolchain
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
@@ -25,6 +28,9 @@ from tfaot_dist import cli
 from tfaot_dist.registry import DEFAULT_REQUIREMENTS
 from tfaot_dist.cache import Cache, default_cache
 from tfaot_dist.toolchain import ensure_toolchain, worker_env
+
+if TYPE_CHECKING:
+    from test_distribution import Fleet
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "examples"))
@@ -46,7 +52,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(TF_MARKER)
 
 
-def refuse_toolchain(*args, **kwargs):
+def refuse_toolchain(*args, **kwargs) -> None:
     if kwargs.get("offline"):  # may only say what is missing: finding a toolchain fails the test below
         refuse_toolchain.real(*args, **kwargs)  # type: ignore[attr-defined]
     pytest.fail("this test needs the TensorFlow toolchain but runs in the fast tier (TFAOT_DIST_FAST=1): "
@@ -57,7 +63,7 @@ refuse_toolchain.real = ensure_toolchain  # type: ignore[attr-defined]  # out of
 
 
 @pytest.fixture(scope="session", autouse=True)
-def fast_tier_guard():
+def fast_tier_guard() -> Iterator[None]:
     """In the fast tier, every reference to ensure_toolchain (in any loaded module) refuses."""
     if not FAST:
         yield
@@ -76,7 +82,7 @@ def shared_cache() -> Path:
 
 
 @pytest.fixture(scope="session")
-def toolchain(shared_cache):
+def toolchain(shared_cache: Path) -> Toolchain:
     if FAST:
         refuse_toolchain()
     return ensure_toolchain(shared_cache, DEFAULT_REQUIREMENTS, lambda m: print(m, file=sys.stderr))
@@ -87,20 +93,20 @@ TF212 = ("tensorflow-cpu==2.12.0",)
 
 
 @pytest.fixture(scope="session")
-def toolchain212(shared_cache):
+def toolchain212(shared_cache: Path) -> Toolchain:
     if FAST:
         refuse_toolchain()
     return ensure_toolchain(shared_cache, TF212, lambda m: print(m, file=sys.stderr))
 
 
-def run_in_toolchain(toolchain, script: Path, *args, tmp: Path):
+def run_in_toolchain(toolchain: Toolchain, script: Path, *args, tmp: Path) -> None:
     tmp.mkdir(parents=True, exist_ok=True)
     subprocess.run([str(toolchain.python), "-I", str(script), *map(str, args)], env=worker_env(tmp),
                    check=True, stdout=subprocess.DEVNULL)
 
 
 @pytest.fixture(scope="session")
-def example_models(toolchain, tmp_path_factory) -> Path:
+def example_models(toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """simple/ and multi/ with saved_model/ and aot_config.yaml each."""
     out = tmp_path_factory.mktemp("examples")
     run_in_toolchain(toolchain, REPO / "examples" / "make_models.py", out, tmp=out / ".tmp")
@@ -108,7 +114,7 @@ def example_models(toolchain, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def test_models(toolchain, tmp_path_factory) -> Path:
+def test_models(toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("test-models")
     run_in_toolchain(toolchain, REPO / "tests" / "models" / "make_test_models.py", out, tmp=out / ".tmp")
     return out
@@ -122,7 +128,7 @@ def git(*args, cwd) -> str:
 class DataRepo:
     """A work repository plus its bare clone, the URL that tests register."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path) -> None:
         self.work = root / "work"
         self.bare = root / "data-repo.git"
         self.work.mkdir(parents=True)
@@ -141,7 +147,7 @@ class DataRepo:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
 
-    def commit(self, message="update") -> str:
+    def commit(self, message: str="update") -> str:
         git("add", "-A", cwd=self.work)
         git("commit", "-q", "--allow-empty", "-m", message, cwd=self.work)
         if self.bare.exists():
@@ -157,7 +163,7 @@ def aot_config(name: str, batch_sizes=(1, 2, 4), **model) -> dict:
 
 
 @pytest.fixture(scope="session")
-def data_repo(example_models, test_models, tmp_path_factory) -> DataRepo:
+def data_repo(example_models: Path, test_models: Path, tmp_path_factory: pytest.TempPathFactory) -> DataRepo:
     """Both example models and every special test model, in one git repository."""
     repo = DataRepo(tmp_path_factory.mktemp("data"))
     for name in ("simple", "multi"):
@@ -176,7 +182,7 @@ def fresh_cache(path: Path, shared_cache: Path) -> Path:
 
 
 @pytest.fixture
-def cache(request, tmp_path, shared_cache) -> Path:
+def cache(request: pytest.FixtureRequest, tmp_path: Path, shared_cache: Path) -> Path:
     """A fresh cache; for a test marked `tf` it shares the toolchain and runtime (created if need be)."""
     if request.node.get_closest_marker(TF_MARKER):
         request.getfixturevalue("toolchain")
@@ -187,7 +193,7 @@ def cache(request, tmp_path, shared_cache) -> Path:
 
 
 @pytest.fixture
-def registry(tmp_path) -> Path:
+def registry(tmp_path: Path) -> Path:
     path = tmp_path / "registry"
     (path / "models").mkdir(parents=True)
     copy_registry_yaml(path)
@@ -205,7 +211,7 @@ def copy_registry_yaml(registry: Path) -> None:
 class Cli:
     """Runs tfaot-dist in this process, as a user would on the command line."""
 
-    def __init__(self, capsys, monkeypatch, cache: Path, registry: Path, cwd: Path):
+    def __init__(self, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, cache: Path, registry: Path, cwd: Path) -> None:
         self.capsys, self.cache, self.registry = capsys, cache, registry
         monkeypatch.setenv("TFAOT_DIST_CACHE", str(cache))
         monkeypatch.chdir(cwd)
@@ -226,7 +232,7 @@ class Cli:
 
 
 @pytest.fixture
-def run(capsys, monkeypatch, cache, registry, tmp_path) -> Cli:
+def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, cache: Path, registry: Path, tmp_path: Path) -> Cli:
     return Cli(capsys, monkeypatch, cache, registry, tmp_path)
 
 
@@ -252,7 +258,7 @@ def snapshot(*roots: Path) -> dict:
 
 
 @pytest.fixture(scope="session")
-def built(tmp_path_factory, data_repo, shared_cache, toolchain) -> Path:
+def built(tmp_path_factory: pytest.TempPathFactory, data_repo: DataRepo, shared_cache: Path, toolchain: Toolchain) -> Path:
     """Both example models registered (test-simple, test-multi) and built once into built/dist.
 
     built/cache shares the toolchain and XLA runtime of the shared cache;
@@ -279,7 +285,8 @@ def built(tmp_path_factory, data_repo, shared_cache, toolchain) -> Path:
 
 
 @pytest.fixture(scope="session")
-def fleet(tmp_path_factory, data_repo, shared_cache, toolchain):
+def fleet(tmp_path_factory: pytest.TempPathFactory, data_repo: "DataRepo", shared_cache: Path,
+          toolchain: Toolchain) -> Iterator["Fleet"]:
     """test_distribution.make_fleet: the registry of TFAOT_DIST_TEST_MODELS models, built and published
     once for every test module that uses it (distribution tests, OCI channel tests)."""
     from test_distribution import make_fleet

@@ -6,6 +6,7 @@ set up fine, so that a refusal in a test is the hostile part's doing) and let a 
 attacker would.
 """
 
+from conftest import Cli
 import gzip
 import hashlib
 import io
@@ -61,7 +62,7 @@ class Channel:
     """A directory channel written row by row, as a hostile publisher may write one (no publish
     checks): add() takes any archive bytes and lists them (index rows from index_line)."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path) -> None:
         self.root = root
         self.rows: dict[tuple[str, str], object] = {}
 
@@ -96,9 +97,9 @@ class Channel:
         return self
 
 
-def refused(run, root: Path, *args, code: int) -> str:
+def refused(run: Cli, root: Path, *args, code: int) -> str:
     """Run a command that must fail with code: its one error line, everything below root unchanged."""
-    from tests.conftest import snapshot
+    from conftest import snapshot
 
     before = snapshot(root)
     _, err = run(*args, expect=code)
@@ -132,15 +133,15 @@ class Server:
     """A ThreadingHTTPServer on 127.0.0.1 running handler (a BaseHTTPRequestHandler subclass) that
     records every request: (method, path, Authorization header)."""
 
-    def __init__(self, handler: type[BaseHTTPRequestHandler]):
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
         seen: list[tuple[str, str, str]] = []
         self.seen = seen
 
         class Recording(handler):  # type: ignore[valid-type, misc]
-            def log_message(self, *args):
+            def log_message(self, *args) -> None:
                 pass
 
-            def handle_one_request(self):
+            def handle_one_request(self) -> None:
                 super().handle_one_request()
 
             def parse_request(self):

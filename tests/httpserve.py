@@ -22,7 +22,7 @@ from urllib.parse import unquote, urlsplit
 
 
 class Server:
-    def __init__(self, root: Path):
+    def __init__(self, root: Path) -> None:
         self.root = root
         self.hits: collections.Counter = collections.Counter()
         self.failures: dict[str, int] = {}
@@ -32,13 +32,13 @@ class Server:
         owner = self
 
         class Handler(SimpleHTTPRequestHandler):
-            def __init__(self, *args, **kwargs):
+            def __init__(self, *args, **kwargs) -> None:
                 super().__init__(*args, directory=str(owner.root), **kwargs)
 
-            def log_message(self, *args):  # keep test output readable
+            def log_message(self, *args) -> None:  # keep test output readable
                 pass
 
-            def do_GET(self):
+            def do_GET(self) -> None:
                 path = unquote(urlsplit(self.path).path)
                 owner.hits[path] += 1
                 if owner.failures.get(path, 0) > 0:
@@ -63,7 +63,7 @@ class Server:
                     return
                 super().do_GET()
 
-            def _send(self, data: bytes, length: int):
+            def _send(self, data: bytes, length: int) -> None:
                 self.send_response(200)
                 self.send_header("Content-Type", "application/octet-stream")
                 self.send_header("Content-Length", str(length))
@@ -106,7 +106,7 @@ class Server:
 class SilentServer:
     """Listens, lets the kernel accept connections, never reads or answers."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(16)

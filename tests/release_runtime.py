@@ -17,6 +17,7 @@ CMake package config, so the CMake edit is the release's: find_package(absl) + t
 Built once per key (the wheel's runtime sources, the Abseil build, the compiler, this file).
 """
 
+from tfaot_dist.toolchain import Toolchain
 import json
 import os
 import shutil
@@ -36,11 +37,11 @@ ABSEIL_SO = "libtfaot_absl.so"
 CXXFLAGS = "-fPIC -Wl,-z,defs -O2 -DNDEBUG -D_GLIBCXX_USE_CXX11_ABI=1"  # cmsdist: -fPIC -Wl,-z,defs + arch flags
 
 
-def tensorflow_dir(toolchain) -> Path:
+def tensorflow_dir(toolchain: Toolchain) -> Path:
     return next((toolchain.root / "lib").glob("python3.*/site-packages")) / "tensorflow"
 
 
-def ensure_release_runtime(toolchain, cache: Path, log=lambda m: print(m, file=sys.stderr)) -> Path:
+def ensure_release_runtime(toolchain: Toolchain, cache: Path, log=lambda m: print(m, file=sys.stderr)) -> Path:
     """The cached entry: release-like tensorflow-xla-runtime and abseil-cpp roots."""
     tf = tensorflow_dir(toolchain)
     cc = build_kit.compiler(build_kit.CXX, RuntimeBuildError)

@@ -9,6 +9,8 @@ zeros, tiny and huge magnitudes, a dense sweep) and compare every output with
 TensorFlow's on the same inputs.
 """
 
+from conftest import Cli
+from tfaot_dist.toolchain import Toolchain
 import json
 import math
 import re
@@ -51,7 +53,7 @@ def special_inputs() -> list[float]:
     return SPECIALS + [-12.0 + 15.0 * i / (count - 1) for i in range(count)]
 
 
-def compile_model(run, test_models: Path, tmp_path: Path, **compilation) -> Path:
+def compile_model(run: Cli, test_models: Path, tmp_path: Path, **compilation) -> Path:
     cfg = tmp_path / "aot_config.yaml"
     cfg.write_text(json.dumps({
         "model": {"name": "activations", "version": "1.0.0",
@@ -80,8 +82,8 @@ def ulp_close(got: float, want: float, eps: float) -> bool:
     return abs(got - want) <= 4 * eps * max(1.0, abs(want))
 
 
-def test_selu_and_elu_take_tensorflows_formula_and_match_it_on_special_values(run, toolchain, test_models,
-                                                                                 shared_cache, tmp_path):
+def test_selu_and_elu_take_tensorflows_formula_and_match_it_on_special_values(run: Cli, toolchain: Toolchain, test_models: Path,
+                                                                                 shared_cache: Path, tmp_path: Path) -> None:
     root = compile_model(run, test_models, tmp_path, cpu_levels=["x86-64", "x86-64-v3"])
     manifest_json = json.loads((root / "manifest.json").read_text())
     comp = manifest_json["compilation"]
@@ -125,7 +127,7 @@ def test_selu_and_elu_take_tensorflows_formula_and_match_it_on_special_values(ru
     assert checked == len(levels) * len(OUTPUTS) * len(harness.MODES) * BATCH * 16
 
 
-def test_xla_formulas_keep_expm1(run, test_models, tmp_path):
+def test_xla_formulas_keep_expm1(run: Cli, test_models: Path, tmp_path: Path) -> None:
     """activation_formulas: xla compiles XLA's own translation (expm1, with its division); it verifies too."""
     root = compile_model(run, test_models, tmp_path, cpu_levels=["x86-64"], activation_formulas="xla")
     comp = json.loads((root / "manifest.json").read_text())["compilation"]

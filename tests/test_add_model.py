@@ -1,5 +1,9 @@
 """add-model, list and show against real git repositories and a real TensorFlow toolchain."""
 
+from collections.abc import Iterator
+from conftest import Cli
+from conftest import DataRepo
+from pathlib import Path
 import json
 import shutil
 
@@ -11,7 +15,7 @@ from conftest import aot_config, git, snapshot
 INVALID, UNAVAILABLE, USAGE = 3, 4, 2
 
 
-def test_add_list_show(run, data_repo, registry, cache):
+def test_add_list_show(run: Cli, data_repo: DataRepo, registry: Path, cache: Path) -> None:
     out, _ = run("add-model", "test-simple", "--source", data_repo.url, "--ref", "main",
                  "--aot-config", "simple/aot_config.yaml", "--json")
     added = json.loads(out)
@@ -31,7 +35,7 @@ def test_add_list_show(run, data_repo, registry, cache):
     assert len(shown["build_key"]) == 64
 
 
-def test_add_by_tag_with_version_and_batch_sizes(run, data_repo, registry):
+def test_add_by_tag_with_version_and_batch_sizes(run: Cli, data_repo: DataRepo, registry: Path) -> None:
     run("add-model", "multi", "--source", data_repo.url, "--ref", "v1", "--aot-config", "multi/aot_config.yaml",
         "--version", "2.0.1", "--batch-sizes", "1,8")
     entry = yaml.safe_load((registry / "models" / "multi.yaml").read_text())
@@ -39,7 +43,7 @@ def test_add_by_tag_with_version_and_batch_sizes(run, data_repo, registry):
     assert entry["source"]["ref"] == "v1" and len(entry["source"]["commit"]) == 40
 
 
-def test_config_without_serving_key_works(run, data_repo, registry):
+def test_config_without_serving_key_works(run: Cli, data_repo: DataRepo, registry: Path) -> None:
     # The upstream tool crashes on this with KeyError: 'serving_key'.
     cfg = yaml.safe_load((data_repo.work / "two_inputs" / "aot_config.yaml").read_text())
     assert "serving_key" not in cfg["model"]
@@ -51,7 +55,7 @@ def test_config_without_serving_key_works(run, data_repo, registry):
     assert source["commit"] == git("rev-parse", "main", cwd=data_repo.bare)
 
 
-def add(run, name="m", source=None, ref="main", config="simple/aot_config.yaml", *extra):
+def add(run: Cli, name: str="m", source=None, ref: str="main", config: str="simple/aot_config.yaml", *extra):
     return ["add-model", name, "--source", source, "--ref", ref, "--aot-config", config, *extra]
 
 
@@ -59,7 +63,7 @@ BAD_NAMES = ["Upper", "with space", "../up", "a;b", "a" * 64, "a_b", "a$(id)", "
 
 
 @pytest.mark.parametrize("name", BAD_NAMES)
-def test_bad_name(run, data_repo, registry, cache, name):
+def test_bad_name(run: Cli, data_repo: DataRepo, registry: Path, cache: Path, name) -> None:
     before = snapshot(registry, cache)
     line = run.error(*add(run, name, data_repo.url), expect=INVALID)
     assert "invalid model name" in line and repr(name) in line
@@ -67,7 +71,7 @@ def test_bad_name(run, data_repo, registry, cache, name):
 
 
 @pytest.mark.parametrize("version", ["one", "1.0-", "1..0", "v 1"])
-def test_bad_version(run, data_repo, registry, cache, version):
+def test_bad_version(run: Cli, data_repo: DataRepo, registry: Path, cache: Path, version: str) -> None:
     before = snapshot(registry, cache)
     line = run.error(*add(run, "m", data_repo.url), "--version", version, expect=INVALID)
     assert "--version" in line and "invalid version" in line
@@ -76,7 +80,7 @@ def test_bad_version(run, data_repo, registry, cache, version):
 
 @pytest.mark.parametrize("sizes, message", [("0", "not positive"), ("-1", "not positive"), ("1,1", "duplicate"),
                                             ("a", "expected comma separated integers"), ("", "")])
-def test_bad_batch_sizes_option(run, data_repo, registry, cache, sizes, message):
+def test_bad_batch_sizes_option(run: Cli, data_repo: DataRepo, registry: Path, cache: Path, sizes: str, message: str) -> None:
     if not sizes:
         pytest.skip("an empty option keeps the config's batch sizes")
     before = snapshot(registry, cache)
@@ -92,21 +96,21 @@ def test_bad_batch_sizes_option(run, data_repo, registry, cache, sizes, message)
     ("--upload-pack=touch /tmp/pwned", INVALID, "unsupported git URL"),
     ("file:///nonexistent/repo.git", UNAVAILABLE, "cannot read git repository"),
 ])
-def test_bad_source(run, registry, cache, url, code, message):
+def test_bad_source(run: Cli, registry: Path, cache: Path, url, code, message) -> None:
     before = snapshot(registry, cache)
     line = run.error(*add(run, "m", url), expect=code)
     assert message in line
     assert snapshot(registry, cache) == before
 
 
-def test_ref_that_does_not_exist(run, data_repo, registry, cache):
+def test_ref_that_does_not_exist(run: Cli, data_repo: DataRepo, registry: Path, cache: Path) -> None:
     before = snapshot(registry, cache)
     line = run.error(*add(run, "m", data_repo.url, "no-such-branch"), expect=INVALID)
     assert "'no-such-branch' not found" in line
     assert snapshot(registry, cache) == before
 
 
-def test_name_that_exists(run, data_repo, registry, cache):
+def test_name_that_exists(run: Cli, data_repo: DataRepo, registry: Path, cache: Path) -> None:
     run(*add(run, "m", data_repo.url))
     before = snapshot(registry, cache)
     line = run.error(*add(run, "m", data_repo.url), expect=INVALID)
@@ -127,7 +131,7 @@ def test_name_that_exists(run, data_repo, registry, cache):
     ("badkey2/aot_config.yaml", "serving_key 'nope' is not a signature of"),
     ("truncated/aot_config.yaml", "cannot load SavedModel"),
 ])
-def test_bad_model_in_source(run, data_repo, registry, cache, config, message):
+def test_bad_model_in_source(run: Cli, data_repo: DataRepo, registry: Path, cache: Path, config: str, message: str) -> None:
     before = snapshot(registry, cache)
     line = run.error(*add(run, "m", data_repo.url, "bad-models", config), expect=INVALID)
     assert message in line
@@ -135,7 +139,7 @@ def test_bad_model_in_source(run, data_repo, registry, cache, config, message):
 
 
 @pytest.fixture(scope="module", autouse=True)
-def bad_models_branch(data_repo):
+def bad_models_branch(data_repo: DataRepo) -> Iterator[None]:
     """A branch bad-models with configs that are wrong in one way each."""
     git("checkout", "-q", "-b", "bad-models", cwd=data_repo.work)
     data_repo.write("broken/aot_config.yaml", yaml.safe_dump(aot_config("broken")))

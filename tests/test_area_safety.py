@@ -6,6 +6,7 @@ publisher would write them. Each refusal: its exit code, one error line, no trac
 test's directory (area, cache, the "outside" the links point to) exactly as it was.
 """
 
+from conftest import Cli
 import json
 import os
 import stat
@@ -13,26 +14,26 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import snapshot
-from tests.hostile import RUNTIME, Channel, model_files, one_error, refused
+from conftest import snapshot
+from hostile import RUNTIME, Channel, model_files, one_error, refused
 from tfaot_dist.cxx import scram_tool
 
 
 @pytest.fixture
-def channel(tmp_path) -> Channel:
+def channel(tmp_path: Path) -> Channel:
     """The runtime, and an honest victim model installed in every area below."""
     return Channel(tmp_path / "channel").runtime().model("victim")
 
 
 @pytest.fixture
-def area(run, channel, tmp_path) -> Path:
+def area(run: Cli, channel: Channel, tmp_path: Path) -> Path:
     area = tmp_path / "area"
     run("setup", "victim", "--channel", channel.root, "--area", area)
     return area
 
 
 @pytest.fixture
-def fake_scram(tmp_path, monkeypatch) -> Path:
+def fake_scram(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A `scram` on the PATH that records each tool file it is given."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -45,7 +46,7 @@ def fake_scram(tmp_path, monkeypatch) -> Path:
 
 
 
-def test_an_honest_package_installs(area):
+def test_an_honest_package_installs(area: Path) -> None:
     tfaot = area / "tfaot"
     assert sorted(p.name for p in (tfaot / "scram.d").iterdir()) == sorted([f"{RUNTIME}.xml", "tfaot-model-victim.xml"])
     tool = scram_tool.parse((tfaot / "scram.d" / "tfaot-model-victim.xml").read_text())
@@ -64,14 +65,14 @@ def test_an_honest_package_installs(area):
     ("lib/libtfaot-model-victim.a", b"!<arch>\n"),
     ("lib/pkgconfig/zlib.pc", b"Name: zlib\n"),
 ])
-def test_a_package_installs_only_its_own_files(run, channel, area, tmp_path, fake_scram, rel, data):
+def test_a_package_installs_only_its_own_files(run: Cli, channel: Channel, area: Path, tmp_path: Path, fake_scram: Path, rel, data) -> None:
     channel.model("evil", add={rel: data})
     line = refused(run, tmp_path, "setup", "evil", "--channel", channel.root, "--area", area, code=7)
     assert rel in line and "not tfaot-model-evil's to install" in line
     assert not fake_scram.exists()  # scram never ran
 
 
-def test_a_tool_file_is_held_to_our_conventions(run, channel, area, tmp_path, fake_scram):
+def test_a_tool_file_is_held_to_our_conventions(run: Cli, channel: Channel, area: Path, tmp_path: Path, fake_scram: Path) -> None:
     """The package's own tool file name, but pointing elsewhere and adding LD_PRELOAD: refused."""
     own = scram_tool.render_model_tool("tfaot-model-evil", "1.0", "")
     evil = own.replace("</client>", '  <environment name="LD_PRELOAD" default="/tmp/evil.so"/>\n  </client>')
@@ -85,7 +86,7 @@ def test_a_tool_file_is_held_to_our_conventions(run, channel, area, tmp_path, fa
     assert not fake_scram.exists()
 
 
-def test_scram_is_given_our_own_tool_files_only(run, channel, tmp_path, fake_scram):
+def test_scram_is_given_our_own_tool_files_only(run: Cli, channel: Channel, tmp_path: Path, fake_scram: Path) -> None:
     area = tmp_path / "area2"
     channel.model("other")
     run("setup", "victim", "other", "--channel", channel.root, "--area", area)
@@ -94,7 +95,7 @@ def test_scram_is_given_our_own_tool_files_only(run, channel, tmp_path, fake_scr
     assert all(Path(p).parent == area / "tfaot" / "scram.d" for p in fake_scram.read_text().split())
 
 
-def test_a_failing_scram_has_its_own_exit_code(run, channel, tmp_path, monkeypatch):
+def test_a_failing_scram_has_its_own_exit_code(run: Cli, channel: Channel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """scram refusing a tool file exits 9 (not 1, which is `specs --check`'s), naming the command."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -106,7 +107,7 @@ def test_a_failing_scram_has_its_own_exit_code(run, channel, tmp_path, monkeypat
     assert "scram setup" in line and (f"{RUNTIME}.xml" in line or "tfaot-model-victim.xml" in line), line
 
 
-def test_an_installed_row_naming_another_tool_file_is_dropped_by_repair(run, area, tmp_path, fake_scram):
+def test_an_installed_row_naming_another_tool_file_is_dropped_by_repair(run: Cli, area: Path, tmp_path: Path, fake_scram: Path) -> None:
     installed = area / "tfaot" / "installed.json"
     doc = json.loads(installed.read_text())
     doc["packages"]["tfaot-model-victim"]["tool_files"] = ["scram.d/python3.xml"]
@@ -119,7 +120,7 @@ def test_an_installed_row_naming_another_tool_file_is_dropped_by_repair(run, are
 
 
 @pytest.fixture
-def outside(tmp_path) -> Path:
+def outside(tmp_path: Path) -> Path:
     """A user's own files that links in the area point at."""
     root = tmp_path / "outside"
     for rel in ("models/tfaot-model-b/2.0/keep.txt", "pkgconfig/zlib.pc", "cmake/Foo/FooConfig.cmake",
@@ -139,7 +140,7 @@ def outside(tmp_path) -> Path:
     ("env.sh", "plain/file.txt"),
     (".lock", "plain/file.txt"),
 ])
-def test_setup_and_repair_never_follow_a_link(run, channel, area, outside, tmp_path, link, target):
+def test_setup_and_repair_never_follow_a_link(run: Cli, channel: Channel, area: Path, outside: Path, tmp_path: Path, link: str, target: str) -> None:
     path = area / "tfaot" / link
     if path.is_dir():
         import shutil
@@ -158,7 +159,7 @@ def test_setup_and_repair_never_follow_a_link(run, channel, area, outside, tmp_p
         assert snapshot(tmp_path) == before
 
 
-def test_area_root_a_link_or_a_file(run, channel, outside, tmp_path):
+def test_area_root_a_link_or_a_file(run: Cli, channel: Channel, outside: Path, tmp_path: Path) -> None:
     area = tmp_path / "a1"
     area.mkdir()
     (area / "tfaot").symlink_to(outside / "plain")
@@ -177,7 +178,7 @@ def test_area_root_a_link_or_a_file(run, channel, outside, tmp_path):
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere")
-def test_an_unwritable_area(run, channel, tmp_path):
+def test_an_unwritable_area(run: Cli, channel: Channel, tmp_path: Path) -> None:
     area = tmp_path / "ro"
     area.mkdir()
     area.chmod(stat.S_IRUSR | stat.S_IXUSR)
@@ -188,7 +189,7 @@ def test_an_unwritable_area(run, channel, tmp_path):
 # ---------------------------------------------------------------- pins and requirements
 
 
-def test_an_exact_pin_never_takes_a_local_label(run, channel, tmp_path):
+def test_an_exact_pin_never_takes_a_local_label(run: Cli, channel: Channel, tmp_path: Path) -> None:
     channel.model("a", "1.0")
     channel.model("a", "1.0+zz")
     area = tmp_path / "pinned"
@@ -200,14 +201,14 @@ def test_an_exact_pin_never_takes_a_local_label(run, channel, tmp_path):
     assert "tfaot-model-a 1.0+zz: installed" in out  # a range takes the newest, as PEP 440 orders them
 
 
-def test_an_index_row_must_require_what_the_manifest_requires(run, channel, tmp_path):
+def test_an_index_row_must_require_what_the_manifest_requires(run: Cli, channel: Channel, tmp_path: Path) -> None:
     """The row promises a runtime the package was not verified with: exit 7 before the area is made."""
     from tfaot_dist.documents import Requirement
 
     files, extra = model_files("liar")
     channel.runtime()
     other = "2.21.0+b1.p1"
-    from tests.hostile import runtime_files
+    from hostile import runtime_files
 
     rfiles, rextra = runtime_files(other)
     channel.add(RUNTIME, other, rfiles, rextra)

@@ -5,14 +5,16 @@ SavedModel (one download deadline for all attempts: tests/test_security.py).
 The TensorFlow cases (marked tf) make their hostile SavedModels with the toolchain here.
 """
 
+from conftest import Cli
+from tfaot_dist.toolchain import Toolchain
 import json
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.conftest import run_in_toolchain
-from tests.hostile import Channel, archive_bytes, model_files, refused
+from conftest import run_in_toolchain
+from hostile import Channel, archive_bytes, model_files, refused
 from tfaot_dist import config, limits
 from tfaot_dist.errors import InvalidInput
 
@@ -21,7 +23,7 @@ from tfaot_dist.errors import InvalidInput
 # ---------------------------------------------------------------- batch sizes
 
 
-def test_batch_sizes_are_capped_with_an_override(run, tmp_path, monkeypatch):
+def test_batch_sizes_are_capped_with_an_override(run: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     sizes = ",".join(str(n) for n in range(1, 66))
     line = refused(run, tmp_path, "add-model", "x", "--source", "/nonexistent", "--aot-config", "a.yaml",
                    "--batch-sizes", sizes, code=3)
@@ -32,7 +34,7 @@ def test_batch_sizes_are_capped_with_an_override(run, tmp_path, monkeypatch):
     assert "65536 batch sizes, at most 64" in refused(run, tmp_path, "check", aot, code=3)
 
 
-def test_batch_size_validation_is_linear(monkeypatch):
+def test_batch_size_validation_is_linear(monkeypatch: pytest.MonkeyPatch) -> None:
     """With the bound raised, 65,536 sizes validate at once (the quadratic check took 25 s)."""
     monkeypatch.setenv(limits.BATCH_SIZES_ENV, "100000")
     assert len(config.batch_sizes(list(range(65536, 0, -1)), "x")) == 65536
@@ -46,7 +48,7 @@ def test_batch_size_validation_is_linear(monkeypatch):
 # ---------------------------------------------------------------- publish in big channels
 
 
-def test_a_publish_renders_and_reads_only_what_it_adds(run, tmp_path, monkeypatch):
+def test_a_publish_renders_and_reads_only_what_it_adds(run: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A channel of 300 packages: one more publish writes one version page, reads one manifest
     (its own, from the archive), and leaves every other page as it was."""
     from tfaot_dist.channels import directory
@@ -82,7 +84,7 @@ def test_a_publish_renders_and_reads_only_what_it_adds(run, tmp_path, monkeypatc
 # ---------------------------------------------------------------- clear errors
 
 
-def test_a_git_lfs_pointer_is_named_as_such(run, tmp_path):
+def test_a_git_lfs_pointer_is_named_as_such(run: Cli, tmp_path: Path) -> None:
     saved = tmp_path / "saved_model"
     (saved / "variables").mkdir(parents=True)
     (saved / "saved_model.pb").write_text("version https://git-lfs.github.com/spec/v1\noid sha256:"
@@ -118,7 +120,7 @@ for name, module in (("keys", Keys()), ("huge", Huge()), ("wide", Wide())):
 
 
 @pytest.fixture(scope="module")
-def hostile_models(toolchain, tmp_path_factory) -> Path:
+def hostile_models(toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("hostile-models")
     script = out / "make.py"
     script.write_text(HOSTILE_MODELS)
@@ -127,13 +129,13 @@ def hostile_models(toolchain, tmp_path_factory) -> Path:
 
 
 @pytest.mark.tf
-def test_signature_keys_tfcompile_refuses_are_named_with_the_rule(run, hostile_models):
+def test_signature_keys_tfcompile_refuses_are_named_with_the_rule(run: Cli, hostile_models: Path) -> None:
     line = run.error("check", hostile_models / "keys", expect=3)
     assert "output key 'out-put'" in line and "letters, digits, '_' and '/' only" in line
 
 
 @pytest.mark.tf
-def test_declared_input_sizes_are_bounded(run, hostile_models, tmp_path):
+def test_declared_input_sizes_are_bounded(run: Cli, hostile_models: Path, tmp_path: Path) -> None:
     line = run.error("check", hostile_models / "huge", expect=3)
     assert "2147483648 elements per row" in line and limits.ROW_ELEMENTS_ENV in line
     # 4M float64 per row fits the row bound; at batch size 64 it is 2 GiB of inputs.
@@ -146,7 +148,7 @@ def test_declared_input_sizes_are_bounded(run, hostile_models, tmp_path):
     assert not (tmp_path / "out" / "tfaot-model-wide-1.0").exists()
 
 
-def test_the_worker_s_bounds_and_their_overrides(monkeypatch):
+def test_the_worker_s_bounds_and_their_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
     """The checks the worker runs before it allocates (no TensorFlow needed to call them)."""
     from tfaot_dist.documents import CheckRequest
     from tfaot_dist.worker import tf_worker

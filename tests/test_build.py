@@ -1,5 +1,7 @@
 """build and compile with real TensorFlow: package contents, digests, argument order, up-to-date checks."""
 
+from conftest import Cli
+from tfaot_dist.toolchain import Toolchain
 import json
 import re
 import subprocess
@@ -13,12 +15,12 @@ from tfaot_dist.util.fs import sha256_file
 from tfaot_dist.toolchain import WORKER, worker_env
 
 
-def package_dir(built, name) -> Path:
+def package_dir(built: Path, name) -> Path:
     return built / "dist" / f"tfaot-model-{name}-1.0.0"
 
 
 @pytest.mark.parametrize("name, cls", [("test-simple", "simple"), ("test-multi", "multi")])
-def test_package_is_complete(built, name, cls):
+def test_package_is_complete(built: Path, name: str, cls: str) -> None:
     root = package_dir(built, name)
     manifest = json.loads((root / "manifest.json").read_text())
     files = manifest.pop("files")
@@ -41,7 +43,7 @@ def test_package_is_complete(built, name, cls):
     assert len(manifest["source"]["commit"]) == 40
 
 
-def test_archive_holds_the_directory(built):
+def test_archive_holds_the_directory(built: Path) -> None:
     root = package_dir(built, "test-simple")
     archive = root.parent / f"{root.name}.tar.gz"
     with tarfile.open(archive) as tar:
@@ -52,7 +54,7 @@ def test_archive_holds_the_directory(built):
             assert tar.extractfile(member).read() == (root / rel).read_bytes()
 
 
-def test_signature_order_is_recorded_by_name(built):
+def test_signature_order_is_recorded_by_name(built: Path) -> None:
     manifest = json.loads((package_dir(built, "test-multi") / "manifest.json").read_text())
     sig = manifest["signature"]
     assert [(t["name"], t["dtype"], t["shape"]) for t in sig["inputs"]] == [
@@ -70,7 +72,7 @@ def nm(path: Path, *flags) -> set[str]:
 
 
 @pytest.mark.parametrize("name", ["test-simple", "test-multi"])
-def test_static_archive_defines_what_the_headers_need(built, name):
+def test_static_archive_defines_what_the_headers_need(built: Path, name: str) -> None:
     root = package_dir(built, name)
     defined = nm(root / "lib" / f"libtfaot-model-{name}.a", "--defined-only")
     for header in (root / "include" / f"tfaot-model-{name}").glob("*_bs*.h"):
@@ -85,7 +87,7 @@ def test_static_archive_defines_what_the_headers_need(built, name):
     assert undefined <= {"floorf", "expf", "tanhf", "logf", "exp", "log", "tanh", "memcpy", "memset"}
 
 
-def test_second_build_is_up_to_date_without_tensorflow(built, monkeypatch, capsys):
+def test_second_build_is_up_to_date_without_tensorflow(built: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from tfaot_dist import cli
 
     def no_tensorflow(*args, **kwargs):
@@ -101,7 +103,7 @@ def test_second_build_is_up_to_date_without_tensorflow(built, monkeypatch, capsy
     assert results[1]["sha256"] == before
 
 
-def test_other_output_dir_reuses_the_build_cache(built, monkeypatch, capsys):
+def test_other_output_dir_reuses_the_build_cache(built: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from tfaot_dist import cli
 
     monkeypatch.setattr(builder, "run_worker", None)  # calling it would fail
@@ -113,13 +115,13 @@ def test_other_output_dir_reuses_the_build_cache(built, monkeypatch, capsys):
     assert result["sha256"] == sha256_file(built / "dist" / "tfaot-model-test-simple-1.0.0.tar.gz")
 
 
-def test_compile_local_config(run, example_models, tmp_path, monkeypatch):
+def test_compile_local_config(run: Cli, example_models: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tfaot_dist import package as pkg
 
     written = []  # the manifest is assembled, verified, and only then written: once, complete
     write = pkg.write_manifest
 
-    def write_and_record(root, manifest):
+    def write_and_record(root, manifest) -> None:
         written.append(manifest)
         write(root, manifest)
 
@@ -141,7 +143,7 @@ def test_compile_local_config(run, example_models, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("name", ["test-simple", "test-multi"])
-def test_manifest_is_typed_and_names_the_exact_runtime(built, name):
+def test_manifest_is_typed_and_names_the_exact_runtime(built: Path, name: str) -> None:
     """manifest.json reads as a ModelManifest and writes back to the same bytes; the .pc file
     Requires exactly the runtime the manifest requires (known before assembly)."""
     from tfaot_dist import package as pkg
@@ -160,7 +162,7 @@ def test_manifest_is_typed_and_names_the_exact_runtime(built, name):
 
 
 @pytest.mark.tf
-def test_runtime_command_places_the_runtime_package(run, tmp_path):
+def test_runtime_command_places_the_runtime_package(run: Cli, tmp_path: Path) -> None:
     out, _ = run("runtime", "--output-directory", tmp_path / "rt", "--json")
     result = json.loads(out)
     root = Path(result["dir"])
@@ -174,7 +176,7 @@ def test_runtime_command_places_the_runtime_package(run, tmp_path):
     assert sha256_file(Path(result["archive"])) == result["sha256"]
 
 
-def test_check_lists_ops(run, example_models, test_models):
+def test_check_lists_ops(run: Cli, example_models: Path, test_models: Path) -> None:
     out, _ = run("check", example_models / "simple" / "saved_model", "--table", "--json")
     ops = {row["op"]: row["xla_cpu"] for row in json.loads(out)["ops"]}
     assert ops["MatMul"] and ops["Tanh"] and ops["Softmax"]
@@ -187,7 +189,7 @@ def test_check_lists_ops(run, example_models, test_models):
     assert "string processing: do it before the model and feed numbers" in line, line
 
 
-def test_check_compiles_the_graph_compile_gets(run, test_models):
+def test_check_compiles_the_graph_compile_gets(run: Cli, test_models: Path) -> None:
     """Every op of value_shape has an XLA kernel, yet XLA needs a length the input decides: check refuses it
     naming the node and what to change, as compile would fail; the simple model passes the same compile."""
     out, err = run("check", test_models / "value_shape" / "saved_model", "--json", expect=3)
@@ -201,7 +203,7 @@ def test_check_compiles_the_graph_compile_gets(run, test_models):
 
 
 @pytest.mark.parametrize("seed", ["1", "2", "3"])
-def test_argument_order_does_not_depend_on_hash_seed(toolchain, test_models, tmp_path, seed):
+def test_argument_order_does_not_depend_on_hash_seed(toolchain: Toolchain, test_models: Path, tmp_path: Path, seed: str) -> None:
     """FACTS.md: TensorFlow's own order changes with PYTHONHASHSEED; ours is by name, always."""
     out = tmp_path / "out"
     out.mkdir()
@@ -221,7 +223,7 @@ def test_argument_order_does_not_depend_on_hash_seed(toolchain, test_models, tmp
     assert '{"fetch_output_0", "fetch_output_1", nullptr}' in header
 
 
-def test_rebuild_is_bit_identical(built, monkeypatch, capsys):
+def test_rebuild_is_bit_identical(built: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """Two clean builds (other cache, other output directory, source fetched again) give the same bytes."""
     from tfaot_dist import cli
 
@@ -232,7 +234,7 @@ def test_rebuild_is_bit_identical(built, monkeypatch, capsys):
     assert result["archive_sha256"] == sha256_file(built / "dist" / "tfaot-model-test-multi-1.0.0.tar.gz")
 
 
-def test_verify_finds_a_tampered_file(built, tmp_path, monkeypatch, capsys):
+def test_verify_finds_a_tampered_file(built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     import shutil
 
     from tfaot_dist import cli

@@ -33,7 +33,7 @@ def leftovers(parent: Path) -> list[str]:
     return sorted(p.name for p in parent.iterdir() if p.name not in ("entry", "entry.lock"))
 
 
-def test_layout_names_are_the_ones_existing_caches_have(tmp_path):
+def test_layout_names_are_the_ones_existing_caches_have(tmp_path: Path) -> None:
     cache = Cache(tmp_path)
     names = {d: getattr(cache, d).relative_to(tmp_path).as_posix()
              for d in ("toolchains", "runtime", "abseil", "downloads", "pch", "bench", "git", "sources",
@@ -46,7 +46,7 @@ def test_layout_names_are_the_ones_existing_caches_have(tmp_path):
     assert entry_lock(tmp_path / "pch" / "abc") == tmp_path / "pch" / "abc.lock"
 
 
-def test_share_into_links_the_shared_directories(tmp_path):
+def test_share_into_links_the_shared_directories(tmp_path: Path) -> None:
     shared = Cache(tmp_path / "shared")
     other = shared.share_into(tmp_path / "other")
     assert sorted(p.name for p in other.root.iterdir()) == sorted(SHARED)
@@ -57,7 +57,7 @@ def test_share_into_links_the_shared_directories(tmp_path):
     assert not (tmp_path / "shared" / "builds").exists()  # per-registry directories stay apart
 
 
-def test_builds_once_and_marks_complete(tmp_path):
+def test_builds_once_and_marks_complete(tmp_path: Path) -> None:
     runs, final = tmp_path / "runs", tmp_path / "cache" / "entry"
     assert ensure_entry(final, counting_build(runs)) == final
     assert ensure_entry(final, counting_build(runs)) == final
@@ -72,7 +72,7 @@ def _build_concurrently(final: Path, runs: Path, start, results) -> None:
     results.put(ensure_entry(final, counting_build(runs, seconds=1.0)).as_posix())
 
 
-def test_concurrent_callers_build_once(tmp_path):
+def test_concurrent_callers_build_once(tmp_path: Path) -> None:
     runs, final = tmp_path / "runs", tmp_path / "cache" / "entry"
     start, results = FORK.Barrier(2), FORK.Queue()
     children = [FORK.Process(target=_build_concurrently, args=(final, runs, start, results)) for _ in range(2)]
@@ -86,7 +86,7 @@ def test_concurrent_callers_build_once(tmp_path):
     assert (final / COMPLETE).is_file() and leftovers(final.parent) == []
 
 
-def test_a_failing_build_leaves_nothing_and_the_next_call_builds(tmp_path):
+def test_a_failing_build_leaves_nothing_and_the_next_call_builds(tmp_path: Path) -> None:
     runs, final = tmp_path / "runs", tmp_path / "cache" / "entry"
 
     def failing(staged: Path) -> None:
@@ -110,7 +110,7 @@ def _build_until_killed(final: Path, started) -> None:
     ensure_entry(final, hang)
 
 
-def test_a_build_killed_midway_leaves_a_sibling_that_is_not_complete_and_is_removed(tmp_path):
+def test_a_build_killed_midway_leaves_a_sibling_that_is_not_complete_and_is_removed(tmp_path: Path) -> None:
     runs, final = tmp_path / "runs", tmp_path / "cache" / "entry"
     started = FORK.Event()
     child = FORK.Process(target=_build_until_killed, args=(final, started))
@@ -129,7 +129,7 @@ def test_a_build_killed_midway_leaves_a_sibling_that_is_not_complete_and_is_remo
     assert len(runs.read_text().split()) == 1
 
 
-def test_an_incomplete_entry_is_replaced(tmp_path):
+def test_an_incomplete_entry_is_replaced(tmp_path: Path) -> None:
     runs, final = tmp_path / "runs", tmp_path / "cache" / "entry"
     final.mkdir(parents=True)
     (final / "stale").write_text("x")  # no marker: not complete
@@ -138,7 +138,7 @@ def test_an_incomplete_entry_is_replaced(tmp_path):
     assert leftovers(final.parent) == []
 
 
-def test_is_complete_decides_and_no_marker_is_written(tmp_path):
+def test_is_complete_decides_and_no_marker_is_written(tmp_path: Path) -> None:
     runs, final = tmp_path / "runs", tmp_path / "cache" / "entry"
     final.mkdir(parents=True)
     (final / "program").write_text("made by an older version, no marker")
@@ -159,7 +159,7 @@ def test_is_complete_decides_and_no_marker_is_written(tmp_path):
     assert not entry_lock(other).exists()
 
 
-def test_keep_failed_moves_a_build_whose_error_names_its_log_out_of_the_cache(tmp_path):
+def test_keep_failed_moves_a_build_whose_error_names_its_log_out_of_the_cache(tmp_path: Path) -> None:
     final = tmp_path / "cache" / "entry"
 
     def failing_with_log(staged: Path) -> None:

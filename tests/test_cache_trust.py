@@ -5,6 +5,7 @@ toolchains/KEY/bin/python (run by the next command) or builds/KEY/ (copied to di
 The machines run as root, so "another user" is played by chown to nobody (uid 65534).
 """
 
+from conftest import Cli
 import json
 import os
 import stat
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.hostile import Channel, archive_bytes, model_files, refused
+from hostile import Channel, archive_bytes, model_files, refused
 from tfaot_dist import cache as cache_mod
 from tfaot_dist import toolchain as toolchain_mod
 from tfaot_dist.errors import IntegrityError
@@ -27,12 +28,12 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user
 
 
 @pytest.fixture
-def channel(tmp_path) -> Channel:
+def channel(tmp_path: Path) -> Channel:
     return Channel(tmp_path / "channel").runtime().model("x")
 
 
 
-def test_a_cache_others_can_write_is_refused(run, channel, tmp_path):
+def test_a_cache_others_can_write_is_refused(run: Cli, channel: Channel, tmp_path: Path) -> None:
     run.cache.chmod(0o777)
     line = refused(run, tmp_path, "setup", "x", "--channel", channel.root, "--area", tmp_path / "area", code=7)
     assert str(run.cache) in line and "writable by group or others (mode 777)" in line
@@ -41,16 +42,16 @@ def test_a_cache_others_can_write_is_refused(run, channel, tmp_path):
 
 
 @needs_root
-def test_a_cache_of_another_user_is_refused(run, channel, tmp_path):
+def test_a_cache_of_another_user_is_refused(run: Cli, channel: Channel, tmp_path: Path) -> None:
     os.chown(run.cache, NOBODY, NOBODY)
     line = refused(run, tmp_path, "setup", "x", "--channel", channel.root, "--area", tmp_path / "area", code=7)
     assert f"belongs to uid {NOBODY}" in line
 
 
-def test_a_new_cache_is_made_for_us_alone(run, channel, tmp_path, monkeypatch):
+def test_a_new_cache_is_made_for_us_alone(run: Cli, channel: Channel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Made 0700 by the first command that keeps something in it (an HTTP channel's index); a command
     that failed, or kept nothing, leaves no cache behind."""
-    from tests.httpserve import Server
+    from httpserve import Server
 
     fresh = tmp_path / "new" / "cache"
     monkeypatch.setenv("TFAOT_DIST_CACHE", str(fresh))
@@ -81,7 +82,7 @@ def plant_toolchain(cache: Path, owner: int | None = None) -> Path:
 
 
 @needs_root
-def test_a_planted_toolchain_is_never_run(tmp_path):
+def test_a_planted_toolchain_is_never_run(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     plant_toolchain(cache, NOBODY)
     with pytest.raises(IntegrityError, match=f"belongs to uid {NOBODY}"):
@@ -93,7 +94,7 @@ class Rebuilding(Exception):
     pass
 
 
-def test_a_toolchain_others_can_write_is_refused_and_a_changed_one_made_again(tmp_path, monkeypatch):
+def test_a_toolchain_others_can_write_is_refused_and_a_changed_one_made_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cache = tmp_path / "cache"
     root = plant_toolchain(cache)
     (root / "bin" / "python").chmod(0o777)
@@ -113,7 +114,7 @@ def test_a_toolchain_others_can_write_is_refused_and_a_changed_one_made_again(tm
     assert not (tmp_path / "pwned").exists()  # its Python never ran
 
 
-def test_entries_are_sealed_and_checked(tmp_path):
+def test_entries_are_sealed_and_checked(tmp_path: Path) -> None:
     made = []
     entry = cache_mod.ensure_entry(tmp_path / "kind" / "e", lambda d: made.append((d / "f").write_text("1")))
     assert json.loads((entry / cache_mod.SEAL).read_text())["listing"] == cache_mod.listing_digest(entry)
@@ -136,7 +137,7 @@ def test_entries_are_sealed_and_checked(tmp_path):
 
 
 @needs_root
-def test_a_planted_entry_of_another_user_is_not_used(tmp_path):
+def test_a_planted_entry_of_another_user_is_not_used(tmp_path: Path) -> None:
     planted = tmp_path / "builds" / "key"
     planted.mkdir(parents=True)
     (planted / cache_mod.COMPLETE).write_text("key\n")
@@ -145,7 +146,7 @@ def test_a_planted_entry_of_another_user_is_not_used(tmp_path):
         cache_mod.ensure_entry(planted, lambda d: None)
 
 
-def test_a_cached_build_is_verified_before_it_is_copied(tmp_path):
+def test_a_cached_build_is_verified_before_it_is_copied(tmp_path: Path) -> None:
     """builds/KEY/: a file changed after the build (or a planted package whose files differ from its
     manifest) is refused before anything reaches dist."""
     from tfaot_dist import builder

@@ -1,6 +1,8 @@
 """The channel's HTML catalogue: written by publish, escaped, consistent with index.json, and
 checked in a real headless Chromium loading it over HTTP from 127.0.0.1."""
 
+from conftest import Cli
+from tfaot_dist.toolchain import Toolchain
 import json
 from contextlib import closing
 import urllib.request
@@ -20,7 +22,7 @@ MODELS = ("tfaot-model-test-multi", "tfaot-model-test-simple")
 
 
 @pytest.fixture
-def published(built, tmp_path, run) -> Path:
+def published(built: Path, tmp_path: Path, run: Cli) -> Path:
     ch = tmp_path / "channel"
     run("publish", "--channel", ch, "--dist", built / "dist")
     return ch
@@ -37,11 +39,11 @@ def typed(manifests: dict) -> dict:
 
 
 class Links(HTMLParser):
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         self.hrefs, self.scripts_src, self.tags = [], [], []
 
-    def handle_starttag(self, tag, attrs):
+    def handle_starttag(self, tag, attrs) -> None:
         a = dict(attrs)
         self.tags.append(tag)
         if "href" in a:
@@ -50,7 +52,7 @@ class Links(HTMLParser):
             self.scripts_src.append(a["src"])
 
 
-def test_publish_writes_a_page_per_listed_version_and_nothing_else(published):
+def test_publish_writes_a_page_per_listed_version_and_nothing_else(published: Path) -> None:
     rows, manifests = rows_and_manifests(published)
     assert {r.name for r in rows} == {*MODELS, RUNTIME}
     pages = sorted(p.relative_to(published).as_posix() for p in published.rglob("index.html"))
@@ -73,7 +75,7 @@ def test_publish_writes_a_page_per_listed_version_and_nothing_else(published):
         assert all("://" not in h for h in parser.hrefs), (rel, parser.hrefs)
 
 
-def test_a_second_publish_changes_nothing_and_an_old_channel_gets_its_catalogue(built, published, run):
+def test_a_second_publish_changes_nothing_and_an_old_channel_gets_its_catalogue(built: Path, published: Path, run: Cli) -> None:
     before = {p: p.read_bytes() for p in published.rglob("*") if p.is_file()}
     run("publish", "--channel", published, "--dist", built / "dist")
     after = {p: p.read_bytes() for p in published.rglob("*") if p.is_file()}
@@ -85,7 +87,7 @@ def test_a_second_publish_changes_nothing_and_an_old_channel_gets_its_catalogue(
     assert {p: p.read_bytes() for p in published.rglob("*") if p.is_file()} == before
 
 
-def test_crash_between_index_json_and_index_html(built, tmp_path, cache):
+def test_crash_between_index_json_and_index_html(built: Path, tmp_path: Path, cache: Path) -> None:
     """Listed implies paged; index.html never lists a package index.json does not."""
     from test_crashes import crashed, finish, split_dist
 
@@ -105,7 +107,7 @@ def test_crash_between_index_json_and_index_html(built, tmp_path, cache):
     assert "tfaot-model-test-multi" in (ch / "index.html").read_text()
 
 
-def test_compilation_fields_as_text(published):
+def test_compilation_fields_as_text(published: Path) -> None:
     """Lists joined, objects as "KEY VALUE" pairs (the Selu and Elu nodes given TensorFlow's formula)."""
     rows, manifests = rows_and_manifests(published)
     key = ("tfaot-model-test-simple", "1.0.0")
@@ -118,7 +120,7 @@ def test_compilation_fields_as_text(published):
     assert f"<dt>batch_sizes</dt><dd>{', '.join(map(str, manifest['compilation']['batch_sizes']))}</dd>" in page
 
 
-def test_everything_is_escaped(published):
+def test_everything_is_escaped(published: Path) -> None:
     rows, manifests = rows_and_manifests(published)
     key = ("tfaot-model-test-simple", "1.0.0")
     evil = dict(manifests[key])
@@ -139,7 +141,7 @@ def test_everything_is_escaped(published):
     assert "<code>javascript:alert(1)</code>" in page  # shown, never a link
 
 
-def test_catalogue_in_headless_chromium(published):
+def test_catalogue_in_headless_chromium(published: Path) -> None:
     rows, manifests = rows_and_manifests(published)
     with closing(Server(published)) as server, Browser() as browser:
         browser.open(server.url("index.html"))
@@ -201,8 +203,8 @@ for y, b in zip(res["output_0"].numpy(), res["output_1"].numpy()):
 """
 
 
-def test_readme_cpp_example_builds_with_pkg_config_and_matches_tensorflow(built, run, tmp_path, example_models,
-                                                                           toolchain):
+def test_readme_cpp_example_builds_with_pkg_config_and_matches_tensorflow(built: Path, run: Cli, tmp_path: Path, example_models: Path,
+                                                                           toolchain: Toolchain) -> None:
     """The README's C++ snippet and pkg-config line, as written, against an area set up from a channel."""
     import re
     import subprocess

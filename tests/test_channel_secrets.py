@@ -8,6 +8,8 @@ records every request, so a test can say what reached which host. A second serve
 (tests/test_oci.py, and the fast round trip at the end).
 """
 
+from collections.abc import Iterator
+from conftest import Cli
 import base64
 import json
 import os
@@ -18,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import snapshot
-from tests.hostile import Channel, Server, answer, hand_built_dist, one_error
+from conftest import snapshot
+from hostile import Channel, Server, answer, hand_built_dist, one_error
 from tfaot_dist.channels.oci import MAX_PARTS, MAX_TAG_PAGES, MAX_TAGS, TOKEN_ENV, USERNAME_ENV
 
 SECRET = "s3cr3t-" + os.urandom(6).hex()
@@ -33,10 +35,10 @@ def secret_seen(server: Server) -> bool:
 
 
 @pytest.fixture
-def elsewhere():
+def elsewhere() -> Iterator[Server]:
     """Another origin: records whatever reaches it, answers 200 {"token": "anonymous"}."""
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
+        def do_GET(self) -> None:
             answer(self, 200, json.dumps({"token": "anonymous"}).encode(), {"Content-Type": "application/json"})
 
         do_PUT = do_POST = do_HEAD = do_PATCH = do_GET
@@ -49,7 +51,7 @@ def elsewhere():
 def registry(behaviour) -> Server:
     """A registry whose every request is answered by behaviour(handler) (a function of the request)."""
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
+        def do_GET(self) -> None:
             behaviour(self)
 
         do_PUT = do_POST = do_HEAD = do_PATCH = do_GET
@@ -58,7 +60,7 @@ def registry(behaviour) -> Server:
 
 
 @pytest.fixture
-def with_token(monkeypatch):
+def with_token(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(TOKEN_ENV, SECRET)
     monkeypatch.setenv(USERNAME_ENV, "ci")
 
@@ -72,7 +74,7 @@ def basic_ok(handler) -> bool:
     return False
 
 
-def refused(run, tmp_path, *args, code: int) -> str:
+def refused(run: Cli, tmp_path: Path, *args, code: int) -> str:
     """hostile.refused, and the secret in no output."""
     before = snapshot(tmp_path)
     out, err = run(*args, expect=code)
@@ -88,13 +90,13 @@ def refused(run, tmp_path, *args, code: int) -> str:
 @pytest.mark.parametrize("url", ["http://bot:" + SECRET + "@127.0.0.1/data.git",
                                  "https://" + SECRET + "@github.com/org/data.git",
                                  "ssh://git:" + SECRET + "@host/data.git"])
-def test_a_source_url_with_credentials_is_refused(run, tmp_path, url):
+def test_a_source_url_with_credentials_is_refused(run: Cli, tmp_path: Path, url) -> None:
     line = refused(run, tmp_path, "add-model", "x", "--source", url, "--aot-config", "a/aot_config.yaml", code=3)
     assert "credentials in a URL are refused" in line
     assert "credential helper" in line and "GIT_ASKPASS" in line and "netrc" in line
 
 
-def test_credentials_in_registry_entries_are_refused_without_showing_them(run, tmp_path):
+def test_credentials_in_registry_entries_are_refused_without_showing_them(run: Cli, tmp_path: Path) -> None:
     entry = run.registry / "models" / "x.yaml"
     entry.write_text(f"name: x\nversion: '1.0'\nsource:\n  git: https://bot:{SECRET}@h/r.git\n  ref: main\n"
                      f"  commit: {'0' * 40}\naot_config: a/aot_config.yaml\n")
@@ -105,7 +107,7 @@ def test_credentials_in_registry_entries_are_refused_without_showing_them(run, t
 
 
 @pytest.mark.parametrize("channel", [f"oci://ci:{SECRET}@127.0.0.1:1/{NS}", f"http://ci:{SECRET}@127.0.0.1:1/"])
-def test_a_channel_url_with_credentials_is_refused(run, tmp_path, channel):
+def test_a_channel_url_with_credentials_is_refused(run: Cli, tmp_path: Path, channel) -> None:
     assert "credentials in a URL are refused" in refused(run, tmp_path, "setup", "--list", "--channel", channel,
                                                          code=3)
 
@@ -113,7 +115,7 @@ def test_a_channel_url_with_credentials_is_refused(run, tmp_path, channel):
 # ---------------------------------------------------------------- the OCI token stays with the registry
 
 
-def test_a_token_service_elsewhere_never_gets_the_token(run, tmp_path, elsewhere, with_token):
+def test_a_token_service_elsewhere_never_gets_the_token(run: Cli, tmp_path: Path, elsewhere: Server, with_token: None) -> None:
     server = registry(lambda h: answer(h, 401, b"{}", {
         "WWW-Authenticate": f'Bearer realm="{elsewhere.url}/token",service="s"'}))
     try:
@@ -125,7 +127,7 @@ def test_a_token_service_elsewhere_never_gets_the_token(run, tmp_path, elsewhere
         server.close()
 
 
-def test_a_token_service_on_plain_http_elsewhere_is_not_asked(run, tmp_path, with_token):
+def test_a_token_service_on_plain_http_elsewhere_is_not_asked(run: Cli, tmp_path: Path, with_token: None) -> None:
     server = registry(lambda h: answer(h, 401, b"{}", {
         "WWW-Authenticate": 'Bearer realm="http://tokens.example.invalid/token"'}))
     try:
@@ -135,8 +137,8 @@ def test_a_token_service_on_plain_http_elsewhere_is_not_asked(run, tmp_path, wit
         server.close()
 
 
-def test_a_tags_link_elsewhere_is_not_followed(run, tmp_path, elsewhere, with_token):
-    def behaviour(h):
+def test_a_tags_link_elsewhere_is_not_followed(run: Cli, tmp_path: Path, elsewhere: Server, with_token: None) -> None:
+    def behaviour(h) -> None:
         if basic_ok(h):
             answer(h, 200, b'{"tags": ["a"]}', {"Link": f'<{elsewhere.url}/v2/{NS}/tfaot-index/tags/list>; rel="next"'})
 
@@ -149,10 +151,10 @@ def test_a_tags_link_elsewhere_is_not_followed(run, tmp_path, elsewhere, with_to
         server.close()
 
 
-def test_an_upload_location_elsewhere_is_refused(run, tmp_path, elsewhere, with_token):
+def test_an_upload_location_elsewhere_is_refused(run: Cli, tmp_path: Path, elsewhere: Server, with_token: None) -> None:
     dist = hand_built_dist(tmp_path / "dist", models=())
 
-    def behaviour(h):
+    def behaviour(h) -> None:
         if not basic_ok(h):
             return
         if h.command == "POST":
@@ -170,8 +172,8 @@ def test_an_upload_location_elsewhere_is_refused(run, tmp_path, elsewhere, with_
         server.close()
 
 
-def test_a_manifest_redirect_to_plain_http_elsewhere_is_refused(run, tmp_path, elsewhere, with_token):
-    def behaviour(h):
+def test_a_manifest_redirect_to_plain_http_elsewhere_is_refused(run: Cli, tmp_path: Path, elsewhere: Server, with_token: None) -> None:
+    def behaviour(h) -> None:
         if not basic_ok(h):
             return
         if "/tags/list" in h.path:
@@ -191,8 +193,8 @@ def test_a_manifest_redirect_to_plain_http_elsewhere_is_refused(run, tmp_path, e
 # ---------------------------------------------------------------- a bounded OCI client
 
 
-def test_endless_tag_pages_stop_at_the_tag_cap(run, tmp_path):
-    def behaviour(h):
+def test_endless_tag_pages_stop_at_the_tag_cap(run: Cli, tmp_path: Path) -> None:
+    def behaviour(h) -> None:
         page = int(h.path.rsplit("page=", 1)[1]) if "page=" in h.path else 0
         tags = [f"t{page}-{i}" for i in range(1000)]
         answer(h, 200, json.dumps({"tags": tags}).encode(),
@@ -207,7 +209,7 @@ def test_endless_tag_pages_stop_at_the_tag_cap(run, tmp_path):
         server.close()
 
 
-def test_tag_pages_that_loop_or_never_end_are_refused(run, tmp_path):
+def test_tag_pages_that_loop_or_never_end_are_refused(run: Cli, tmp_path: Path) -> None:
     loop = registry(lambda h: answer(h, 200, b'{"tags": []}', {"Link": f'</v2/{NS}/tfaot-index/tags/list?n=1000>; '
                                                                         'rel="next"'}))
     pages = registry(lambda h: answer(h, 200, b'{"tags": []}', {
@@ -224,10 +226,10 @@ def test_tag_pages_that_loop_or_never_end_are_refused(run, tmp_path):
         pages.close()
 
 
-def test_a_huge_manifest_is_not_read_whole(run, tmp_path):
+def test_a_huge_manifest_is_not_read_whole(run: Cli, tmp_path: Path) -> None:
     sent = []
 
-    def behaviour(h):
+    def behaviour(h) -> None:
         if "/tags/list" in h.path:
             answer(h, 200, b'{"tags": ["latest"]}')
             return
@@ -250,7 +252,7 @@ def test_a_huge_manifest_is_not_read_whole(run, tmp_path):
         server.close()
 
 
-def test_index_parts_are_capped(run, tmp_path):
+def test_index_parts_are_capped(run: Cli, tmp_path: Path) -> None:
     tags = [f"part-{i:032x}" for i in range(MAX_PARTS + 1)]
     server = registry(lambda h: answer(h, 200, json.dumps({"tags": tags}).encode()))
     try:
@@ -263,9 +265,9 @@ def test_index_parts_are_capped(run, tmp_path):
 # ---------------------------------------------------------------- the honest flow on a real registry
 
 
-def test_publish_and_setup_through_a_real_registry_with_basic_auth(run, tmp_path, with_token):
+def test_publish_and_setup_through_a_real_registry_with_basic_auth(run: Cli, tmp_path: Path, with_token: None) -> None:
     """docker-registry behind htpasswd: the token reaches the registry, hand-built packages round-trip."""
-    from tests.test_oci import Registry
+    from test_oci import Registry
 
     server = Registry(tmp_path / "registry", {"ci": SECRET})
     try:
@@ -287,7 +289,7 @@ def inert(text: str) -> None:
         assert not line.lstrip().startswith("::"), line
 
 
-def test_printed_lines_cannot_command_the_runner(run, tmp_path, monkeypatch):
+def test_printed_lines_cannot_command_the_runner(run: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     area = tmp_path / "area"
     (area / "tfaot").mkdir(parents=True)
@@ -306,7 +308,7 @@ def test_printed_lines_cannot_command_the_runner(run, tmp_path, monkeypatch):
     assert rows["tfaot-model-x"]["signature"]["inputs"][0]["name"] == "##[error]in"  # the same value
 
 
-def test_progress_lines_under_actions_are_inert():
+def test_progress_lines_under_actions_are_inert() -> None:
     import io
 
     from tfaot_dist.util.progress import make_reporter
@@ -324,7 +326,7 @@ def test_progress_lines_under_actions_are_inert():
     assert "##[" not in commands[-1]
 
 
-def test_the_cli_under_actions_in_a_subprocess(tmp_path):
+def test_the_cli_under_actions_in_a_subprocess(tmp_path: Path) -> None:
     """The same through a real process (stderr as the runner reads it)."""
     area = tmp_path / "area"
     (area / "tfaot").mkdir(parents=True)
@@ -339,10 +341,10 @@ def test_the_cli_under_actions_in_a_subprocess(tmp_path):
     inert(proc.stderr)
 
 
-def test_bearer_tokens_from_a_token_service_on_the_registry_origin(run, tmp_path, with_token):
+def test_bearer_tokens_from_a_token_service_on_the_registry_origin(run: Cli, tmp_path: Path, with_token: None) -> None:
     """The ghcr.io way (token service on the registry's origin): the token is traded for a scoped one
     there; the same registry with its token service on another port never sees the token."""
-    from tests.test_oci import Registry, TokenService
+    from test_oci import Registry, TokenService
 
     tokens = TokenService(tmp_path, "ci", SECRET)
     server = Registry(tmp_path / "registry", auth=tokens.config())

@@ -1,5 +1,7 @@
 """The first hour of a new user: help, init, messages that say what happened, one exit code per kind."""
 
+from conftest import Cli
+from conftest import DataRepo
 import argparse
 import subprocess
 import sys
@@ -20,7 +22,7 @@ def subcommands() -> dict[str, argparse.ArgumentParser]:
     return dict(action.choices)
 
 
-def test_every_command_and_option_has_help():
+def test_every_command_and_option_has_help() -> None:
     top = cli.parser()
     action = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
     assert {c.dest for c in action._choices_actions} == set(action.choices)
@@ -37,7 +39,7 @@ def test_every_command_and_option_has_help():
         assert all(f"  {code}  {meaning}" in text for code, meaning in errors.EXIT_CODES.items()), name
 
 
-def test_every_error_class_has_a_listed_exit_code():
+def test_every_error_class_has_a_listed_exit_code() -> None:
     """Each error class's code is in the table every --help prints, and the README's table is the same."""
     classes = [c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, errors.TfaotError)]
     codes = {c.exit_code for c in classes if c is not errors.BuildFailed and c is not errors.TfaotError}
@@ -48,13 +50,13 @@ def test_every_error_class_has_a_listed_exit_code():
     assert rows == [str(code) for code in errors.EXIT_CODES if code], rows
 
 
-def test_help_runs_as_a_program():
+def test_help_runs_as_a_program() -> None:
     out = subprocess.run([sys.executable, "-m", "tfaot_dist", "compile", "--help"], capture_output=True,
                          text=True, check=True).stdout
     assert "--aot-config FILE" in out and "relative to its directory" in out and "--output-directory DIR" in out
 
 
-def test_init_creates_a_registry_others_read(tmp_path, run):
+def test_init_creates_a_registry_others_read(tmp_path: Path, run: Cli) -> None:
     target = tmp_path / "new" / "reg"
     out, _ = run("init", target)
     assert f"created registry {target}" in out
@@ -69,14 +71,14 @@ def test_init_creates_a_registry_others_read(tmp_path, run):
 
 
 @pytest.mark.parametrize("args", [("list",), ("build", "--all"), ("show", "x"), ("specs", "--out", "specs")])
-def test_a_missing_registry_is_an_error_naming_it(tmp_path, run, args):
+def test_a_missing_registry_is_an_error_naming_it(tmp_path: Path, run: Cli, args: tuple[str, ...]) -> None:
     missing = tmp_path / "no-such-registry"
     line = run.error("--registry", missing, *args, expect=INVALID)
     assert f"--registry: {missing} is not a registry directory" in line and f"tfaot-dist init {missing}" in line
     assert not missing.exists() and not (tmp_path / "specs").exists()
 
 
-def test_typos_get_a_suggestion(run, registry):
+def test_typos_get_a_suggestion(run: Cli, registry: Path) -> None:
     for name in ("test-simple", "test-multi"):
         (registry / "models" / f"{name}.yaml").write_text("name: x\n")  # names() only; never loaded here
     assert "did you mean test-simple?" in run.error("show", "test-simpel", expect=INVALID)
@@ -85,12 +87,12 @@ def test_typos_get_a_suggestion(run, registry):
     assert "zzz: no such model" in line and "tfaot-dist list" in line
 
 
-def test_batch_size_errors_share_one_exit_code(run):
+def test_batch_size_errors_share_one_exit_code(run: Cli) -> None:
     assert "expected comma separated integers, got '1,two'" in run.error(
         "compile", "--aot-config", "x.yaml", "--output-directory", "out", "--batch-sizes", "1,two", expect=INVALID)
 
 
-def test_relative_source_path(run, data_repo, registry, cache, tmp_path, monkeypatch):
+def test_relative_source_path(run: Cli, data_repo: DataRepo, registry: Path, cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     line = run.error("add-model", "m", "--source", "mydata", "--aot-config", "simple/aot_config.yaml",
                      expect=UNAVAILABLE)
     assert "--source: mydata: no such directory" in line and "unsupported" not in line
@@ -101,7 +103,7 @@ def test_relative_source_path(run, data_repo, registry, cache, tmp_path, monkeyp
     assert entry.source.url == repo.resolve().as_uri()
 
 
-def test_publish_and_setup_say_each_status_once(built, run, tmp_path):
+def test_publish_and_setup_say_each_status_once(built: Path, run: Cli, tmp_path: Path) -> None:
     channel = tmp_path / "channel"
     out, err = run("publish", "--channel", channel, "--dist", built / "dist")
     assert "tfaot-model-test-simple 1.0.0: published" in out
@@ -117,7 +119,7 @@ def test_publish_and_setup_say_each_status_once(built, run, tmp_path):
     assert "tfaot-model-test-simple 1.0.0" not in err
 
 
-def test_the_test_command_runs_only_the_file_it_is_given():
+def test_the_test_command_runs_only_the_file_it_is_given() -> None:
     from conftest import REPO
 
     proc = subprocess.run([str(REPO / "scripts" / "test"), "tests/test_toolchain.py", "--collect-only", "-q"],

@@ -18,6 +18,7 @@ toolchain.python and toolchain.runtime), file by file, and that the tool file na
 root after relocation.
 """
 
+from tfaot_dist.toolchain import Toolchain
 import ast
 import hashlib
 import json
@@ -54,7 +55,7 @@ DIFFER_BY_DESIGN = {"manifest.json", "etc/scram.d/tfaot-model-offline.xml", "lib
 
 # --- Python 3.9: what runs under the release's python3 ---------------------------------------------
 
-def test_worker_runs_under_python_39():
+def test_worker_runs_under_python_39() -> None:
     """The worker runs in the release's python3 (3.9.14 in CMSSW 14): 3.9 syntax, stdlib imports only
     (TensorFlow and NumPy aside). No 3.9 interpreter here: the parser's 3.9 grammar and an audit."""
     tree = ast.parse(WORKER.read_text(), feature_version=(3, 9))
@@ -75,7 +76,7 @@ def test_worker_runs_under_python_39():
     assert imported - sys.stdlib_module_names == {"tensorflow", "numpy"}, imported
 
 
-def test_pip_file_checks_the_python_first(golden_registry):  # noqa: F811 - the fixture
+def test_pip_file_checks_the_python_first(golden_registry) -> None:  # noqa: F811 - the fixture
     """pip/tfaot-dist.file: cmsdist's pip conventions, and the one-line Python check before pip runs."""
     files = flavors.render_all(Registry(golden_registry), "cmsbuild")
     text = files["pip/tfaot-dist.file"]
@@ -102,7 +103,7 @@ def test_pip_file_checks_the_python_first(golden_registry):  # noqa: F811 - the 
 
 # --- what the specs say -----------------------------------------------------------------------------
 
-def test_cms_data_source_builds_from_the_release_data_package(tmp_path):
+def test_cms_data_source_builds_from_the_release_data_package(tmp_path: Path) -> None:
     """The documentation's production pattern: `BuildRequires: data-NAME` and only %{aot_config}, for a
     model in a CMSDATA repository; data-build-github.file installs it under $DATA_NAME_ROOT/<A/B>/data."""
     reg = tmp_path / "reg"
@@ -124,7 +125,7 @@ def test_cms_data_source_builds_from_the_release_data_package(tmp_path):
 
 
 @pytest.mark.parametrize("ref", ["HEAD", "0123456789abcdef0123456789abcdef01234567", "refs/tags/v1"])
-def test_a_ref_that_is_no_branch_needs_source_branch(tmp_path, capsys, ref):
+def test_a_ref_that_is_no_branch_needs_source_branch(tmp_path: Path, capsys: pytest.CaptureFixture[str], ref: str) -> None:
     """cmsBuild's git download pulls a branch: a ref that names none is refused, in one line, unless
     source.branch names one; the registry keeps the field."""
     reg = tmp_path / "reg"
@@ -144,7 +145,7 @@ def test_a_ref_that_is_no_branch_needs_source_branch(tmp_path, capsys, ref):
     specs_cli(capsys, reg, "--flavor", "rpm", "--out", tmp_path / "rpm")
 
 
-def test_offline_compile_needs_the_release_toolchain_and_runtime(tmp_path, capsys, monkeypatch):
+def test_offline_compile_needs_the_release_toolchain_and_runtime(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     config = tmp_path / "aot_config.yaml"
     config.write_text("model: {name: x, version: 1.0.0}\n")
     cache = tmp_path / "cache"
@@ -181,7 +182,7 @@ def cmsbuild_spec(spec: str, include: str, instroot: Path) -> str:
     return text.replace("\n%install\n", "\n%install\nmkdir -p %i\n", 1)  # cmsBuild's %install preamble
 
 
-def release_python(toolchain, release: Path) -> tuple[Path, Path]:
+def release_python(toolchain: Toolchain, release: Path) -> tuple[Path, Path]:
     """A bare Python like cmsdist's python3 (nothing installed in it, the host's dist-packages hidden) of
     the version the toolchain's TensorFlow wheel is built for, and the site-packages that PYTHON3PATH
     names for it (the release's py3-tensorflow)."""
@@ -191,7 +192,7 @@ def release_python(toolchain, release: Path) -> tuple[Path, Path]:
 
 
 @pytest.mark.slow
-def test_runtime_from_the_release_python_offline(toolchain212, shared_cache, tmp_path, capsys, monkeypatch):
+def test_runtime_from_the_release_python_offline(toolchain212: Toolchain, shared_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """`runtime --offline --toolchain-python` finds the release's TensorFlow through PYTHON3PATH; with
     no Abseil sdist in the cache it stops before any download, in one line, the cache as it was."""
     python3, site_packages = release_python(toolchain212, tmp_path / "release")
@@ -221,7 +222,7 @@ def test_runtime_from_the_release_python_offline(toolchain212, shared_cache, tmp
 
 
 @pytest.mark.slow
-def test_cmsbuild_spec_builds_offline_in_a_sandbox(toolchain212, shared_cache, tmp_path):
+def test_cmsbuild_spec_builds_offline_in_a_sandbox(toolchain212: Toolchain, shared_cache: Path, tmp_path: Path) -> None:
     # The model source: a real git repository, one example model, as the registry names it.
     models = tmp_path / "models"
     run_in_toolchain(toolchain212, REPO / "examples" / "make_models.py", models, "simple", tmp=tmp_path / "mk")

@@ -1,5 +1,6 @@
 """The AOT config schema: defaults, and one error naming file and field per malformed value."""
 
+from conftest import Cli
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ compilation:
 
 
 @pytest.fixture
-def config_dir(tmp_path) -> Path:
+def config_dir(tmp_path: Path) -> Path:
     (tmp_path / "saved_model").mkdir()
     (tmp_path / "saved_model" / "saved_model.pb").write_bytes(b"\x08\x01")
     return tmp_path
@@ -29,7 +30,7 @@ def write(config_dir: Path, text: str) -> Path:
     return path
 
 
-def test_defaults_of_the_documentation(config_dir):
+def test_defaults_of_the_documentation(config_dir: Path) -> None:
     config = load_aot_config(write(config_dir, GOOD))
     assert config.name == "test"
     assert config.serving_key == "serving_default"  # upstream crashes without it
@@ -41,7 +42,7 @@ def test_defaults_of_the_documentation(config_dir):
     assert config.compilation.activation_formulas == "tensorflow"  # Selu and Elu as TensorFlow computes them
 
 
-def test_json_config_and_all_fields(config_dir):
+def test_json_config_and_all_fields(config_dir: Path) -> None:
     text = ('{"model": {"name": "m", "version": "2.1", "saved_model": "saved_model", "serving_key": "serve",'
             ' "author": "A <a@b>", "description": "x & y"}, "compilation": {"batch_sizes": [1],'
             ' "namespace": "ns", "tf_xla_flags": ["--tf_xla_min_cluster_size=4"],'
@@ -91,7 +92,7 @@ BAD = [
 
 
 @pytest.mark.parametrize("text, message", BAD, ids=[m for _, m in BAD])
-def test_bad_config_names_file_and_field(config_dir, text, message):
+def test_bad_config_names_file_and_field(config_dir: Path, text, message) -> None:
     path = write(config_dir, text)
     with pytest.raises(InvalidInput) as info:
         load_aot_config(path)
@@ -100,13 +101,13 @@ def test_bad_config_names_file_and_field(config_dir, text, message):
     assert "\n" not in str(info.value)
 
 
-def test_saved_model_dir_without_saved_model_pb(config_dir):
+def test_saved_model_dir_without_saved_model_pb(config_dir: Path) -> None:
     (config_dir / "saved_model" / "saved_model.pb").unlink()
     with pytest.raises(InvalidInput, match="has no saved_model.pb"):
         load_aot_config(write(config_dir, GOOD))
 
 
-def test_missing_file(tmp_path):
+def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match="file not found"):
         load_aot_config(tmp_path / "nope.yaml")
 
@@ -129,7 +130,7 @@ compilation:
 """
 
 
-def test_upstream_test_model_config_loads_with_defaults(config_dir):
+def test_upstream_test_model_config_loads_with_defaults(config_dir: Path) -> None:
     config = load_aot_config(write(config_dir, UPSTREAM_TEST_MODEL))
     assert config.name == "test_multi"
     assert config.compilation.namespace == "tfaot_model"
@@ -140,7 +141,7 @@ def test_upstream_test_model_config_loads_with_defaults(config_dir):
 
 
 @pytest.mark.parametrize("empty", ["null", "''", "[]"])
-def test_null_or_empty_means_the_default(config_dir, empty):
+def test_null_or_empty_means_the_default(config_dir: Path, empty: str) -> None:
     text = ("model:\n  name: m\n  version: '1'\n"
             f"  saved_model: {empty}\n  serving_key: {empty}\n  author: {empty}\n  description: {empty}\n"
             f"compilation:\n  batch_sizes: [1]\n  namespace: {empty}\n  tf_xla_flags: {empty}\n"
@@ -175,7 +176,7 @@ extra_section: {a: 1}
 """
 
 
-def test_any_model_version_and_unknown_keys_warn(config_dir):
+def test_any_model_version_and_unknown_keys_warn(config_dir: Path) -> None:
     path = write(config_dir, SEED_EXAMPLE)
     config = load_aot_config(path)
     assert config.model_version == "2024-05_final"
@@ -186,14 +187,14 @@ def test_any_model_version_and_unknown_keys_warn(config_dir):
 
 @pytest.mark.parametrize("written, pep440", [("1.0.0", "1.0.0"), ("v2", "2"), ("1.0-rc1", "1.0rc1"),
                                              ("release candidate", "0+release.candidate"), ("é", "0")])
-def test_package_version_of_a_model_version(written, pep440):
+def test_package_version_of_a_model_version(written: str, pep440: str) -> None:
     from packaging.version import Version
     from tfaot_dist.config import package_version
     assert package_version(written) == pep440
     assert str(Version(pep440)) == pep440
 
 
-def test_registry_overrides_still_refuse_unknown_keys(tmp_path):
+def test_registry_overrides_still_refuse_unknown_keys(tmp_path: Path) -> None:
     from tfaot_dist.config import parse_compilation
     with pytest.raises(InvalidInput, match="overrides.colour: unknown key"):
         parse_compilation({"colour": 1}, tmp_path / "m.yaml", "overrides", True)
@@ -201,7 +202,7 @@ def test_registry_overrides_still_refuse_unknown_keys(tmp_path):
         parse_compilation({"namespace": None}, tmp_path / "m.yaml", "overrides", True)
 
 
-def test_compile_of_an_upstream_shaped_config_warns_and_maps_the_version(run, example_models, tmp_path):
+def test_compile_of_an_upstream_shaped_config_warns_and_maps_the_version(run: Cli, example_models: Path, tmp_path: Path) -> None:
     """`compile` of a config as cms-tfaot writes them, with a free-form version and a key we do not know:
     one warning naming the key, a note on the version, and the package under the mapped PEP 440 version."""
     import json

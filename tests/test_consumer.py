@@ -1,5 +1,6 @@
 """A user's C++ program against installed packages: same numbers as TensorFlow, no TensorFlow linked."""
 
+from tfaot_dist.toolchain import Toolchain
 import array
 import json
 import random
@@ -59,7 +60,7 @@ with open(out, "w") as f:
 
 
 @pytest.fixture(scope="module")
-def area(built, tmp_path_factory) -> Path:
+def area(built: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The packages unpacked from their archives into an empty area, as a user gets them."""
     area = tmp_path_factory.mktemp("area")
     for archive in sorted((built / "dist").glob("*.tar.gz")):
@@ -68,7 +69,7 @@ def area(built, tmp_path_factory) -> Path:
     return area
 
 
-def test_consumer_matches_tensorflow_on_fresh_inputs(area, example_models, toolchain, tmp_path):
+def test_consumer_matches_tensorflow_on_fresh_inputs(area: Path, example_models: Path, toolchain: Toolchain, tmp_path: Path) -> None:
     (runtime,) = area.glob("tfaot-xla-runtime-*")
     model = area / "tfaot-model-test-multi-1.0.0"
     runtime_manifest = json.loads((runtime / "manifest.json").read_text())
@@ -112,7 +113,7 @@ def test_consumer_matches_tensorflow_on_fresh_inputs(area, example_models, toolc
     assert "tensorflow" not in ldd
 
 
-def test_manifest_records_verification(built):
+def test_manifest_records_verification(built: Path) -> None:
     manifest = json.loads((built / "dist" / "tfaot-model-test-simple-1.0.0" / "manifest.json").read_text())
     report = manifest["verification"]
     assert report["batch_sizes"] == [1, 2, 3, 4, 7]
@@ -120,7 +121,7 @@ def test_manifest_records_verification(built):
     assert 0 <= report["outputs"]["output_0"]["max_abs"] <= 1e-5
 
 
-def test_mismatch_fails_naming_model_batch_output_element(built, tmp_path, shared_cache, toolchain):
+def test_mismatch_fails_naming_model_batch_output_element(built: Path, tmp_path: Path, shared_cache: Path, toolchain: Toolchain) -> None:
     """A wrong number anywhere fails verification with a report that names where."""
     root = tmp_path / "pkg"
     shutil.copytree(built / "dist" / "tfaot-model-test-multi-1.0.0", root)

@@ -14,6 +14,9 @@ headers as system headers, as scram's SYSTEM_INCLUDE makes them).
 
 from __future__ import annotations
 
+from typing import Any
+from tfaot_dist.toolchain import Toolchain
+
 import json
 import os
 import re
@@ -59,7 +62,7 @@ CMSSW_FLAGS = ["-std=c++20", *CMSSW_CXXFLAGS]
 
 
 @pytest.fixture(scope="module")
-def packages(example_models, tmp_path_factory, shared_cache, toolchain) -> dict[str, Path]:
+def packages(example_models: Path, tmp_path_factory: pytest.TempPathFactory, shared_cache: Path, toolchain: Toolchain) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("cpp-packages")
     cache = fresh_cache(out / "cache", shared_cache)
     # simple with every default CPU level (model.h dispatches, under both contracts), multi with one
@@ -69,7 +72,7 @@ def packages(example_models, tmp_path_factory, shared_cache, toolchain) -> dict[
             for name in ("simple", "multi")}
 
 
-def link_flags(toolchain, shared_cache) -> tuple[list[str], list[str]]:
+def link_flags(toolchain: Toolchain, shared_cache: Path) -> tuple[list[str], list[str]]:
     """(compile flags, link flags) that give consumers of compiled models the XLA AOT runtime."""
     rt = ensure_runtime(toolchain.python, shared_cache, print)
     return [*rt.cxxflags, f"-I{rt.include_dir}"], [*map(str, rt.libs), *rt.ldflags]
@@ -149,7 +152,8 @@ def _run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def build(tmp_path_factory, packages, toolchain, shared_cache):
+def build(tmp_path_factory: pytest.TempPathFactory, packages: dict[str, Path], toolchain: Toolchain,
+          shared_cache: Path) -> dict[str, Any]:
     """Headers of both packages installed in a temporary include dir, plus their objects."""
     gxx = _gxx()
     tmp = tmp_path_factory.mktemp("cpp_interface")
@@ -170,7 +174,7 @@ def build(tmp_path_factory, packages, toolchain, shared_cache):
             "refs": refs}
 
 
-def test_interface(build):
+def test_interface(build: dict[str, Any]) -> None:
     exe = build["tmp"] / "test_interface"
     cmd = [*build["base"], "-O2", *WARNINGS, str(TEST_SOURCE), *map(str, build["objects"]), *build["ldflags"],
            "-o", str(exe)]
@@ -206,7 +210,7 @@ std::size_t use(std::vector<float>& flat, std::vector<double>& flat64, std::vect
 """
 
 
-def test_headers_strict_warnings(build):
+def test_headers_strict_warnings(build: dict[str, Any]) -> None:
     """Interface headers and model.h are clean under warnings beyond -Wall -Wextra.
 
     The runtime's headers (TensorFlow, XLA, Abseil) are passed with -isystem
@@ -249,7 +253,7 @@ MISUSE = {
 
 
 @pytest.mark.parametrize("case", sorted(MISUSE))
-def test_misuse_fails_to_compile(build, case):
+def test_misuse_fails_to_compile(build: dict[str, Any], case) -> None:
     """Wrong output count / types and wrong input types are compile errors with a clear message."""
     statement, message = MISUSE[case]
     src = build["tmp"] / f"misuse_{re.sub(r'[^a-z]+', '_', case)}.cc"
@@ -262,7 +266,7 @@ def test_misuse_fails_to_compile(build, case):
     assert message in proc.stderr, proc.stderr[-4000:]
 
 
-def test_render_rejects_unknown_dtype():
+def test_render_rejects_unknown_dtype() -> None:
     import jinja2
 
     context = {
@@ -281,7 +285,7 @@ def test_render_rejects_unknown_dtype():
         render_model_header({k: v for k, v in context.items() if k != "default_rules"})
 
 
-def test_render_escapes_strings():
+def test_render_escapes_strings() -> None:
     context = {
         "package": "tfaot-model-x",
         "namespace": "tfaot_model",
@@ -305,7 +309,7 @@ def test_render_escapes_strings():
 
 
 @pytest.fixture(scope="module")
-def runtime_root(toolchain, shared_cache, tmp_path_factory) -> Path:
+def runtime_root(toolchain: Toolchain, shared_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The runtime package as shipped (include/ with tfaot/ and the eigen3 paths, lib/, tool file)."""
     runtime = ensure_runtime(toolchain.python, shared_cache, print)
     package, _ = runtime_package.ensure_runtime_package(runtime, tmp_path_factory.mktemp("runtime-dist"))
@@ -341,7 +345,7 @@ def _compile_objects(sources: list[Path], flags: list[str], out: Path) -> list[P
     return objects
 
 
-def test_runtime_tool_makes_tensorflow_headers_system_headers(runtime_root):
+def test_runtime_tool_makes_tensorflow_headers_system_headers(runtime_root: Path) -> None:
     tool = _tool(runtime_root, scram_tool.RUNTIME_TOOL)
     assert tool.flags["SYSTEM_INCLUDE"] == ["1"]
     assert not [f for flags in tool.flags.values() for f in flags if f.startswith(("-std=", "-D_GLIBCXX"))]
@@ -351,7 +355,7 @@ def test_runtime_tool_makes_tensorflow_headers_system_headers(runtime_root):
         assert (runtime_root / "include" / path).is_file(), path
 
 
-def test_cmssw_contract_consumer_matches_tensorflow(packages, runtime_root, tmp_path):
+def test_cmssw_contract_consumer_matches_tensorflow(packages: dict[str, Path], runtime_root: Path, tmp_path: Path) -> None:
     """CMSSW's tfaot::Model<W> (its contract, in our double) runs the packages' model.h unchanged,
     built warning-free with CMSSW's flags, at compiled (1, 2, 4) and emulated (3, 7) batch sizes."""
     objects = _compile_objects(CMSSW_SOURCES, [*CMSSW_FLAGS, *_cmssw_includes(packages, runtime_root)], tmp_path)
@@ -382,7 +386,7 @@ def test_cmssw_contract_consumer_matches_tensorflow(packages, runtime_root, tmp_
     assert proc.returncode != 0 and "TFAOT_CPU_LEVEL 'x86-64-v9' is not a CPU level" in proc.stderr
 
 
-def test_without_system_include_tensorflow_headers_break_cmssw_flags(packages, runtime_root, tmp_path):
+def test_without_system_include_tensorflow_headers_break_cmssw_flags(packages: dict[str, Path], runtime_root: Path, tmp_path: Path) -> None:
     """Why the runtime tool sets SYSTEM_INCLUDE: with -I, TensorFlow's own headers fail CMSSW's flags."""
     src = CMSSW_SOURCES[-1]
     proc = _run([_gxx(), *CMSSW_FLAGS, *_cmssw_includes(packages, runtime_root, "-I"), "-fsyntax-only", str(src)])
@@ -411,7 +415,7 @@ std::size_t plugin(std::size_t n) {
 
 
 @pytest.mark.parametrize("contract", ["cmssw", "ours"])
-def test_plugin_library_exports_no_runtime_symbols(packages, runtime_root, tmp_path, contract):
+def test_plugin_library_exports_no_runtime_symbols(packages: dict[str, Path], runtime_root: Path, tmp_path: Path, contract: str) -> None:
     """A plugin library linked as the tools say exports none of the symbols the runtime's archives
     define (XLA runtime, Abseil), so another TensorFlow's runtime in the process (a release's
     libtf_xla_runtime.so) cannot interpose on them, nor they on it; without the tools' LDFLAGS it
@@ -450,7 +454,7 @@ def test_plugin_library_exports_no_runtime_symbols(packages, runtime_root, tmp_p
 
 
 @pytest.mark.parametrize("std", ["c++17", "c++20"])
-def test_our_interface_under_cmssw_flags(build, std, toolchain, shared_cache):
+def test_our_interface_under_cmssw_flags(build: dict[str, Any], std: str, toolchain: Toolchain, shared_cache: Path) -> None:
     """tfaot-dist's own interface (not a system header here) and model.h: clean under CMSSW's flags
     in C++17 and C++20, and the test program still passes."""
     rt = ensure_runtime(toolchain.python, shared_cache, print)
@@ -464,7 +468,7 @@ def test_our_interface_under_cmssw_flags(build, std, toolchain, shared_cache):
     assert proc.returncode == 0 and " 0 failures" in proc.stdout, proc.stdout[-4000:] + proc.stderr[-2000:]
 
 
-def test_interface_gives_way_to_cmssw_in_one_unit(build, toolchain, shared_cache, tmp_path):
+def test_interface_gives_way_to_cmssw_in_one_unit(build: dict[str, Any], toolchain: Toolchain, shared_cache: Path, tmp_path: Path) -> None:
     """Both interfaces in one translation unit: no redefinition; tfaot:: is CMSSW's, ours tfaot_dist::."""
     rt = ensure_runtime(toolchain.python, shared_cache, print)
     src = tmp_path / "both.cc"

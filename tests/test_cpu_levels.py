@@ -1,5 +1,7 @@
 """Multi-level packages: code for several x86-64 levels in one package, the best chosen at run time."""
 
+from conftest import Cli
+from tfaot_dist.toolchain import Toolchain
 import array
 import json
 import os
@@ -45,7 +47,7 @@ def _config(tmp_path: Path, compilation: str) -> Path:
     ("  cpu_levels: [x86-64]\n  target_cpu: haswell\n",
      "compilation.cpu_levels: give target_cpu (one CPU) or cpu_levels (several), not both"),
 ])
-def test_config_refuses_bad_cpu_levels(tmp_path, compilation, message):
+def test_config_refuses_bad_cpu_levels(tmp_path: Path, compilation: str, message: str) -> None:
     path = _config(tmp_path, compilation)
     with pytest.raises(InvalidInput) as exc:
         load_aot_config(path)
@@ -53,14 +55,14 @@ def test_config_refuses_bad_cpu_levels(tmp_path, compilation, message):
     assert "\n" not in str(exc.value)
 
 
-def test_compile_option_refuses_unknown_levels(run):
+def test_compile_option_refuses_unknown_levels(run: Cli) -> None:
     line = run.error("compile", "--aot-config", "x.yaml", "--output-directory", "out",
                      "--cpu-levels", "x86-64,x86_64_v3", expect=InvalidInput.exit_code)
     assert line.endswith("--cpu-levels: unknown CPU level 'x86_64_v3' (expected one of x86-64, x86-64-v2, "
                          "x86-64-v3, x86-64-v4)")
 
 
-def test_registry_defaults_and_target_cpu_precedence(tmp_path):
+def test_registry_defaults_and_target_cpu_precedence(tmp_path: Path) -> None:
     assert Defaults().cpu_levels == DEFAULT_CPU_LEVELS == LEVELS
     (tmp_path / "registry.yaml").write_text("cpu_levels: [x86-64-v3, x86-64]\n")
     assert Registry(tmp_path).defaults().cpu_levels == ("x86-64", "x86-64-v3")  # lowest first
@@ -80,7 +82,7 @@ def test_registry_defaults_and_target_cpu_precedence(tmp_path):
     assert (resolved.target_cpu, resolved.cpu_levels) == ("x86-64-v3", ())
 
 
-def test_levels_are_part_of_the_build_key():
+def test_levels_are_part_of_the_build_key() -> None:
     from tfaot_dist.registry import GitSource, ModelEntry
 
     entry = ModelEntry("m", "1.0", GitSource("https://example.org/r.git", "main", "0" * 40), "m/aot_config.yaml")
@@ -89,7 +91,7 @@ def test_levels_are_part_of_the_build_key():
     assert len(keys) == 3
 
 
-def test_check_package_runs_where_the_lowest_level_runs():
+def test_check_package_runs_where_the_lowest_level_runs() -> None:
     v3_host = "flags : " + " ".join(sorted(cpu_target.REQUIRED_FLAGS["x86-64-v3"])) + "\n"
     old_host = "flags : " + " ".join(sorted(cpu_target.REQUIRED_FLAGS["x86-64"])) + "\n"
     multi = Compilation(target_triple="x86_64-pc-linux", target_cpu="", cpu_levels=LEVELS)
@@ -106,7 +108,7 @@ def test_check_package_runs_where_the_lowest_level_runs():
 
 
 @pytest.fixture(scope="module")
-def multi_level(example_models, tmp_path_factory, shared_cache, toolchain) -> Path:
+def multi_level(example_models: Path, tmp_path_factory: pytest.TempPathFactory, shared_cache: Path, toolchain: Toolchain) -> Path:
     """The simple example for every default level (and batch sizes 1, 2, 4), verified."""
     out = tmp_path_factory.mktemp("levels")
     cache = fresh_cache(out / "cache", shared_cache)
@@ -114,7 +116,7 @@ def multi_level(example_models, tmp_path_factory, shared_cache, toolchain) -> Pa
                                   Session(Cache(cache))).root
 
 
-def test_manifest_lists_levels_and_what_was_verified(multi_level):
+def test_manifest_lists_levels_and_what_was_verified(multi_level: Path) -> None:
     manifest = json.loads((multi_level / "manifest.json").read_text())
     assert manifest["compilation"]["cpu_levels"] == list(LEVELS)
     checks = manifest["verification"]["cpu_levels"]
@@ -128,7 +130,7 @@ def test_manifest_lists_levels_and_what_was_verified(multi_level):
             assert f"lib/simple_bs{bs}{suffix}.o" in files
 
 
-def test_weights_are_not_repeated_per_level(multi_level):
+def test_weights_are_not_repeated_per_level(multi_level: Path) -> None:
     manifest = json.loads((multi_level / "manifest.json").read_text())
     per = manifest["constants"]["per_batch_size"]
     assert sorted(per) == ["1", "1@x86-64-v3", "1@x86-64-v4", "2", "2@x86-64-v3", "2@x86-64-v4",
@@ -146,7 +148,7 @@ def _disassembly(path: Path) -> str:
     return subprocess.run(["objdump", "-d", str(path)], check=True, capture_output=True, text=True).stdout
 
 
-def test_lowest_level_has_no_avx_and_symbols_do_not_collide(multi_level):
+def test_lowest_level_has_no_avx_and_symbols_do_not_collide(multi_level: Path) -> None:
     lib = multi_level / "lib"
     for bs in (1, 2, 4):
         base = _disassembly(lib / f"simple_bs{bs}.o")
@@ -219,7 +221,7 @@ int main(int argc, char** argv) {
 """
 
 
-def _link_program(multi_level: Path, toolchain, shared_cache: Path, work: Path, *flags: str) -> Path:
+def _link_program(multi_level: Path, toolchain: Toolchain, shared_cache: Path, work: Path, *flags: str) -> Path:
     (work / "program.cc").write_text(PROGRAM)
     runtime = ensure_runtime(toolchain.python, shared_cache, print)
     compile_consumer(runtime, [work / "program.cc"], [multi_level / "include", INTERFACE_INCLUDE],
@@ -229,19 +231,19 @@ def _link_program(multi_level: Path, toolchain, shared_cache: Path, work: Path, 
 
 
 @pytest.fixture(scope="module")
-def program(multi_level, toolchain, shared_cache, tmp_path_factory) -> Path:
+def program(multi_level: Path, toolchain: Toolchain, shared_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A user's program linked with the package's archive: every level's objects at once."""
     return _link_program(multi_level, toolchain, shared_cache, tmp_path_factory.mktemp("levels-program"))
 
 
 @pytest.fixture(scope="module")
-def hooked_program(multi_level, toolchain, shared_cache, tmp_path_factory) -> Path:
+def hooked_program(multi_level: Path, toolchain: Toolchain, shared_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The same program, defining the runtime's level functions itself."""
     return _link_program(multi_level, toolchain, shared_cache, tmp_path_factory.mktemp("levels-hooked"),
                          "-DRUNTIME_HOOK")
 
 
-def test_set_cpu_level_tells_a_runtime_that_can_follow(hooked_program, program, multi_level, tmp_path):
+def test_set_cpu_level_tells_a_runtime_that_can_follow(hooked_program: Path, program: Path, multi_level: Path, tmp_path: Path) -> None:
     proc, sizes, reference = _run(hooked_program, multi_level, tmp_path / "a", api="x86-64")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[:3] == ["runtime asked for 'x86-64'", "runtime level 'x86-64'", "level x86-64"]
@@ -287,7 +289,7 @@ def _assert_matches_tensorflow(out: Path, sizes, reference: Path) -> None:
 
 @pytest.mark.parametrize("level", RUNNABLE)
 @pytest.mark.parametrize("how", ["environment", "api"])
-def test_forced_level_runs_and_matches_tensorflow(program, multi_level, tmp_path, level, how):
+def test_forced_level_runs_and_matches_tensorflow(program: Path, multi_level: Path, tmp_path: Path, level, how: str) -> None:
     out = tmp_path / "out"
     if how == "api":
         # The API call wins over the environment variable.
@@ -301,20 +303,20 @@ def test_forced_level_runs_and_matches_tensorflow(program, multi_level, tmp_path
     _assert_matches_tensorflow(out, sizes, reference)
 
 
-def test_automatic_level_is_the_best_this_cpu_runs(program, multi_level, tmp_path):
+def test_automatic_level_is_the_best_this_cpu_runs(program: Path, multi_level: Path, tmp_path: Path) -> None:
     proc, sizes, reference = _run(program, multi_level, tmp_path / "out", env_level="")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[0] == f"level {RUNNABLE[-1]}"
     _assert_matches_tensorflow(tmp_path / "out", sizes, reference)
 
 
-def test_level_not_carried_falls_back_to_the_highest_below(program, multi_level, tmp_path):
+def test_level_not_carried_falls_back_to_the_highest_below(program: Path, multi_level: Path, tmp_path: Path) -> None:
     proc, _, _ = _run(program, multi_level, tmp_path / "out", env_level="x86-64-v2")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[0] == "level x86-64"
 
 
-def test_unknown_or_unrunnable_level_is_one_clear_error(program, multi_level, tmp_path):
+def test_unknown_or_unrunnable_level_is_one_clear_error(program: Path, multi_level: Path, tmp_path: Path) -> None:
     proc, _, _ = _run(program, multi_level, tmp_path / "a", env_level="x86-64-v9")
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.strip() == ("error: tfaot: TFAOT_CPU_LEVEL 'x86-64-v9' is not a CPU level (expected one of "
@@ -329,7 +331,7 @@ def test_unknown_or_unrunnable_level_is_one_clear_error(program, multi_level, tm
         assert proc.returncode == 1 and f"setCpuLevel() asks for CPU level {level}" in proc.stderr
 
 
-def _worker_compile(toolchain, saved_model: Path, work: Path, **request) -> dict:
+def _worker_compile(toolchain: Toolchain, saved_model: Path, work: Path, **request) -> dict:
     out = work / "out"
     out.mkdir(parents=True)
     request = {"op": "compile", "saved_model": str(saved_model), "serving_key": "serving_default",
@@ -344,7 +346,7 @@ def _worker_compile(toolchain, saved_model: Path, work: Path, **request) -> dict
     return answer
 
 
-def test_lowest_level_is_byte_identical_to_a_single_target_package(toolchain, example_models, tmp_path):
+def test_lowest_level_is_byte_identical_to_a_single_target_package(toolchain: Toolchain, example_models: Path, tmp_path: Path) -> None:
     """Level x86-64 is what packages were before levels: same names, same bytes; levels add files only."""
     saved_model = example_models / "simple" / "saved_model"
     single = _worker_compile(toolchain, saved_model, tmp_path / "single")
@@ -358,7 +360,7 @@ def test_lowest_level_is_byte_identical_to_a_single_target_package(toolchain, ex
     assert "class m_bs1_x86_64_v3 final : public tensorflow::XlaCompiledCpuFunction" in header
 
 
-def test_model_h_describes_the_levels(multi_level):
+def test_model_h_describes_the_levels(multi_level: Path) -> None:
     text = (multi_level / "include" / "tfaot-model-simple" / "model.h").read_text()
     assert "// CPU levels: x86-64, x86-64-v3, x86-64-v4" in text
     assert '#include "tfaot-model-simple/simple_bs4_x86_64_v4.h"' in text

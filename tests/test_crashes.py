@@ -20,6 +20,8 @@ A kill at a random moment rarely lands in the few microseconds between two renam
 util/fs.py's crash_point, where the process kills itself with SIGKILL).
 """
 
+from conftest import DataRepo
+from tfaot_dist.toolchain import Toolchain
 import collections
 import json
 import os
@@ -106,7 +108,7 @@ def temporaries(*roots: Path) -> list[str]:
 class Tally:
     """What the kill trials of one command saw, printed at the end."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str) -> None:
         self.name, self.trials, self.kills, self.outcomes = name, 0, 0, collections.Counter()
 
     def add(self, was_killed: bool, outcome: str) -> None:
@@ -120,7 +122,7 @@ class Tally:
               f"running, all recovered; states seen after the kill: {seen}", file=sys.stderr)
 
 
-def test_only_the_temporaries_of_that_name_are_stale(tmp_path):
+def test_only_the_temporaries_of_that_name_are_stale(tmp_path: Path) -> None:
     """Cleaning up after tfaot-model-x-1.0 under its lock must not touch what a build of
     tfaot-model-x-1.0.1 (under another lock) is writing."""
     from tfaot_dist.util.fs import remove_stale_siblings, temp_sibling, write_atomic
@@ -140,7 +142,7 @@ def test_only_the_temporaries_of_that_name_are_stale(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def crash_registry(tmp_path_factory, data_repo) -> Path:
+def crash_registry(tmp_path_factory: pytest.TempPathFactory, data_repo: DataRepo) -> Path:
     """Two fast entries: two_inputs at batch sizes 1 and 2, simple at 1."""
     reg = tmp_path_factory.mktemp("crash-registry")
     cache = tmp_path_factory.mktemp("crash-add-cache")
@@ -152,7 +154,7 @@ def crash_registry(tmp_path_factory, data_repo) -> Path:
 
 
 @pytest.fixture(scope="module")
-def crash_reference(crash_registry, tmp_path_factory, shared_cache, toolchain) -> tuple[dict, dict, Path]:
+def crash_reference(crash_registry: Path, tmp_path_factory: pytest.TempPathFactory, shared_cache: Path, toolchain: Toolchain) -> tuple[dict, dict, Path]:
     """The uninterrupted build: digests of everything in its output directory, its cache, and how
     long it takes with a cold build cache and with a warm one (copying finished packages)."""
     root = tmp_path_factory.mktemp("crash-reference")
@@ -193,7 +195,7 @@ def check_build_cache(cache: Path, reference: dict[str, str]) -> int:
     return len(done)
 
 
-def test_kill_build_at_random_moments(crash_registry, crash_reference, tmp_path, shared_cache):
+def test_kill_build_at_random_moments(crash_registry: Path, crash_reference: tuple[dict, dict, Path], tmp_path: Path, shared_cache: Path) -> None:
     reference, seconds, _ = crash_reference
     rng = random.Random(SEED)
     tally = Tally("build --all")
@@ -217,7 +219,7 @@ def test_kill_build_at_random_moments(crash_registry, crash_reference, tmp_path,
     tally.report()
 
 
-def test_two_builds_on_one_cache_at_once(crash_registry, crash_reference, tmp_path, shared_cache):
+def test_two_builds_on_one_cache_at_once(crash_registry: Path, crash_reference: tuple[dict, dict, Path], tmp_path: Path, shared_cache: Path) -> None:
     """Same cache, same output directory: both succeed, each model is compiled once."""
     reference, _, _ = crash_reference
     cache = fresh_cache(tmp_path / "cache", shared_cache)
@@ -239,7 +241,7 @@ def test_two_builds_on_one_cache_at_once(crash_registry, crash_reference, tmp_pa
 
 
 @pytest.mark.parametrize("point", ["dist_archive", "dist_dir"])
-def test_crash_at_each_step_of_copying_into_dist(point, crash_registry, crash_reference, tmp_path):
+def test_crash_at_each_step_of_copying_into_dist(point: str, crash_registry: Path, crash_reference: tuple[dict, dict, Path], tmp_path: Path) -> None:
     """A build dies at `point` while it copies crash-simple into the output directory: what is
     there is complete or absent, and the next build finishes the copy (no other build of the
     version is ever copied over it, test_lifecycle.py)."""
@@ -289,7 +291,7 @@ def split_dist(built: Path, tmp_path: Path) -> tuple[Path, Path]:
     return out[0], out[1]
 
 
-def test_kill_publish_at_random_moments(built, tmp_path, cache):
+def test_kill_publish_at_random_moments(built: Path, tmp_path: Path, cache: Path) -> None:
     """The index is always the old one or the new one, and lists only files that are there."""
     simple, _ = split_dist(built, tmp_path)
     base = tmp_path / "base"
@@ -321,7 +323,7 @@ def test_kill_publish_at_random_moments(built, tmp_path, cache):
     tally.report()
 
 
-def test_crash_before_the_index_is_replaced(built, tmp_path, cache):
+def test_crash_before_the_index_is_replaced(built: Path, tmp_path: Path, cache: Path) -> None:
     simple, _ = split_dist(built, tmp_path)
     channel = tmp_path / "channel"
     finish(cache, "publish", "--channel", channel, "--dist", simple)
@@ -332,7 +334,7 @@ def test_crash_before_the_index_is_replaced(built, tmp_path, cache):
     assert check_channel(channel) == 3 and temporaries(channel) == []
 
 
-def test_concurrent_publishes_both_land(built, tmp_path, cache):
+def test_concurrent_publishes_both_land(built: Path, tmp_path: Path, cache: Path) -> None:
     a, b = split_dist(built, tmp_path)
     for attempt in range(3):
         channel = tmp_path / f"channel-{attempt}"
@@ -381,7 +383,7 @@ def check_area(area: Path) -> int:
 
 
 @pytest.mark.parametrize("before", [(), ("test-simple",)])
-def test_crash_before_installed_json_is_replaced(before, built, tmp_path, cache):
+def test_crash_before_installed_json_is_replaced(before: tuple[()] | tuple[str, ...], built: Path, tmp_path: Path, cache: Path) -> None:
     """Tool files and forwarders are in place, installed.json does not list them yet."""
     channel = tmp_path / "channel"
     finish(cache, "publish", "--channel", channel, "--dist", built / "dist")
@@ -405,7 +407,7 @@ def relocated(state: dict, old: str, new: str) -> dict:
             for path, data in state.items()}
 
 
-def test_kill_setup_at_random_moments(built, tmp_path, cache, shared_cache):
+def test_kill_setup_at_random_moments(built: Path, tmp_path: Path, cache: Path, shared_cache: Path) -> None:
     from httpserve import Server
 
     channel = tmp_path / "channel"

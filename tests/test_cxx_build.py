@@ -32,14 +32,14 @@ def build(root: Path, jobs: int) -> bytes:
     return (root / "lib.a").read_bytes()
 
 
-def test_two_directories_give_the_same_archive(tmp_path):
+def test_two_directories_give_the_same_archive(tmp_path: Path) -> None:
     first, second = build(tmp_path / "one", 1), build(tmp_path / "elsewhere-two", 2)
     assert first == second
     assert str(tmp_path).encode() not in first  # no build directory inside
     assert b"a__util.o/" in first and b"b__util.o/" in first  # both members, sorted, flattened names
 
 
-def test_a_failing_unit_raises_one_line_with_its_log(tmp_path, monkeypatch):
+def test_a_failing_unit_raises_one_line_with_its_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TFAOT_DIST_CACHE", str(tmp_path / "cache"))
     (tmp_path / "bad.cc").write_text("int f() { return undeclared_name; }\n")
     unit = build_kit.Unit(cmd=[build_kit.CXX, "-c", "bad.cc", "-o", str(tmp_path / "bad.o")], cwd=tmp_path,
@@ -55,7 +55,7 @@ def test_a_failing_unit_raises_one_line_with_its_log(tmp_path, monkeypatch):
     assert log.parent == tmp_path / "cache" / "logs" and "undeclared_name" in log.read_text()
 
 
-def test_compiler_identity():
+def test_compiler_identity() -> None:
     cc = build_kit.compiler()
     assert cc.version_line and cc.full_version[0].isdigit() and cc.arch in cc.target
     assert build_kit.accepts(cc, ["-std=c++17"]) and not build_kit.accepts(cc, ["-std=no-such-standard"])

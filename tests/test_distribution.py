@@ -8,6 +8,9 @@ shards; `TFAOT_DIST_TEST_MODELS=12 scripts/test tests/test_distribution.py -k sh
 12-model run (about twice as long).
 """
 
+from collections.abc import Iterator
+from conftest import Cli
+from conftest import DataRepo
 import array
 import gzip
 import io
@@ -77,7 +80,7 @@ def write_entry(registry: Path, name: str, source: dict, aot_config: str = "simp
     (registry / "models" / f"{name}.yaml").write_text(yaml.safe_dump(entry, sort_keys=False))
 
 
-def git_source(data_repo) -> dict:
+def git_source(data_repo: DataRepo) -> dict:
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=data_repo.work, check=True, capture_output=True,
                             text=True).stdout.strip()
     return {"git": data_repo.url, "ref": "main", "commit": commit}
@@ -108,7 +111,7 @@ def source_files(root: Path, under: str) -> dict[str, bytes]:
 
 
 @pytest.fixture
-def archive_server(tmp_path, data_repo):
+def archive_server(tmp_path: Path, data_repo: DataRepo) -> Iterator[Server]:
     """The simple example model as data-1.0.tar.gz (one top directory) and data.zip (none)."""
     root = tmp_path / "www"
     root.mkdir()
@@ -120,7 +123,7 @@ def archive_server(tmp_path, data_repo):
     server.close()
 
 
-def test_archive_source_retries_5xx_then_verifies_and_caches(archive_server, cache):
+def test_archive_source_retries_5xx_then_verifies_and_caches(archive_server: Server, cache: Path) -> None:
     from tfaot_dist.sources import ArchiveSources
 
     sha = sha256_file(archive_server.root / "data-1.0.tar.gz")
@@ -138,8 +141,8 @@ def test_archive_source_retries_5xx_then_verifies_and_caches(archive_server, cac
     ("wrong bytes", 7, 1), ("not found", 4, 1), ("truncated", 4, 3), ("reset", 4, 3), ("refused", 4, 0),
     ("silent", 4, 0),
 ])
-def test_archive_source_failures_leave_everything_unchanged(case, code, requests, run, registry, cache, tmp_path,
-                                                            archive_server, monkeypatch):
+def test_archive_source_failures_leave_everything_unchanged(case: str, code: int, requests: int, run: Cli, registry: Path, cache: Path, tmp_path: Path,
+                                                            archive_server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TFAOT_DIST_HTTP_TIMEOUT", "0.5")
     sha = sha256_file(archive_server.root / "data-1.0.tar.gz")
     url = archive_server.url("data-1.0.tar.gz")
@@ -175,7 +178,7 @@ def test_archive_source_failures_leave_everything_unchanged(case, code, requests
     assert elapsed < 20  # bounded: 3 attempts, 0.5 s timeouts, 1.5 s of backoff
 
 
-def test_unsafe_archives_are_refused(tmp_path):
+def test_unsafe_archives_are_refused(tmp_path: Path) -> None:
     def tar_with(*members) -> Path:
         path = tmp_path / f"t{len(list(tmp_path.iterdir()))}.tar.gz"
         with tarfile.open(path, "w:gz") as tar:
@@ -183,7 +186,7 @@ def test_unsafe_archives_are_refused(tmp_path):
                 tar.addfile(info, io.BytesIO(data) if data is not None else None)
         return path
 
-    def member(name, kind=tarfile.REGTYPE, data=b"x", link=""):
+    def member(name, kind=tarfile.REGTYPE, data: bytes=b"x", link: str=""):
         info = tarfile.TarInfo(name)
         info.type, info.linkname = kind, link
         info.size = len(data) if kind == tarfile.REGTYPE else 0
@@ -260,7 +263,7 @@ def bomb_zip(path: Path, entries: int, announced: int | None = None) -> None:
     path.write_bytes(bytes(local) + bytes(central) + tail)
 
 
-def test_archive_bombs_of_a_million_entries_are_refused(tmp_path):
+def test_archive_bombs_of_a_million_entries_are_refused(tmp_path: Path) -> None:
     # The writers make archives that Python's own readers accept (small ones, same code).
     bomb_tar_gz(tmp_path / "small.tar.gz", 70_000)
     with tarfile.open(tmp_path / "small.tar.gz") as tar:
@@ -285,7 +288,7 @@ def test_archive_bombs_of_a_million_entries_are_refused(tmp_path):
     assert not any((tmp_path / out).exists() for out in ("out-tar", "out-zip", "out-liar"))
 
 
-def test_a_source_archive_bomb_fails_the_build_and_leaves_the_cache(run, registry, cache, tmp_path):
+def test_a_source_archive_bomb_fails_the_build_and_leaves_the_cache(run: Cli, registry: Path, cache: Path, tmp_path: Path) -> None:
     root = tmp_path / "www"
     root.mkdir()
     bomb_tar_gz(root / "bomb.tar.gz", 10**6)
@@ -301,7 +304,7 @@ def test_a_source_archive_bomb_fails_the_build_and_leaves_the_cache(run, registr
     assert snapshot(registry, cache, tmp_path / "dist") == before
 
 
-def test_unsafe_source_archive_fails_the_build_and_leaves_the_cache(run, registry, cache, tmp_path):
+def test_unsafe_source_archive_fails_the_build_and_leaves_the_cache(run: Cli, registry: Path, cache: Path, tmp_path: Path) -> None:
     root = tmp_path / "www"
     root.mkdir()
     (root / "evil.tar.gz").write_bytes(tar_gz({"../../escaped": b"x"}, top=None))
@@ -326,7 +329,7 @@ def test_unsafe_source_archive_fails_the_build_and_leaves_the_cache(run, registr
     ({"archive": "http://h/x.tar.gz", "sha256": "a" * 64, "git": "https://h/r.git"},
      "source.archive: give either git or archive, not both"),
 ])
-def test_registry_archive_sources_are_strict(run, registry, source, message):
+def test_registry_archive_sources_are_strict(run: Cli, registry: Path, source, message) -> None:
     write_entry(registry, "strict", source)
     line = run.error("show", "strict", expect=3)
     assert message in line, line
@@ -346,7 +349,7 @@ class Fleet:
     seconds: float
 
 
-def make_fleet(tmp_path_factory, data_repo, shared_cache):
+def make_fleet(tmp_path_factory: pytest.TempPathFactory, data_repo: DataRepo, shared_cache: Path) -> Iterator["Fleet"]:
     """N_MODELS registry entries of the simple example, batch size 1, built with --jobs 2 and
     published: all but two from git, one from a tar.gz and one from a zip over HTTP (whose server
     answers 500 twice first). The session fixture `fleet` (conftest.py) runs it once for this
@@ -383,7 +386,7 @@ def make_fleet(tmp_path_factory, data_repo, shared_cache):
     server.close()
 
 
-def test_jobs_and_shards_publish_the_same_packages(fleet, tmp_path, shared_cache):
+def test_jobs_and_shards_publish_the_same_packages(fleet: Fleet, tmp_path: Path, shared_cache: Path) -> None:
     assert [r["status"] for r in fleet.build["results"]] == ["built"] * N_MODELS
     assert fleet.server.count("data-1.0.tar.gz") == 3  # 500, 500, then the archive
     # Four shards one after another (as the release matrix does), each into its own dist, with a
@@ -405,7 +408,7 @@ def test_jobs_and_shards_publish_the_same_packages(fleet, tmp_path, shared_cache
     assert shards == jobs  # same names, versions and digests: reproducible builds
 
 
-def test_failures_do_not_stop_the_others(built, tmp_path, monkeypatch, capsys):
+def test_failures_do_not_stop_the_others(built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from tfaot_dist import cli
 
     registry = tmp_path / "registry"
@@ -440,7 +443,7 @@ def test_failures_do_not_stop_the_others(built, tmp_path, monkeypatch, capsys):
     assert any(ln.startswith("::group::[") and "test-simple: cached" in ln for ln in lines)
 
 
-def test_fail_fast_starts_nothing_after_a_failure(built, tmp_path, monkeypatch, capsys):
+def test_fail_fast_starts_nothing_after_a_failure(built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from tfaot_dist import cli
 
     registry = tmp_path / "registry"
@@ -461,7 +464,7 @@ def test_fail_fast_starts_nothing_after_a_failure(built, tmp_path, monkeypatch, 
     assert "tfaot-dist: error: 1 of 3 models failed, 2 not started: a-no-config (" in err
 
 
-def test_terminal_progress_redraws_a_status_line():
+def test_terminal_progress_redraws_a_status_line() -> None:
     import pty
 
     master, slave = pty.openpty()
@@ -486,7 +489,7 @@ def test_terminal_progress_redraws_a_status_line():
     assert "alpha: compiling" in text and "[1/2] alpha: built (" in text
 
 
-def test_shards_are_stable_and_cover_every_name(run):
+def test_shards_are_stable_and_cover_every_name(run: Cli) -> None:
     names = [f"model-{i}" for i in range(300)]
     for count in (1, 2, 3, 8):
         shards = [scheduler.shard_of(n, count) for n in names]
@@ -498,7 +501,7 @@ def test_shards_are_stable_and_cover_every_name(run):
     assert "expected K/N" in run.error("build", "--all", "--shard", "x", expect=2)
 
 
-def test_offline_build_names_what_is_missing(run, registry, cache, data_repo, tmp_path):
+def test_offline_build_names_what_is_missing(run: Cli, registry: Path, cache: Path, data_repo: DataRepo, tmp_path: Path) -> None:
     write_entry(registry, "from-git", git_source(data_repo))
     write_entry(registry, "from-archive", {"archive": "http://127.0.0.1:9/data.tar.gz", "sha256": "e" * 64})
     before = snapshot(registry, cache)
@@ -530,7 +533,7 @@ def repacked(archive: Path, out_dir: Path, change: str) -> Path:
     return path
 
 
-def test_publish_lists_key_facts_and_never_changes_a_version(run, built, tmp_path):
+def test_publish_lists_key_facts_and_never_changes_a_version(run: Cli, built: Path, tmp_path: Path) -> None:
     channel = tmp_path / "channel"
     out, _ = run("publish", "--channel", channel, "--dist", built / "dist", "--json")
     assert {p["status"] for p in json.loads(out)["packages"]} == {"published"}
@@ -572,7 +575,7 @@ def test_publish_lists_key_facts_and_never_changes_a_version(run, built, tmp_pat
 
 
 @pytest.fixture
-def channel_copy(built, tmp_path, cache) -> Path:
+def channel_copy(built: Path, tmp_path: Path, cache: Path) -> Path:
     channel = tmp_path / "channel"
     tool("publish", "--channel", channel, "--dist", built / "dist", cache=cache)
     return channel
@@ -586,7 +589,7 @@ def channel_copy(built, tmp_path, cache) -> Path:
     ("missing file", 4, "tfaot-model-test-multi-1.0.0.tar.gz"),
     ("no index", 4, ""),
 ])
-def test_broken_channels_are_clear_errors(how, damage, code, message, run, channel_copy, tmp_path):
+def test_broken_channels_are_clear_errors(how: str, damage: str, code: int, message: str, run: Cli, channel_copy: Path, tmp_path: Path) -> None:
     index = channel_copy / "index.json"
     doc = json.loads(index.read_text())
     if damage == "truncate":
@@ -621,7 +624,7 @@ def test_broken_channels_are_clear_errors(how, damage, code, message, run, chann
 
 
 @pytest.fixture
-def http_channel(channel_copy):
+def http_channel(channel_copy: Path) -> Iterator[Server]:
     server = Server(channel_copy)
     yield server
     server.close()
@@ -633,7 +636,7 @@ def read_reference(path: Path, dtype: str) -> list:
     return list(values)
 
 
-def test_setup_from_http_channel_gives_a_working_cpp_consumer(run, http_channel, tmp_path, cache, monkeypatch):
+def test_setup_from_http_channel_gives_a_working_cpp_consumer(run: Cli, http_channel: Server, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/usr/local/bin:/usr/bin:/bin")  # no scram here: the environment is printed
     area = tmp_path / "area"
     out, _ = run("setup", "test-simple", "test-multi", "--channel", http_channel.url(), "--area", area, "--json")
@@ -683,7 +686,7 @@ def test_setup_from_http_channel_gives_a_working_cpp_consumer(run, http_channel,
     assert listed["tfaot-model-test-multi"]["path"] == str(tfaot / "tfaot-model-test-multi" / "1.0.0")
 
 
-def test_setup_uses_pkg_config_and_plain_compilers_too(run, channel_copy, tmp_path):
+def test_setup_uses_pkg_config_and_plain_compilers_too(run: Cli, channel_copy: Path, tmp_path: Path) -> None:
     """The printed environment works without CMake: pkg-config and CPATH/LIBRARY_PATH."""
     area = tmp_path / "area"
     out, _ = run("setup", "test-simple", "test-multi", "--channel", f"file://{channel_copy}", "--area", area,
@@ -698,7 +701,7 @@ def test_setup_uses_pkg_config_and_plain_compilers_too(run, channel_copy, tmp_pa
     assert proc.returncode == 0 and proc.stdout.endswith("within 1e-5\n"), proc.stdout
 
 
-def test_setup_resolves_versions_upgrades_and_calls_scram(fleet, run, tmp_path, monkeypatch):
+def test_setup_resolves_versions_upgrades_and_calls_scram(fleet: Fleet, run: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """fleet-01 1.0.0 from the fleet's channel and a real 2.0.0 build next to it."""
     registry = tmp_path / "fleet-registry"
     shutil.copytree(fleet.registry, registry)
@@ -758,7 +761,7 @@ def test_setup_resolves_versions_upgrades_and_calls_scram(fleet, run, tmp_path, 
     ("area path", 3, "cannot go into tool files"),
     ("offline", 4, "offline: no copy of"),
 ])
-def test_refused_setups_leave_area_and_cache_unchanged(case, code, message, run, channel_copy, tmp_path, cache):
+def test_refused_setups_leave_area_and_cache_unchanged(case: str, code: int, message: str, run: Cli, channel_copy: Path, tmp_path: Path, cache: Path) -> None:
     server = Server(channel_copy)
     doc = json.loads((channel_copy / "index.json").read_text())
     paths = {p["name"]: p["archive"] for p in doc["packages"]}
@@ -787,7 +790,7 @@ def test_refused_setups_leave_area_and_cache_unchanged(case, code, message, run,
     assert snapshot(area, cache) == before
 
 
-def test_offline_setup_uses_what_an_online_one_cached(run, channel_copy, tmp_path):
+def test_offline_setup_uses_what_an_online_one_cached(run: Cli, channel_copy: Path, tmp_path: Path) -> None:
     server = Server(channel_copy)
     try:
         run("setup", "test-simple", "--channel", server.url(), "--area", tmp_path / "online")
@@ -804,7 +807,7 @@ def test_offline_setup_uses_what_an_online_one_cached(run, channel_copy, tmp_pat
     assert "offline: tfaot-model-test-multi 1.0.0 " in line and "is not in the cache" in line
 
 
-def test_setup_checks_every_file_against_the_manifest(run, built, tmp_path, cache):
+def test_setup_checks_every_file_against_the_manifest(run: Cli, built: Path, tmp_path: Path, cache: Path) -> None:
     """A package whose archive matches the index but whose files do not match its own manifest."""
     dist = tmp_path / "dist"
     dist.mkdir()

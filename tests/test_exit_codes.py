@@ -9,6 +9,7 @@ The many cases of each class are in test_hostile_registry.py, test_add_model.py,
 test_specs.py and test_distribution.py; this file is the table of the classes.
 """
 
+from conftest import Cli
 import json
 import shutil
 from pathlib import Path
@@ -24,7 +25,7 @@ CODES = {"usage": 2, "invalid input": 3, "source unavailable": 4, "compile faile
          "verification failed": 6, "integrity": 7, "toolchain": 8}
 
 
-def test_each_class_has_its_own_code():
+def test_each_class_has_its_own_code() -> None:
     classes = [errors.UsageError, errors.InvalidInput, errors.SourceUnavailable, errors.CompileFailed,
                errors.VerificationFailed, errors.IntegrityError, errors.ToolchainError]
     assert [c.exit_code for c in classes] == list(CODES.values())
@@ -50,7 +51,7 @@ def wrong_numbers(built: Path, dist: Path) -> None:
 
 
 @pytest.mark.parametrize("case", list(CODES))
-def test_one_failure_per_class(case, run, registry, cache, built, tmp_path, example_models):
+def test_one_failure_per_class(case, run: Cli, registry: Path, cache: Path, built: Path, tmp_path: Path, example_models: Path) -> None:
     dist = tmp_path / "dist"
     dist.mkdir()
     if case == "usage":

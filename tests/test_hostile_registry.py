@@ -1,5 +1,7 @@
 """Hostile and broken registry files: one error line naming file and field, exit 3, nothing changed."""
 
+from conftest import Cli
+from pathlib import Path
 import pytest
 import yaml
 
@@ -58,7 +60,7 @@ CASES = [
 
 @pytest.mark.parametrize("data, message", [(d, m) for _, d, m in CASES], ids=[c[0] for c in CASES])
 @pytest.mark.parametrize("command", ["show", "build"])
-def test_bad_entry(run, registry, cache, tmp_path, data, message, command):
+def test_bad_entry(run: Cli, registry: Path, cache: Path, tmp_path: Path, data, message, command: str) -> None:
     path = registry / "models" / "m.yaml"
     path.write_text(yaml.safe_dump(data))
     before = snapshot(registry, cache, tmp_path / "dist")
@@ -80,7 +82,7 @@ def test_bad_entry(run, registry, cache, tmp_path, data, message, command):
     ("target_triple: 'x86_64-pc-linux\\n'", "target_triple: invalid target triple"),
     ("[", "malformed YAML"),
 ])
-def test_bad_registry_defaults(run, registry, cache, tmp_path, text, message):
+def test_bad_registry_defaults(run: Cli, registry: Path, cache: Path, tmp_path: Path, text: str, message: str) -> None:
     (registry / "models" / "m.yaml").write_text(yaml.safe_dump(GOOD))
     (registry / "registry.yaml").write_text(text)
     before = snapshot(registry, cache)
@@ -89,14 +91,14 @@ def test_bad_registry_defaults(run, registry, cache, tmp_path, text, message):
     assert snapshot(registry, cache) == before
 
 
-def test_malformed_entry_yaml(run, registry):
+def test_malformed_entry_yaml(run: Cli, registry: Path) -> None:
     path = registry / "models" / "m.yaml"
     path.write_text("name: m\nversion: [\n")
     line = run.error("list", expect=3)
     assert line.startswith(f"tfaot-dist: error: {path}: malformed YAML")
 
 
-def test_unknown_model_and_usage_errors(run, registry, tmp_path):
+def test_unknown_model_and_usage_errors(run: Cli, registry: Path, tmp_path: Path) -> None:
     assert "no such model" in run.error("show", "nope", expect=3)
     assert "name models or give --all" in run.error("build", expect=2)
     assert "nope: no such model" in run.error("verify", "nope", expect=3)
@@ -104,7 +106,7 @@ def test_unknown_model_and_usage_errors(run, registry, tmp_path):
     assert "m: no package tfaot-model-m-1.0.0 in" in run.error("verify", "m", "--dist", tmp_path / "d", expect=3)
 
 
-def test_compile_missing_config(run, tmp_path):
+def test_compile_missing_config(run: Cli, tmp_path: Path) -> None:
     line = run.error("compile", "--aot-config", tmp_path / "none.yaml", "--output-directory", tmp_path / "o",
                      expect=3)
     assert "none.yaml: file not found" in line

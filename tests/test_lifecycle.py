@@ -2,6 +2,7 @@
 build in dist/, a starter config, and --offline builds that create nothing. Real git repositories and
 the real TensorFlow toolchain."""
 
+from conftest import Cli
 import json
 import shutil
 from pathlib import Path
@@ -22,7 +23,7 @@ def entry_of(registry: Path, name: str) -> dict:
 
 
 @pytest.fixture
-def model_repo(example_models, tmp_path) -> DataRepo:
+def model_repo(example_models: Path, tmp_path: Path) -> DataRepo:
     """A data repository of its own (tests here commit to it) holding the example model simple."""
     repo = DataRepo(tmp_path / "data")
     shutil.copytree(example_models / "simple", repo.work / "simple")
@@ -39,7 +40,7 @@ def edit_config(repo: DataRepo, **model) -> str:
     return repo.commit(f"edit {sorted(model)}")
 
 
-def test_update_repins_with_build_numbers(run, model_repo, registry, cache):
+def test_update_repins_with_build_numbers(run: Cli, model_repo: DataRepo, registry: Path, cache: Path) -> None:
     run("add-model", "m", "--source", model_repo.url, "--ref", "main", "--aot-config", "simple/aot_config.yaml")
     first = entry_of(registry, "m")
     assert first["version"] == "1.0.0"
@@ -87,7 +88,7 @@ def test_update_repins_with_build_numbers(run, model_repo, registry, cache):
     assert snapshot(registry, cache) == before
 
 
-def test_new_build_keeps_the_signature(run, model_repo, example_models, registry, cache):
+def test_new_build_keeps_the_signature(run: Cli, model_repo: DataRepo, example_models: Path, registry: Path, cache: Path) -> None:
     run("add-model", "m", "--source", model_repo.url, "--ref", "main", "--aot-config", "simple/aot_config.yaml")
     # The model behind the config changes its inputs: a build number would break its consumers.
     shutil.rmtree(model_repo.work / "simple" / "saved_model")
@@ -101,14 +102,14 @@ def test_new_build_keeps_the_signature(run, model_repo, example_models, registry
     assert entry_of(registry, "m")["version"] == "2.0.0"
 
 
-def test_add_model_twice_points_at_update(run, model_repo, registry, cache):
+def test_add_model_twice_points_at_update(run: Cli, model_repo: DataRepo, registry: Path, cache: Path) -> None:
     run("add-model", "m", "--source", model_repo.url, "--aot-config", "simple/aot_config.yaml")
     line = run.error("add-model", "m", "--source", model_repo.url, "--aot-config", "simple/aot_config.yaml",
                      expect=INVALID)
     assert "already registered" in line and "tfaot-dist update m" in line
 
 
-def test_build_never_replaces_another_build_in_dist(built, tmp_path, monkeypatch, capsys):
+def test_build_never_replaces_another_build_in_dist(built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """registry.yaml changed (another build key, the same version) while dist/ holds the old build:
     build refuses before compiling anything, names what is there, and leaves dist as it was. A new
     build number gives a package of its own."""
@@ -135,7 +136,7 @@ def test_build_never_replaces_another_build_in_dist(built, tmp_path, monkeypatch
     assert f"{dist / 'tfaot-model-test-simple-1.0.0.tar.gz'}: holds another build" in capsys.readouterr().err
 
 
-def test_dist_holds_packages_only(built):
+def test_dist_holds_packages_only(built: Path) -> None:
     """No lock or marker files beside the packages, and every package directory has one mode."""
     names = sorted(p.name for p in (built / "dist").iterdir())
     assert [n for n in names if n.startswith(".")] == []
@@ -143,7 +144,7 @@ def test_dist_holds_packages_only(built):
     assert len(dirs) == 3 and {p.stat().st_mode & 0o777 for p in dirs} == {0o755}, names
 
 
-def test_init_config_writes_a_config_that_checks(run, example_models, tmp_path):
+def test_init_config_writes_a_config_that_checks(run: Cli, example_models: Path, tmp_path: Path) -> None:
     model = tmp_path / "tagger"
     shutil.copytree(example_models / "multi" / "saved_model", model / "saved_model")
     out, _ = run("init-config", model / "saved_model")
@@ -183,7 +184,7 @@ def test_init_config_writes_a_config_that_checks(run, example_models, tmp_path):
     (["--batch-sizes", "0"], "batch size 0 is not positive"),
     ([], "not a SavedModel directory (no saved_model.pb)"),
 ])
-def test_init_config_refuses_bad_input(run, tmp_path, args, message):
+def test_init_config_refuses_bad_input(run: Cli, tmp_path: Path, args: list[object] | list[str], message: str) -> None:
     """Refused before TensorFlow is asked anything; nothing is written."""
     model = tmp_path / "m" / "saved_model"
     model.mkdir(parents=True)
@@ -194,7 +195,7 @@ def test_init_config_refuses_bad_input(run, tmp_path, args, message):
     assert snapshot(tmp_path / "m") == before
 
 
-def test_class_names_from_directories():
+def test_class_names_from_directories() -> None:
     from tfaot_dist.starter import class_name_for
 
     assert class_name_for(Path("/x/DeepJet-v2/saved_model")) == "deepjet_v2"
@@ -203,7 +204,7 @@ def test_class_names_from_directories():
     assert class_name_for(Path("/x/---/saved_model")) == "model"
 
 
-def test_offline_build_creates_no_toolchain(run, registry, cache, tmp_path):
+def test_offline_build_creates_no_toolchain(run: Cli, registry: Path, cache: Path, tmp_path: Path) -> None:
     """`build --offline` with the source cached but no toolchain: exit 4 naming the toolchain, and
     nothing is created (no venv, no Abseil, no download)."""
     repo = DataRepo(tmp_path / "data")
@@ -226,7 +227,7 @@ def test_offline_build_creates_no_toolchain(run, registry, cache, tmp_path):
 # Hand-built packages (tests/hostile.py): what publish and setup read, without a compiler.
 
 
-def test_publish_takes_names_skips_what_is_published_and_names_every_conflict(run, tmp_path):
+def test_publish_takes_names_skips_what_is_published_and_names_every_conflict(run: Cli, tmp_path: Path) -> None:
     dist = hand_built_dist(tmp_path / "dist", models=("a", "b"))
     channel = tmp_path / "channel"
     # Only a (and the runtime it requires): b stays unpublished.
@@ -259,7 +260,7 @@ def test_publish_takes_names_skips_what_is_published_and_names_every_conflict(ru
     assert f"tfaot-model-a 1.0 requires {RUNTIME} {RUNTIME_VERSION}, which neither" in line
 
 
-def test_yank_hides_a_version_from_ranges_but_not_from_an_exact_pin(run, tmp_path):
+def test_yank_hides_a_version_from_ranges_but_not_from_an_exact_pin(run: Cli, tmp_path: Path) -> None:
     channel = Channel(tmp_path / "channel").runtime().model("a", "1.0").model("a", "1.1")
     run("publish", "--channel", channel.root, "--dist", hand_built_dist(tmp_path / "dist", models=()))  # catalogue
     out, _ = run("yank", "a==1.1", "--reason", "wrong <normalisation>, use 1.0", "--channel", channel.root)
@@ -305,12 +306,12 @@ def test_yank_hides_a_version_from_ranges_but_not_from_an_exact_pin(run, tmp_pat
     (["a==1.0", "--reason", ""], INVALID, "--reason: expected a reason of 1 to 500 characters"),
     (["a==1.0"], USAGE, "give --reason TEXT (or --undo"),
 ])
-def test_yank_refusals(run, tmp_path, args, code, message):
+def test_yank_refusals(run: Cli, tmp_path: Path, args, code, message) -> None:
     channel = Channel(tmp_path / "channel").runtime().model("a", "1.0")
     assert message in refused(run, channel.root, "yank", *args, "--channel", channel.root, code=code)
 
 
-def test_yank_needs_a_channel_that_can_be_written(run, tmp_path):
+def test_yank_needs_a_channel_that_can_be_written(run: Cli, tmp_path: Path) -> None:
     channel = Channel(tmp_path / "channel").runtime().model("a", "1.0")
     server = Server(channel.root)
     try:
@@ -320,7 +321,7 @@ def test_yank_needs_a_channel_that_can_be_written(run, tmp_path):
     assert "is read only over http(s); publish and yank write to the channel directory" in line
 
 
-def test_setup_dry_run_says_what_would_change_and_changes_nothing(run, tmp_path):
+def test_setup_dry_run_says_what_would_change_and_changes_nothing(run: Cli, tmp_path: Path) -> None:
     channel = Channel(tmp_path / "channel").runtime().model("a", "1.0")
     area = tmp_path / "area"
     out, _ = run("setup", "a", "--dry-run", "--channel", channel.root, "--area", area)
@@ -336,7 +337,7 @@ def test_setup_dry_run_says_what_would_change_and_changes_nothing(run, tmp_path)
     assert snapshot(area) == before
 
 
-def test_remove_takes_a_package_out_and_keeps_a_needed_runtime(run, tmp_path, monkeypatch):
+def test_remove_takes_a_package_out_and_keeps_a_needed_runtime(run: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     channel = Channel(tmp_path / "channel").runtime().model("a").model("b")
     area = tmp_path / "area"
     tfaot = area / "tfaot"
@@ -376,7 +377,7 @@ def test_remove_takes_a_package_out_and_keeps_a_needed_runtime(run, tmp_path, mo
     assert "not installed in" in refused(run, area, "remove", "a", "--area", area, code=INVALID)
 
 
-def test_remove_never_follows_a_link(run, tmp_path):
+def test_remove_never_follows_a_link(run: Cli, tmp_path: Path) -> None:
     channel = Channel(tmp_path / "channel").runtime().model("a")
     area = tmp_path / "area"
     run("setup", "a", "--channel", channel.root, "--area", area)
@@ -390,7 +391,7 @@ def test_remove_never_follows_a_link(run, tmp_path):
     assert (outside / "keep.txt").read_text() == "the user's"
 
 
-def test_a_models_whole_life(run, model_repo, registry, cache, tmp_path):
+def test_a_models_whole_life(run: Cli, model_repo: DataRepo, registry: Path, cache: Path, tmp_path: Path) -> None:
     """The README's story with real parts: register, build, publish (a directory served over HTTP and
     an OCI registry), set up, update to a new commit (the next build), rebuild, publish, yank the old
     version, upgrade the area, remove the model and its runtime."""

@@ -16,7 +16,7 @@ def run(tool: str, *args: str) -> subprocess.CompletedProcess:
                           check=False)
 
 
-def test_ruff_checks_every_python_file():
+def test_ruff_checks_every_python_file() -> None:
     """Ruff skips folders named like build output (dist/, build/, ...) by default: every file must be seen."""
     proc = run("ruff", "check", "--no-cache", "--show-files", ".")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -27,12 +27,12 @@ def test_ruff_checks_every_python_file():
     assert sorted(map(str, ours - checked)) == []
 
 
-def test_ruff_is_clean():
+def test_ruff_is_clean() -> None:
     proc = run("ruff", "check", "--no-cache", "--output-format", "concise", ".")
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_mypy_is_clean():
+def test_mypy_is_clean() -> None:
     proc = run("mypy", "--no-incremental", "--cache-dir", "/dev/null")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.startswith("Success: no issues found"), proc.stdout
@@ -43,12 +43,12 @@ def tracked(pattern: str = "*") -> list[str]:
     return [name for name in out.stdout.split("\0") if name]
 
 
-def test_codespell_is_clean():
+def test_codespell_is_clean() -> None:
     proc = run("codespell", *tracked())
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_pre_commit_runs_the_same_tools():
+def test_pre_commit_runs_the_same_tools() -> None:
     """Each hook runs a tool from ./.venv (or the cached actionlint): nothing is fetched at commit time."""
     proc = run("pre-commit", "validate-config", ".pre-commit-config.yaml")
     assert proc.returncode == 0, proc.stdout + proc.stderr

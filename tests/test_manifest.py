@@ -1,6 +1,7 @@
 """The typed model manifest and the worker's compile protocol (documents.py), without TensorFlow:
 manifests read back to the same bytes, refusals name the field, the request is the wire format."""
 
+from pathlib import Path
 import copy
 import dataclasses
 import json
@@ -68,12 +69,12 @@ def variant(**changes) -> dict:
     variant(toolchain={"environment": "existing", "installed": ["tensorflow==2.21.0"], "tensorflow_version": "2.21.0",
                        "runtime": {"key": "k-1", "origin": "installed"}}),
 ], ids=["build", "compile", "tuned", "existing-toolchain"])
-def test_manifest_reads_back_to_the_same_bytes(doc):
+def test_manifest_reads_back_to_the_same_bytes(doc) -> None:
     typed = ModelManifest.from_json(json.loads(dumped(doc)), "manifest.json")
     assert dumped(typed.to_json()) == dumped(doc)
 
 
-def test_manifest_fields_are_typed():
+def test_manifest_fields_are_typed() -> None:
     typed = ModelManifest.from_json(MANIFEST, "m")
     assert typed.signature.inputs[0].shape == (4,) and typed.signature.outputs[0].dtype == "bool"
     assert [c.batch_size for c in typed.reference.cases] == [1, 3]
@@ -96,13 +97,13 @@ def test_manifest_fields_are_typed():
     (variant(requires=DROP), "m.requires: required field is missing"),
     (variant(toolchain__runtime={"origin": "somewhere", "key": "k"}), "m.toolchain.runtime.origin: expected one of"),
 ])
-def test_bad_manifest_names_the_field(doc, message):
+def test_bad_manifest_names_the_field(doc, message) -> None:
     with pytest.raises(InvalidInput) as info:
         ModelManifest.from_json(doc, "m")
     assert str(info.value).startswith(message)
 
 
-def test_compile_request_is_the_wire_format():
+def test_compile_request_is_the_wire_format() -> None:
     """The request as the worker (worker/tf_worker.py, hashed into build keys) has always received it."""
     request = CompileRequest(saved_model="/s", serving_key="serving_default", batch_sizes=(1, 2),
                              namespace="ns", class_name="c", output_dir="/o", target_triple="x86_64-pc-linux",
@@ -121,7 +122,7 @@ ANSWER = {"ok": True, "signature": {"inputs": [TENSOR], "outputs": [TENSOR]},
           "reference": [{"batch_size": 1, "dir": "bs1"}], "tensorflow_version": "2.21.0", "timings": {"load": 0.5}}
 
 
-def test_compile_answer_is_typed():
+def test_compile_answer_is_typed() -> None:
     answer = CompileAnswer.from_json(ANSWER, "answer")
     assert answer.files["1"].objects == ("c_bs1.o", "c_bs1_constants.o")
     assert answer.signature.order is None and answer.reference[0].dir == "bs1"
@@ -132,13 +133,13 @@ def test_compile_answer_is_typed():
     ({"files": {"1": {"header": "c.h", "objects": ["/tmp/x.o"]}}}, "answer.files.1.objects[0]: invalid file name"),
     ({"tensorflow_version": 2.21}, "answer.tensorflow_version: expected a string, got 2.21"),
 ])
-def test_bad_compile_answer_names_the_field(change, message):
+def test_bad_compile_answer_names_the_field(change: dict[str, dict[str, dict[str, list[object] | str]]] | dict[str, dict[str, dict[str, list[str] | str]]] | dict[str, float], message: str) -> None:
     with pytest.raises(InvalidInput) as info:
         CompileAnswer.from_json({**ANSWER, **change}, "answer")
     assert str(info.value).startswith(message)
 
 
-def test_check_answer_and_the_signature_line():
+def test_check_answer_and_the_signature_line() -> None:
     from tfaot_dist.documents import CheckAnswer, CheckRequest
     from tfaot_dist.check import describe_signature
 
@@ -164,7 +165,7 @@ RUNTIME_MANIFEST = {
 
 
 @pytest.mark.parametrize("levels", [None, ["x86-64", "x86-64-v3", "x86-64-v4"]])
-def test_runtime_manifest_reads_back_to_the_same_bytes(levels):
+def test_runtime_manifest_reads_back_to_the_same_bytes(levels: list[str] | None) -> None:
     written = RUNTIME_MANIFEST if levels is None else {**RUNTIME_MANIFEST, "cpu_levels": levels}
     typed = RuntimeManifest.from_json(json.loads(dumped(written)), "manifest.json")
     assert dumped(typed.to_json()) == dumped(written)
@@ -179,7 +180,7 @@ def test_runtime_manifest_reads_back_to_the_same_bytes(levels):
     ("runtime_key", None, "m.runtime_key: required field is missing"),
     ("cpu_levels", ["x86-64", "avx9"], "m.cpu_levels: unknown CPU level 'avx9' (expected one of x86-64, x86-64-v2, x86-64-v3, x86-64-v4)"),
 ])
-def test_runtime_manifest_refusals_name_the_field(field, value, message):
+def test_runtime_manifest_refusals_name_the_field(field: str, value: list[str] | str | None, message: str) -> None:
     doc = {k: v for k, v in RUNTIME_MANIFEST.items() if k != field}
     if value is not None:
         doc[field] = value
@@ -188,7 +189,7 @@ def test_runtime_manifest_refusals_name_the_field(field, value, message):
     assert str(exc.value) == message
 
 
-def test_runtime_package_on_disk_reads_back_to_its_bytes(built):
+def test_runtime_package_on_disk_reads_back_to_its_bytes(built: Path) -> None:
     """The runtime package a real build wrote: its manifest.json typed and written again, byte for byte."""
     (root,) = [p for p in (built / "dist").glob("tfaot-xla-runtime-*") if p.is_dir()]
     data = (root / "manifest.json").read_text()

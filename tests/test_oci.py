@@ -3,6 +3,9 @@
 test's temporary directory; with an htpasswd file (bcrypt, apache2-utils' htpasswd) for the auth tests.
 """
 
+from test_distribution import Fleet
+from collections.abc import Iterator
+from conftest import Cli
 import json
 import os
 import shutil
@@ -33,7 +36,7 @@ def free_port() -> int:
 class Registry:
     """docker-registry serving root/data on 127.0.0.1:PORT (optionally behind htpasswd)."""
 
-    def __init__(self, root: Path, users: dict[str, str] | None = None, auth: str = ""):
+    def __init__(self, root: Path, users: dict[str, str] | None = None, auth: str = "") -> None:
         if not shutil.which("docker-registry"):
             pytest.fail("docker-registry is needed (.ci/run installs it: apt-get install docker-registry)")
         self.root, self.port, self.proc = root, free_port(), None
@@ -81,26 +84,26 @@ class Registry:
 
 
 @pytest.fixture(scope="module")
-def registry_server(tmp_path_factory):
+def registry_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator["Registry"]:
     server = Registry(tmp_path_factory.mktemp("oci-registry"))
     yield server
     server.stop()
 
 
 @pytest.fixture(scope="module")
-def oci_channel(registry_server, built, tmp_path_factory) -> str:
+def oci_channel(registry_server: Registry, built: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
     """built/dist published once into the module's registry (namespace tfaot/models)."""
     cache = tmp_path_factory.mktemp("oci-cache")
     tool("publish", "--channel", registry_server.channel(), "--dist", built / "dist", cache=cache)
     return registry_server.channel()
 
 
-def listed(run, channel: str) -> dict[tuple[str, str], str]:
+def listed(run: Cli, channel: str) -> dict[tuple[str, str], str]:
     out, _ = run("setup", "--list", "--channel", channel, "--json")
     return {(p["name"], p["version"]): p["sha256"] for p in json.loads(out)["packages"]}
 
 
-def test_publish_lists_the_same_index_as_a_directory_channel(run, built, oci_channel, tmp_path):
+def test_publish_lists_the_same_index_as_a_directory_channel(run: Cli, built: Path, oci_channel: str, tmp_path: Path) -> None:
     run("publish", "--channel", tmp_path / "channel", "--dist", built / "dist")
     directory, _ = run("setup", "--list", "--channel", tmp_path / "channel", "--json")
     registry, _ = run("setup", "--list", "--channel", oci_channel, "--json")
@@ -112,7 +115,7 @@ def test_publish_lists_the_same_index_as_a_directory_channel(run, built, oci_cha
         assert sha256_file(built / "dist" / f"{name}-{row['version']}.tar.gz") == row["sha256"]
 
 
-def test_publish_again_and_other_bytes(run, built, oci_channel, registry_server, tmp_path):
+def test_publish_again_and_other_bytes(run: Cli, built: Path, oci_channel: str, registry_server: Registry, tmp_path: Path) -> None:
     before_index = listed(run, oci_channel)
     out, _ = run("publish", "--channel", oci_channel, "--dist", built / "dist", "--json")
     assert {p["status"] for p in json.loads(out)["packages"]} == {"unchanged"}
@@ -128,7 +131,7 @@ def test_publish_again_and_other_bytes(run, built, oci_channel, registry_server,
                                             "tags").iterdir())
 
 
-def test_setup_from_oci_pulls_by_digest_into_the_download_cache(run, oci_channel, built, tmp_path, cache):
+def test_setup_from_oci_pulls_by_digest_into_the_download_cache(run: Cli, oci_channel: str, built: Path, tmp_path: Path, cache: Path) -> None:
     area = tmp_path / "area"
     out, _ = run("setup", "test-simple", "--channel", oci_channel, "--area", area, "--json")
     assert [(r["name"], r["status"]) for r in json.loads(out)["results"]] == [
@@ -148,7 +151,7 @@ def test_setup_from_oci_pulls_by_digest_into_the_download_cache(run, oci_channel
     assert "offline: tfaot-model-test-multi 1.0.0" in line and "is not in the cache" in line
 
 
-def test_a_tampered_blob_is_a_digest_mismatch(run, built, registry_server, tmp_path, cache):
+def test_a_tampered_blob_is_a_digest_mismatch(run: Cli, built: Path, registry_server: Registry, tmp_path: Path, cache: Path) -> None:
     channel = registry_server.channel("tfaot/tampered")
     run("publish", "--channel", channel, "--dist", built / "dist")
     sha = sha256_file(built / "dist" / "tfaot-model-test-multi-1.0.0.tar.gz")
@@ -168,7 +171,7 @@ def test_a_tampered_blob_is_a_digest_mismatch(run, built, registry_server, tmp_p
     assert snapshot(area, cache) == before
 
 
-def test_concurrent_publishes_both_land(built, registry_server, tmp_path, cache):
+def test_concurrent_publishes_both_land(built: Path, registry_server: Registry, tmp_path: Path, cache: Path) -> None:
     dists = {}
     for name in ("test-simple", "test-multi"):
         dists[name] = tmp_path / name
@@ -189,7 +192,7 @@ def test_concurrent_publishes_both_land(built, registry_server, tmp_path, cache)
             "tfaot-model-test-simple", "tfaot-model-test-multi", RUNTIME}, round_
 
 
-def test_a_registry_that_dies_mid_push_leaves_nothing_half_listed(built, registry_server, tmp_path, cache):
+def test_a_registry_that_dies_mid_push_leaves_nothing_half_listed(built: Path, registry_server: Registry, tmp_path: Path, cache: Path) -> None:
     channel = registry_server.channel("tfaot/dies")
     first = tmp_path / "first"
     first.mkdir()
@@ -224,7 +227,7 @@ def test_a_registry_that_dies_mid_push_leaves_nothing_half_listed(built, registr
     assert (area / "tfaot" / "tfaot-model-test-multi" / "1.0.0" / "manifest.json").is_file()
 
 
-def test_auth_required_missing_wrong_and_given(built, tmp_path, cache):
+def test_auth_required_missing_wrong_and_given(built: Path, tmp_path: Path, cache: Path) -> None:
     token = "tok-" + os.urandom(12).hex()
     server = Registry(tmp_path / "auth-registry", {"ci": token})
     channel = server.channel()
@@ -267,12 +270,12 @@ def test_auth_required_missing_wrong_and_given(built, tmp_path, cache):
     ("oci://127.0.0.1:1", 3, "invalid OCI channel"),
     ("oci://127.0.0.1:1/tfaot/ns", 4, "Connection refused"),
 ])
-def test_bad_oci_locations(run, location, code, message):
+def test_bad_oci_locations(run: Cli, location: str, code: int, message: str) -> None:
     line = run.error("setup", "--list", "--channel", location, expect=code)
     assert message in line, line
 
 
-def test_fleet_on_both_channel_forms(fleet, registry_server, tmp_path, shared_cache):
+def test_fleet_on_both_channel_forms(fleet: Fleet, registry_server: Registry, tmp_path: Path, shared_cache: Path) -> None:
     """The distribution tests' registry of N_MODELS models (TFAOT_DIST_TEST_MODELS) published and set up
     through a directory served over HTTP and through the registry; the times are printed."""
     from conftest import fresh_cache
@@ -317,7 +320,7 @@ class TokenService:
 
     ISSUER, SERVICE = "tfaot-test-issuer", "tfaot-test-registry"
 
-    def __init__(self, root: Path, user: str, password: str):
+    def __init__(self, root: Path, user: str, password: str) -> None:
         import base64
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
         from urllib.parse import parse_qs, urlsplit
@@ -335,10 +338,10 @@ class TokenService:
             return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
         class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
+            def log_message(self, *args) -> None:
                 pass
 
-            def proxy(self):
+            def proxy(self) -> None:
                 import http.client
 
                 length = int(self.headers.get("Content-Length") or 0)
@@ -361,7 +364,7 @@ class TokenService:
 
             do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = proxy
 
-            def do_GET(self):
+            def do_GET(self) -> None:
                 if self.path.startswith("/v2"):
                     self.proxy()
                     return
@@ -403,7 +406,7 @@ class TokenService:
         self.httpd.server_close()
 
 
-def test_bearer_tokens_from_a_token_service(built, tmp_path, cache):
+def test_bearer_tokens_from_a_token_service(built: Path, tmp_path: Path, cache: Path) -> None:
     """The ghcr.io way: the registry answers 401 with a Bearer challenge naming a token service; the
     client trades TFAOT_DIST_OCI_TOKEN for a scoped token there."""
     secret = "ghp-" + os.urandom(12).hex()
@@ -439,7 +442,7 @@ def test_bearer_tokens_from_a_token_service(built, tmp_path, cache):
 # ---------------------------------------------------------------- yank, retries (hand-built packages)
 
 
-def test_yank_on_a_registry(run, registry_server, tmp_path):
+def test_yank_on_a_registry(run: Cli, registry_server: Registry, tmp_path: Path) -> None:
     """The yank is an index part of its own with a higher revision: readers that merge `latest`
     with parts see it, and publishing the same bytes again keeps it."""
     from hostile import hand_built_dist
@@ -464,7 +467,7 @@ class FlakyProxy:
     """In front of a registry on 127.0.0.1: answers 500 (as the distribution registry does under
     concurrent writes) to the first `fails` requests of each GET path under /v2/, passes the rest on."""
 
-    def __init__(self, upstream_port: int, fails: int):
+    def __init__(self, upstream_port: int, fails: int) -> None:
         import http.client
         import threading
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -474,10 +477,10 @@ class FlakyProxy:
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
+            def log_message(self, *args) -> None:
                 pass
 
-            def handle_any(self):
+            def handle_any(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
                 if self.command == "GET" and self.path.startswith("/v2/") and seen.get(self.path, 0) < fails:
@@ -519,7 +522,7 @@ class FlakyProxy:
 
 
 @pytest.mark.parametrize("fails, code", [(2, 0), (3, 4)])
-def test_5xx_answers_are_retried_with_backoff(run, registry_server, tmp_path, monkeypatch, fails, code):
+def test_5xx_answers_are_retried_with_backoff(run: Cli, registry_server: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: int, code: int) -> None:
     """Two 500s per path: publish and setup succeed, each retry logged. Three (the default of three
     attempts): exit 4 with one line naming the answer."""
     from hostile import hand_built_dist

@@ -29,7 +29,7 @@ def tracked_package_files() -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def distributions(tmp_path_factory) -> Path:
+def distributions(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Built from the tracked files alone, as in a fresh clone: an editable install's egg-info in the
     work tree would otherwise tell setuptools about files the package configuration forgets."""
     root = tmp_path_factory.mktemp("packaging")
@@ -44,7 +44,7 @@ def distributions(tmp_path_factory) -> Path:
     return out
 
 
-def test_the_wheel_carries_every_file_of_the_package(distributions):
+def test_the_wheel_carries_every_file_of_the_package(distributions: Path) -> None:
     (wheel,) = distributions.glob("tfaot_dist-*.whl")
     (sdist,) = distributions.glob("tfaot_dist-*.tar.gz")
     with zipfile.ZipFile(wheel) as z:
@@ -54,7 +54,7 @@ def test_the_wheel_carries_every_file_of_the_package(distributions):
 
 
 @pytest.mark.slow
-def test_installed_wheel_runs_the_first_steps(distributions, example_models, tmp_path, shared_cache):
+def test_installed_wheel_runs_the_first_steps(distributions: Path, example_models: Path, tmp_path: Path, shared_cache: Path) -> None:
     """--version, init, add-model and a compile from the installed wheel: its templates, headers,
     kernel sources and worker are all there (the compile reuses the shared cache's runtime,
     which is keyed by the content of those sources)."""

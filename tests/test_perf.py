@@ -6,6 +6,8 @@ times, and only where the margin is wide (the study's AOT vs TF C API at
 batch size 1 is about ten times).
 """
 
+from conftest import Cli
+from tfaot_dist.toolchain import Toolchain
 import json
 import re
 import shutil
@@ -24,7 +26,7 @@ from tfaot_dist.errors import InvalidInput
 
 
 @pytest.fixture(scope="module")
-def study(toolchain, tmp_path_factory) -> Path:
+def study(toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The study's 12-layer, 128-unit model, with its aot_config.yaml (batch sizes 1, 2, 4)."""
     out = tmp_path_factory.mktemp("study")
     run_in_toolchain(toolchain, REPO / "examples" / "make_models.py", out, "study_l12_u128", tmp=out / ".tmp")
@@ -40,7 +42,7 @@ def nm_defined(path: Path) -> dict[str, tuple[str, str]]:
 # ---------------------------------------------------------------- weights once
 
 
-def test_each_constant_buffer_is_defined_once(built):
+def test_each_constant_buffer_is_defined_once(built: Path) -> None:
     root = built / "dist" / "tfaot-model-test-simple-1.0.0"
     manifest = json.loads((root / "manifest.json").read_text())
     report = manifest["constants"]
@@ -61,7 +63,7 @@ def test_each_constant_buffer_is_defined_once(built):
             assert re.search(rf"\.rodata\.{symbol} .* 64$", readelf, re.MULTILINE), symbol
 
 
-def test_six_batch_sizes_cost_two_copies_of_the_weights(run, study, tmp_path):
+def test_six_batch_sizes_cost_two_copies_of_the_weights(run: Cli, study: Path, tmp_path: Path) -> None:
     """Goal: a package for 1, 2, 4, 8, 16, 32 links into a binary whose model data is <= 2.2 x the weights."""
     cfg = tmp_path / "aot_config.yaml"
     cfg.write_text(f"model:\n  name: study_l12_u128\n  version: '1.0.0'\n  saved_model: {study / 'saved_model'}\n"
@@ -81,7 +83,7 @@ def test_six_batch_sizes_cost_two_copies_of_the_weights(run, study, tmp_path):
 # ---------------------------------------------------------------- bench
 
 
-def test_bench_against_tensorflow(run, study, tmp_path):
+def test_bench_against_tensorflow(run: Cli, study: Path, tmp_path: Path) -> None:
     # Two levels: the baseline and the one this machine runs best. From batch size 64 on the
     # generated code calls the runtime's matrix product, so the runtime's kernels are in the program.
     cfg = tmp_path / "aot_config.yaml"
@@ -151,7 +153,7 @@ def gemm_tiles(obj: Path) -> set[str]:
 
 
 @pytest.mark.parametrize("xla_flags, tiles", [([], "4_8"), ([TILE_OPTION + "11:9:1*vectwidth"], "11_9")])
-def test_small_matrix_products_take_our_tiles_and_match_tensorflow(run, study, tmp_path, xla_flags, tiles):
+def test_small_matrix_products_take_our_tiles_and_match_tensorflow(run: Cli, study: Path, tmp_path: Path, xla_flags, tiles) -> None:
     """Batch size 2 runs XLA's tiled small-matrix product: by default with 4-row x 2-vector tiles
     (XLA's own 11 x 1 left two dependent FMA chains: batch size 2 was slower per event than 1);
     a config's flag wins. The flags are in the manifest and the package verifies against TensorFlow."""
@@ -174,7 +176,7 @@ def test_small_matrix_products_take_our_tiles_and_match_tensorflow(run, study, t
 # ---------------------------------------------------------------- tune
 
 
-def test_cheapest_composition():
+def test_cheapest_composition() -> None:
     costs = {1: 1.0, 2: 1.5, 4: 2.0, 8: 5.0}
     choice = tune.cheapest(costs, [3, 5, 7, 8, 9, 12])
     assert choice[3].sizes == (4,)  # one padded call of 4 beats 2 + 1
@@ -189,14 +191,14 @@ def test_cheapest_composition():
     assert tune.parse_targets("1-3,8") == [1, 2, 3, 8]
 
 
-def test_batch_rules_are_validated():
+def test_batch_rules_are_validated() -> None:
     assert config_mod.batch_rules(["5:4,1", "3:4"], "x") == ("5:4,1", "3:4")
     for bad in (["5:2,2"], ["5:4,4,4"], ["x"], "5:4,1", ["5:4,1", "5:2,2,1"]):
         with pytest.raises(InvalidInput):
             config_mod.batch_rules(bad, "x")
 
 
-def test_tune_writes_rules_the_package_applies(built, run, tmp_path):
+def test_tune_writes_rules_the_package_applies(built: Path, run: Cli, tmp_path: Path) -> None:
     registry = tmp_path / "tuned-registry"
     shutil.copytree(built / "registry", registry)
     run.registry = registry
@@ -225,7 +227,7 @@ def test_tune_writes_rules_the_package_applies(built, run, tmp_path):
 # ---------------------------------------------------------------- CPU targets
 
 
-def test_cpu_target_check():
+def test_cpu_target_check() -> None:
     flags = ("fpu cx8 cmov mmx fxsr syscall sse sse2 pni ssse3 sse4_1 sse4_2 popcnt cx16 lahf_lm avx avx2 bmi1 bmi2 "
              "fma f16c movbe abm xsave")
     cpuinfo = f"processor : 0\nflags\t\t: {flags}\n"
@@ -245,7 +247,7 @@ def test_cpu_target_check():
 # ---------------------------------------------------------------- compile path
 
 
-def test_compile_helpers_write_the_same_files(toolchain, example_models, tmp_path):
+def test_compile_helpers_write_the_same_files(toolchain: Toolchain, example_models: Path, tmp_path: Path) -> None:
     """tfcompile in helper processes (jobs=3) gives the bytes of the in-process compile (jobs=1)."""
     from tfaot_dist.toolchain import run_worker
 
@@ -279,7 +281,7 @@ def _fake_size(include: Path, lib: Path, bs: int, buffers: dict[str, bytes]) -> 
                    check=True)
 
 
-def test_share_constants_on_synthetic_objects(tmp_path):
+def test_share_constants_on_synthetic_objects(tmp_path: Path) -> None:
     from tfaot_dist.cxx import weight_sharing
 
     include, lib = tmp_path / "include", tmp_path / "lib"
@@ -310,7 +312,7 @@ def test_share_constants_on_synthetic_objects(tmp_path):
     assert subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split() == ["7", "3"]
 
 
-def test_share_constants_leaves_unknown_forms_alone(tmp_path):
+def test_share_constants_leaves_unknown_forms_alone(tmp_path: Path) -> None:
     from tfaot_dist.cxx import weight_sharing
 
     include, lib = tmp_path / "include", tmp_path / "lib"

@@ -16,14 +16,14 @@ def log_of(message: str) -> Path:
     return Path(message.rsplit("(log: ", 1)[1][:-1])
 
 
-def test_success_returns_stdout(tmp_path):
+def test_success_returns_stdout(tmp_path: Path) -> None:
     out = process.run([PY, "-c", "import os; print(os.getcwd()); print('é')"], what="print", cwd=tmp_path,
                       log_dir=tmp_path / "logs")
     assert out == f"{tmp_path}\né\n"
     assert not (tmp_path / "logs").exists()  # no log for a success
 
 
-def test_failure_is_one_line_naming_the_log_which_holds_everything(tmp_path):
+def test_failure_is_one_line_naming_the_log_which_holds_everything(tmp_path: Path) -> None:
     script = ("import sys\n"
               "for i in range(50): print(f'out {i}')\n"
               "for i in range(40): print(f'noise {i}', file=sys.stderr)\n"
@@ -44,14 +44,14 @@ def test_failure_is_one_line_naming_the_log_which_holds_everything(tmp_path):
     assert [p.name for p in log.parent.iterdir()] == [log.name]  # no temporary left beside it
 
 
-def test_without_an_error_line_the_last_line_says_why(tmp_path):
+def test_without_an_error_line_the_last_line_says_why(tmp_path: Path) -> None:
     with pytest.raises(CompileFailed) as info:
         process.run([PY, "-c", "raise ValueError('bad value')"], what="step", log_dir=tmp_path)
     assert str(info.value).startswith("step failed (exit 1): ValueError: bad value (log: "), info.value
     assert "Traceback" in log_of(str(info.value)).read_text()
 
 
-def test_two_failures_get_two_logs(tmp_path):
+def test_two_failures_get_two_logs(tmp_path: Path) -> None:
     logs = set()
     for _ in range(2):
         with pytest.raises(CompileFailed) as info:
@@ -61,7 +61,7 @@ def test_two_failures_get_two_logs(tmp_path):
     assert len(logs) == 2 and all(p.is_file() for p in logs)
 
 
-def test_a_missing_program_is_one_line_and_no_log(tmp_path):
+def test_a_missing_program_is_one_line_and_no_log(tmp_path: Path) -> None:
     with pytest.raises(CompileFailed) as info:
         process.run([tmp_path / "no-such-compiler", "--version"], what="compiler version", log_dir=tmp_path / "logs")
     assert str(info.value) == (f"compiler version: cannot run {tmp_path / 'no-such-compiler'}: "
@@ -69,7 +69,7 @@ def test_a_missing_program_is_one_line_and_no_log(tmp_path):
     assert not (tmp_path / "logs").exists()
 
 
-def test_a_timeout_is_a_failure_with_what_was_written(tmp_path):
+def test_a_timeout_is_a_failure_with_what_was_written(tmp_path: Path) -> None:
     script = "import sys, time; print('started', flush=True); time.sleep(30)"
     with pytest.raises(CompileFailed) as info:
         process.run([PY, "-c", script], what="slow step", timeout=1, log_dir=tmp_path)
@@ -77,27 +77,27 @@ def test_a_timeout_is_a_failure_with_what_was_written(tmp_path):
     assert "started" in log_of(str(info.value)).read_text()
 
 
-def test_a_signal_is_named(tmp_path):
+def test_a_signal_is_named(tmp_path: Path) -> None:
     with pytest.raises(CompileFailed, match=r"^harness failed \(killed by SIGSEGV\)"):
         process.run([PY, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"], what="harness",
                     log_dir=tmp_path)
 
 
-def test_probe_reports_instead_of_raising(tmp_path):
+def test_probe_reports_instead_of_raising(tmp_path: Path) -> None:
     done = process.probe([PY, "-c", "import sys; print('no'); sys.exit(2)"])
     assert (done.ok, done.status, done.stdout) == (False, 2, "no\n")
     missing = process.probe([tmp_path / "nothing"])
     assert missing.status == process.NOT_RUN and "cannot run" in missing.stderr
 
 
-def test_logs_go_to_the_cache_by_default(tmp_path, monkeypatch):
+def test_logs_go_to_the_cache_by_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TFAOT_DIST_CACHE", str(tmp_path / "cache"))
     with pytest.raises(CompileFailed) as info:
         process.run([PY, "-c", "import sys; sys.exit(4)"], what="step")
     assert log_of(str(info.value)).parent == tmp_path / "cache" / "logs"
 
 
-def test_an_unwritable_log_dir_falls_back_and_still_fails(tmp_path):
+def test_an_unwritable_log_dir_falls_back_and_still_fails(tmp_path: Path) -> None:
     blocked = tmp_path / "file"
     blocked.write_text("")  # a file where the log directory should be
     with pytest.raises(CompileFailed) as info:
@@ -107,7 +107,7 @@ def test_an_unwritable_log_dir_falls_back_and_still_fails(tmp_path):
     log.unlink()
 
 
-def test_stream_writes_both_streams_to_the_file_in_order(tmp_path):
+def test_stream_writes_both_streams_to_the_file_in_order(tmp_path: Path) -> None:
     script = ("import sys\n"
               "print('one', flush=True)\n"
               "print('two', file=sys.stderr, flush=True)\n"
@@ -118,7 +118,7 @@ def test_stream_writes_both_streams_to_the_file_in_order(tmp_path):
     assert (tmp_path / "worker.log").read_text() == "one\ntwo\nthree\n"
 
 
-def test_stream_reports_a_timeout_and_a_program_that_cannot_run(tmp_path):
+def test_stream_reports_a_timeout_and_a_program_that_cannot_run(tmp_path: Path) -> None:
     slow = process.stream([PY, "-c", "import time; print('started', flush=True); time.sleep(30)"],
                           tmp_path / "slow.log", timeout=1)
     assert slow.status == process.TIMED_OUT and slow.describe_status() == "timed out after 1 s"

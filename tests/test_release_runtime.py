@@ -7,6 +7,7 @@ against it carry the same model objects as against ours, are verified against Te
 by the harness linked to the .so, and name the release's tool.
 """
 
+from tfaot_dist.toolchain import Toolchain
 import hashlib
 import json
 from pathlib import Path
@@ -24,20 +25,20 @@ PACKAGE = "tfaot-model-simple-1.0.0"
 
 
 @pytest.fixture(scope="module")
-def release(toolchain212, shared_cache) -> Path:
+def release(toolchain212: Toolchain, shared_cache: Path) -> Path:
     """The cached entry: tensorflow-xla-runtime/ and abseil-cpp/ install roots."""
     return ensure_release_runtime(toolchain212, shared_cache)
 
 
 @pytest.fixture(scope="module")
-def simple212(toolchain212, tmp_path_factory) -> Path:
+def simple212(toolchain212: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("simple212")
     run_in_toolchain(toolchain212, REPO / "examples" / "make_models.py", out, "simple", tmp=out / ".tmp")
     return out / "simple" / "aot_config.yaml"
 
 
 @pytest.fixture
-def session_env(tmp_path, shared_cache, monkeypatch, release):
+def session_env(tmp_path: Path, shared_cache: Path, monkeypatch: pytest.MonkeyPatch, release: Path) -> Path:
     """A fresh cache sharing the expensive entries; abseil-cpp's root as cmsBuild sets it."""
     monkeypatch.setenv("TFAOT_DIST_CACHE", str(fresh_cache(tmp_path / "cache", shared_cache)))
     monkeypatch.setenv("ABSEIL_CPP_ROOT", str(release / ABSEIL_DIR))
@@ -55,7 +56,7 @@ def digests(root: Path, under: str) -> dict[str, str]:
 
 
 @pytest.mark.slow
-def test_compile_and_verify_against_the_release_runtime(toolchain212, release, simple212, session_env, capsys):
+def test_compile_and_verify_against_the_release_runtime(toolchain212: Toolchain, release: Path, simple212: Path, session_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """One CPU level: verified against TensorFlow through the .so; objects and headers as with our
     runtime; the package names the release's tool, carries the interface headers, no CMake config."""
     tmp = session_env
@@ -97,7 +98,7 @@ def test_compile_and_verify_against_the_release_runtime(toolchain212, release, s
 
 
 @pytest.mark.slow
-def test_multi_level_model_verifies_against_the_release_runtime(toolchain212, release, simple212, session_env):
+def test_multi_level_model_verifies_against_the_release_runtime(toolchain212: Toolchain, release: Path, simple212: Path, session_env: Path) -> None:
     """No per-level kernels, no dispatcher in the release's runtime: the hooks of tfaot/CpuLevel.h are
     weak, so each level this CPU runs is verified, forced by TFAOT_CPU_LEVEL."""
     out = session_env / "levels"
@@ -109,7 +110,7 @@ def test_multi_level_model_verifies_against_the_release_runtime(toolchain212, re
 
 
 @pytest.mark.slow
-def test_bad_runtimes_give_one_error_line(toolchain212, release, simple212, session_env, capsys, monkeypatch):
+def test_bad_runtimes_give_one_error_line(toolchain212: Toolchain, release: Path, simple212: Path, session_env: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     tmp = session_env
     python = toolchain212.python
     out = tmp / "out"
@@ -165,7 +166,7 @@ def test_bad_runtimes_give_one_error_line(toolchain212, release, simple212, sess
     ("runtime", "/opt/a b", "expected an absolute path (letters, digits and ._/+,=@~%-), got '/opt/a b'"),
     ("python", 3, "expected a string, got 3"),
 ])
-def test_registry_toolchain_paths_are_checked(tmp_path, capsys, field, value, message):
+def test_registry_toolchain_paths_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str], field: str, value: int | str, message: str) -> None:
     registry = tmp_path / "registry"
     registry.mkdir()
     (registry / "registry.yaml").write_text(json.dumps({"toolchain": {field: value}}))
@@ -175,7 +176,7 @@ def test_registry_toolchain_paths_are_checked(tmp_path, capsys, field, value, me
     assert not (tmp_path / "specs").exists()
 
 
-def test_registry_toolchain_paths_are_read_and_keep_other_build_keys(tmp_path):
+def test_registry_toolchain_paths_are_read_and_keep_other_build_keys(tmp_path: Path) -> None:
     registry = tmp_path / "registry"
     registry.mkdir()
     (registry / "registry.yaml").write_text("toolchain:\n  requirements: [tensorflow-cpu==2.12.0]\n")

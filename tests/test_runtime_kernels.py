@@ -8,6 +8,7 @@ a double-precision reference; a level the CPU cannot run must be lowered to
 one it can, never executed.
 """
 
+from tfaot_dist.toolchain import Toolchain
 import json
 import re
 import subprocess
@@ -87,18 +88,18 @@ int main(int argc, char** argv) {
 
 
 @pytest.fixture(scope="module")
-def runtime(toolchain, shared_cache) -> xla_runtime.XlaRuntime:
+def runtime(toolchain: Toolchain, shared_cache: Path) -> xla_runtime.XlaRuntime:
     return xla_runtime.ensure_runtime(toolchain.python, shared_cache, lambda m: None)
 
 
 @pytest.fixture(scope="module")
-def part(runtime, toolchain, shared_cache) -> runtime_parts.BuiltPart:
+def part(runtime: xla_runtime.XlaRuntime, toolchain: Toolchain, shared_cache: Path) -> runtime_parts.BuiltPart:
     [built] = xla_runtime.ensure_parts(runtime, ["dot_lib_f32"], toolchain.python, shared_cache, lambda m: None)
     return built
 
 
 @pytest.fixture(scope="module")
-def program(runtime, part, tmp_path_factory) -> Path:
+def program(runtime: xla_runtime.XlaRuntime, part: runtime_parts.BuiltPart, tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("kernels")
     (work / "matmul.cc").write_text(PROGRAM)
     xla_runtime.compile_consumer(runtime, [work / "matmul.cc"], [], part.objects, work / "matmul")
@@ -119,25 +120,25 @@ def best_runnable() -> str:
     return [lv.name for lv in runtime_kernels.LEVELS if runnable(lv.name)][-1]
 
 
-def test_runtime_lists_its_levels(runtime):
+def test_runtime_lists_its_levels(runtime: xla_runtime.XlaRuntime) -> None:
     meta = json.loads((runtime.root / xla_runtime.MANIFEST).read_text())
     assert meta["cpu_levels"] == ["x86-64", "x86-64-v3", "x86-64-v4"]
     assert xla_runtime.XlaRuntime.from_dir(runtime.root).cpu_levels == ("x86-64", "x86-64-v3", "x86-64-v4")
 
 
 @pytest.mark.parametrize("level", [lv.name for lv in runtime_kernels.LEVELS])
-def test_forced_level_matches_the_reference(program, level):
+def test_forced_level_matches_the_reference(program: Path, level) -> None:
     result = run(program, level=level)
     # A level this CPU lacks is lowered to the best it runs, not executed.
     assert result["level"] == (level if runnable(level) else best_runnable())
     assert float(result["error"]) < 1e-5
 
 
-def test_automatic_level_is_the_best_the_cpu_runs(program):
+def test_automatic_level_is_the_best_the_cpu_runs(program: Path) -> None:
     assert run(program)["level"] == best_runnable()
 
 
-def test_api_call_forces_a_level(program):
+def test_api_call_forces_a_level(program: Path) -> None:
     result = run(program, "x86-64", level="x86-64-v3")
     assert result["force"] == "x86-64 -> 0"
     assert result["level"] == "x86-64"
@@ -147,20 +148,20 @@ def test_api_call_forces_a_level(program):
     assert result["level"] == best_runnable()
 
 
-def test_v2_runs_the_baseline_kernels(program):
+def test_v2_runs_the_baseline_kernels(program: Path) -> None:
     """Packages may carry x86-64-v2 code; the runtime has no v2 kernels and uses the baseline's."""
     assert run(program, level="x86-64-v2")["level"] == "x86-64"
     assert run(program, "x86-64-v2")["force"] == "x86-64-v2 -> 1"
 
 
-def test_unknown_level_names_are_refused(program):
+def test_unknown_level_names_are_refused(program: Path) -> None:
     assert run(program, "pentium")["force"] == "pentium -> -1"
     result = run(program, level="pentium")
     assert result["level"] == best_runnable()
     assert "TFAOT_CPU_LEVEL=pentium" in result["stderr"]
 
 
-def test_each_level_uses_its_instructions(part):
+def test_each_level_uses_its_instructions(part: runtime_parts.BuiltPart) -> None:
     objects = part.root / "obj"
     registers = {}
     for lv in runtime_kernels.LEVELS:
@@ -173,7 +174,7 @@ def test_each_level_uses_its_instructions(part):
     assert "zmm" in registers["x86-64-v4"][0]
 
 
-def test_level_objects_define_no_shared_symbols(part):
+def test_level_objects_define_no_shared_symbols(part: runtime_parts.BuiltPart) -> None:
     """No Eigen or std function compiled for v3/v4 can be merged by the linker into baseline code."""
     objects = part.root / "obj"
     for lv in runtime_kernels.LEVELS:
@@ -187,7 +188,7 @@ def test_level_objects_define_no_shared_symbols(part):
                    or f"{len(namespace)}{namespace}" in name for name in exported), exported
 
 
-def test_wheel_entry_point_is_replaced(runtime, part):
+def test_wheel_entry_point_is_replaced(runtime: xla_runtime.XlaRuntime, part: runtime_parts.BuiltPart) -> None:
     """The part defines the generated code's matmul once (ours), and XLA's original under its new name;
     the core library defines neither."""
     out = subprocess.run(["nm", "-A", "--defined-only", *part.objects], capture_output=True, text=True,

@@ -5,6 +5,9 @@ real, for both TensorFlow versions; a model that calls a product carries the
 part in its archive and verifies; a model that calls none carries nothing.
 """
 
+from tfaot_dist.cxx.xla_runtime import XlaRuntime
+from conftest import Cli
+from tfaot_dist.toolchain import Toolchain
 import json
 import subprocess
 from pathlib import Path
@@ -15,7 +18,7 @@ from conftest import REPO, run_in_toolchain
 from tfaot_dist.cxx import runtime_parts, xla_runtime
 
 
-def test_entry_points_are_claimed_by_their_own_part():
+def test_entry_points_are_claimed_by_their_own_part() -> None:
     """The table as a pure function: each name goes to the part of its type and rank, or to none."""
     sources = [*runtime_parts.ENTRY_POINTS, "xla/executable_run_options.cc"]
     available = {p.name: p for p in runtime_parts.parts(sources)}
@@ -44,7 +47,8 @@ def test_entry_points_are_claimed_by_their_own_part():
 
 
 @pytest.fixture(scope="module", params=["2.21", "2.12"])
-def all_parts(request, shared_cache):
+def all_parts(request: pytest.FixtureRequest, shared_cache: Path
+              ) -> tuple[XlaRuntime, dict[str, runtime_parts.Part], list[runtime_parts.BuiltPart]]:
     """Every part of the runtime of one TensorFlow version, built (cached across runs)."""
     toolchain = request.getfixturevalue("toolchain" if request.param == "2.21" else "toolchain212")
     runtime = xla_runtime.ensure_runtime(toolchain.python, shared_cache, lambda m: None)
@@ -57,7 +61,7 @@ def all_parts(request, shared_cache):
 
 
 @pytest.mark.slow
-def test_each_part_defines_what_the_table_says_and_nothing_another_part_claims(all_parts):
+def test_each_part_defines_what_the_table_says_and_nothing_another_part_claims(all_parts: tuple[XlaRuntime, dict[str, runtime_parts.Part], list[runtime_parts.BuiltPart]]) -> None:
     runtime, available, built = all_parts
     for part in built:
         defined = runtime_parts.defined_symbols(part.objects)
@@ -72,13 +76,13 @@ def test_each_part_defines_what_the_table_says_and_nothing_another_part_claims(a
 
 
 @pytest.fixture(scope="module")
-def study(toolchain, tmp_path_factory) -> Path:
+def study(toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("study")
     run_in_toolchain(toolchain, REPO / "examples" / "make_models.py", out, "study_l12_u128", tmp=out / ".tmp")
     return out / "study_l12_u128"
 
 
-def compile_study(run, study: Path, out: Path, batch_sizes: list[int]) -> tuple[Path, dict, str]:
+def compile_study(run: Cli, study: Path, out: Path, batch_sizes: list[int]) -> tuple[Path, dict, str]:
     cfg = out / "aot_config.yaml"
     out.mkdir(parents=True, exist_ok=True)
     cfg.write_text(json.dumps({"model": {"name": "study_l12_u128", "version": "1.0.0",
@@ -97,7 +101,7 @@ def archive_members(root: Path) -> list[str]:
 
 
 @pytest.mark.slow
-def test_a_model_calling_the_product_carries_its_part_and_verifies(run, study, tmp_path):
+def test_a_model_calling_the_product_carries_its_part_and_verifies(run: Cli, study: Path, tmp_path: Path) -> None:
     """128-unit layers at batch size 64 call the runtime's matrix product (Eigen): the package's archive
     holds the dot_lib_f32 part (the per-level kernels, the dispatcher, XLA's renamed product)."""
     root, manifest, log = compile_study(run, study, tmp_path / "a", [1, 64])
@@ -116,7 +120,7 @@ def test_a_model_calling_the_product_carries_its_part_and_verifies(run, study, t
 
 
 @pytest.mark.slow
-def test_a_model_calling_no_runtime_code_carries_no_part(run, study, tmp_path):
+def test_a_model_calling_no_runtime_code_carries_no_part(run: Cli, study: Path, tmp_path: Path) -> None:
     """Batch sizes 1 and 2 of 128-unit layers: XLA emits the products inline, no part is needed."""
     root, manifest, _ = compile_study(run, study, tmp_path / "b", [1, 2])
     assert "runtime_parts" not in manifest
@@ -124,8 +128,8 @@ def test_a_model_calling_no_runtime_code_carries_no_part(run, study, tmp_path):
 
 
 @pytest.mark.slow
-def test_an_unlisted_entry_point_builds_every_part_and_takes_the_one_defining_it(run, study, tmp_path,
-                                                                                 monkeypatch):
+def test_an_unlisted_entry_point_builds_every_part_and_takes_the_one_defining_it(run: Cli, study: Path, tmp_path: Path,
+                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Should the table miss an entry point (a new TensorFlow), the symbols of the built parts decide
     (they are cached once the test above has run)."""
     source = "xla/backends/cpu/runtime/dot_lib_f32.cc"

@@ -15,7 +15,7 @@ def runtime_with_key(key: str) -> XlaRuntime:
                       ldflags=[], tensorflow_version="2.21.0", key=f"tf2.21.0-gcc12.2.0-{key}")
 
 
-def test_version_is_normalized_pep440_with_build_and_packaging_labels():
+def test_version_is_normalized_pep440_with_build_and_packaging_labels() -> None:
     for key in ("b8fd209dfb55daad", "0123456789012345"):
         version = runtime_package.runtime_version(runtime_with_key(key))
         assert names.version(version, "runtime version") == version
@@ -25,7 +25,7 @@ def test_version_is_normalized_pep440_with_build_and_packaging_labels():
 
 
 @pytest.mark.parametrize("change", ["interface header", "template"])
-def test_changed_packaging_is_a_new_version(change, tmp_path, monkeypatch):
+def test_changed_packaging_is_a_new_version(change: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     before = runtime_package.packaging_digest.__wrapped__()
     if change == "interface header":
         copy = tmp_path / "include"

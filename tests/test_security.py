@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Cli, snapshot
+from conftest import Cli, snapshot
 from tfaot_dist import cli
 from tfaot_dist.util.download import DEADLINE_ENV, TIMEOUT_ENV, cached_archive, cached_verified, get_bytes
 from tfaot_dist.errors import IntegrityError, SourceUnavailable
@@ -29,7 +29,7 @@ from tfaot_dist.util.archives import TAR, ZIP, extract
 
 
 @pytest.fixture
-def run(capsys, monkeypatch, tmp_path) -> Cli:
+def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Cli:
     (tmp_path / "registry" / "models").mkdir(parents=True)
     (tmp_path / "cache").mkdir()  # commands that use the cache make it: these tests compare what changed
     return Cli(capsys, monkeypatch, tmp_path / "cache", tmp_path / "registry", tmp_path)
@@ -42,7 +42,7 @@ def one_error(err: str) -> str:
     return lines[0]
 
 
-def package_tar(name="tfaot-model-x", version="1.0", files=None, manifest_extra=None, members=()) -> bytes:
+def package_tar(name: str="tfaot-model-x", version: str="1.0", files=None, manifest_extra=None, members=()) -> bytes:
     """A package archive as publish expects it: PACKAGE-VERSION/ with files and a manifest listing them."""
     files = files if files is not None else {"include/tfaot-model-x/model.h": b"// x\n"}
     manifest = {"package": name, "version": version, "kind": "model",
@@ -73,7 +73,7 @@ def zip_bytes(entries) -> bytes:
 # ---------------------------------------------------------------- writes outside the area
 
 
-def test_polyglot_package_archive_is_refused(run, tmp_path):
+def test_polyglot_package_archive_is_refused(run: Cli, tmp_path: Path) -> None:
     """A valid .tar.gz with a zip appended (holding a link out of the tree): publish refuses it, exit 7."""
     dist = tmp_path / "dist"
     dist.mkdir()
@@ -87,7 +87,7 @@ def test_polyglot_package_archive_is_refused(run, tmp_path):
     assert snapshot(tmp_path) == before
 
 
-def test_package_archive_with_a_link_is_refused(run, tmp_path):
+def test_package_archive_with_a_link_is_refused(run: Cli, tmp_path: Path) -> None:
     dist = tmp_path / "dist"
     dist.mkdir()
     link = tarfile.TarInfo("tfaot-model-x-1.0/lib")
@@ -98,7 +98,7 @@ def test_package_archive_with_a_link_is_refused(run, tmp_path):
     assert not (tmp_path / "channel").exists()
 
 
-def test_verify_archive_caps_entries(run, tmp_path, monkeypatch):
+def test_verify_archive_caps_entries(run: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The package reader stops at the entry cap before reading on (the same cap as extraction)."""
     from tfaot_dist.util import archives
 
@@ -110,7 +110,7 @@ def test_verify_archive_caps_entries(run, tmp_path, monkeypatch):
     assert "more than 2 entries" in one_error(err)
 
 
-def test_zip_link_chain_leaving_the_tree_is_refused(tmp_path):
+def test_zip_link_chain_leaving_the_tree_is_refused(tmp_path: Path) -> None:
     """Links whose text stays inside but whose real path leaves: refused naming the link, nothing left."""
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -133,7 +133,7 @@ def test_zip_link_chain_leaving_the_tree_is_refused(tmp_path):
     assert not (tmp_path / "dest").exists()
 
 
-def test_link_in_tar_source_checked_on_the_file_system(tmp_path):
+def test_link_in_tar_source_checked_on_the_file_system(tmp_path: Path) -> None:
     ok, bad = io.BytesIO(), io.BytesIO()
     for buf, target in ((ok, "d/f"), (bad, "../../outside")):
         with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -155,7 +155,7 @@ def test_link_in_tar_source_checked_on_the_file_system(tmp_path):
         extract(tmp_path / "ok.tar", tmp_path / "zdest", "ok.tar", kind=ZIP)
 
 
-def test_symlink_leaving_a_data_repository_is_a_clear_error(tmp_path):
+def test_symlink_leaving_a_data_repository_is_a_clear_error(tmp_path: Path) -> None:
     """git archive of a commit with an absolute symlink: exit 7 naming it, not a traceback."""
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -176,7 +176,7 @@ def test_symlink_leaving_a_data_repository_is_a_clear_error(tmp_path):
     assert list(staged.iterdir()) == []
 
 
-def test_replaced_cache_entry_is_a_miss(tmp_path):
+def test_replaced_cache_entry_is_a_miss(tmp_path: Path) -> None:
     data = b"archive bytes"
     sha = hashlib.sha256(data).hexdigest()
     path = cached_archive(tmp_path, sha)
@@ -190,7 +190,7 @@ def test_replaced_cache_entry_is_a_miss(tmp_path):
 # ---------------------------------------------------------------- bounded parsers
 
 
-def registry_entry(run, text: str) -> None:
+def registry_entry(run: Cli, text: str) -> None:
     (run.registry / "models" / "x.yaml").write_text(text)
 
 
@@ -200,14 +200,14 @@ def registry_entry(run, text: str) -> None:
     ("name: " + "9" * 5000 + "\n", "integer of 5000 digits"),
     ("name: " + "[" * 10000 + "]" * 10000 + "\n", "nested deeper"),
 ])
-def test_hostile_yaml(run, text, expected, capsys):
+def test_hostile_yaml(run: Cli, text, expected, capsys: pytest.CaptureFixture[str]) -> None:
     registry_entry(run, text)
     out, err = run("list", expect=3)
     line = one_error(err)
     assert expected in line and "x.yaml" in line and len(line) < 500 and len(out) < 100
 
 
-def test_long_values_are_cut_in_errors(run):
+def test_long_values_are_cut_in_errors(run: Cli) -> None:
     registry_entry(run, "name: [" + ", ".join(["aaaaaaaaaa"] * 10000) + "]\n")
     _, err = run("list", expect=3)
     assert len(one_error(err)) < 600
@@ -234,14 +234,14 @@ def index_row(**fields) -> dict:
     ({"format": "tfaot-dist-channel/1", "packages": [index_row(version="../../x")]}, "version"),
     ({"format": "\x1b[31mred", "packages": []}, "\\x1b[31mred"),
 ])
-def test_hostile_index(run, tmp_path, doc, expected):
+def test_hostile_index(run: Cli, tmp_path: Path, doc, expected) -> None:
     channel = write_channel(tmp_path / "channel", doc)
     _, err = run("setup", "--list", "--channel", channel, expect=3)
     line = one_error(err)
     assert expected in line and "\x1b" not in line
 
 
-def test_file_url_with_a_host_is_refused(run):
+def test_file_url_with_a_host_is_refused(run: Cli) -> None:
     _, err = run("setup", "--list", "--channel", "file://otherhost/srv/channel", expect=3)
     assert "host" in one_error(err)
 
@@ -252,7 +252,7 @@ def test_file_url_with_a_host_is_refused(run):
     ({"compilation": {"batch_sizes": "1"}}, "batch_sizes: expected a list"),
     ({"package": ["x"]}, "package: expected a string"),
 ])
-def test_manifest_with_wrong_types(run, tmp_path, extra, expected):
+def test_manifest_with_wrong_types(run: Cli, tmp_path: Path, extra: dict[str, dict[str, str]] | dict[str, list[int]] | dict[str, list[object]] | dict[str, list[str]], expected: str) -> None:
     dist = tmp_path / "dist"
     dist.mkdir()
     (dist / "tfaot-model-x-1.0.tar.gz").write_bytes(package_tar(manifest_extra=extra))
@@ -274,7 +274,7 @@ def installed_doc(**row) -> dict:
 @pytest.mark.parametrize("row", [
     {"version": "../../etc"}, {"tool_files": ["scram.d/a b.xml"]}, {"requires": "x"}, {"scram": "yes"},
 ])
-def test_bad_installed_row_is_repairable(run, tmp_path, row):
+def test_bad_installed_row_is_repairable(run: Cli, tmp_path: Path, row: dict[str, list[str]] | dict[str, str]) -> None:
     area = tmp_path / "area"
     (area / "tfaot").mkdir(parents=True)
     (area / "tfaot" / "installed.json").write_text(json.dumps(installed_doc(**row)))
@@ -288,7 +288,7 @@ def test_bad_installed_row_is_repairable(run, tmp_path, row):
     assert json.loads((area / "tfaot" / "installed.json").read_text())["packages"] == {}
 
 
-def test_refused_setup_leaves_no_trace(run, tmp_path):
+def test_refused_setup_leaves_no_trace(run: Cli, tmp_path: Path) -> None:
     """A package whose tool file name the area cannot take: refused before anything is written."""
     files = {"include/tfaot-model-x/model.h": b"//\n", "etc/scram.d/a b.xml": b"<tool/>\n"}
     data = package_tar(files=files)
@@ -314,10 +314,10 @@ def test_refused_setup_leaves_no_trace(run, tmp_path):
 
 
 class Trickle(BaseHTTPRequestHandler):
-    def log_message(self, *args):
+    def log_message(self, *args) -> None:
         pass
 
-    def do_GET(self):
+    def do_GET(self) -> None:
         if self.path == "/redirect":
             self.send_response(302)
             self.send_header("Location", "http://localhost:1/elsewhere")
@@ -359,7 +359,7 @@ def trickle():
     server.server_close()
 
 
-def test_download_deadline(trickle, monkeypatch):
+def test_download_deadline(trickle, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(TIMEOUT_ENV, "2")
     monkeypatch.setenv(DEADLINE_ENV, "3")
     monkeypatch.setenv("TFAOT_DIST_HTTP_RETRIES", "1")
@@ -369,7 +369,7 @@ def test_download_deadline(trickle, monkeypatch):
     assert time.monotonic() - start < 6
 
 
-def test_a_download_deadline_covers_every_attempt(trickle, monkeypatch):
+def test_a_download_deadline_covers_every_attempt(trickle, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 27: three attempts of 3 s each and their backoff held a command for about 10 s."""
     monkeypatch.setenv(TIMEOUT_ENV, "2")
     monkeypatch.setenv(DEADLINE_ENV, "3")
@@ -380,14 +380,14 @@ def test_a_download_deadline_covers_every_attempt(trickle, monkeypatch):
     assert time.monotonic() - start < 5
 
 
-def test_compressing_server_and_foreign_redirect(trickle, run, tmp_path):
+def test_compressing_server_and_foreign_redirect(trickle, run: Cli, tmp_path: Path) -> None:
     out, _ = run("setup", "--list", "--channel", trickle + "/gzip/")
     assert "Traceback" not in out
     with pytest.raises(SourceUnavailable, match="another host"):
         get_bytes(trickle + "/redirect")
 
 
-def test_download_stops_at_the_declared_size(trickle, tmp_path):
+def test_download_stops_at_the_declared_size(trickle, tmp_path: Path) -> None:
     from tfaot_dist.util.download import download
 
     with pytest.raises(IntegrityError, match="at most 10 expected"):
@@ -410,7 +410,7 @@ def _mutate(rng: random.Random, doc):
                        "tfaot-model-x", "1.0", 1.5])
 
 
-def test_fuzz_documents(run, tmp_path, capsys):
+def test_fuzz_documents(run: Cli, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A few hundred seeded mutations of index.json, installed.json, manifests and registry entries:
     every run ends with an exit code of the table, never a traceback."""
     rng = random.Random(11)

@@ -10,6 +10,8 @@ The rpm tests build real rpms with rpmbuild from the packages `tfaot-dist
 build` made (Debian: `apt-get install rpm`).
 """
 
+from httpserve import Server
+from collections.abc import Iterator
 import hashlib
 import json
 import os
@@ -77,7 +79,7 @@ def write_registry_yaml(reg: Path, tensorflow: str = "2.21.0") -> None:
         'target_cpu: ""\n')
 
 
-def specs_cli(capsys, reg: Path, *args, expect: int = 0) -> tuple[str, str]:
+def specs_cli(capsys: pytest.CaptureFixture[str], reg: Path, *args, expect: int = 0) -> tuple[str, str]:
     capsys.readouterr()
     code = cli.main(["--registry", str(reg), "specs", *map(str, args)])
     out, err = capsys.readouterr()
@@ -96,7 +98,7 @@ def releases(reg: Path, flavor: str = "rpm") -> dict[str, int]:
 
 
 @pytest.fixture
-def golden_registry(tmp_path) -> Path:
+def golden_registry(tmp_path: Path) -> Path:
     """A fixed registry with a fixed history: test-simple changed its commit once, test-multi added later."""
     reg = tmp_path / "golden-registry"
     write_registry_yaml(reg)
@@ -135,14 +137,14 @@ def assert_golden(rendered: dict[str, str], name: str) -> None:
 
 
 @pytest.mark.parametrize("flavor", ["cmsbuild", "rpm"])
-def test_golden(golden_registry, tmp_path, capsys, flavor):
+def test_golden(golden_registry: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], flavor: str) -> None:
     out = tmp_path / "out"
     specs_cli(capsys, golden_registry, "--flavor", flavor, "--out", out)
     assert_golden({p.relative_to(out).as_posix(): p.read_text() for p in sorted(out.rglob("*")) if p.is_file()},
                   flavor)
 
 
-def test_golden_buildsys_files(tmp_path):
+def test_golden_buildsys_files(tmp_path: Path) -> None:
     files = {
         "tfaot-model-test-simpleConfig.cmake": buildsys.render_cmake_config(typed(MODEL_MANIFEST)),
         "tfaot-model-test-simple.pc": buildsys.render_pkgconfig(typed(MODEL_MANIFEST)),
@@ -152,7 +154,7 @@ def test_golden_buildsys_files(tmp_path):
     assert_golden(files, "buildsys")
 
 
-def test_golden_history_is_what_the_specs_say(golden_registry):
+def test_golden_history_is_what_the_specs_say(golden_registry: Path) -> None:
     assert releases(golden_registry) == {"tfaot-model-test-simple.spec": 2, "tfaot-model-test-multi.spec": 1,
                                          "tfaot-xla-runtime.spec": 1}
     rpm = flavors.render_all(Registry(golden_registry), "rpm")["tfaot-model-test-simple.spec"]
@@ -161,7 +163,7 @@ def test_golden_history_is_what_the_specs_say(golden_registry):
     assert "Version:        2.0.0~rc1\n" in multi  # sorts before 2.0.0, as in PEP 440
 
 
-def test_same_registry_renders_the_same_bytes(golden_registry, tmp_path, capsys):
+def test_same_registry_renders_the_same_bytes(golden_registry: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     for flavor in ("cmsbuild", "rpm"):
         specs_cli(capsys, golden_registry, "--flavor", flavor, "--out", tmp_path / "a")
         specs_cli(capsys, golden_registry, "--flavor", flavor, "--out", tmp_path / "b")
@@ -173,7 +175,7 @@ def test_same_registry_renders_the_same_bytes(golden_registry, tmp_path, capsys)
         shutil.rmtree(tmp_path / "b")
 
 
-def test_check_passes_after_rendering_and_lists_stale_files(golden_registry, tmp_path, capsys):
+def test_check_passes_after_rendering_and_lists_stale_files(golden_registry: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "specs"
     specs_cli(capsys, golden_registry, "--out", out)
     text, _ = specs_cli(capsys, golden_registry, "--out", out, "--check")
@@ -189,7 +191,7 @@ def test_check_passes_after_rendering_and_lists_stale_files(golden_registry, tmp
     specs_cli(capsys, golden_registry, "--out", out, "--check")
 
 
-def test_cmsbuild_files_follow_cmsdist_conventions(golden_registry):
+def test_cmsbuild_files_follow_cmsdist_conventions(golden_registry: Path) -> None:
     files = flavors.render_all(Registry(golden_registry), "cmsbuild")
     # No runtime spec: the models build against the release's own tensorflow-xla-runtime, which no spec
     # of ours may shadow (cmsdist's tfaot-compile.file: `Requires: tensorflow-xla-runtime`).
@@ -241,7 +243,7 @@ def as_cmsbuild_would(spec: str, include: str, name: str = "tfaot-compile", root
     return text.replace("\n%install\n", "\n%install\nmkdir -p %i\n", 1)
 
 
-def test_cmsbuild_specs_parse_as_cmsbuild_would(golden_registry, tmp_path):
+def test_cmsbuild_specs_parse_as_cmsbuild_would(golden_registry: Path, tmp_path: Path) -> None:
     files = flavors.render_all(Registry(golden_registry), "cmsbuild")
     expected_args = {
         # Offline: the release's python3, TensorFlow and runtime, the AOT config in $config.
@@ -270,7 +272,7 @@ def test_cmsbuild_specs_parse_as_cmsbuild_would(golden_registry, tmp_path):
         assert "tensorflow-xla-runtime" in requires and "tfaot-xla-runtime" not in requires
 
 
-def test_archive_sources(tmp_path, capsys):
+def test_archive_sources(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from tfaot_dist import registry as registry_module
 
     if not hasattr(registry_module, "ArchiveSource"):
@@ -300,7 +302,7 @@ def test_archive_sources(tmp_path, capsys):
     assert f"{entry_path}: source.archive" in err
 
 
-def test_rpm_specs_parse(golden_registry, tmp_path, capsys):
+def test_rpm_specs_parse(golden_registry: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "rpm"
     specs_cli(capsys, golden_registry, "--flavor", "rpm", "--out", out)
     for spec in sorted(out.glob("*.spec")):
@@ -325,7 +327,7 @@ def test_rpm_specs_parse(golden_registry, tmp_path, capsys):
 
 # --- releases ---------------------------------------------------------------------------------------
 
-def test_release_counts_changes_and_resets_with_the_version(tmp_path):
+def test_release_counts_changes_and_resets_with_the_version(tmp_path: Path) -> None:
     reg = tmp_path / "reg"
     write_registry_yaml(reg)
     write_entry(reg, entry("m"))
@@ -356,7 +358,7 @@ def test_release_counts_changes_and_resets_with_the_version(tmp_path):
     assert releases(reg)["tfaot-model-m.spec"] == 2
 
 
-def test_release_sees_templates_in_the_same_work_tree(tmp_path, monkeypatch):
+def test_release_sees_templates_in_the_same_work_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     repo = tmp_path / "repo"
     reg, templates = repo / "registry", repo / "spec_templates"
     write_registry_yaml(reg)
@@ -372,7 +374,7 @@ def test_release_sees_templates_in_the_same_work_tree(tmp_path, monkeypatch):
     assert releases(reg) == {"tfaot-model-m.spec": 2, "tfaot-xla-runtime.spec": 2}
 
 
-def test_release_counts_spec_templates_not_package_templates(tmp_path, monkeypatch):
+def test_release_counts_spec_templates_not_package_templates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A package template (model.h, bench_aot.cc, ...) changes the build key, not every spec's Release."""
     repo = tmp_path / "repo"
     reg, spec_dir, package_dir = repo / "registry", repo / "spec_templates", repo / "package_templates"
@@ -392,7 +394,7 @@ def test_release_counts_spec_templates_not_package_templates(tmp_path, monkeypat
     assert releases(reg) == {"tfaot-model-m.spec": 2, "tfaot-xla-runtime.spec": 2}
 
 
-def test_template_folders_split_package_and_spec_templates():
+def test_template_folders_split_package_and_spec_templates() -> None:
     from tfaot_dist import package
     from tfaot_dist.cxx import runtime_package
     from tfaot_dist.perf import bench
@@ -405,7 +407,7 @@ def test_template_folders_split_package_and_spec_templates():
     assert {*package.TEMPLATES, *runtime_package.TEMPLATES, bench.BENCH_TEMPLATE} == package_names
 
 
-def test_release_history_outside_git_is_empty(tmp_path):
+def test_release_history_outside_git_is_empty(tmp_path: Path) -> None:
     write_registry_yaml(tmp_path / "reg")
     path = write_entry(tmp_path / "reg", entry("m"))
     assert release.derive(path, [], "1.0.0", lambda text: "1.0.0") == release.Release(1)
@@ -429,7 +431,7 @@ def _bad_entries():
 @pytest.mark.parametrize("field, data, where", list(_bad_entries()),
                          ids=[f"{f}-{i}" for i, (f, _, _) in enumerate(_bad_entries())])
 @pytest.mark.parametrize("flavor", ["cmsbuild", "rpm"])
-def test_injected_identifiers_are_rejected(tmp_path, capsys, field, data, where, flavor):
+def test_injected_identifiers_are_rejected(tmp_path: Path, capsys: pytest.CaptureFixture[str], field, data, where, flavor: str) -> None:
     reg = tmp_path / "reg"
     write_registry_yaml(reg)
     write_entry(reg, entry("good"))
@@ -447,7 +449,7 @@ def test_injected_identifiers_are_rejected(tmp_path, capsys, field, data, where,
 
 
 @pytest.mark.parametrize("key, value", [("namespace", "ns"), ("target_cpu", "skylake")])
-def test_cmsbuild_rejects_overrides_it_cannot_pass(tmp_path, capsys, key, value):
+def test_cmsbuild_rejects_overrides_it_cannot_pass(tmp_path: Path, capsys: pytest.CaptureFixture[str], key: str, value: str) -> None:
     reg = tmp_path / "reg"
     write_registry_yaml(reg)
     path = write_entry(reg, entry("m", overrides={key: value}))
@@ -456,7 +458,7 @@ def test_cmsbuild_rejects_overrides_it_cannot_pass(tmp_path, capsys, key, value)
     specs_cli(capsys, reg, "--flavor", "rpm", "--out", tmp_path / "rpm")  # rpm installs the built bytes
 
 
-def test_unpinned_tensorflow_is_rejected(tmp_path, capsys):
+def test_unpinned_tensorflow_is_rejected(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     reg = tmp_path / "reg"
     reg.mkdir()
     (reg / "registry.yaml").write_text('toolchain:\n  requirements: ["tensorflow-cpu>=2.20"]\n')
@@ -464,18 +466,18 @@ def test_unpinned_tensorflow_is_rejected(tmp_path, capsys):
     assert "registry.yaml: toolchain.requirements" in err and "pinned" in err
 
 
-def test_not_a_registry(tmp_path, capsys):
+def test_not_a_registry(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _, err = specs_cli(capsys, tmp_path / "nothing", "--out", tmp_path / "out", expect=INVALID)
     assert "not a registry" in err and not (tmp_path / "out").exists()
 
 
-def test_sources_only_for_rpm(golden_registry, tmp_path, capsys):
+def test_sources_only_for_rpm(golden_registry: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _, err = specs_cli(capsys, golden_registry, "--out", tmp_path / "o", "--sources", tmp_path, expect=2)
     assert "--sources" in err
 
 
 @pytest.mark.parametrize("text", [HOSTILE, "line\nbreak\r\u2028x", "%" * 300])
-def test_free_text_escaping(text):
+def test_free_text_escaping(text) -> None:
     for escaped in (spec_text(text), pkgconfig_text(text), one_line(text)):
         assert "\n" not in escaped and "\r" not in escaped and "\u2028" not in escaped
         assert len(escaped) <= 2 * 200
@@ -483,7 +485,7 @@ def test_free_text_escaping(text):
     assert not set("$#\\") & set(pkgconfig_text(text))
 
 
-def test_a_value_with_a_line_break_is_never_rendered():
+def test_a_value_with_a_line_break_is_never_rendered() -> None:
     with pytest.raises(ValueError, match="line break"):
         environment().from_string("Version: {{ v }}\n").render(v="1.0\n%post\nrm -rf /")
 
@@ -494,7 +496,7 @@ def test_a_value_with_a_line_break_is_never_rendered():
     ("runtime_tool.xml.j2", {"tool": HOSTILE, "libs": [HOSTILE], "system_libs": ["m"], "ldflags": [HOSTILE],
                              "base_var": "X_BASE"}),
 ])
-def test_tool_files_escape_hostile_text(template, extra):
+def test_tool_files_escape_hostile_text(template, extra) -> None:
     text = render(template, package=HOSTILE, version=HOSTILE, root="@TOOL_ROOT@", **extra)
     (tool,) = ET.fromstringlist(["<root>", text, "</root>"])  # as scram reads it
     assert tool.tag == "tool" and tool.get("version") == HOSTILE
@@ -548,7 +550,7 @@ def pkg_config(*args, path: list[Path]) -> str:
     return subprocess.run(["pkg-config", *args], env=env, check=True, capture_output=True, text=True).stdout.strip()
 
 
-def test_pkgconfig_flags_on_a_moved_tree(tmp_path):
+def test_pkgconfig_flags_on_a_moved_tree(tmp_path: Path) -> None:
     model, runtime = fake_tree(tmp_path / "first")
     moved = tmp_path / "elsewhere"
     shutil.move(tmp_path / "first", moved)  # relocatable: nothing remembers the old place
@@ -575,7 +577,7 @@ def test_pkgconfig_flags_on_a_moved_tree(tmp_path):
     assert "_(reboot)" in line and "second line" in line
 
 
-def test_pkgconfig_before_verification_accepts_any_build_of_the_tensorflow_version(tmp_path):
+def test_pkgconfig_before_verification_accepts_any_build_of_the_tensorflow_version(tmp_path: Path) -> None:
     fresh = {k: v for k, v in MODEL_MANIFEST.items() if k != "requires"}
     fresh["toolchain"] = {"tensorflow_version": "2.21.0"}
     model, runtime = fake_tree(tmp_path)
@@ -606,7 +608,7 @@ find_package(tfaot-model-test-simple REQUIRED)  # a second call finds the same t
 """
 
 
-def test_cmake_config_gives_imported_targets(tmp_path):
+def test_cmake_config_gives_imported_targets(tmp_path: Path) -> None:
     model, runtime = fake_tree(tmp_path / "tree")
     project = tmp_path / "probe"
     project.mkdir()
@@ -628,7 +630,7 @@ def test_cmake_config_gives_imported_targets(tmp_path):
     assert probe["tfaot::xla-runtime-tfaot_absl IMPORTED_LOCATION"] == f"{runtime}/lib/libtfaot_absl.a"
 
 
-def test_cmake_config_reports_a_missing_archive(tmp_path):
+def test_cmake_config_reports_a_missing_archive(tmp_path: Path) -> None:
     model, runtime = fake_tree(tmp_path / "tree")
     (model / "lib" / "libtfaot-model-test-simple.a").unlink()
     project = tmp_path / "probe"
@@ -642,7 +644,7 @@ def test_cmake_config_reports_a_missing_archive(tmp_path):
 @pytest.mark.parametrize("field, value", [("package", "tfaot-model-x\nadd_library(evil)"), ("version", "1.0\"x"),
                                           ("cxxflags", ["-O2;evil"]), ("libs", ["lib/lib$(id).a"]),
                                           ("system_libs", ["-lm\nevil"])])
-def test_buildsys_rejects_unsafe_manifest_values(field, value):
+def test_buildsys_rejects_unsafe_manifest_values(field: str, value: list[str] | str) -> None:
     from tfaot_dist.errors import InvalidInput
 
     manifest = {**(RUNTIME_MANIFEST if field in ("cxxflags", "libs", "system_libs") else MODEL_MANIFEST),
@@ -708,7 +710,7 @@ def check_rpm_matches_package(rpm: Path, package_dir: Path, root: str, work: Pat
 
 
 @pytest.fixture(scope="module")
-def rpm_specs(built, tmp_path_factory):
+def rpm_specs(built: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """rpm specs of the built registry, with the package archives verified and placed in SOURCES/."""
     out = tmp_path_factory.mktemp("rpm-specs")
     assert cli.main(["--registry", str(built / "registry"), "specs", "--flavor", "rpm", "--out", str(out),
@@ -718,7 +720,7 @@ def rpm_specs(built, tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["test-simple", "test-multi"])
-def test_rpm_of_a_model_holds_the_verified_files(built, rpm_specs, tmp_path, name):
+def test_rpm_of_a_model_holds_the_verified_files(built: Path, rpm_specs: Path, tmp_path: Path, name: str) -> None:
     package = f"tfaot-model-{name}"
     assert (rpm_specs / "SOURCES" / f"{package}-1.0.0.tar.gz").read_bytes() == \
         (built / "dist" / f"{package}-1.0.0.tar.gz").read_bytes()
@@ -737,7 +739,7 @@ def test_rpm_of_a_model_holds_the_verified_files(built, rpm_specs, tmp_path, nam
 
 
 @pytest.mark.slow
-def test_rpm_of_the_runtime(built, rpm_specs, tmp_path):
+def test_rpm_of_the_runtime(built: Path, rpm_specs: Path, tmp_path: Path) -> None:
     (runtime_dir,) = [p for p in (built / "dist").glob("tfaot-xla-runtime-*") if p.is_dir()]
     assert (rpm_specs / "SOURCES" / "tfaot-xla-runtime-2.21.0.tar.gz").is_file()
     rpm = rpmbuild(rpm_specs / "tfaot-xla-runtime.spec", rpm_specs / "SOURCES", tmp_path / "rpmbuild")
@@ -746,7 +748,7 @@ def test_rpm_of_the_runtime(built, rpm_specs, tmp_path):
 
 
 @pytest.mark.slow
-def test_specs_of_the_built_registry_both_flavours_and_check(built, tmp_path, capsys):
+def test_specs_of_the_built_registry_both_flavours_and_check(built: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     reg = tmp_path / "registry"
     shutil.copytree(built / "registry", reg)
     for flavor in ("cmsbuild", "rpm"):
@@ -771,7 +773,7 @@ def test_specs_of_the_built_registry_both_flavours_and_check(built, tmp_path, ca
 
 
 @pytest.mark.slow
-def test_sources_refuses_a_tampered_archive(built, tmp_path, capsys):
+def test_sources_refuses_a_tampered_archive(built: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import gzip
     import io
     import tarfile
@@ -824,7 +826,7 @@ target_link_libraries(consumer PRIVATE tfaot::model-test-simple)
 
 
 @pytest.mark.slow
-def test_real_packages_with_generated_cmake_and_pkgconfig_files(built, tmp_path):
+def test_real_packages_with_generated_cmake_and_pkgconfig_files(built: Path, tmp_path: Path) -> None:
     """The four files written into copies of the real packages (as assemble will): consumers build and run."""
     import array
 
@@ -985,7 +987,7 @@ MULTI_SOURCE = {"git": "git@github.com:cms-ml/data.git", "ref": "v1", "commit": 
 
 
 @pytest.fixture
-def fake_channel(tmp_path):
+def fake_channel(tmp_path: Path) -> Iterator[tuple["Server", Path]]:
     """The golden registry's packages (small fakes) and their runtime in a channel served on 127.0.0.1."""
     from httpserve import Server
 
@@ -999,7 +1001,7 @@ def fake_channel(tmp_path):
     server.close()
 
 
-def test_prebuilt_golden(golden_registry, fake_channel, tmp_path, capsys):
+def test_prebuilt_golden(golden_registry: Path, fake_channel: tuple['Server', Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     server, _ = fake_channel
     out = tmp_path / "out"
     specs_cli(capsys, golden_registry, "--flavor", "cmsbuild-prebuilt", "--channel", server.url(), "--out", out)
@@ -1013,7 +1015,7 @@ def test_prebuilt_golden(golden_registry, fake_channel, tmp_path, capsys):
               "--check")
 
 
-def test_prebuilt_specs_parse_and_install_from_the_channel(golden_registry, fake_channel, tmp_path):
+def test_prebuilt_specs_parse_and_install_from_the_channel(golden_registry: Path, fake_channel: tuple['Server', Path], tmp_path: Path) -> None:
     server, channel = fake_channel
     files = flavors.render_all(Registry(golden_registry), "cmsbuild-prebuilt", server.url())
     for spec_name, version in (("tfaot-model-test-simple", "1.0.0"), ("tfaot-model-test-multi", "2.0.0rc1"),
@@ -1033,7 +1035,7 @@ def test_prebuilt_specs_parse_and_install_from_the_channel(golden_registry, fake
     assert server.count(f"packages/tfaot-xla-runtime/{RUNTIME_VERSION}/tfaot-xla-runtime-{RUNTIME_VERSION}.tar.gz")
 
 
-def test_prebuilt_refuses_a_tampered_archive_before_unpacking(golden_registry, fake_channel, tmp_path):
+def test_prebuilt_refuses_a_tampered_archive_before_unpacking(golden_registry: Path, fake_channel: tuple['Server', Path], tmp_path: Path) -> None:
     server, channel = fake_channel
     files = flavors.render_all(Registry(golden_registry), "cmsbuild-prebuilt", server.url())
     rel = "packages/tfaot-model-test-simple/1.0.0/tfaot-model-test-simple-1.0.0.tar.gz"
@@ -1046,7 +1048,7 @@ def test_prebuilt_refuses_a_tampered_archive_before_unpacking(golden_registry, f
     assert not (tmp_path / "top" / "BUILD" / "tfaot-model-test-simple-1.0.0").exists()
 
 
-def test_prebuilt_refuses_what_is_not_the_entry_s_build(golden_registry, fake_channel, tmp_path, capsys):
+def test_prebuilt_refuses_what_is_not_the_entry_s_build(golden_registry: Path, fake_channel: tuple['Server', Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     server, channel = fake_channel
     out = tmp_path / "out"
     # A channel URL that cannot be placed in a spec, or none at all.
@@ -1091,7 +1093,7 @@ def test_prebuilt_refuses_what_is_not_the_entry_s_build(golden_registry, fake_ch
 
 
 @pytest.mark.slow
-def test_prebuilt_specs_install_the_published_packages(built, tmp_path, capsys):
+def test_prebuilt_specs_install_the_published_packages(built: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The real packages of `build`, published to a channel served over HTTP: each prebuilt spec's Source is
     downloaded, rpmbuild runs %prep (sha256 check), %build and %install, and the installed tree holds the
     package's bytes."""

@@ -7,6 +7,7 @@ Abseil that grpcio 1.51.3 vendors. The first run builds the 2.12 toolchain
 and runtime into the shared cache (minutes); later runs reuse them.
 """
 
+from tfaot_dist.toolchain import Toolchain
 import json
 import subprocess
 from pathlib import Path
@@ -25,14 +26,14 @@ pytestmark = [pytest.mark.slow]
 
 
 @pytest.fixture(scope="session")
-def examples212(toolchain212, tmp_path_factory) -> Path:
+def examples212(toolchain212: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("examples212")
     run_in_toolchain(toolchain212, REPO / "examples" / "make_models.py", out, tmp=out / ".tmp")
     return out
 
 
 @pytest.fixture(scope="session")
-def compiled212(examples212, shared_cache, tmp_path_factory) -> Path:
+def compiled212(examples212: Path, shared_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """simple and multi compiled (and verified against TensorFlow 2.12) with `tfaot-dist compile`."""
     root = tmp_path_factory.mktemp("compiled212")
     cache = fresh_cache(root / "cache", shared_cache)
@@ -52,7 +53,7 @@ def compiled212(examples212, shared_cache, tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize("name", ["simple", "multi"])
-def test_examples_compile_and_verify_with_212(compiled212, name):
+def test_examples_compile_and_verify_with_212(compiled212: Path, name: str) -> None:
     pkg_dir = compiled212 / f"tfaot-model-{name}-1.0.0"
     package.check_files(pkg_dir, package.read_manifest(pkg_dir))
     manifest = package.read_manifest_json(pkg_dir)
@@ -75,7 +76,7 @@ def test_examples_compile_and_verify_with_212(compiled212, name):
     assert rodata > (100_000 if name == "simple" else 1_000), size
 
 
-def test_runtime_212_uses_the_matching_abseil(compiled212, shared_cache, toolchain212):
+def test_runtime_212_uses_the_matching_abseil(compiled212: Path, shared_cache: Path, toolchain212: Toolchain) -> None:
     from tfaot_dist.cxx import xla_runtime
 
     runtime = xla_runtime.ensure_runtime(toolchain212.python, shared_cache, lambda m: None)
@@ -110,8 +111,8 @@ def definers(files: list[Path], symbol: str) -> list[tuple[str, str]]:
     return found
 
 
-def test_existing_python_and_installed_runtime(compiled212, examples212, toolchain212, shared_cache, tmp_path,
-                                               monkeypatch, capsys):
+def test_existing_python_and_installed_runtime(compiled212: Path, examples212: Path, toolchain212: Toolchain, shared_cache: Path, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """--toolchain-python and --runtime: nothing installed or built, same package, both recorded."""
     from tfaot_dist.cxx import xla_runtime
 

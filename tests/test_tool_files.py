@@ -10,6 +10,7 @@ headers with <flags SYSTEM_INCLUDE="1"/>. The tests read every tool file we
 ship that way and check those conventions.
 """
 
+from conftest import Cli
 import json
 import re
 import tarfile
@@ -70,7 +71,7 @@ def check_conventions(text: str, file_name: str, root: Path | None = None) -> sc
     return tool
 
 
-def test_rendered_tool_files_follow_the_conventions():
+def test_rendered_tool_files_follow_the_conventions() -> None:
     model = check_conventions(scram_tool.render_model_tool("tfaot-model-test-simple", "1.0.0",
                                                            "https://git.example.org/ml/data.git"),
                               "tfaot-model-test-simple.xml")
@@ -92,12 +93,12 @@ def test_rendered_tool_files_follow_the_conventions():
     ('<tool name="x" version="1" revision="1"/>', "unexpected attributes ['revision']"),
     ('<tool name="X" version="1"/>', "not a lower-case scram tool name"),
 ])
-def test_what_scram_would_refuse_is_refused(text, message):
+def test_what_scram_would_refuse_is_refused(text: str, message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
         scram_tool.parse(text)
 
 
-def test_every_shipped_tool_file_reads_as_scram_reads_it(built, tmp_path):
+def test_every_shipped_tool_file_reads_as_scram_reads_it(built: Path, tmp_path: Path) -> None:
     """The tool files inside the package archives, each with its package unpacked next to it."""
     archives = sorted((built / "dist").glob("*.tar.gz"))
     assert len(archives) == 3  # test-simple, test-multi, the runtime
@@ -119,7 +120,7 @@ def test_every_shipped_tool_file_reads_as_scram_reads_it(built, tmp_path):
     assert sorted(seen) == ["tfaot-model-test-multi", "tfaot-model-test-simple", "tfaot-xla-runtime"]
 
 
-def test_setup_next_to_a_release_runtime_tool(built, run, tmp_path, monkeypatch):
+def test_setup_next_to_a_release_runtime_tool(built: Path, run: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An area whose release already has a tensorflow-xla-runtime tool: ours comes next to it under its
     own name, models use ours, the release's tool file is untouched; an area that already has our
     runtime tool (the same version) is left exactly as it was."""

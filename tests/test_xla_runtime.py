@@ -4,6 +4,7 @@ The first build takes several minutes (Abseil, then the runtime, on 2 cores);
 later runs reuse the cache. The model objects come from the built simple package.
 """
 
+from tfaot_dist.toolchain import Toolchain
 import re
 import shutil
 import struct
@@ -66,7 +67,7 @@ int main(int argc, char** argv) {
 
 
 class _Log:
-    def __init__(self):
+    def __init__(self) -> None:
         self.lines: list[str] = []
 
     def __call__(self, msg: str) -> None:
@@ -75,27 +76,27 @@ class _Log:
 
 
 @pytest.fixture(scope="session")
-def cache_dir(shared_cache) -> Path:
+def cache_dir(shared_cache: Path) -> Path:
     return shared_cache
 
 
 @pytest.fixture(scope="session")
-def toolchain_python(toolchain) -> Path:
+def toolchain_python(toolchain: Toolchain) -> Path:
     return toolchain.python
 
 
 @pytest.fixture(scope="session")
-def runtime(toolchain_python, cache_dir) -> xla_runtime.XlaRuntime:
+def runtime(toolchain_python: Path, cache_dir: Path) -> xla_runtime.XlaRuntime:
     return xla_runtime.ensure_runtime(toolchain_python, cache_dir, log=_Log())
 
 
 @pytest.fixture(scope="session")
-def simple_package(built) -> Path:
+def simple_package(built: Path) -> Path:
     return built / "dist" / "tfaot-model-test-simple-1.0.0"
 
 
 @pytest.fixture(scope="session")
-def simple_consumer(runtime, simple_package, tmp_path_factory) -> Path:
+def simple_consumer(runtime: xla_runtime.XlaRuntime, simple_package: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The bs1 class of the built simple package, linked from its kernel and constants objects only."""
     lib = simple_package / "lib"
     work = tmp_path_factory.mktemp("consumer")
@@ -114,7 +115,7 @@ def _floats(path: Path) -> list[float]:
     return list(struct.unpack(f"<{len(data) // 4}f", data))
 
 
-def test_simple_model_matches_tensorflow(simple_consumer, simple_package, tmp_path):
+def test_simple_model_matches_tensorflow(simple_consumer: Path, simple_package: Path, tmp_path: Path) -> None:
     ref = simple_package / "share" / "tfaot-model-test-simple" / "reference" / "bs1"
     result = tmp_path / "output_0.bin"
     proc = subprocess.run([str(simple_consumer), str(ref / "input_0.bin"), str(result)],
@@ -125,7 +126,7 @@ def test_simple_model_matches_tensorflow(simple_consumer, simple_package, tmp_pa
     assert all(abs(g - w) <= 1e-5 for g, w in zip(got, want)), (got, want)
 
 
-def test_consumer_needs_no_tensorflow_library(simple_consumer):
+def test_consumer_needs_no_tensorflow_library(simple_consumer: Path) -> None:
     dynamic = subprocess.run(["readelf", "-d", str(simple_consumer)],
                              capture_output=True, text=True, check=True).stdout
     needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dynamic)
@@ -137,7 +138,7 @@ def test_consumer_needs_no_tensorflow_library(simple_consumer):
     assert "tensorflow" not in resolved, resolved
 
 
-def test_tree_is_self_contained(runtime, toolchain_python):
+def test_tree_is_self_contained(runtime: xla_runtime.XlaRuntime, toolchain_python: Path) -> None:
     root = runtime.root
     links = [p for p in root.rglob("*") if p.is_symlink()]
     assert links == []
@@ -159,7 +160,7 @@ def test_tree_is_self_contained(runtime, toolchain_python):
     assert not (runtime.include_dir / "tensorflow/core/framework").exists()
 
 
-def test_second_call_is_a_cache_hit(runtime, toolchain_python, cache_dir):
+def test_second_call_is_a_cache_hit(runtime: xla_runtime.XlaRuntime, toolchain_python: Path, cache_dir: Path) -> None:
     log = _Log()
     t0 = time.monotonic()
     again = xla_runtime.ensure_runtime(toolchain_python, cache_dir, log=log)
@@ -170,7 +171,7 @@ def test_second_call_is_a_cache_hit(runtime, toolchain_python, cache_dir):
     assert elapsed < 10, elapsed
 
 
-def test_moved_tree_compiles_and_links(runtime, tmp_path):
+def test_moved_tree_compiles_and_links(runtime: xla_runtime.XlaRuntime, tmp_path: Path) -> None:
     # What users get: the tree somewhere else, without TensorFlow.
     moved = tmp_path / "moved-runtime"
     shutil.copytree(runtime.root, moved)
@@ -190,7 +191,7 @@ def test_moved_tree_compiles_and_links(runtime, tmp_path):
     subprocess.run([str(exe)], check=True)
 
 
-def test_compile_errors_carry_the_compiler_message(runtime, tmp_path):
+def test_compile_errors_carry_the_compiler_message(runtime: xla_runtime.XlaRuntime, tmp_path: Path) -> None:
     src = tmp_path / "broken.cc"
     src.write_text("int main() { return undeclared_name; }\n")
     with pytest.raises(xla_runtime.RuntimeBuildError, match="undeclared_name"):

@@ -7,6 +7,7 @@ for Keras 2 exports (tf_keras) of the recurrent models with TensorFlow 2.21, and
 convolutional models exported and compiled by TensorFlow 2.12 (tf.keras is Keras 2 there).
 """
 
+from tfaot_dist.toolchain import Toolchain
 import json
 import math
 import random
@@ -135,7 +136,7 @@ def read(path: Path, dtype: str) -> array:
     return array(CXX_TYPES[dtype][2], path.read_bytes())
 
 
-def make_zoo(toolchain, out: Path, names: list[str], *options: str) -> Path:
+def make_zoo(toolchain: Toolchain, out: Path, names: list[str], *options: str) -> Path:
     run_in_toolchain(toolchain, REPO / "examples" / "make_zoo.py", out, *options, *names, tmp=out / ".tmp")
     return out
 
@@ -192,7 +193,7 @@ def check_levels(area: Path, model: str) -> None:
         assert deviation["max_abs"] <= TOLERANCE, (name, deviation)
 
 
-def check_consumer(area: Path, model: str, saved_model: Path, toolchain, tmp_path: Path) -> None:
+def check_consumer(area: Path, model: str, saved_model: Path, toolchain: Toolchain, tmp_path: Path) -> None:
     """A user's program against the unpacked package, at each level this machine runs: TensorFlow's numbers
     (TensorFlow of the toolchain, which made the package) on fresh inputs, padded sequences included."""
     pkg = package_dir(area, model)
@@ -238,22 +239,22 @@ def check_consumer(area: Path, model: str, saved_model: Path, toolchain, tmp_pat
 
 
 @pytest.fixture(scope="module")
-def zoo_models(toolchain, tmp_path_factory) -> Path:
+def zoo_models(toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_zoo(toolchain, tmp_path_factory.mktemp("zoo"), ZOO)
 
 
 @pytest.fixture(scope="module")
-def zoo_area(zoo_models, shared_cache, tmp_path_factory) -> Path:
+def zoo_area(zoo_models: Path, shared_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_area(tmp_path_factory.mktemp("zoo-built"), zoo_models, ZOO, shared_cache)
 
 
 @pytest.mark.parametrize("model", ZOO)
-def test_zoo_model_verifies_at_every_level(zoo_area, model):
+def test_zoo_model_verifies_at_every_level(zoo_area: Path, model) -> None:
     check_levels(zoo_area, model)
 
 
 @pytest.mark.parametrize("model", ZOO)
-def test_zoo_consumer_matches_tensorflow(zoo_area, zoo_models, toolchain, tmp_path, model):
+def test_zoo_consumer_matches_tensorflow(zoo_area: Path, zoo_models: Path, toolchain: Toolchain, tmp_path: Path, model) -> None:
     check_consumer(zoo_area, model, zoo_models / model / "saved_model", toolchain, tmp_path)
 
 
@@ -266,18 +267,18 @@ KERAS2 = ["recurrent", "gru_tagger"]
 
 
 @pytest.fixture(scope="module")
-def keras2_models(shared_cache, toolchain, tmp_path_factory) -> Path:
+def keras2_models(shared_cache: Path, toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
     exporter = ensure_toolchain(shared_cache, TF_KERAS, lambda m: print(m, file=sys.stderr))
     return make_zoo(exporter, tmp_path_factory.mktemp("zoo-keras2"), KERAS2, "--keras", "2")
 
 
 @pytest.fixture(scope="module")
-def keras2_area(keras2_models, shared_cache, tmp_path_factory) -> Path:
+def keras2_area(keras2_models: Path, shared_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_area(tmp_path_factory.mktemp("zoo-keras2-built"), keras2_models, KERAS2, shared_cache)
 
 
 @pytest.mark.parametrize("model", KERAS2)
-def test_keras2_export_verifies_and_matches_tensorflow(keras2_area, keras2_models, toolchain, tmp_path, model):
+def test_keras2_export_verifies_and_matches_tensorflow(keras2_area: Path, keras2_models: Path, toolchain: Toolchain, tmp_path: Path, model) -> None:
     check_levels(keras2_area, model)
     check_consumer(keras2_area, model, keras2_models / model / "saved_model", toolchain, tmp_path)
 
@@ -288,17 +289,17 @@ ZOO212 = ["recurrent", "deepjet", "deeptau", "conv3d", "pooling"]  # the recurre
 
 
 @pytest.fixture(scope="module")
-def zoo212_models(toolchain212, tmp_path_factory) -> Path:
+def zoo212_models(toolchain212: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_zoo(toolchain212, tmp_path_factory.mktemp("zoo212"), ZOO212)
 
 
 @pytest.fixture(scope="module")
-def zoo212_area(zoo212_models, shared_cache, tmp_path_factory) -> Path:
+def zoo212_area(zoo212_models: Path, shared_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_area(tmp_path_factory.mktemp("zoo212-built"), zoo212_models, ZOO212, shared_cache, TF212)
 
 
 @pytest.mark.parametrize("model", ZOO212)
-def test_zoo_with_tf212_verifies_and_matches_tensorflow(zoo212_area, zoo212_models, toolchain212, tmp_path, model):
+def test_zoo_with_tf212_verifies_and_matches_tensorflow(zoo212_area: Path, zoo212_models: Path, toolchain212: Toolchain, tmp_path: Path, model) -> None:
     manifest = json.loads((package_dir(zoo212_area, model) / "manifest.json").read_text())
     assert manifest["toolchain"]["tensorflow_version"] == "2.12.0"
     check_levels(zoo212_area, model)
@@ -342,7 +343,7 @@ print(cases, worst)
 """
 
 
-def test_conv3d_rewrite_equals_tensorflows_conv3d(toolchain, tmp_path):
+def test_conv3d_rewrite_equals_tensorflows_conv3d(toolchain: Toolchain, tmp_path: Path) -> None:
     """The worker's Conv3D -> Conv2D rewrite against TensorFlow's own Conv3D: SAME and VALID padding, strides
     of 1 to 3 per axis, kernels deeper and shallower than wide (the zoo's conv3d model compiles through it)."""
     script = tmp_path / "conv3d.py"

@@ -21,7 +21,7 @@ import tensorflow as tf  # noqa: E402
 
 
 class Module(tf.Module):
-    def __init__(self, fn, specs):
+    def __init__(self, fn, specs) -> None:
         super().__init__()
         self.w = tf.Variable(tf.linspace(-1.0, 1.0, 8))
         self.serve = tf.function(lambda **kw: fn(self, **kw), input_signature=None)
@@ -72,7 +72,7 @@ MODELS = {
 }
 
 
-def main(out_dir):
+def main(out_dir) -> int:
     for name, (fn, specs) in MODELS.items():
         module = Module(fn, specs)
         path = os.path.join(out_dir, name, "saved_model")
