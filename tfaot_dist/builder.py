@@ -11,6 +11,7 @@ output directory; both moves are atomic renames.
 import json
 import shutil
 import tarfile
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from tfaot_dist import package as pkg
 from tfaot_dist.cache import ensure_entry, staging
 from tfaot_dist.check import check_saved_model_files
 from tfaot_dist.config import AotConfig, load_aot_config, load_source_config
-from tfaot_dist.cxx import runtime_package
+from tfaot_dist.cxx import runtime_package, weight_sharing
 from tfaot_dist.cxx.installed_runtime import KIND as RELEASE_KIND
 from tfaot_dist.cxx.runtime_parts import CompiledModel
 from tfaot_dist.cxx.xla_runtime import XlaRuntime, runtime_parts_for
@@ -62,13 +63,13 @@ def build_key(entry: ModelEntry, defaults: Defaults) -> str:
         "templates": templates_digest(pkg.TEMPLATES),
         "layout": pkg.LAYOUT_VERSION,
         "worker": sha256_file(WORKER),
-        "constants": sha256_file(Path(pkg.weight_sharing.__file__)),  # rewrites objects and headers
+        "constants": sha256_file(Path(weight_sharing.__file__)),  # rewrites objects and headers
         "runtime_package": runtime_package.packaging_digest(),  # the version "requires" names
     }
     return sha256_bytes(json.dumps(parts, sort_keys=True).encode())
 
 
-def reference_sizes(batch_sizes) -> list[int]:
+def reference_sizes(batch_sizes: Sequence[int]) -> list[int]:
     """The compiled sizes plus two that are not: 3 and one past twice the largest when possible."""
     candidates = [3, 2 * max(batch_sizes) - 1, *range(5, 10**6, 2)]
     extra = [n for n in dict.fromkeys(candidates) if n not in batch_sizes][:EXTRA_REFERENCE_SIZES]
@@ -106,7 +107,9 @@ def build_entry(entry: ModelEntry, session: Session, dist: Path) -> BuildResult:
                  lock=session.cache.build_lock(key), keep_failed=True)
     status: pkg.Status = "built" if built else "cached"
     found = _existing(cached_dir / dest.name, key)
-    if found is not None and not built:
+    if found is None:
+        raise IntegrityError(f"{cached_dir}: the build left no package {dest.name} of build key {key}")
+    if not built:
         _check_cached(found)
     package = _publish_copy(found, dest, key)
     return BuildResult(entry.name, package, status, key)

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Self, TypeVar
+from typing import Any, Literal, Self, TypeAlias, TypeVar
 
 from tfaot_dist import __version__, builder, check, errors, intake
 from tfaot_dist.cache import default_cache
@@ -616,7 +616,11 @@ def cmd_tune(o: TuneOptions) -> int:
     return 0
 
 
-def _command(sub, common, name: str, summary: str, description: str, examples: list[str]):
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def _command(sub: Subcommands, common: argparse.ArgumentParser, name: str, summary: str, description: str,
+             examples: list[str]) -> argparse.ArgumentParser:
     """A subcommand whose --help has a description, examples, the exit codes and the cache location."""
     import textwrap
 
@@ -636,7 +640,7 @@ def cache_note() -> str:
             f"  deleting it costs the first-run build again ({FIRST_RUN}).")
 
 
-def _add_performance_commands(sub, common) -> None:
+def _add_performance_commands(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     s = _command(sub, common, "bench", "time and memory of a package against TensorFlow",
                  "Time a package's compiled model per batch size against a TensorFlow C API session of the same "
                  "wheel and the Python call, and measure peak memory with several instances. Writes "
@@ -959,7 +963,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in USES_CACHE:
             made = not os.path.lexists(args.cache)
             trusted_root(args.cache)  # ours alone, or refused (cache.py)
-        return args.func(args)
+        code: int = args.func(args)
+        return code
     except TfaotError as exc:
         # One line, whatever the message quotes (a line break in a value would start another).
         line = shown(f"tfaot-dist: error: {exc}", MAX_ERROR, quote=False).replace("\r", "\\r").replace("\n", "\\n")

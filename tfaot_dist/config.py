@@ -27,9 +27,10 @@ here, so later stages can place them in C++, XML and specs.
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
@@ -40,6 +41,9 @@ from tfaot_dist.util.yamlio import Fields, load_mapping
 
 if TYPE_CHECKING:
     from tfaot_dist.sources import ResolvedSource
+
+# Compilation settings by field name, validated (parse_compilation): a registry entry's overrides.
+Overrides = dict[str, Any]
 
 DEFAULT_TARGET_TRIPLE = "x86_64-pc-linux"
 MAX_BATCH_SIZE = 65536
@@ -74,7 +78,7 @@ class AotConfig:
     model_version: str = ""  # model.version as written (any text); version is its PEP 440 form
     warnings: tuple[str, ...] = ()  # e.g. unknown keys: upstream ignores them, we say so
 
-    def with_overrides(self, overrides: dict) -> "AotConfig":
+    def with_overrides(self, overrides: Overrides) -> "AotConfig":
         """Apply validated registry overrides of compilation settings."""
         return replace(self, compilation=replace(self.compilation, **overrides)) if overrides else self
 
@@ -94,7 +98,7 @@ class AotConfig:
         ))
 
 
-def batch_sizes(value, where: str) -> tuple[int, ...]:
+def batch_sizes(value: object, where: str) -> tuple[int, ...]:
     if not isinstance(value, list) or not value:
         raise InvalidInput(f"{where}: expected a non-empty list of positive integers, got {shown(value)}")
     if len(value) > (most := limits.max_batch_sizes()):
@@ -115,7 +119,7 @@ def batch_sizes(value, where: str) -> tuple[int, ...]:
 
 
 
-def batch_rules(value, where: str) -> tuple[str, ...]:
+def batch_rules(value: object, where: str) -> tuple[str, ...]:
     """Rule strings "TARGET:SIZE,SIZE,...": the sizes cover the target, only the last one padded.
 
     Whether the sizes are compiled ones is checked where both are known (the
@@ -138,7 +142,7 @@ def batch_rules(value, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def flag_list(value, where: str) -> tuple[str, ...]:
+def flag_list(value: object, where: str) -> tuple[str, ...]:
     if not isinstance(value, list):
         raise InvalidInput(f"{where}: expected a list of flags, got {value!r}")
     return tuple(names.xla_flag(v, where) for v in value)
@@ -168,7 +172,8 @@ COMPILATION_KEYS = ("batch_sizes", "namespace", "target_triple", "target_cpu", "
                     "xla_flags", "batch_rules", "activation_formulas")
 
 
-def parse_compilation(data, file, prefix: str, partial: bool, ignored: list[str] | None = None) -> dict:
+def parse_compilation(data: object, file: Path | str, prefix: str, partial: bool,
+                      ignored: list[str] | None = None) -> Overrides:
     """Validated compilation settings as a dict of Compilation fields.
 
     partial=True parses registry overrides, where every field is optional. ignored: unknown keys
@@ -179,10 +184,10 @@ def parse_compilation(data, file, prefix: str, partial: bool, ignored: list[str]
     if not partial:  # an upstream AOT config: null/empty means the default
         _drop_empty(f, ("namespace", "target_triple", "target_cpu", "cpu_levels", "tf_xla_flags", "xla_flags",
                         "batch_rules", "activation_formulas"))
-    out = {}
+    out: Overrides = {}
     if "batch_sizes" in f.data or not partial:
         out["batch_sizes"] = batch_sizes(f.take("batch_sizes", list, required=True), f.at("batch_sizes"))
-    checks = {
+    checks: dict[str, tuple[type, Callable[[Any, str], object]]] = {
         "namespace": (str, names.cpp_identifier),
         "target_triple": (str, names.target_triple),
         "target_cpu": (str, names.target_cpu),

@@ -23,9 +23,10 @@ import json
 import re
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import Any, Literal, NoReturn, Self
 
 from tfaot_dist import names
 from tfaot_dist.errors import InvalidInput
@@ -38,6 +39,10 @@ MAX_JSON = 64 << 20
 RUNTIME = names.RUNTIME_PACKAGE
 RUNTIME_PART = re.compile(r"[a-z][a-z0-9_]{0,63}")  # a runtime source's file stem
 
+Kind = Literal["model", "runtime"]  # what a package is (index rows, installed rows, manifests)
+JsonObject = dict[str, Any]  # an object read as it is: whoever uses a field checks its type
+Check = Callable[[Any, str], Any]  # check(value, where) -> value, or InvalidInput naming where
+
 
 # ---------------------------------------------------------------- bounded loading
 
@@ -48,11 +53,11 @@ def _bounded_int(text: str) -> int:
     return int(text)
 
 
-def _no_constant(name: str):
+def _no_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not JSON")
 
 
-def load_json(data: bytes | str, label: str, max_bytes: int = MAX_JSON):
+def load_json(data: bytes | str, label: str, max_bytes: int = MAX_JSON) -> Any:
     """Parse one JSON document: at most max_bytes, MAX_DEPTH levels, integers of MAX_INT_DIGITS."""
     if len(data) > max_bytes:
         raise InvalidInput(f"{label}: larger than {max_bytes} bytes")
@@ -67,7 +72,7 @@ def load_json(data: bytes | str, label: str, max_bytes: int = MAX_JSON):
     return doc
 
 
-def _depth(doc) -> int:
+def _depth(doc: Any) -> int:
     deepest, todo = 0, [(doc, 1)]
     while todo:
         value, level = todo.pop()
@@ -94,7 +99,7 @@ def _rel_path(value: str, where: str) -> str:
     return value
 
 
-def _one_of(*allowed: str):
+def _one_of(*allowed: str) -> Callable[[str, str], str]:
     def check(value: str, where: str) -> str:
         if value not in allowed:
             raise InvalidInput(f"{where}: expected one of {', '.join(allowed)}, got {shown(value)}")
@@ -120,7 +125,7 @@ def _tool_file(value: str, where: str) -> str:
     return value
 
 
-def _signature(value: dict, where: str) -> dict:
+def _signature(value: JsonObject, where: str) -> JsonObject:
     for key in ("inputs", "outputs"):
         if not isinstance(value.get(key, []), list):
             raise InvalidInput(f"{where}.{key}: expected a list, got {shown(value.get(key))}")
@@ -137,7 +142,7 @@ def yank_reason(value: str, where: str) -> str:
     return value
 
 
-def check(fn, **extra) -> dict:
+def check(fn: Check, **extra: Any) -> dict[str, Any]:
     """Field metadata: fn(value, where) validates (and returns) the already type-checked value."""
     return {"check": fn, **extra}
 
@@ -149,10 +154,10 @@ class Document:
     """Base of the documents below: from_json/to_json driven by the dataclass fields."""
 
     @classmethod
-    def from_json(cls, value, where: str):
+    def from_json(cls, value: Any, where: str) -> Self:
         if not isinstance(value, dict):
             raise InvalidInput(f"{where}: expected an object, got {shown(value)}")
-        kwargs = {}
+        kwargs: dict[str, Any] = {}
         for name, required, convert, checked in _plan(typing.cast(Any, cls)):
             if name not in value:
                 if required:
@@ -165,7 +170,7 @@ class Document:
             kwargs[name] = converted
         return cls(**kwargs)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> JsonObject:
         out = {}
         for f in _fields(self):
             value = getattr(self, f.name)
@@ -175,33 +180,33 @@ class Document:
         return out
 
 
-def _default(f: dataclasses.Field):
+def _default(f: "dataclasses.Field[Any]") -> Any:
     return f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
 
 
-def _fields(doc: Any) -> tuple[dataclasses.Field, ...]:
+def _fields(doc: Any) -> "tuple[dataclasses.Field[Any], ...]":
     return dataclasses.fields(doc)  # every subclass of Document is a dataclass
 
 
 @cache
-def _hints(cls: Any) -> dict:
+def _hints(cls: Any) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
 @cache
-def _plan(cls: Any) -> tuple[tuple[str, bool, Any, Any], ...]:
+def _plan(cls: Any) -> tuple[tuple[str, bool, Check, Check | None], ...]:
     """(name, required, converter, check) of each field of a document class, worked out once."""
     hints = _hints(cls)
     return tuple((f.name, f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
                   _converter(hints[f.name]), f.metadata.get("check")) for f in _fields(cls))
 
 
-def _convert(kind, value, where: str):
+def _convert(kind: Any, value: Any, where: str) -> Any:
     return _converter(kind)(value, where)
 
 
 @cache
-def _converter(kind):
+def _converter(kind: Any) -> Check:
     """A function (value, where) -> value of type kind, refusing anything else (InvalidInput naming where).
     Worked out once per type: an index of 20,000 rows is read field by field."""
     origin, args = typing.get_origin(kind), typing.get_args(kind)
@@ -209,12 +214,14 @@ def _converter(kind):
         inner = _converter(next(a for a in args if a is not type(None)))
         optional = type(None) in args
         return lambda value, where: None if value is None and optional else inner(value, where)
+    if origin is Literal:
+        return _one_of(*args)
     if isinstance(kind, type) and issubclass(kind, Document):
         return kind.from_json
     if origin is tuple:
         element = _converter(args[0])
 
-        def to_tuple(value, where):
+        def to_tuple(value: Any, where: str) -> tuple[Any, ...]:
             if not isinstance(value, list):
                 raise InvalidInput(f"{where}: expected a list, got {shown(value)}")
             return tuple(element(v, f"{where}[{i}]") for i, v in enumerate(value))
@@ -222,19 +229,12 @@ def _converter(kind):
     if origin is dict:
         item = _converter(args[1])
 
-        def to_dict(value, where):
+        def to_dict(value: Any, where: str) -> dict[str, Any]:
             if not isinstance(value, dict):
                 raise InvalidInput(f"{where}: expected an object, got {shown(value)}")
             return {k: item(v, f"{where}.{k}") for k, v in value.items()}
         return to_dict
-    if kind is dict:  # an object held as it is (its inner fields are read by whoever owns them)
-        def as_object(value, where):
-            if not isinstance(value, dict):
-                raise InvalidInput(f"{where}: expected an object, got {shown(value)}")
-            return value
-        return as_object
-
-    def plain(value, where):
+    def plain(value: Any, where: str) -> Any:
         if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
             raise InvalidInput(f"{where}: expected an integer, got {shown(value)}")
         if kind is float and (isinstance(value, bool) or not isinstance(value, int | float)):
@@ -246,7 +246,7 @@ def _converter(kind):
     return plain
 
 
-def _to_json(value):
+def _to_json(value: Any) -> Any:
     if isinstance(value, Document):
         return value.to_json()
     if isinstance(value, tuple | list):
@@ -279,7 +279,7 @@ class IndexRow(Document):
 
     name: str = field(metadata=check(_package_name))  # tfaot-model-NAME or tfaot-xla-runtime
     version: str = field(metadata=check(names.version))
-    kind: str = field(metadata=check(_one_of("model", "runtime")))
+    kind: Kind
     archive: str = field(metadata=check(_rel_path))  # relative to the channel
     size: int = field(metadata=check(_non_negative))
     sha256: str = field(metadata=check(check_sha256))
@@ -288,20 +288,20 @@ class IndexRow(Document):
     requires: tuple[Requirement, ...]
     tensorflow_version: str
     batch_sizes: tuple[int, ...]  # () for the runtime
-    signature: dict | None = field(metadata=check(_signature))  # inputs and outputs; None for the runtime
+    signature: JsonObject | None = field(metadata=check(_signature))  # inputs and outputs; None for the runtime
     # Yanked (PEP 592's sense): the reason. setup takes the version only when it is pinned exactly.
     yanked: str | None = field(default=None, metadata=check(yank_reason, omit_default=True))
     # Raised by each change of a listed row (a yank, its undoing): OCI readers merge index parts by it.
     revision: int = field(default=0, metadata=check(_non_negative, omit_default=True))
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if (self.kind == "runtime") != (self.name == RUNTIME):
             raise InvalidInput(f"kind: {self.kind!r} does not fit {self.name}")
         for n in self.batch_sizes:
             _positive(n, "batch_sizes")
 
     @classmethod
-    def from_json(cls, value, where: str):
+    def from_json(cls, value: Any, where: str) -> Self:
         try:
             return super().from_json(value, where)
         except InvalidInput as exc:
@@ -319,7 +319,7 @@ class InstalledRow(Document):
     """One package of an area's installed.json; its name is the key of the row."""
 
     version: str = field(metadata=check(names.version))
-    kind: str = field(metadata=check(_one_of("model", "runtime")))
+    kind: Kind
     sha256: str = field(metadata=check(check_sha256))
     path: str = field(metadata=check(_rel_path))  # PACKAGE/VERSION, relative to AREA/tfaot
     requires: tuple[Requirement, ...]
@@ -328,7 +328,7 @@ class InstalledRow(Document):
     scram: bool = field(default=False, metadata={"omit_default": True})  # tool files given to scram setup
 
     @classmethod
-    def from_json_named(cls, name, value, where: str) -> "InstalledRow":
+    def from_json_named(cls, name: object, value: Any, where: str) -> "InstalledRow":
         """The row of package name: name and row checked, and path is exactly NAME/VERSION."""
         if not isinstance(name, str):
             raise InvalidInput(f"{where}: invalid package name {shown(name)}")
@@ -356,9 +356,9 @@ def _file_name(value: str, where: str) -> str:
     return value
 
 
-def _each(fn):
+def _each(fn: Check) -> Check:
     """A check of every element of a tuple (or every key of an object) with fn."""
-    def check_all(values, where: str):
+    def check_all(values: Any, where: str) -> Any:
         for i, value in enumerate(values):
             fn(value, f"{where}[{i}]" if isinstance(values, tuple) else f"{where}.{shown(value, quote=False)}")
         return values
@@ -522,23 +522,23 @@ class Manifest(Document):
     package: str = field(metadata=check(_package_name))
     version: str = field(metadata=check(names.version))
     files: dict[str, FileDigest]
-    kind: str = field(default="model", metadata=check(_one_of("model", "runtime")))
+    kind: Kind = "model"
     requires: tuple[Requirement, ...] = ()
     tensorflow_version: str | None = None  # the runtime's
     toolchain: ToolchainRecord | None = None  # a model's
     compilation: Compilation | None = None
-    signature: dict | None = field(default=None, metadata=check(_signature))
-    model: dict | None = None  # free text: whoever shows it checks the types of its fields
-    source: dict | None = None
+    signature: JsonObject | None = field(default=None, metadata=check(_signature))
+    model: JsonObject | None = None  # free text: whoever shows it checks the types of its fields
+    source: JsonObject | None = None
     cxxflags: tuple[str, ...] = ()
     system_libs: tuple[str, ...] = ()
     libs: tuple[str, ...] = ()
     # Shown by the catalogue only, as older versions wrote them: kept as objects.
-    digests: dict | None = None
+    digests: JsonObject | None = None
     build_key: str | None = None
-    verification: dict | None = None
+    verification: JsonObject | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for rel in self.files:
             _rel_path(rel, f"files.{shown(rel, quote=False)}")
 
@@ -602,7 +602,7 @@ class RuntimeManifest(Document):
     """The tfaot-xla-runtime package's manifest.json: the runtime build it holds (runtime_key, the
     compiler and the flags consumers compile with), its libraries and every file's digest."""
 
-    kind: str = field(metadata=check(_one_of("runtime")))
+    kind: Literal["runtime"]
     name: str = field(metadata=check(_one_of(RUNTIME)))
     package: str = field(metadata=check(_one_of(RUNTIME)))
     version: str = field(metadata=check(names.version))
@@ -649,7 +649,7 @@ class CompileRequest(Document):
     max_row_elements: int = field(default=0, metadata={"omit_default": True})
     max_batch_bytes: int = field(default=0, metadata={"omit_default": True})
 
-    def to_json(self) -> dict:
+    def to_json(self) -> JsonObject:
         return {"op": "compile", **super().to_json()}
 
 
@@ -666,7 +666,7 @@ class CompileAnswer(Document):
     files: dict[str, CompiledFiles]
     reference: tuple[ReferenceCase, ...]
     tensorflow_version: str
-    timings: dict = field(default_factory=dict)  # stage -> seconds, for --verbose readers
+    timings: dict[str, float] = field(default_factory=dict)  # stage -> seconds, for --verbose readers
     xla_flags: tuple[str, ...] = ()  # every XLA flag tfcompile ran with (our defaults, the config's, saved_model_cli's)
     rewritten_activations: dict[str, int] = field(default_factory=dict)  # op -> nodes given TensorFlow's formula
     rewritten_ops: dict[str, int] = field(default_factory=dict)  # op -> nodes written with other ops (Conv3D)
@@ -682,7 +682,7 @@ class CheckRequest(Document):
     max_row_elements: int = field(default=0, metadata={"omit_default": True})  # bounds (limits.py); 0: none
     max_batch_bytes: int = field(default=0, metadata={"omit_default": True})
 
-    def to_json(self) -> dict:
+    def to_json(self) -> JsonObject:
         return {"op": "check", **super().to_json()}
 
 
@@ -701,4 +701,4 @@ class CheckAnswer(Document):
     ops: tuple[OpSupport, ...]
     # tfcompile's error for the graph compile gets (frozen at batch size 1), when every op has a kernel
     compile_error: str | None = field(default=None, metadata=OMIT_NONE)
-    timings: dict = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)

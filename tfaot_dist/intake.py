@@ -10,13 +10,14 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from packaging.version import Version
 
 from tfaot_dist import names
 from tfaot_dist.cache import ensure_entry
 from tfaot_dist.check import check_model, describe_signature, op_check
-from tfaot_dist.config import AotConfig, load_source_config
+from tfaot_dist.config import AotConfig, Overrides, load_source_config
 from tfaot_dist.documents import Signature
 from tfaot_dist.errors import InvalidInput
 from tfaot_dist.registry import ArchiveSource, GitSource, ModelEntry, Registry
@@ -32,7 +33,7 @@ from tfaot_dist.sources import (
 
 
 def add_model(registry: Registry, session: Session, name: str, url: str, ref: str, aot_config: str,
-              version: str | None = None, overrides: dict | None = None) -> ModelEntry:
+              version: str | None = None, overrides: Overrides | None = None) -> ModelEntry:
     """session: its defaults are registry's (cli builds it so)."""
     names.model_name(name, "NAME")
     check_git_url(url, "--source")
@@ -62,7 +63,7 @@ class Update:
 
 def update_model(registry: Registry, session: Session, name: str, *, url: str | None = None,
                  ref: str | None = None, aot_config: str | None = None, version: str | None = None,
-                 overrides: dict | None = None, new_build: bool = False) -> Update:
+                 overrides: Overrides | None = None, new_build: bool = False) -> Update:
     """Re-pin the entry NAME and check it as add_model does; write it only if it changed.
 
     ref defaults to the entry's (a branch moves on to its new head), url and aot_config too;
@@ -148,7 +149,7 @@ def _git_pin(sources: Path, url: str, ref: str, session: Session) -> tuple[GitSo
     return GitSource(url, ref, commit, branch), git_sources.fetch(url, commit)
 
 
-def _checked(session: Session, pin: Pin, aot_config: str, overrides: dict,
+def _checked(session: Session, pin: Pin, aot_config: str, overrides: Overrides,
              entry_of: Callable[[GitSource | ArchiveSource, AotConfig, Signature], ModelEntry],
              unchanged: ModelEntry | None = None) -> ModelEntry:
     """Pin the source, load its AOT config, check the model in TensorFlow, and make the entry.
@@ -187,7 +188,7 @@ def _same_signature(old: ModelEntry, signature: Signature, build: str, session: 
                            f"{old.version}: give a higher --version")
 
 
-def _changes(old: dict, new: dict, prefix: str = "") -> list[tuple[str, str, str]]:
+def _changes(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[tuple[str, str, str]]:
     """The fields of two entry documents that differ, as (dotted name, old, new)."""
     out = []
     for key in [*old, *(k for k in new if k not in old)]:

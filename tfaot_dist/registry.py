@@ -29,11 +29,12 @@
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from tfaot_dist import names
-from tfaot_dist.config import DEFAULT_TARGET_TRIPLE, parse_compilation
+from tfaot_dist.config import DEFAULT_TARGET_TRIPLE, Overrides, parse_compilation
 from tfaot_dist.errors import InvalidInput
 from tfaot_dist.util.fs import write_atomic
 from tfaot_dist.util.textsafe import did_you_mean, shown
@@ -55,8 +56,8 @@ class Defaults:
     python: Path | None = None
     runtime: Path | None = None
 
-    def as_dict(self) -> dict:
-        data: dict = {
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
             "requirements": list(self.requirements),
             "target_triple": self.target_triple,
             "target_cpu": self.target_cpu,
@@ -78,7 +79,7 @@ class GitSource:
     # (cmsBuild's git download); optional, and not part of as_dict: it changes no byte of the build.
     branch: str | None = None
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"git": self.url, "ref": self.ref, "commit": self.commit}
 
     @property
@@ -94,7 +95,7 @@ class ArchiveSource:
     url: str
     sha256: str
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"archive": self.url, "sha256": self.sha256}
 
     @property
@@ -108,16 +109,16 @@ class ModelEntry:
     version: str
     source: GitSource | ArchiveSource
     aot_config: str  # relative path inside the source
-    overrides: dict = field(default_factory=dict)
+    overrides: Overrides = field(default_factory=dict)
     path: Path | None = None  # the YAML file it was read from
 
     @property
     def package(self) -> str:
         return f"tfaot-model-{self.name}"
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """The YAML form, in a fixed key order."""
-        data = {
+        data: dict[str, Any] = {
             "name": self.name,
             "version": self.version,
             "source": self.source.as_dict(),
@@ -235,7 +236,7 @@ def _absolute_path(fields: Fields, key: str) -> Path | None:
     return Path(value)
 
 
-def parse_entry(data: dict, path: Path) -> ModelEntry:
+def parse_entry(data: dict[str, Any], path: Path) -> ModelEntry:
     f = Fields(data, path)
     name = names.model_name(f.take("name", str, required=True), f.at("name"))
     if name != path.stem:
@@ -255,10 +256,10 @@ def parse_source(src: Fields) -> GitSource | ArchiveSource:
     if "archive" in src.data:
         from tfaot_dist.util.download import check_sha256, check_url  # here: requests only when needed
 
-        source = ArchiveSource(url=check_url(src.take("archive", str, required=True), src.at("archive")),
-                               sha256=check_sha256(src.take("sha256", str, required=True), src.at("sha256")))
+        archive = ArchiveSource(url=check_url(src.take("archive", str, required=True), src.at("archive")),
+                                sha256=check_sha256(src.take("sha256", str, required=True), src.at("sha256")))
         src.done()
-        return source
+        return archive
     url = src.take("git", str, required=True)
     from tfaot_dist.sources import check_git_url  # noqa: PLC0415 - keeps registry free of git at import
 

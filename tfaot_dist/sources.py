@@ -26,6 +26,7 @@ import git
 from tfaot_dist import names
 from tfaot_dist.cache import Cache, check_entry, ensure_entry, seal
 from tfaot_dist.errors import InvalidInput, SourceUnavailable
+from tfaot_dist.registry import ArchiveSource, GitSource
 from tfaot_dist.util.archives import TAR, extract, kind_of_content, kind_of_url
 from tfaot_dist.util.download import cached_archive, cached_verified, discard, download, keep
 from tfaot_dist.util.fs import file_lock, owned_temp_dir
@@ -36,7 +37,7 @@ SOURCE_COMPLETE = ".complete"
 ALLOWED_PROTOCOLS = "file:git:http:https:ssh"
 
 
-def check_git_url(url, where: str) -> str:
+def check_git_url(url: object, where: str) -> str:
     names.no_credentials(url, where)
     if not isinstance(url, str) or "::" in url or url.startswith("-") or not names.GIT_URL.fullmatch(url):
         raise InvalidInput(f"{where}: unsupported git URL {url!r} (use https://, ssh://, git://, file://, "
@@ -56,7 +57,7 @@ def source_url(text: str) -> str:
     return path.resolve().as_uri()
 
 
-def git_env() -> dict:
+def git_env() -> dict[str, str]:
     """Environment for every git call: no prompts, only safe transports, no user config surprises."""
     return {
         "GIT_ALLOW_PROTOCOL": ALLOWED_PROTOCOLS,
@@ -82,9 +83,9 @@ class ResolvedSource:
     root: Path  # the extracted tree
 
 
-def fetch_source(source, cache: Path, offline: bool = False) -> ResolvedSource:
+def fetch_source(source: GitSource | ArchiveSource, cache: Path, offline: bool = False) -> ResolvedSource:
     """The tree of a registry entry's source (registry.GitSource or registry.ArchiveSource)."""
-    if hasattr(source, "sha256"):
+    if isinstance(source, ArchiveSource):
         return ArchiveSources(cache, offline).fetch(source.url, source.sha256)
     return GitSources(cache, offline).fetch(source.url, source.commit)
 
@@ -124,7 +125,7 @@ class GitSources:
         cmd = git.cmd.Git()
         cmd.update_environment(**git_env())
         try:
-            out = cmd.ls_remote("--symref", "--", url, "HEAD")
+            out = str(cmd.ls_remote("--symref", "--", url, "HEAD"))
         except git.GitCommandError as exc:
             raise SourceUnavailable(f"{url}: cannot read git repository: {_last_line(exc.stderr)}") from None
         for line in out.splitlines():
@@ -140,7 +141,7 @@ class GitSources:
         cmd = git.cmd.Git()
         cmd.update_environment(**git_env())
         try:
-            out = cmd.ls_remote("--", url, ref, f"{ref}^{{}}")
+            out = str(cmd.ls_remote("--", url, ref, f"{ref}^{{}}"))
         except git.GitCommandError as exc:
             raise SourceUnavailable(f"{url}: cannot read git repository: {_last_line(exc.stderr)}") from None
         refs = {}
@@ -220,6 +221,7 @@ class ArchiveSources:
             with owned_temp_dir(self.cache, ".source-") as staged:
                 result = staged / "result"
                 archive = downloaded or cached
+                assert archive is not None  # downloaded when it was not cached
                 # The URL declares tar or zip (.zip, .tar.gz, ...); one that does not is read by its magic
                 # number, and bytes that are both are refused either way.
                 kind = kind_of_url(url) or kind_of_content(archive)
@@ -273,7 +275,7 @@ def _wait_for_other_processes_in(path: Path, timeout: float = 300) -> None:
 
 def _has_commit(repo: git.Repo, commit: str) -> bool:
     try:
-        return repo.git.cat_file("-t", commit) == "commit"
+        return bool(repo.git.cat_file("-t", commit) == "commit")
     except git.GitCommandError:
         return False
 
@@ -288,7 +290,7 @@ def _extract_git_archive(data: bytes, dest: Path, label: str) -> None:
     os.utime(dest)
 
 
-def _last_line(stderr) -> str:
+def _last_line(stderr: object) -> str:
     lines = [ln.strip() for ln in str(stderr or "").strip().splitlines() if ln.strip()]
     text = lines[-1] if lines else "git failed"
     return text.removeprefix("stderr: ").strip("'").strip()

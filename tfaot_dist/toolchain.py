@@ -13,8 +13,10 @@ import platform
 import sys
 import sysconfig
 import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tfaot_dist import errors, process
 from tfaot_dist.cache import Cache, check_entry, ensure_entry, entry_lock, seal
@@ -71,7 +73,8 @@ def toolchain_key(requirements: tuple[str, ...]) -> str:
     return sha256_bytes(json.dumps(spec, sort_keys=True).encode())[:20]
 
 
-def ensure_toolchain(cache: Path, requirements: tuple[str, ...], log=print, offline: bool = False) -> Toolchain:
+def ensure_toolchain(cache: Path, requirements: tuple[str, ...], log: Callable[[str], None] = print,
+                     offline: bool = False) -> Toolchain:
     """The cached venv of requirements, created (pip, network) if missing; offline: never created."""
     key = toolchain_key(requirements)
     toolchains = Cache(cache).toolchains
@@ -198,7 +201,7 @@ def _run(cmd: list[str], what: str) -> str:
     return process.run(cmd, what=what, error=errors.ToolchainError)
 
 
-def worker_env(tmpdir: Path, tf_xla_flags=(), xla_flags=()) -> dict:
+def worker_env(tmpdir: Path, tf_xla_flags: Sequence[str] = (), xla_flags: Sequence[str] = ()) -> dict[str, str]:
     """A clean environment for TensorFlow: nothing inherited that changes its results."""
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -219,8 +222,8 @@ def worker_env(tmpdir: Path, tf_xla_flags=(), xla_flags=()) -> dict:
     return env
 
 
-def run_worker(toolchain: Toolchain, request: dict, work_dir: Path, tf_xla_flags=(), xla_flags=(),
-               timeout: float = 3600) -> dict:
+def run_worker(toolchain: Toolchain, request: dict[str, Any], work_dir: Path, tf_xla_flags: Sequence[str] = (),
+               xla_flags: Sequence[str] = (), timeout: float = 3600) -> dict[str, Any]:
     """Run one worker request in the toolchain; returns its answer or raises its error."""
     tmp = work_dir / "tmp"
     tmp.mkdir(parents=True, exist_ok=True)
@@ -236,13 +239,13 @@ def run_worker(toolchain: Toolchain, request: dict, work_dir: Path, tf_xla_flags
     if finished.status == process.NOT_RUN:
         raise errors.CompileFailed(f"TensorFlow worker: {finished.stderr}")
     try:
-        answer = json.loads((work_dir / "result.json").read_text())
+        answer: dict[str, Any] = json.loads((work_dir / "result.json").read_text())
     except (OSError, ValueError):
         tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
         raise errors.CompileFailed(
             f"TensorFlow worker died ({finished.describe_status()}): {one_line(tail[0])} (log: {log_path})"
         ) from None
     if not answer.get("ok"):
-        kind = {"invalid-input": errors.InvalidInput}.get(answer.get("kind"), errors.CompileFailed)
+        kind = errors.InvalidInput if answer.get("kind") == "invalid-input" else errors.CompileFailed
         raise kind(answer.get("message", "worker failed"))
     return answer

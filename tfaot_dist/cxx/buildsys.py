@@ -17,6 +17,7 @@ CMake command or a pkg-config field.
 """
 
 import re
+from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
@@ -147,7 +148,7 @@ def _version(value: str, field: str) -> str:
     return value
 
 
-def _runtime_facts(manifest: Manifest) -> dict:
+def _runtime_facts(manifest: Manifest) -> dict[str, Any]:
     package = manifest.package
     if package != RUNTIME_PACKAGE:
         raise InvalidInput(f"runtime manifest: package: expected {RUNTIME_PACKAGE!r}, got {package!r}")
@@ -157,7 +158,8 @@ def _runtime_facts(manifest: Manifest) -> dict:
     system_libs = [lib[2:] for lib in _each(manifest.system_libs, names.SYSTEM_LIB, "system_libs")]
     libs = []
     for path in _each(manifest.libs, names.STATIC_LIB, "libs"):
-        name = names.STATIC_LIB.fullmatch(path).group(1)
+        match = names.STATIC_LIB.fullmatch(path)
+        name = match.group(1) if match else path  # every entry matched in _each
         libs.append({"path": path, "name": name, "target": f"tfaot::xla-runtime-{name}"})
     if not libs:
         raise InvalidInput("runtime manifest: libs: no static library listed")
@@ -170,7 +172,7 @@ def _runtime_facts(manifest: Manifest) -> dict:
             "link_options": link_options}
 
 
-def _each(values: tuple[str, ...], pattern: re.Pattern, field: str) -> list[str]:
+def _each(values: tuple[str, ...], pattern: re.Pattern[str], field: str) -> list[str]:
     for value in values:
         if not pattern.fullmatch(value):
             raise InvalidInput(f"runtime manifest: {field}: invalid entry {value!r}")

@@ -20,6 +20,7 @@ The runtime has no per-level kernels and no dispatcher: tfaot/CpuLevel.h declare
 """
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from tfaot_dist.cxx.build_kit import CONSUMER_CXXFLAGS
@@ -59,7 +60,7 @@ def installed_runtime(root: Path, toolchain: Toolchain, where: str = "--runtime"
     return runtime
 
 
-def _ours(root: Path, document: str, load, where: str) -> XlaRuntime:
+def _ours(root: Path, document: str, load: Callable[[Path], XlaRuntime], where: str) -> XlaRuntime:
     try:
         runtime: XlaRuntime = load(root)
     except InvalidInput as exc:  # the package's manifest, read as a RuntimeManifest: names the field

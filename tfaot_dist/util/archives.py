@@ -19,6 +19,7 @@ import stat
 import struct
 import tarfile
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from tfaot_dist.errors import IntegrityError
@@ -138,7 +139,7 @@ def check_link(name: str, target: str, label: str) -> None:
 
 
 def checked_tar_members(tar: tarfile.TarFile, label: str, max_entries: int = MAX_ENTRIES,
-                        max_bytes: int = MAX_BYTES, links: bool = True):
+                        max_bytes: int = MAX_BYTES, links: bool = True) -> Iterator[tarfile.TarInfo]:
     """Iterate over the members of tar, each checked (links only if links); the package reader
     (channel.verify_archive) and extract() both read archives through this."""
     count, total = 0, 0

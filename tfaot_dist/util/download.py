@@ -28,8 +28,10 @@ import hashlib
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 from urllib.parse import urljoin, urlsplit
 
 import requests
@@ -55,25 +57,25 @@ CHUNK = 1 << 16
 _OTHER = (requests.RequestException, urllib3.exceptions.HTTPError)
 
 
-def check_url(url, where: str) -> str:
+def check_url(url: object, where: str) -> str:
     names.no_credentials(url, where, how="netrc")
     if not isinstance(url, str) or not names.HTTP_URL.fullmatch(url):
         raise InvalidInput(f"{where}: invalid URL {url!r} (expected http:// or https://)")
     return url
 
 
-def check_sha256(value, where: str) -> str:
+def check_sha256(value: object, where: str) -> str:
     if not isinstance(value, str) or not names.SHA256.fullmatch(value):
         raise InvalidInput(f"{where}: invalid sha256 {value!r} (expected 64 lowercase hex digits)")
     return value
 
 
-def _env_number(name: str, default: float, kind=float) -> float:
+def _env_number(name: str, default: float, kind: type[int] | type[float] = float) -> float:
     text = os.environ.get(name)
     if not text:
         return default
     try:
-        value = kind(text)
+        value: float = kind(text)
     except ValueError:
         value = 0
     if value <= 0:
@@ -100,6 +102,9 @@ class Downloaded:
     size: int
 
 
+Sink = Callable[[bytes], object]  # where an attempt writes what it receives
+
+
 class _Retry(Exception):
     """A failure worth another attempt; the message says what happened."""
 
@@ -108,7 +113,7 @@ class _Late(Exception):
     """The deadline of the whole download passed: no further attempt."""
 
 
-def _attempt(url: str, sink, limit: int | None, via: "Via", ends: float, budget: float) -> tuple[str, int]:
+def _attempt(url: str, sink: Sink, limit: int | None, via: "Via", ends: float, budget: float) -> tuple[str, int]:
     """One GET of url (following the redirects via allows) streamed into sink; returns (sha256, size).
     ends: when the whole download (all its attempts) must be done."""
     h = hashlib.sha256()
@@ -216,7 +221,7 @@ class Via:
 
 
 def send(method: str, url: str, via: Via, ends: float, *, session: requests.Session | None = None,
-         headers: dict[str, str] | None = None, data=None) -> requests.Response:
+         headers: dict[str, str] | None = None, data: bytes | None = None) -> requests.Response:
     """One request, streamed (the caller reads and closes the answer), under the rules of via:
     credentials only to their origin; GET and HEAD redirects (at most MAX_REDIRECTS) only to the same
     origin unless via allows other hosts (then to https only); other methods are never redirected.
@@ -262,7 +267,7 @@ def read_capped(resp: requests.Response, url: str, limit: int, ends: float) -> b
     return b"".join(parts)
 
 
-def _with_retries(url: str, start, limit: int | None, via: Via = Via()) -> tuple[str, int]:
+def _with_retries(url: str, start: Callable[[], Sink], limit: int | None, via: Via = Via()) -> tuple[str, int]:
     """Run attempts of url; start() gives a fresh sink for each one. One deadline covers them all."""
     n = attempts()
     budget = deadline()
@@ -284,7 +289,7 @@ def get_bytes(url: str, limit: int = 64 << 20) -> bytes:
     """A small document (an index), whole, in memory."""
     parts: list[bytes] = []
 
-    def start():
+    def start() -> Sink:
         parts.clear()
         return parts.append
 
@@ -307,7 +312,7 @@ def download(url: str, directory: Path, expected_sha256: str | None = None, limi
     with _held_lock:
         _held[tmp] = held
     try:
-        def start():
+        def start() -> Sink:
             held.seek(0)  # a retry starts the file again
             held.truncate()
             return held.write
@@ -322,7 +327,7 @@ def download(url: str, directory: Path, expected_sha256: str | None = None, limi
         raise
 
 
-_held: dict[Path, object] = {}  # our downloads not yet kept or discarded -> their locked file
+_held: dict[Path, BinaryIO] = {}  # our downloads not yet kept or discarded -> their locked file
 _held_lock = threading.Lock()
 
 

@@ -12,10 +12,12 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol, TextIO
 
 from tfaot_dist.util.textsafe import actions_safe
+
+Log = Callable[[str], None]  # where a command's progress lines go (one line each)
 
 
 class Reporter(Protocol):

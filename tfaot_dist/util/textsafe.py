@@ -39,7 +39,7 @@ def one_line(text: str, limit: int = MAX_TEXT) -> str:
     return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
 
 
-def shown(value, limit: int = MAX_TEXT, quote: bool = True) -> str:
+def shown(value: object, limit: int = MAX_TEXT, quote: bool = True) -> str:
     """A value as an error message quotes it: its repr (or the text itself), cut to limit characters,
     so that no document can blow up a message (a YAML alias bomb, a 1 MB string)."""
     if isinstance(value, str):
@@ -95,7 +95,7 @@ def pkgconfig_text(text: str, limit: int = MAX_TEXT) -> str:
     return _PKGCONFIG_SPECIAL.sub("_", one_line(text, limit))
 
 
-def _single_line(value):
+def _single_line(value: object) -> object:
     if isinstance(value, str) and ("\n" in value or "\r" in value):
         raise ValueError(f"refusing to render a value with a line break: {value[:60]!r}")
     return value
@@ -109,7 +109,7 @@ def environment() -> jinja2.Environment:
                             finalize=_single_line)
 
 
-def render(template: str, **context) -> str:
+def render(template: str, **context: object) -> str:
     return environment().get_template(template).render(**context)
 
 

@@ -7,6 +7,7 @@ most MAX_BYTES. Error messages quote at most ~200 characters of any value.
 """
 
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -25,24 +26,25 @@ class _Refused(Exception):
 class BoundedLoader(yaml.SafeLoader):
     """yaml.SafeLoader without aliases, duplicate keys, huge integers or deep nesting."""
 
-    def __init__(self, stream):
+    def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self._depth = 0
 
-    def compose_node(self, parent, index):
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
         if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
+            event: Any = self.peek_event()  # type: ignore[no-untyped-call]  # PyYAML's stubs leave it untyped
             raise _Refused(f"line {event.start_mark.line + 1}: aliases (*{shown(event.anchor, 60, False)}) "
                            "are not allowed")
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
-                raise _Refused(f"line {self.peek_event().start_mark.line + 1}: nested deeper than {MAX_DEPTH} levels")
+                event = self.peek_event()  # type: ignore[no-untyped-call]
+                raise _Refused(f"line {event.start_mark.line + 1}: nested deeper than {MAX_DEPTH} levels")
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
 
-    def construct_mapping(self, node, deep=False):
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen = set()
         for key_node, _ in node.value:
             key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
@@ -51,7 +53,7 @@ class BoundedLoader(yaml.SafeLoader):
             seen.add(key)
         return super().construct_mapping(node, deep)
 
-    def construct_yaml_int(self, node):
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
         digits = sum(c.isalnum() for c in node.value)
         if digits > MAX_INT_DIGITS:
             raise _Refused(f"line {node.start_mark.line + 1}: integer of {digits} digits "
@@ -62,7 +64,7 @@ class BoundedLoader(yaml.SafeLoader):
 BoundedLoader.add_constructor("tag:yaml.org,2002:int", BoundedLoader.construct_yaml_int)
 
 
-def load_text(text: str, label: str):
+def load_text(text: str, label: str) -> Any:
     """Any YAML document, bounded; errors name label."""
     if len(text) > MAX_BYTES:
         raise InvalidInput(f"{label}: larger than {MAX_BYTES} bytes")
@@ -79,7 +81,7 @@ def load_text(text: str, label: str):
         raise InvalidInput(f"{label}: malformed YAML{where}: {shown(problem, quote=False)}") from None
 
 
-def load_mapping(path: Path, label: str | None = None) -> dict:
+def load_mapping(path: Path, label: str | None = None) -> dict[str, Any]:
     """The mapping in a YAML file; errors name it as label (default: its path)."""
     try:
         text = path.read_text()
@@ -87,17 +89,17 @@ def load_mapping(path: Path, label: str | None = None) -> dict:
         raise InvalidInput(f"{label or path}: file not found") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidInput(f"{label or path}: cannot read: {exc}") from None
-    path = label or path
-    data = load_text(text, str(path))
+    where = label or str(path)
+    data = load_text(text, where)
     if not isinstance(data, dict):
-        raise InvalidInput(f"{path}: expected a mapping at the top level")
+        raise InvalidInput(f"{where}: expected a mapping at the top level")
     return data
 
 
 class Fields:
     """Take typed fields out of one mapping; leftovers are unknown keys."""
 
-    def __init__(self, data, file: Path | str, prefix: str = ""):
+    def __init__(self, data: object, file: Path | str, prefix: str = "") -> None:
         self.file, self.prefix = file, prefix
         if not isinstance(data, dict):
             raise InvalidInput(f"{file}: {prefix or 'top level'}: expected a mapping")
@@ -116,7 +118,8 @@ class Fields:
         """How error messages name a field: 'FILE: section.key'."""
         return f"{self.file}: {self.prefix}.{key}" if self.prefix else f"{self.file}: {key}"
 
-    def take(self, key: str, kind: type | tuple, default=..., required: bool = False):
+    def take(self, key: str, kind: type | tuple[type, ...], default: Any = ..., required: bool = False) -> Any:
+        """The value at key if it is of kind (a YAML value: its type is checked, not known statically)."""
         if key not in self.data:
             if required or default is ...:
                 raise InvalidInput(f"{self.at(key)}: required field is missing{self._misspelt(key)}")
@@ -147,7 +150,7 @@ class Fields:
             raise InvalidInput(f"{self.at(str(key))}: unknown key")
 
 
-def _kind_name(kind) -> str:
+def _kind_name(kind: type | tuple[type, ...]) -> str:
     kinds = kind if isinstance(kind, tuple) else (kind,)
     names = {str: "a string", int: "an integer", list: "a list", dict: "a mapping", bool: "true/false"}
     return " or ".join(names.get(k, k.__name__) for k in kinds)
