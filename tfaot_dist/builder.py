@@ -135,6 +135,8 @@ def compile_config(config_path: Path, output_dir: Path, session: Session,
     dest = output_dir / pkg.dir_name(package, version)
     # Staged under another name than dest's: _publish_copy clears dest's temporaries.
     work = output_dir / f"{dest.name}-compiling"
+    if session.offline and not (toolchain_python or session.defaults.python):
+        session.toolchain()  # offline, a missing toolchain is named before the output directory is touched
     with file_lock(session.cache.output_lock(work)):
         remove_stale_siblings(work)
         with staging(work, keep_failed=True) as staged:

@@ -340,12 +340,6 @@ def cmd_compile(args) -> int:
     sizes = batch_sizes(_int_list(args.batch_sizes, "--batch-sizes"), "--batch-sizes") if args.batch_sizes else None
     levels = names.cpu_levels(args.cpu_levels.split(","), "--cpu-levels") if args.cpu_levels else None
     session = session_of(args)
-    # The registry's toolchain.python / toolchain.runtime count too (the options win over them).
-    if args.offline and not ((args.toolchain_python or session.defaults.python)
-                             and (args.runtime or session.defaults.runtime)):
-        # Our own toolchain is pip-installed and our own runtime downloads its Abseil source.
-        raise UsageError("--offline: compile needs --toolchain-python and --runtime (building a toolchain "
-                         "or a runtime downloads)")
     package = builder.compile_config(args.aot_config.absolute(), args.output_directory.absolute(),
                                      session, args.name, args.model_version, sizes,
                                      args.toolchain_python, args.runtime, cpu_levels=levels)
@@ -358,8 +352,6 @@ def cmd_compile(args) -> int:
 def cmd_runtime(args) -> int:
     from tfaot_dist.cxx import runtime_package
 
-    if args.offline and not args.toolchain_python:
-        raise UsageError("--offline: runtime needs --toolchain-python (our own toolchain is pip-installed)")
     session = session_of(args)
     if args.toolchain_python:
         _, runtime = session.existing_toolchain_and_runtime(args.toolchain_python)
@@ -784,8 +776,9 @@ def parser() -> argparse.ArgumentParser:
                    "tfaot-xla-runtime package, a runtime tree or a release's tensorflow-xla-runtime "
                    "(lib/libtf_xla_runtime.so; Abseil from $ABSEIL_CPP_ROOT); default: the registry's "
                    "toolchain.runtime")
-    s.add_argument("--offline", action="store_true", help="download nothing: needs --toolchain-python and "
-                   "--runtime (as the cmsBuild specs' %%build does)")
+    s.add_argument("--offline", action="store_true", help="download nothing: the cached toolchain and runtime, "
+                   "or --toolchain-python and --runtime (as the cmsBuild specs' %%build does); what is missing is "
+                   "named (exit 4)")
     s.set_defaults(func=cmd_compile)
 
     s = _command(sub, common, "runtime", "place the XLA runtime package in a directory",
@@ -797,8 +790,9 @@ def parser() -> argparse.ArgumentParser:
                    help="where the runtime package and archive are written")
     s.add_argument("--toolchain-python", type=Path, metavar="PATH",
                    help="an existing Python with TensorFlow (installs nothing)")
-    s.add_argument("--offline", action="store_true", help="download nothing: needs --toolchain-python and the "
-                   "Abseil sdist in the cache's downloads/ (as the cmsBuild spec puts it there)")
+    s.add_argument("--offline", action="store_true", help="download nothing: the cached toolchain (or "
+                   "--toolchain-python) and the Abseil sdist in the cache's downloads/ (as the cmsBuild spec puts "
+                   "it there); what is missing is named (exit 4)")
     s.set_defaults(func=cmd_runtime)
 
     s = _command(sub, common, "check", "list the ops of a model and whether XLA compiles them",

@@ -1,8 +1,0 @@
-import pytest
-from test_oci import registry_server  # noqa: F401
-from test_oci import test_concurrent_publishes_both_land as once
-
-
-@pytest.mark.parametrize("i", range(20))
-def test_repeat(i, built, registry_server, tmp_path, cache):  # noqa: F811
-    once(built, registry_server, tmp_path, cache)
