@@ -81,11 +81,23 @@ bool few_columns_product(float* out, const float* lhs, const float* rhs, int64_t
 // product packs all of the many columns (the inputs) for rows that fill only part of its 48-row tiles
 // (AVX-512); here the weights stay in the cache and each group of NC columns is one few_columns pass:
 // TV vectors of rows times NC columns of accumulators, each input read once per row tile.
+template <int TV, int R>
+void narrow_rest(float* out, const float* lhs, const float* rhs, int64_t m, int64_t r, int64_t k) {
+  if constexpr (R > 0) {
+    if (r == R) {
+      few_columns<R, TV>(out, lhs, rhs, m, k);
+    } else {
+      narrow_rest<TV, R - 1>(out, lhs, rhs, m, r, k);
+    }
+  }
+}
+
 template <int TV, int NC>
 void narrow(float* out, const float* lhs, const float* rhs, int64_t m, int64_t n, int64_t k) {
   int64_t j = 0;
   for (; j + NC <= n; j += NC) few_columns<NC, TV>(out + j * m, lhs, rhs + j * k, m, k);
-  for (; j < n; ++j) few_columns<1, TV>(out + j * m, lhs, rhs + j * k, m, k);
+  // The last n % NC columns in one pass too: one column at a time left 4 dependent FMA chains.
+  narrow_rest<TV, NC - 1>(out + j * m, lhs, rhs + j * k, m, n - j, k);
 }
 
 // True if narrow computed the product: m a multiple of the tile's rows, at most 4 vectors of them (and so
