@@ -6,8 +6,8 @@ ONNX Runtime, the peak fraction and the peers' time over AOT's; then memory. Mar
 RESULTS_DIR holds the NAME.json files of bench runs (benchmarks/zoo/run.sh writes them). Times are
 microseconds per event, each the fastest round of its run; "aot" is the level the package picks on this
 machine by itself, "aot LEVEL" the same program forced lower (TFAOT_CPU_LEVEL). The ratio columns give,
-for each peer, its time over the AOT time at every level the run has, lowest ratio first: the worst case
-of the goals "peer / AOT >= 1 at every level".
+for each level the run has (best first), the TF C API's and ONNX Runtime's time over that level's AOT
+time: the goals "peer / AOT >= 1 at every level".
 """
 
 import argparse
@@ -34,11 +34,11 @@ def rows(result: dict, batch_sizes: list[int]) -> list[dict]:
                "level": aot[bs].get("cpu_level", ""), "aot": aot[bs]["us_per_event"],
                "compiled": aot[bs].get("compiled", True), "peak": aot[bs].get("peak_fraction"),
                "forced": {lv: r[bs]["us_per_event"] for lv, r in forced.items() if bs in r}}
-        levels = {row["level"]: row["aot"], **row["forced"]}
+        row["levels"] = {row["level"]: row["aot"], **row["forced"]}
         for peer, times in peers.items():
             row[peer] = times[bs]["us_per_event"] if bs in times else None
-            row[f"{peer}_over_aot_worst"] = (min(times[bs]["us_per_event"] / t for t in levels.values())
-                                            if bs in times else None)
+            row[f"{peer}_over_aot"] = {lv: times[bs]["us_per_event"] / t for lv, t in row["levels"].items()
+                                       if bs in times}
         out.append(row)
     return out
 
@@ -58,27 +58,29 @@ def main(argv: list[str]) -> int:
     sizes = [int(n) for n in args.batch_sizes.split(",")]
     results = [json.loads(p.read_text()) for p in sorted(args.results.glob("*.json"))]
     table = [row for result in results for row in rows(result, sizes)]
-    print("| model | batch | AOT (level) | peak | AOT x86-64 | AOT v3 | TF C API | ORT | TF/AOT | ORT/AOT |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| model | batch | AOT (level) | peak | AOT v3 | AOT x86-64 | TF C API | ORT "
+          "| TF/AOT, ORT/AOT: v4 | v3 | x86-64 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in table:
         level = r["level"].replace("x86-64-", "")
         emulated = "" if r["compiled"] else "*"
+        ratios = " | ".join(f"{fmt(r['tf-capi_over_aot'].get(lv), 2)}, {fmt(r['ort_over_aot'].get(lv), 2)}"
+                            if lv in r["levels"] else "-" for lv in reversed(LEVELS))
         print(f"| {r['model']} | {r['batch']}{emulated} | {fmt(r['aot'])} ({level}) | {fmt(r['peak'], 2)} "
-              f"| {fmt(r['forced'].get('x86-64'))} | {fmt(r['forced'].get('x86-64-v3'))} | {fmt(r['tf-capi'])} "
-              f"| {fmt(r['ort'])} | {fmt(r['tf-capi_over_aot_worst'], 2)} | {fmt(r['ort_over_aot_worst'], 2)} |")
+              f"| {fmt(r['forced'].get('x86-64-v3'))} | {fmt(r['forced'].get('x86-64'))} | {fmt(r['tf-capi'])} "
+              f"| {fmt(r['ort'])} | {ratios} |")
     print("\n| model | peak RSS AOT | TF C API | ORT (Python) | TF / AOT | ORT / AOT | ORT Run() overhead |")
     print("|---|---|---|---|---|---|---|")
     for result in results:
-        one = {e: {r["instances"]: r for r in rows_}.get(1) for e, rows_ in result["memory"].items()}
-        kb = {e: r["vm_hwm_kb"] if r else None for e, r in one.items()}
+        kb: dict[str, float] = {}
+        for engine, mem_rows in result["memory"].items():
+            kb.update((engine, r["vm_hwm_kb"]) for r in mem_rows if r["instances"] == 1)
         overhead = result.get("ort", {}).get("call_overhead_us")
         name = result["package"].removeprefix("tfaot-model-")
 
-        def ratio(e: str) -> str:
-            return f"{kb[e] / kb['aot']:.1f}" if kb.get(e) and kb.get("aot") else "-"
-
-        print(f"| {name} | {fmt((kb.get('aot') or 0) / 1024)} MB | {fmt((kb.get('tf-capi') or 0) / 1024)} MB "
-              f"| {fmt((kb.get('ort') or 0) / 1024)} MB | {ratio('tf-capi')} | {ratio('ort')} "
+        ratio = {e: f"{kb[e] / kb['aot']:.1f}" if e in kb and "aot" in kb else "-" for e in ("tf-capi", "ort")}
+        print(f"| {name} | {fmt(kb.get('aot', 0) / 1024)} MB | {fmt(kb.get('tf-capi', 0) / 1024)} MB "
+              f"| {fmt(kb.get('ort', 0) / 1024)} MB | {ratio['tf-capi']} | {ratio['ort']} "
               f"| {fmt(overhead, 2)} us |")
     loads = sorted({round(x, 1) for result in results for x in result["host"]["load_average"][:1]})
     print(f"\n{len(results)} runs; host {results[0]['host']['cpu'] if results else '?'}, load average at the "
