@@ -499,12 +499,7 @@ def cmd_bench(args) -> int:
     result = bench.bench_command(args.target, Registry(args.registry), session_of(args), args.dist, protocol,
                                  args.out.absolute(), args.saved_model, plots=not args.no_plots)
     lines = [f"{result['package']} {result['version']}: per-event time [us] (compiled: "
-             f"{','.join(map(str, result['compiled_batch_sizes']))})"]
-    engines = list(result["time"])
-    by = {e: {r["batch_size"]: r["us_per_event"] for r in result["time"][e]} for e in engines}
-    lines.append("batch " + "".join(f"{e:>12}" for e in engines))
-    for bs in args.batch_sizes:
-        lines.append(f"{bs:5} " + "".join(f"{by[e].get(bs, float('nan')):12.3f}" for e in engines))
+             f"{','.join(map(str, result['compiled_batch_sizes']))})", *bench.table(result, args.batch_sizes)]
     for engine, rows in result["memory"].items():
         base = result["memory_baseline"][engine]["vm_hwm_kb"]
         lines += [f"memory {engine}: {r['instances']} instance(s): peak RSS {r['vm_hwm_kb']} kB "
@@ -568,7 +563,7 @@ def _add_performance_commands(sub, common) -> None:
                    help="batch sizes to time (default: 1,2,4,...,1024)")
     s.add_argument("--instances", type=_int_tuple_arg, default=(1, 4, 12),
                    help="model instances per process for the memory measurement (default: 1,4,12)")
-    s.add_argument("--engines", default="aot,tf-capi,tf-python", help="subset of aot,tf-capi,tf-python")
+    s.add_argument("--engines", default="aot,tf-capi,ort,tf-python", help="subset of aot,tf-capi,ort,tf-python")
     s.add_argument("--rounds", type=int, default=1, help="repeat the timings, keep the fastest (default: 1)")
     s.add_argument("--saved-model", type=Path, help="the SavedModel of a package directory (TensorFlow engines)")
     s.add_argument("--tf-no-onednn", action="store_true", help="run TensorFlow with TF_ENABLE_ONEDNN_OPTS=0")
