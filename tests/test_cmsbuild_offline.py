@@ -145,17 +145,22 @@ def test_a_ref_that_is_no_branch_needs_source_branch(tmp_path: Path, capsys: pyt
     specs_cli(capsys, reg, "--flavor", "rpm", "--out", tmp_path / "rpm")
 
 
-def test_offline_compile_needs_the_release_toolchain_and_runtime(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_offline_compile_names_the_missing_toolchain(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """compile --offline with nothing cached: exit 4 naming the toolchain; nothing created (cache, output)."""
     config = tmp_path / "aot_config.yaml"
-    config.write_text("model: {name: x, version: 1.0.0}\n")
+    (tmp_path / "saved_model").mkdir()
+    (tmp_path / "saved_model" / "saved_model.pb").write_bytes(b"")
+    config.write_text("model: {name: x, version: 1.0.0}\ncompilation: {batch_sizes: [1]}\n")
     cache = tmp_path / "cache"
     monkeypatch.setenv("TFAOT_DIST_CACHE", str(cache))
-    for extra in ([], ["--toolchain-python", sys.executable], ["--runtime", str(tmp_path)]):
+    for extra in ([], ["--runtime", str(tmp_path)]):
         code = cli.main(["compile", "--offline", "--aot-config", str(config),
                          "--output-directory", str(tmp_path / "out"), *extra])
-        assert code == 2
-        assert capsys.readouterr().err == ("tfaot-dist: error: --offline: compile needs --toolchain-python and "
-                                           "--runtime (building a toolchain or a runtime downloads)\n")
+        err = capsys.readouterr().err
+        assert code == 4, err
+        assert err.startswith("tfaot-dist: error: offline: toolchain ") and "is not in the cache" in err
+        assert err.count("\n") == 1
     assert not (tmp_path / "out").exists() and not cache.exists()
 
 

@@ -561,7 +561,8 @@ def test_publish_lists_key_facts_and_never_changes_a_version(run: Cli, built: Pa
     other = repacked(built / "dist" / "tfaot-model-test-simple-1.0.0.tar.gz", tmp_path / "other",
                      "share/tfaot-model-test-simple/reference/bs1/output_0.bin")
     line = run.error("publish", "--channel", channel, "--dist", other.parent, expect=7)
-    assert "tfaot-model-test-simple 1.0.0 is already in" in line and "raise the version" in line
+    assert "1 package version already in" in line and "nothing published" in line
+    assert "(tfaot-model-test-simple 1.0.0: published sha256 " in line and "a published version never changes" in line
     assert snapshot(channel) == before
 
     # A damaged archive (one flipped byte) is refused before anything is written.

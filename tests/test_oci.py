@@ -124,7 +124,8 @@ def test_publish_again_and_other_bytes(run: Cli, built: Path, oci_channel: str, 
     other = repacked(built / "dist" / "tfaot-model-test-simple-1.0.0.tar.gz", tmp_path / "other",
                      "share/tfaot-model-test-simple/reference/bs1/output_0.bin")
     line = run.error("publish", "--channel", oci_channel, "--dist", other.parent, expect=7)
-    assert "tfaot-model-test-simple 1.0.0 is already in" in line and "raise the version" in line, line
+    assert "1 package version already in" in line and "nothing published" in line
+    assert "(tfaot-model-test-simple 1.0.0: published sha256 " in line and "a published version never changes" in line, line
     assert snapshot(registry_server.root / "data") == storage  # refused before anything was pushed
     assert listed(run, oci_channel) == before_index
     assert tags == sorted(p.name for p in (registry_server.repositories() / "tfaot-index" / "_manifests" /

@@ -20,7 +20,7 @@ from conftest import REPO, run_in_toolchain
 
 from tfaot_dist import config as config_mod
 from tfaot_dist.channels import cpu_target
-from tfaot_dist.perf import tune
+from tfaot_dist.perf import bench, tune
 from tfaot_dist.documents import Compilation
 from tfaot_dist.errors import InvalidInput
 
@@ -93,7 +93,7 @@ def test_bench_against_tensorflow(run: Cli, study: Path, tmp_path: Path) -> None
                  "--batch-sizes", "1,2,8,64", "--warmup", "3", "--calls", "20", "--rounds", "2",
                  "--instances", "1,2", "--json")
     result = json.loads(out)
-    assert result["engines"] == ["aot", "tf-capi", "tf-python"]
+    assert result["engines"] == ["aot", "tf-capi", "ort", "tf-python"]
     for engine in result["engines"]:
         assert [r["batch_size"] for r in result["time"][engine]] == [1, 2, 8, 64]
         assert all(r["us_per_event"] > 0 and r["calls"] == 20 for r in result["time"][engine])
@@ -129,17 +129,42 @@ def test_bench_against_tensorflow(run: Cli, study: Path, tmp_path: Path) -> None
     assert result["ratios"]["peak_rss_tf-capi_over_aot"]["1"] > 20
     assert [r["instances"] for r in result["memory"]["aot"]] == [1, 2]
     # The same programs without a model: what a model adds is its peak RSS above that.
-    for engine in ("aot", "tf-capi"):
+    for engine in ("aot", "tf-capi", "ort"):
         base = result["memory_baseline"][engine]
         assert base["instances"] == 0
         for row in result["memory"][engine]:
             assert 0 < row["model_kb"] == row["vm_hwm_kb"] - base["vm_hwm_kb"]
     assert result["ratios"]["model_rss_tf-capi_over_aot"]["1"] > 1
+    # ONNX Runtime: the model converted from the same SavedModel, checked against TensorFlow, timed and measured.
+    ort = result["ort"]
+    assert ort["outputs_match"] and ort["rewritten"] == {"Erfc": 0} and "MatMul" in ort["op_types"]
+    assert 0 < ort["call_overhead_us"] < min(r["us_per_event"] for r in result["time"]["ort"] if r["batch_size"] == 1)
+    assert set(result["ratios"]["time_ort_over_aot"]) == {"1", "2", "8", "64"}
+    assert result["ratios"]["peak_rss_ort_over_aot"]["1"] > 2  # a Python process with ONNX Runtime
+    assert [r["instances"] for r in result["memory"]["ort"]] == [1, 2]
     assert Path(result["json"]).is_file()
     for plot in result["plots"]:
         assert Path(plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert sorted(Path(p).name for p in result["plots"]) == [
         "study-l12-u128_gflops.png", "study-l12-u128_memory.png", "study-l12-u128_time.png"]
+
+
+def test_bench_table_shows_levels_peak_fraction_and_peer_ratios():
+    def row(bs, us, **extra):
+        return {"batch_size": bs, "us_per_event": us, **extra}
+
+    result = {"time": {"tf-capi": [row(1, 40.0), row(4, 2000.0)], "ort": [row(1, 30.0)],
+                       "aot:x86-64": [row(1, 25.0, cpu_level="x86-64"), row(4, 12.0, cpu_level="x86-64")],
+                       "aot": [row(1, 10.0, cpu_level="x86-64-v3", peak_fraction=0.25),
+                               row(4, 8.0, cpu_level="x86-64-v3", peak_fraction=0.5)]},
+              "ratios": {"time_tf-capi_over_aot": {"1": 4.0, "4": 250.0}, "time_ort_over_aot": {"1": 3.0}},
+              "ort": {"error": "tf2onnx: no converter for op Foo"}}
+    lines = bench.table(result, [1, 4])
+    assert lines[0].split() == ["batch", "aot", "x86-64-v3", "aot:x86-64", "tf-capi", "ort", "peak", "tf-capi/aot",
+                                "ort/aot"]
+    assert lines[1].split() == ["1", "10", "25", "40", "30", "0.25", "4", "3"]
+    assert lines[2].split() == ["4", "8", "12", "2000", "nan", "0.5", "250", "nan"]
+    assert lines[3] == "ort: not timed: tf2onnx: no converter for op Foo"
 
 
 # ---------------------------------------------------------------- small matrix products

@@ -1,6 +1,7 @@
-"""The runtime's per-level matrix kernels (cxx/runtime_kernels.py), built for real and run.
+"""The runtime's per-level matrix and convolution kernels (cxx/runtime_kernels.py), built for real and run.
 
-They are in the runtime part of dot_lib_f32.cc (cxx/runtime_parts.py), linked here with the core library.
+They are in the runtime parts of dot_lib_f32.cc and convolution_lib_f32_2d.cc (cxx/runtime_parts.py),
+linked here with the core library.
 
 Every level this CPU runs is forced in turn, through TFAOT_CPU_LEVEL and
 through tfaot_runtime_force_cpu_level(), and the products are compared with
@@ -36,9 +37,12 @@ extern "C" const char* tfaot_runtime_cpu_level(void);
 
 static double worst_error() {
   // m x n x k; n of 2-4 (without transpositions) takes the few-columns kernels: rows in full tiles
-  // (256), tiles and leftover rows (37, 100), leftover rows only (5).
+  // (256), tiles and leftover rows (37, 100), leftover rows only (5). m of 1-4 vectors and 16 or more
+  // columns take the narrow kernels (groups of columns and the leftover ones; 64 and 32 rows on
+  // AVX-512 and AVX2, 16 and 8 on every level); 48 rows (3 vectors on AVX-512) take Eigen's.
   const long shapes[][3] = {{1, 128, 128}, {7, 5, 3}, {256, 128, 128}, {33, 17, 65}, {2, 1, 9},
-                            {256, 2, 256}, {37, 3, 19}, {5, 4, 7}, {100, 2, 1}, {256, 4, 32}};
+                            {256, 2, 256}, {37, 3, 19}, {5, 4, 7}, {100, 2, 1}, {256, 4, 32},
+                            {64, 100, 64}, {32, 37, 8}, {16, 50, 300}, {8, 20, 5}, {48, 33, 16}};
   double worst = 0;
   for (const auto& s : shapes) {
     const long m = s[0], n = s[1], k = s[2];
@@ -87,6 +91,87 @@ int main(int argc, char** argv) {
 """
 
 
+# Calls the 2-D convolution the generated headers call (TF 2.21's convolution thunk) for shapes that
+# take every branch of the per-level kernel (1x1 without copies, patches with padding, strides and
+# kernel dilation, several patch blocks, filter counts that fill no vector) and two it leaves to XLA's
+# code (two feature groups; input dilation, a transposed convolution); prints the level and the
+# largest error against a double-precision convolution, relative to the sum of |terms| of each output.
+CONV_PROGRAM = r"""
+#include <cmath>
+#include <cstdio>
+#include <vector>
+#include "xla/backends/cpu/runtime/convolution_lib.h"
+
+extern "C" int tfaot_runtime_force_cpu_level(const char* level);
+extern "C" const char* tfaot_runtime_cpu_level(void);
+
+struct Conv {  // XLA's arguments: input [b][x][y][c], kernel [kx][ky][c / groups][f], output [b][ox][oy][f]
+  long b, x, y, c, kx, ky, f, sx, sy, px0, px1, py0, py1, lx, ly, dx, dy, groups;
+  long ox() const { return ((x - 1) * lx + 1 + px0 + px1 - ((kx - 1) * dx + 1)) / sx + 1; }
+  long oy() const { return ((y - 1) * ly + 1 + py0 + py1 - ((ky - 1) * dy + 1)) / sy + 1; }
+};
+
+static double worst_error() {
+  const Conv convs[] = {
+      {2, 11, 11, 24, 1, 1, 64, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1},    // 1x1: the input is the patch matrix
+      {1, 21, 21, 64, 3, 3, 64, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},    // DeepTau's 3x3 "same"
+      {3, 30, 30, 3, 3, 3, 5, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},      // 2700 pixels: several patch blocks
+      {2, 9, 13, 7, 3, 2, 9, 2, 3, 1, 0, 2, 1, 1, 1, 1, 1, 1},       // strides, uneven padding
+      {1, 12, 10, 4, 3, 3, 6, 1, 1, 2, 2, 2, 2, 1, 1, 2, 2, 1},      // kernel dilation
+      {1, 8, 8, 5, 1, 1, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1, 1, 1},        // 1x1 with stride: patches
+      {1, 10, 10, 4, 3, 3, 4, 1, 1, 0, -1, 0, -1, 1, 1, 1, 1, 1},    // negative padding after
+      {1, 7, 7, 1, 5, 5, 1, 1, 1, 2, 2, 2, 2, 1, 1, 1, 1, 1},        // one channel, one filter
+      {1, 6, 6, 8, 3, 3, 6, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2},        // two groups: XLA's code
+      {1, 5, 5, 3, 3, 3, 4, 1, 1, 2, 2, 2, 2, 2, 2, 1, 1, 1},        // input dilation: XLA's code
+  };
+  double worst = 0;
+  for (const Conv& v : convs) {
+    const long ox = v.ox(), oy = v.oy(), cg = v.c / v.groups, fg = v.f / v.groups;
+    std::vector<float> in(v.b * v.x * v.y * v.c), ker(v.kx * v.ky * cg * v.f), out(v.b * ox * oy * v.f, -7.0f);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = std::sin(0.37 * i + v.c);
+    for (size_t i = 0; i < ker.size(); ++i) ker[i] = std::cos(0.11 * i + v.f);
+    bool done = false;
+    xla::cpu::internal::EigenConv2D<float>(nullptr, out.data(), in.data(), ker.data(), v.b, v.x, v.y, v.c, v.kx,
+                                           v.ky, cg, v.f, ox, oy, v.sx, v.sy, v.px0, v.px1, v.py0, v.py1, v.lx, v.ly,
+                                           v.dx, v.dy, v.groups, [&done] { done = true; });
+    if (!done) return 1e9;
+    for (long b = 0; b < v.b; ++b)
+      for (long i = 0; i < ox; ++i)
+        for (long j = 0; j < oy; ++j)
+          for (long f = 0; f < v.f; ++f) {
+            const long g = f / fg;
+            double want = 0, scale = 0;
+            for (long a = 0; a < v.kx; ++a)
+              for (long e = 0; e < v.ky; ++e) {
+                // position in the input dilated by lx, ly and padded: a real input element or a hole
+                const long px = i * v.sx - v.px0 + a * v.dx, py = j * v.sy - v.py0 + e * v.dy;
+                if (px < 0 || py < 0 || px % v.lx || py % v.ly || px / v.lx >= v.x || py / v.ly >= v.y) continue;
+                for (long c = 0; c < cg; ++c) {
+                  const double term = double(in[((b * v.x + px / v.lx) * v.y + py / v.ly) * v.c + g * cg + c]) *
+                                      ker[((a * v.ky + e) * cg + c) * v.f + f];
+                  want += term;
+                  scale += std::fabs(term);
+                }
+              }
+            const double got = out[((b * ox + i) * oy + j) * v.f + f];
+            const double err = std::fabs(got - want) / (scale > 0 ? scale : 1);
+            if (!(err <= worst)) worst = err;  // NaN too
+          }
+  }
+  return worst;
+}
+
+int main(int argc, char** argv) {
+  if (argc == 2) {
+    std::printf("force %s -> %d\n", argv[1], tfaot_runtime_force_cpu_level(argv[1]));
+  }
+  std::printf("level %s\n", tfaot_runtime_cpu_level());
+  std::printf("error %.3g\n", worst_error());
+  return 0;
+}
+"""
+
+
 @pytest.fixture(scope="module")
 def runtime(toolchain: Toolchain, shared_cache: Path) -> xla_runtime.XlaRuntime:
     return xla_runtime.ensure_runtime(toolchain.python, shared_cache, lambda m: None)
@@ -104,6 +189,21 @@ def program(runtime: xla_runtime.XlaRuntime, part: runtime_parts.BuiltPart, tmp_
     (work / "matmul.cc").write_text(PROGRAM)
     xla_runtime.compile_consumer(runtime, [work / "matmul.cc"], [], part.objects, work / "matmul")
     return work / "matmul"
+
+
+@pytest.fixture(scope="module")
+def conv_part(runtime, toolchain, shared_cache) -> runtime_parts.BuiltPart:
+    [built] = xla_runtime.ensure_parts(runtime, ["convolution_lib_f32_2d"], toolchain.python, shared_cache,
+                                       lambda m: None)
+    return built
+
+
+@pytest.fixture(scope="module")
+def conv_program(runtime, conv_part, tmp_path_factory) -> Path:
+    work = tmp_path_factory.mktemp("conv")
+    (work / "conv.cc").write_text(CONV_PROGRAM)
+    xla_runtime.compile_consumer(runtime, [work / "conv.cc"], [], conv_part.objects, work / "conv")
+    return work / "conv"
 
 
 def run(program: Path, *args: str, level: str | None = None) -> dict[str, str]:
@@ -130,6 +230,13 @@ def test_runtime_lists_its_levels(runtime: xla_runtime.XlaRuntime) -> None:
 def test_forced_level_matches_the_reference(program: Path, level) -> None:
     result = run(program, level=level)
     # A level this CPU lacks is lowered to the best it runs, not executed.
+    assert result["level"] == (level if runnable(level) else best_runnable())
+    assert float(result["error"]) < 1e-5
+
+
+@pytest.mark.parametrize("level", [lv.name for lv in runtime_kernels.LEVELS])
+def test_forced_level_convolves_as_the_reference(conv_program: Path, level: str) -> None:
+    result = run(conv_program, level=level)
     assert result["level"] == (level if runnable(level) else best_runnable())
     assert float(result["error"]) < 1e-5
 
@@ -174,18 +281,30 @@ def test_each_level_uses_its_instructions(part: runtime_parts.BuiltPart) -> None
     assert "zmm" in registers["x86-64-v4"][0]
 
 
-def test_level_objects_define_no_shared_symbols(part: runtime_parts.BuiltPart) -> None:
+@pytest.mark.parametrize("kind", ["matmul", "conv"])
+def test_level_objects_define_no_shared_symbols(part: runtime_parts.BuiltPart, conv_part: runtime_parts.BuiltPart,
+                                               kind: str) -> None:
     """No Eigen or std function compiled for v3/v4 can be merged by the linker into baseline code."""
-    objects = part.root / "obj"
+    objects = (part if kind == "matmul" else conv_part).root / "obj"
+    stem = {"matmul": "tfaot_kernels", "conv": "tfaot_conv_kernels"}[kind]
     for lv in runtime_kernels.LEVELS:
-        out = subprocess.run(["nm", "--defined-only", "-P", objects / f"tfaot_kernels_{lv.suffix}.o"],
+        out = subprocess.run(["nm", "--defined-only", "-P", objects / f"{stem}_{lv.suffix}.o"],
                              capture_output=True, text=True, check=True).stdout
         exported = [line.split()[0] for line in out.splitlines() if re.match(r"\S+ [A-Zuvw] ", line)]
         namespace = f"tfaot_eigen_{lv.suffix}"
-        assert f"tfaot_matmul_f32_{lv.suffix}" in exported
+        entry = f"tfaot_{kind}{'_f32' if kind == 'matmul' else '2d_f32'}_{lv.suffix}"
+        assert entry in exported
         # DW.ref.__gxx_personality_v0: a pointer to the C++ runtime's personality routine, data only
-        assert all(name in (f"tfaot_matmul_f32_{lv.suffix}", "DW.ref.__gxx_personality_v0")
+        assert all(name in (entry, "DW.ref.__gxx_personality_v0")
                    or f"{len(namespace)}{namespace}" in name for name in exported), exported
+
+
+def test_wheel_convolution_is_replaced(runtime: xla_runtime.XlaRuntime, conv_part: runtime_parts.BuiltPart) -> None:
+    out = subprocess.run(["nm", "-A", "--defined-only", *conv_part.objects], capture_output=True, text=True,
+                         check=True).stdout
+    conv = [line for line in out.splitlines() if re.search(r" _ZN3xla3cpu8internal11EigenConv2DIfEEv\S+E$", line)]
+    assert len(conv) == 1 and "/tfaot_dispatch_thunk_conv2d.o:" in conv[0] and " T " in conv[0], conv
+    assert re.search(r"convolution_lib_f32_2d\.o:\w+ [TW] tfaot_xla_eigen_conv2d_f32$", out, re.MULTILINE)
 
 
 def test_wheel_entry_point_is_replaced(runtime: xla_runtime.XlaRuntime, part: runtime_parts.BuiltPart) -> None:

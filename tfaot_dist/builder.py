@@ -130,7 +130,7 @@ def compile_config(config_path: Path, output_dir: Path, session: Session,
     if version is not None:
         names.version(version, "--version")
     tools = session.resolve(toolchain_python, runtime_dir)
-    tools.require_offline("compile", runtime=True)
+    tools.check_offline()
     config = load_aot_config(config_path)
     if batch_sizes:
         config = config.with_overrides({"batch_sizes": batch_sizes})

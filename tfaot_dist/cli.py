@@ -403,7 +403,6 @@ def cmd_runtime(o: RuntimeOptions) -> int:
     from tfaot_dist.cxx import runtime_package
 
     tools = session_of(o, o.offline).resolve(o.toolchain_python)
-    tools.require_offline("runtime", runtime=False)
     package, status = runtime_package.ensure_runtime_package(tools.runtime, o.output_directory.absolute())
     emit(o, {"package": package.name, "version": package.version, "status": status, "dir": str(package.root),
              "archive": str(package.archive), "sha256": package.archive_sha256},
@@ -573,12 +572,7 @@ def cmd_bench(o: BenchOptions) -> int:
     result = bench.bench_command(o.target, Registry(o.registry), session_of(o), o.dist, protocol,
                                  o.out.absolute(), o.saved_model, plots=not o.no_plots)
     lines = [f"{result['package']} {result['version']}: per-event time [us] (compiled: "
-             f"{','.join(map(str, result['compiled_batch_sizes']))})"]
-    engines = list(result["time"])
-    by = {e: {r["batch_size"]: r["us_per_event"] for r in result["time"][e]} for e in engines}
-    lines.append("batch " + "".join(f"{e:>12}" for e in engines))
-    for bs in o.batch_sizes:
-        lines.append(f"{bs:5} " + "".join(f"{by[e].get(bs, float('nan')):12.3f}" for e in engines))
+             f"{','.join(map(str, result['compiled_batch_sizes']))})", *bench.table(result, o.batch_sizes)]
     for engine, rows in result["memory"].items():
         base = result["memory_baseline"][engine]["vm_hwm_kb"]
         lines += [f"memory {engine}: {r['instances']} instance(s): peak RSS {r['vm_hwm_kb']} kB "
@@ -657,7 +651,7 @@ def _add_performance_commands(sub: Subcommands, common: argparse.ArgumentParser)
                    help="batch sizes to time (default: 1,2,4,...,1024)")
     s.add_argument("--instances", type=_int_tuple_arg, default=(1, 4, 12),
                    help="model instances per process for the memory measurement (default: 1,4,12)")
-    s.add_argument("--engines", default="aot,tf-capi,tf-python", help="subset of aot,tf-capi,tf-python")
+    s.add_argument("--engines", default="aot,tf-capi,ort,tf-python", help="subset of aot,tf-capi,ort,tf-python")
     s.add_argument("--rounds", type=int, default=1, help="repeat the timings, keep the fastest (default: 1)")
     s.add_argument("--saved-model", type=Path, help="the SavedModel of a package directory (TensorFlow engines)")
     s.add_argument("--tf-no-onednn", action="store_true", help="run TensorFlow with TF_ENABLE_ONEDNN_OPTS=0")
@@ -866,8 +860,9 @@ def parser() -> argparse.ArgumentParser:
                    "tfaot-xla-runtime package, a runtime tree or a release's tensorflow-xla-runtime "
                    "(lib/libtf_xla_runtime.so; Abseil from $ABSEIL_CPP_ROOT); default: the registry's "
                    "toolchain.runtime")
-    s.add_argument("--offline", action="store_true", help="download nothing: needs --toolchain-python and "
-                   "--runtime (as the cmsBuild specs' %%build does)")
+    s.add_argument("--offline", action="store_true", help="download nothing: the cached toolchain and runtime, "
+                   "or --toolchain-python and --runtime (as the cmsBuild specs' %%build does); what is missing is "
+                   "named (exit 4)")
     s.set_defaults(func=command(cmd_compile, CompileOptions))
 
     s = _command(sub, common, "runtime", "place the XLA runtime package in a directory",
@@ -879,8 +874,9 @@ def parser() -> argparse.ArgumentParser:
                    help="where the runtime package and archive are written")
     s.add_argument("--toolchain-python", type=Path, metavar="PATH",
                    help="an existing Python with TensorFlow (installs nothing)")
-    s.add_argument("--offline", action="store_true", help="download nothing: needs --toolchain-python and the "
-                   "Abseil sdist in the cache's downloads/ (as the cmsBuild spec puts it there)")
+    s.add_argument("--offline", action="store_true", help="download nothing: the cached toolchain (or "
+                   "--toolchain-python) and the Abseil sdist in the cache's downloads/ (as the cmsBuild spec puts "
+                   "it there); what is missing is named (exit 4)")
     s.set_defaults(func=command(cmd_runtime, RuntimeOptions))
 
     s = _command(sub, common, "check", "list the ops of a model and whether XLA compiles them",

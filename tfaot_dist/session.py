@@ -18,7 +18,6 @@ from typing import Literal
 from tfaot_dist.cache import Cache
 from tfaot_dist.cxx.installed_runtime import installed_runtime
 from tfaot_dist.cxx.xla_runtime import XlaRuntime, ensure_runtime
-from tfaot_dist.errors import UsageError
 from tfaot_dist.registry import Defaults, Registry
 from tfaot_dist.toolchain import Toolchain, ensure_toolchain, existing_toolchain
 
@@ -77,13 +76,11 @@ class Tools:
     python: Path | None  # an existing Python (an option's or the registry's); None: our venv
     runtime_dir: Path | None  # an installed runtime (an option's or the registry's); None: built here
 
-    def require_offline(self, command: str, *, runtime: bool) -> None:
-        """--offline: our own toolchain is pip-installed, so an existing Python is needed; runtime: and an
-        installed runtime (building ours downloads its Abseil sources)."""
-        if not self.session.offline or (self.python and (self.runtime_dir or not runtime)):
-            return
-        needed = "--toolchain-python and --runtime" if runtime else "--toolchain-python"
-        raise UsageError(f"--offline: {command} needs {needed} (building a toolchain or a runtime downloads)")
+    def check_offline(self) -> None:
+        """--offline: the toolchain is found now (given, or in the cache), so that a missing one is named
+        (exit 4) before the command writes anything."""
+        if self.session.offline:
+            _ = self.toolchain  # made on first use; offline, a missing one raises
 
     @cached_property
     def toolchain(self) -> Toolchain:

@@ -407,13 +407,13 @@ def publish(dist: Path, location: str, cache: Path, log=print,
     these requirements, with the runtimes they require) into the channel at location."""
     channel = open_channel(location, cache, log=log)
     with tempfile.TemporaryDirectory(prefix="tfaot-publish-") as copies:
-        return publish_archives(channel, verified_dist(dist, Path(copies), selection), log)
+        return publish_archives(channel, verified_dist(dist, Path(copies), selection))
 
 
 MAX_LISTED = 5  # conflicts named in one error line
 
 
-def publish_archives(channel: Channel, verified: list[VerifiedArchive], log) -> list[Published]:
+def publish_archives(channel: Channel, verified: list[VerifiedArchive]) -> list[Published]:
     """The rules of publishing, for every transport: a package holds only its own files
     (ownership.py); a listed version with the same bytes is unchanged (skipped), with other bytes
     a conflict; a model whose runtime the channel would not have is refused; every refusal (all
@@ -451,7 +451,6 @@ def publish_archives(channel: Channel, verified: list[VerifiedArchive], log) -> 
                                        "too: it is in the dist directory the model was built into)")
         for archive, line in plan:
             tx.store(archive, line)
-            log(f"published {line.name} {line.version} ({line.sha256[:12]})")
         tx.commit([line for _, line in plan], {line.key: archive.manifest for archive, line in plan})
     return out
 

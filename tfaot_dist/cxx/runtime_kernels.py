@@ -1,15 +1,19 @@
-"""Matrix kernels of the XLA runtime for several x86-64 levels, chosen at run time.
+"""Matrix and convolution kernels of the XLA runtime for several x86-64 levels, chosen at run time.
 
-The wheel's runtime sources compile its Eigen matrix product once, for the
-baseline x86-64 CPU (SSE2, no FMA), and every compiled model calls it for its
-dense layers: at batch sizes of 64 and more that product is most of a model's
-time, and the baseline code runs it at about half the speed of AVX2 + FMA.
+The wheel's runtime sources compile its Eigen matrix product and convolutions
+once, for the baseline x86-64 CPU (SSE2, no FMA), and every compiled model
+calls them for its dense layers (at batch sizes of 64 and more that product is
+most of a model's time) and its 2-D convolutions (nearly all of a
+convolutional model's time): the baseline code runs them at a half to a
+seventh of what the core can do.
 
 So the runtime part of the entry point's source (runtime_parts.py) carries
-the product once per level of LEVELS, compiled with -march=<level> from
-tfaot_dist/cxx/runtime_kernels/level_kernels.cc (Eigen's product, and its own
-kernel for 2-4 columns, where Eigen would pack all the weights on every call),
-and a dispatcher takes the
+the kernel once per level of LEVELS, compiled with -march=<level> from
+tfaot_dist/cxx/runtime_kernels/: level_kernels.cc for the product (Eigen's,
+with its packing buffers kept per thread, and its own kernel for 2-4 columns,
+where Eigen would pack all the weights on every call; level_product.h),
+conv_kernels.cc for 2-D float convolutions (patches copied per block, times
+the same product), and a dispatcher takes the
 place of the wheel's entry point (DISPATCHES): the wheel's definition is
 renamed in its object (objcopy), ours defines the original symbol and calls
 the kernel of the best level the CPU runs (cpu_level.cc, in the core library;
@@ -56,6 +60,11 @@ class Dispatch:
     symbol: str  # regular expression of its (mangled) name
     renamed: str  # what the build renames the wheel's definition to
     dispatcher: str  # our source in SOURCE_DIR that defines the original name
+    kernels: str = "level_kernels.cc"  # our source in SOURCE_DIR compiled once per level
+    objects: str = "tfaot_kernels"  # the name of its objects, with the level's suffix
+
+    def level_object(self, level: Level) -> str:
+        return f"{self.objects}_{level.suffix}.o"
 
 
 DISPATCHES = (
@@ -66,6 +75,9 @@ DISPATCHES = (
     Dispatch("tensorflow/compiler/xla/service/cpu/runtime_single_threaded_matmul.cc",
              r"__xla_cpu_runtime_EigenSingleThreadedMatMulF32", "tfaot_xla_single_threaded_matmul_f32",
              "dispatch_legacy_matmul.cc"),
+    # TensorFlow 2.16+: the 2-D float convolution (conv_kernels.cc: patches times the level's product).
+    Dispatch("xla/backends/cpu/runtime/convolution_lib_f32_2d.cc", r"_ZN3xla3cpu8internal11EigenConv2DIfEEv\S+",
+             "tfaot_xla_eigen_conv2d_f32", "dispatch_thunk_conv2d.cc", "conv_kernels.cc", "tfaot_conv_kernels"),
 )
 
 
@@ -113,7 +125,7 @@ def part_units(cc: Compiler, sources: list[str], dispatch: Dispatch, include: Pa
     built = levels(cc, sources)
     if not built:
         return []
-    out = [_unit(cc, "level_kernels.cc", f"tfaot_kernels_{lv.suffix}.o",
+    out = [_unit(cc, dispatch.kernels, dispatch.level_object(lv),
                  [f"-march={lv.name}", f"-DTFAOT_LEVEL={lv.suffix}", f"-DEigen=tfaot_eigen_{lv.suffix}"],
                  include, objdir)
            for lv in built]
@@ -142,7 +154,7 @@ def redirect(cc: Compiler, sources: list[str], dispatch: Dispatch, objdir: Path)
     if not built:
         return
     for lv in built:
-        _check_level_symbols(objdir / f"tfaot_kernels_{lv.suffix}.o", lv)
+        _check_level_symbols(objdir / dispatch.level_object(lv), lv)
     d = dispatch
     original = objdir / build_kit.object_name(d.source)
     ours = objdir / f"tfaot_{Path(d.dispatcher).stem}.o"

@@ -9,6 +9,10 @@ Engines, all single-threaded, all fed the same uniform random inputs:
              forced with TFAOT_CPU_LEVEL, as series "aot:LEVEL"
   tf-capi    the SavedModel in a TensorFlow C API session of the same wheel
              (TF_LoadSessionFromSavedModel / TF_SessionRun), as CMSSW runs it
+  ort        the SavedModel converted to ONNX (tf2onnx) in ONNX Runtime, one thread, every graph
+             optimisation, inputs bound once, driven from Python (perf/ort_engine.py); its outputs are
+             checked against TensorFlow's first, and the cost of one Run() of a one-node model is reported
+             ("ort": "call_overhead_us"). A model it cannot convert or run gets "ort": "error" and no rows
   tf-python  the SavedModel's signature function called from Python
 
 Protocol of the study: per batch size (2^0 .. 2^10) 100 warm-up calls, then
@@ -49,12 +53,13 @@ from tfaot_dist.cxx.build_kit import CXX
 from tfaot_dist.cxx.xla_runtime import XlaRuntime, compile_consumer
 from tfaot_dist.documents import ModelManifest
 from tfaot_dist.errors import CompileFailed, InvalidInput
+from tfaot_dist.perf import ort_engine
 from tfaot_dist.session import Session
 from tfaot_dist.toolchain import Toolchain, ensure_toolchain, worker_env
 from tfaot_dist.util.fs import sha256_bytes, write_atomic
 from tfaot_dist.util.render import render
 
-ENGINES = ("aot", "tf-capi", "tf-python")
+ENGINES = ("aot", "tf-capi", "ort", "tf-python")
 STUDY_BATCH_SIZES = tuple(2**i for i in range(11))
 PLOT_REQUIREMENTS = ("matplotlib==3.11.2",)
 TF_BENCH = Path(__file__).parent.parent / "worker" / "tf_bench.py"
@@ -256,6 +261,10 @@ def run(target: Target, protocol: Protocol, toolchain: Toolchain, runtime: XlaRu
             result["binary"]["bytes_per_weight_byte"] = result["binary"]["bytes"] / max(1, info["weights"]["bytes"])
         log(f"measuring the single-core peak of {', '.join(levels) or 'no CPU level'}")
         result["peak_gflops"] = {lv: peak_gflops(lv, cache) for lv in levels}
+        ort = _ort_model(toolchain, target, cache, work, result, log) if "ort" in engines else None
+        if "ort" in engines and ort is None:
+            engines.remove("ort")
+            del result["time"]["ort"], result["memory"]["ort"]
         capi = spec = None
         if "tf-capi" in engines:
             capi = build_capi_program(toolchain, cache)
@@ -275,6 +284,11 @@ def run(target: Target, protocol: Protocol, toolchain: Toolchain, runtime: XlaRu
                 if engine == "tf-capi":
                     rows = _json_lines([str(capi), "time", str(spec), str(protocol.warmup), str(protocol.calls),
                                         *sizes], env, "TensorFlow C API benchmark")
+                elif engine == "ort":
+                    rows, overhead = ort_engine.time_rows(ort, protocol.batch_sizes, protocol.warmup, protocol.calls,
+                                                          work / f"ort{r}")
+                    best = result["ort"].get("call_overhead_us", float("inf"))
+                    result["ort"]["call_overhead_us"] = min(best, overhead * 1e6)
                 else:
                     rows = run_tf_python(toolchain, target, protocol, work / f"py{r}", protocol.batch_sizes)["timings"]
                 _keep_fastest(result["time"][engine], rows)
@@ -284,6 +298,8 @@ def run(target: Target, protocol: Protocol, toolchain: Toolchain, runtime: XlaRu
                 log(f"memory of {n} {engine} instance(s)")
                 if engine == "aot":
                     rows = _json_lines([str(aot), "mem", str(n), "1"], None, "AOT memory benchmark")
+                elif engine == "ort":
+                    rows = [ort_engine.memory_row(ort, n, work / f"ort-mem{n}")]
                 else:
                     rows = _json_lines([str(capi), "mem", str(spec), str(n), "1"], env, "TensorFlow memory benchmark")
                 if n == 0:
@@ -314,6 +330,23 @@ def run(target: Target, protocol: Protocol, toolchain: Toolchain, runtime: XlaRu
     return result
 
 
+def _ort_model(toolchain: Toolchain, target: Target, cache: Path, work: Path, result: dict,
+               log) -> ort_engine.OrtModel | None:
+    """The model converted for ONNX Runtime and checked against TensorFlow (result["ort"] says how), or None
+    with result["ort"]["error"] when it cannot be."""
+    assert target.saved_model is not None
+    try:
+        env = ort_engine.environment(toolchain, cache, log)
+        log("converting the SavedModel to ONNX (tf2onnx) and checking ONNX Runtime against TensorFlow")
+        model = ort_engine.convert(env, target.saved_model, target.serving_key, work / "ort")
+    except ort_engine.OrtUnavailable as exc:
+        log(f"ONNX Runtime not timed: {exc}")
+        result["ort"] = {"error": str(exc)}
+        return None
+    result["ort"] = model.conversion
+    return model
+
+
 def _keep_fastest(rows: list[dict], new: list[dict]) -> None:
     by_bs = {r["batch_size"]: r for r in rows}
     for row in new:
@@ -330,21 +363,56 @@ def ratios(result: dict) -> dict:
     out = {}
     for series in (s for s in result["time"] if s.startswith("aot")):
         aot = {r["batch_size"]: r["seconds_per_call"] for r in result["time"][series]}
-        for engine in ("tf-capi", "tf-python"):
+        for engine in ("tf-capi", "ort", "tf-python"):
             other = {r["batch_size"]: r["seconds_per_call"] for r in result["time"].get(engine, [])}
             common = sorted(set(aot) & set(other))
             if common:
                 out[f"time_{engine}_over_{series}"] = {str(bs): other[bs] / aot[bs] for bs in common}
     mem_aot = {r["instances"]: r for r in result["memory"].get("aot", [])}
-    mem_tf = {r["instances"]: r for r in result["memory"].get("tf-capi", [])}
-    common = sorted(set(mem_aot) & set(mem_tf))
-    if common:
-        out["peak_rss_tf-capi_over_aot"] = {str(n): mem_tf[n]["vm_hwm_kb"] / mem_aot[n]["vm_hwm_kb"] for n in common}
-        out["heap_tf-capi_over_aot"] = {str(n): mem_tf[n]["heap_bytes"] / max(1, mem_aot[n]["heap_bytes"])
-                                        for n in common}
-        out["model_rss_tf-capi_over_aot"] = {str(n): mem_tf[n]["model_kb"] / max(1, mem_aot[n]["model_kb"])
-                                             for n in common}
+    for engine in ("tf-capi", "ort"):
+        mem = {r["instances"]: r for r in result["memory"].get(engine, [])}
+        common = sorted(set(mem_aot) & set(mem))
+        if common:
+            out[f"peak_rss_{engine}_over_aot"] = {str(n): mem[n]["vm_hwm_kb"] / mem_aot[n]["vm_hwm_kb"] for n in common}
+            out[f"heap_{engine}_over_aot"] = {str(n): mem[n]["heap_bytes"] / max(1, mem_aot[n]["heap_bytes"])
+                                              for n in common}
+            out[f"model_rss_{engine}_over_aot"] = {str(n): mem[n]["model_kb"] / max(1, mem_aot[n]["model_kb"])
+                                                   for n in common}
     return out
+
+
+def table(result: dict, batch_sizes) -> list[str]:
+    """The run as text: per batch size each series' per-event time [us] (AOT series named with the CPU level
+    they ran), the automatic AOT's fraction of its level's peak, and each peer's time over the AOT's."""
+    order = {e: i for i, e in enumerate(ENGINES)}
+    series = sorted(result["time"], key=lambda e: (order.get(e, 0), e != "aot", list(LANES).index(e[4:])
+                                                   if e[4:] in LANES else 0))  # aot, aot:LEVEL lowest first, peers
+    rows = {e: {r["batch_size"]: r for r in result["time"][e]} for e in series}
+
+    def title(e: str) -> str:
+        levels = sorted({r.get("cpu_level", "") for r in result["time"][e]} - {""})
+        return f"aot {'/'.join(levels)}" if e == "aot" and levels else e
+
+    peers = [e for e in ("tf-capi", "ort") if e in series and "aot" in series]
+    heads = [title(e) for e in series] + (["peak"] if "aot" in series else []) + [f"{e}/aot" for e in peers]
+    width = max(11, *(len(h) + 1 for h in heads))
+    lines = ["batch" + "".join(f"{h:>{width}}" for h in heads)]
+    for bs in batch_sizes:
+        cells = [rows[e][bs]["us_per_event"] if bs in rows[e] else float("nan") for e in series]
+        if "aot" in series:
+            cells.append(rows["aot"].get(bs, {}).get("peak_fraction", float("nan")))
+        cells += [result["ratios"].get(f"time_{e}_over_aot", {}).get(str(bs), float("nan")) for e in peers]
+        lines.append(f"{bs:5}" + "".join(f"{c:>{width}.0f}" if c >= 1000 else f"{c:>{width}.4g}" for c in cells))
+    ort = result.get("ort")
+    if ort and "error" in ort:
+        lines.append(f"ort: not timed: {ort['error']}")
+    elif ort:
+        worst = max((d["max_abs"] for d in ort.get("deviations", {}).values()), default=0.0)
+        lines.append(f"ort: onnxruntime {ort['versions']['onnxruntime']}, tf2onnx {ort['versions']['tf2onnx']}, "
+                     f"opset {ort['opset']}; outputs within {worst:.2g} of TensorFlow; one Run() of a one-node "
+                     f"model {ort.get('call_overhead_us', float('nan')):.2f} us from Python"
+                     + "".join(f"; {op} rewritten: {n}" for op, n in ort["rewritten"].items() if n))
+    return lines
 
 
 def host_info() -> dict:

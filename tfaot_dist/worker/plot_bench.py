@@ -25,6 +25,7 @@ STYLE = {
     "aot": {"label": "AOT (tfaot::Model, C++)", "linestyle": "-", "color": "tab:blue"},
     "tf-capi": {"label": "TensorFlow C API session", "linestyle": ":", "color": "tab:orange"},
     "tf-python": {"label": "TensorFlow, Python call", "linestyle": "-.", "color": "tab:green"},
+    "ort": {"label": "ONNX Runtime (IO binding, Python)", "linestyle": (0, (5, 1, 1, 1)), "color": "tab:red"},
 }
 
 
