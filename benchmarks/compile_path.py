@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from tfaot_dist.cache import default_cache
 from tfaot_dist.registry import DEFAULT_REQUIREMENTS
@@ -61,7 +62,7 @@ for bs in sizes:
 """
 
 
-def timed(cmd, **kw) -> float:
+def timed(cmd: list[str], **kw: Any) -> float:
     start = time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kw)
     return time.perf_counter() - start

@@ -35,7 +35,7 @@ from tfaot_dist.registry import Registry
 REPO = Path(__file__).resolve().parent.parent
 
 
-def tool(*args, capture: bool = True) -> subprocess.CompletedProcess:
+def tool(*args: object, capture: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "tfaot_dist", *map(str, args)], check=True,
                           capture_output=capture, text=True)
 
@@ -76,7 +76,7 @@ def prepare(work: Path, count: int) -> tuple[Path, Path]:
     return registry, dist
 
 
-def median_time(args: list, repeat: int) -> float:
+def median_time(args: list[object], repeat: int) -> float:
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()

@@ -18,11 +18,12 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from tfaot_dist import builder
-from tfaot_dist import package as pkg
 from tfaot_dist.cache import Cache, default_cache
 from tfaot_dist.config import load_aot_config
+from tfaot_dist.cxx import build_kit
 from tfaot_dist.cxx.xla_runtime import ensure_runtime
 from tfaot_dist.perf import bench
 from tfaot_dist.registry import DEFAULT_REQUIREMENTS
@@ -42,7 +43,7 @@ def unshared_copy(package_root: Path, raw: Path, dest: Path, class_name: str, si
         shutil.copyfile(raw / f"{class_name}_bs{bs}_constants.o", dest / "lib" / f"{class_name}_bs{bs}_constants.o")
     archive = dest / "lib" / f"lib{name}.a"
     archive.unlink()
-    pkg._archive_objects(dest / "lib", sorted(p.name for p in (dest / "lib").glob("*.o")), archive)
+    build_kit.archive(archive, sorted((dest / "lib").glob("*.o")))  # as package.py archives a model's objects
     return dest
 
 
@@ -77,7 +78,7 @@ def main() -> int:
                                    "output_dir": str(raw / "out"), "target_triple": "x86_64-pc-linux",
                                    "target_cpu": ""}, raw)
             before_root = unshared_copy(package.root, raw / "out", tmp / f"before{k}", config.name, sizes)
-            row = {"batch_sizes": sizes}
+            row: dict[str, Any] = {"batch_sizes": sizes}  # a row of the JSON report
             for label, root in (("before", before_root), ("after", package.root)):
                 target = bench.Target(root, config.saved_model)
                 work = tmp / f"{label}{k}-work"

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from tfaot_dist import builder
 from tfaot_dist.cache import Cache, default_cache
@@ -45,7 +46,8 @@ LOOSE = ["--xla_cpu_fast_math_honor_functions=false", "--xla_cpu_fast_math_honor
 NO_NAN_INF = ["--xla_cpu_fast_math_honor_nans=false", "--xla_cpu_fast_math_honor_infs=false"]
 
 # study -> (default batch sizes, {label: compilation keys}); the first variant is the reference.
-STUDIES = {
+# study -> (default batch sizes, {label: the compilation settings of a variant})
+STUDIES: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
     "targets": ("1,8,64,512", {
         "generic": {"cpu_levels": ["x86-64"]},
         "x86-64-v3": V3,
@@ -96,14 +98,15 @@ def main() -> int:
     cache = default_cache()
     toolchain = ensure_toolchain(cache, DEFAULT_REQUIREMENTS)
     runtime = ensure_runtime(toolchain.python, cache)
-    results, deviations = {}, {}
+    results: dict[str, dict[int, float]] = {}  # label -> batch size -> best microseconds per event
+    deviations: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
         (tmp / "t").mkdir()
         subprocess.run([str(toolchain.python), "-I", str(REPO / "examples/make_models.py"), str(tmp / "m"),
                         args.model], env=worker_env(tmp / "t"), check=True, stdout=subprocess.DEVNULL)
         base = load_aot_config(tmp / "m" / args.model / "aot_config.yaml")
-        programs = {}
+        programs: dict[str, Path] = {}
         for label, compilation in variants.items():
             check = cpu_target.check_host(compilation.get("target_cpu", ""))
             if not check.ok:
@@ -115,6 +118,7 @@ def main() -> int:
                 "compilation": {"batch_sizes": [int(s) for s in sizes], **compilation}}))
             package = builder.compile_config(cfg, tmp / f"dist{len(programs)}", Session(Cache(cache), log=lambda m: None))
             verification = package.model_manifest.verification
+            assert verification is not None  # compile verifies before it writes a package
             deviations[label] = max(o.max_abs for o in verification.outputs.values())
             work = tmp / f"w{len(programs)}"
             work.mkdir()

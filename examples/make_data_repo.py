@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from tfaot_dist.cache import default_cache
@@ -27,12 +28,12 @@ GIT_IDENTITY = {
 }
 
 
-def git(*args, cwd: Path) -> str:
+def git(*args: str, cwd: Path) -> str:
     env = {**os.environ, **GIT_IDENTITY}
     return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
 
 
-def make_models(out: Path, names=("simple", "multi")) -> None:
+def make_models(out: Path, names: Sequence[str] = ("simple", "multi")) -> None:
     toolchain = ensure_toolchain(default_cache(), DEFAULT_REQUIREMENTS,
                                  lambda m: print(f"make_data_repo: {m}", file=sys.stderr))
     tmp = out / ".tmp"

@@ -15,6 +15,8 @@ fixed seeds, which is all tests and benchmarks need.
 
 import os
 import sys
+from collections.abc import Callable
+from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -32,7 +34,7 @@ compilation:
 """
 
 
-def make_simple():
+def make_simple() -> tuple[Any, str]:
     """f32(4) -> f32(2): BatchNorm, 5 x (Dense(128, tanh), BatchNorm), Dense(2, softmax)."""
     tf.keras.utils.set_random_seed(1)
     x = tf.keras.Input(shape=(4,), dtype=tf.float32, name="input_0")
@@ -58,24 +60,24 @@ class _Multi(tf.Module):
         tf.TensorSpec([None, 4], tf.float32, name="input_0"),
         tf.TensorSpec([None, 4], tf.float64, name="input_1"),
     ])
-    def __call__(self, input_0, input_1):
+    def __call__(self, input_0: Any, input_1: Any) -> dict[str, Any]:
         a = tf.concat([input_0, tf.cast(input_1, tf.float32)], axis=1)
         a = tf.tanh(tf.matmul(a, self.w0) + self.b0)
         y = tf.nn.softmax(tf.matmul(a, self.w1))
         return {"output_0": y, "output_1": y > 0.5}
 
 
-def make_multi():
+def make_multi() -> tuple[Any, str]:
     return _Multi(), "f32(4), f64(4) -> f32(2), bool(2)"
 
 
-def make_study(layers: int, units: int):
+def make_study(layers: int, units: int) -> Callable[[], tuple[Any, str]]:
     """The feed-forward toy models of the AOT vs TensorFlow C++ study (CMS, 2023).
 
     f32(32) -> f32(10): layers x (Dense(units), BatchNorm, SELU), Dense(10, softmax).
     """
 
-    def make():
+    def make() -> tuple[Any, str]:
         tf.keras.utils.set_random_seed(layers * 1000 + units)
         x = tf.keras.Input(shape=(32,), dtype=tf.float32, name="input_0")
         a = x
@@ -89,13 +91,13 @@ def make_study(layers: int, units: int):
     return make
 
 
-MAKERS = {"simple": make_simple, "multi": make_multi}
+MAKERS: dict[str, Callable[[], tuple[Any, str]]] = {"simple": make_simple, "multi": make_multi}
 # The study's models (benchmarks): study_l12_u128, study_l12_u256, study_l25_u128, study_l25_u256.
 STUDY = {f"study_l{n}_u{u}": make_study(n, u) for n in (12, 25) for u in (128, 256)}
 MAKERS.update(STUDY)
 
 
-def main(argv) -> int:
+def main(argv: list[str]) -> int:
     if not argv:
         print(__doc__, file=sys.stderr)
         return 2

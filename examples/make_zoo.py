@@ -43,6 +43,8 @@ later, `tf.keras` before (TensorFlow 2.12); the default is the Keras that
 import argparse
 import os
 import sys
+from collections.abc import Callable, Sequence
+from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -50,6 +52,8 @@ import tensorflow as tf  # noqa: E402
 
 SIZES = ("test", "bench")
 DEFAULT_BATCH_SIZES = (1, 4)
+# TensorFlow's and Keras's objects are Any here: tfaot-dist's venv has neither.
+Built = tuple[Any, str]  # (a Keras model, its description)
 
 AOT_CONFIG = """\
 model:
@@ -65,7 +69,7 @@ compilation:
 keras = tf.keras  # the Keras that exports; use_keras() changes it
 
 
-def use_keras(major):
+def use_keras(major: int) -> Any:
     """Export with Keras `major` (2 or 3) from now on; returns the module."""
     global keras
     if major == 3:
@@ -86,25 +90,27 @@ def use_keras(major):
     return keras
 
 
-def keras_major():
+def keras_major() -> int:
     return int(keras.__version__.split(".")[0]) if hasattr(keras, "__version__") else 2
 
 
 # ---------------------------------------------------------------- layers made of TensorFlow ops
 
 
-def _layer(name, fn):
+def _layer(name: str, fn: Callable[..., Any]) -> Any:
     """A Keras layer that calls fn(tensors...) with TensorFlow ops (Keras 3 needs ops inside layers)."""
 
-    class _Ops(keras.layers.Layer):
-        def call(self, *args):
+    layer: Any = keras.layers.Layer  # of the Keras use_keras() chose
+
+    class _Ops(layer):
+        def call(self, *args: Any) -> Any:
             return fn(*args)
 
     _Ops.__name__ = name
     return _Ops(name=name.lower())
 
 
-def _knn_features(points, features, k):
+def _knn_features(points: Any, features: Any, k: int) -> Any:
     """EdgeConv inputs: for each point its k nearest neighbours' features (by top_k over pairwise
     distances, gathered with batch_dims=1) beside its own: [batch, P, k, 2C]."""
     r = tf.reduce_sum(points * points, axis=-1, keepdims=True)
@@ -115,7 +121,7 @@ def _knn_features(points, features, k):
     return tf.concat([centre, neighbours - centre], axis=-1)
 
 
-def _where_cumsum_clip(x):
+def _where_cumsum_clip(x: Any) -> Any:
     leaky = tf.where(x > 0.0, x, 0.1 * x)
     return tf.clip_by_value(tf.cumsum(leaky, axis=-1), -5.0, 5.0)
 
@@ -123,7 +129,7 @@ def _where_cumsum_clip(x):
 # ---------------------------------------------------------------- the models: (keras model, description)
 
 
-def build_deepjet(size):
+def build_deepjet(size: str) -> Built:
     big = size == "bench"
     n_cpf, n_npf, n_sv = (25, 25, 4) if big else (8, 8, 3)
     conv = (64, 32, 32, 8) if big else (16, 8)
@@ -144,7 +150,7 @@ def build_deepjet(size):
     return keras.Model(inputs, {"probs": probs}), "DeepJet-like: Conv1D branches into LSTMs, 4 inputs"
 
 
-def build_deeptau(size):
+def build_deeptau(size: str) -> Built:
     big = size == "bench"
     grids = {"inner": (11, 24), "outer": (21, 24)} if big else {"inner": (5, 8)}
     filters = 64 if big else 16
@@ -168,7 +174,7 @@ def build_deeptau(size):
     return keras.Model(inputs, {"probs": probs}), "DeepTau-like: Conv2D + BatchNorm + MaxPooling2D over cell grids"
 
 
-def build_particlenet(size):
+def build_particlenet(size: str) -> Built:
     big = size == "bench"
     points, k = (50, 16) if big else (16, 4)
     blocks = ((32, 32, 32), (64, 64, 64)) if big else ((16, 16),)
@@ -191,7 +197,7 @@ def build_particlenet(size):
     return keras.Model(inputs, {"probs": probs}), "ParticleNet-like: kNN (top_k, gather) EdgeConv blocks"
 
 
-def build_transformer(size):
+def build_transformer(size: str) -> Built:
     big = size == "bench"
     particles, features = (32, 16) if big else (8, 8)
     width, heads, blocks, ffn = (64, 4, 2, 128) if big else (16, 2, 1, 32)
@@ -208,7 +214,7 @@ def build_transformer(size):
     return keras.Model(x, {"probs": probs}), "transformer encoder: multi-head attention, LayerNorm, GELU"
 
 
-def build_gru_tagger(size):
+def build_gru_tagger(size: str) -> Built:
     big = size == "bench"
     steps, vocabulary, width = (32, 100, 64) if big else (10, 20, 16)
     ids = keras.Input((steps,), dtype="int32", name="ids")
@@ -221,7 +227,7 @@ def build_gru_tagger(size):
             "Embedding (mask_zero) + two stacked GRUs, two outputs")
 
 
-def build_regression64(size):
+def build_regression64(size: str) -> Built:
     big = size == "bench"
     features, units, layers = (64, 256, 3) if big else (16, 32, 2)
     x = keras.Input((features,), dtype="float64", name="x")
@@ -232,7 +238,7 @@ def build_regression64(size):
     return keras.Model(x, {"y": y}), "float64 regression: where, cumsum, clip, dense"
 
 
-def build_conv3d(size):
+def build_conv3d(size: str) -> Built:
     big = size == "bench"
     cells, filters = (16, 16) if big else (6, 4)
     x = keras.Input((cells, cells, cells, 2), name="grid")
@@ -245,7 +251,7 @@ def build_conv3d(size):
     return keras.Model(x, {"probs": probs}), "Conv3D, MaxPooling3D, AveragePooling3D"
 
 
-def build_pooling(size):
+def build_pooling(size: str) -> Built:
     big = size == "bench"
     steps, cells, filters = (64, 16, 32) if big else (16, 8, 4)
     seq = keras.Input((steps, 4), name="sequence")
@@ -262,11 +268,11 @@ def build_pooling(size):
             "Conv1D and Conv2D with max, average and global pooling")
 
 
-def _sequence_input(size):
+def _sequence_input(size: str) -> Any:
     return keras.Input((24 if size == "bench" else 6, 5), name="sequence")
 
 
-def build_recurrent(size):
+def build_recurrent(size: str) -> Built:
     """Masking into stacked LSTMs, a bidirectional GRU and a SimpleRNN that returns sequences."""
     units = 32 if size == "bench" else 8
     x = _sequence_input(size)
@@ -281,13 +287,13 @@ def build_recurrent(size):
     return keras.Model(x, outputs), "Masking, stacked LSTMs, bidirectional GRU, SimpleRNN sequences"
 
 
-def _one_recurrent(kind):
+def _one_recurrent(kind: str) -> Callable[[str], Built]:
     """A model of one recurrent feature (the support matrix's rows)."""
 
-    def build(size):
+    def build(size: str) -> Built:
         units = 32 if size == "bench" else 8
         x = _sequence_input(size)
-        layer = {"lstm": lambda: keras.layers.LSTM(units, name="lstm")(x),
+        layer: Callable[[], Any] = {"lstm": lambda: keras.layers.LSTM(units, name="lstm")(x),
                  "gru": lambda: keras.layers.GRU(units, name="gru")(x),
                  "simple": lambda: keras.layers.SimpleRNN(units, name="rnn")(x),
                  "stacked": lambda: keras.layers.LSTM(units, name="lstm1")(
@@ -301,7 +307,7 @@ def _one_recurrent(kind):
     return build
 
 
-BUILDERS = {
+BUILDERS: dict[str, Callable[[str], Built]] = {
     "deepjet": build_deepjet, "deeptau": build_deeptau, "particlenet": build_particlenet,
     "transformer": build_transformer, "gru_tagger": build_gru_tagger, "regression64": build_regression64,
     "conv3d": build_conv3d, "pooling": build_pooling, "recurrent": build_recurrent,
@@ -311,7 +317,7 @@ BUILDERS = {
 ZOO = [name for name in BUILDERS if not name.startswith("rnn_")]  # the architectures (the rnn_ rows: matrix)
 
 
-def save(name, out_dir, size: str="test", batch_sizes=DEFAULT_BATCH_SIZES):
+def save(name: str, out_dir: str, size: str="test", batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES) -> str:
     """Build model `name`, export OUT_DIR/NAME/saved_model and write OUT_DIR/NAME/aot_config.yaml; returns
     OUT_DIR/NAME. The serving signature's inputs and outputs are named as in the model's docstring."""
     if size not in SIZES:
@@ -331,8 +337,8 @@ def save(name, out_dir, size: str="test", batch_sizes=DEFAULT_BATCH_SIZES):
     return model_dir
 
 
-def _function(name):
-    def make(out_dir, size: str="test", batch_sizes=DEFAULT_BATCH_SIZES):
+def _function(name: str) -> Callable[..., str]:
+    def make(out_dir: str, size: str="test", batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES) -> str:
         return save(name, out_dir, size, batch_sizes)
 
     make.__name__ = name
@@ -345,7 +351,7 @@ gru_tagger, regression64, conv3d, pooling, recurrent = map(
     _function, ("gru_tagger", "regression64", "conv3d", "pooling", "recurrent"))
 
 
-def main(argv) -> int:
+def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir")
     parser.add_argument("names", nargs="*", help=f"models (default: all): {', '.join(BUILDERS)}")

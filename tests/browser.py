@@ -19,6 +19,10 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+Message = dict[str, Any]  # a DevTools protocol message (JSON)
 
 
 def _as_fds_3_and_4(commands: int, answers: int) -> None:
@@ -62,7 +66,8 @@ class Browser:
             self._call(f"{domain}.enable", session=True)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         # The browser may already be gone; closing it is best effort.
         with contextlib.suppress(Exception):
             self._call("Browser.close")
@@ -81,7 +86,7 @@ class Browser:
             raise AssertionError(f"{url}: {answer['errorText']}")
         self._wait_event("Page.loadEventFired", timeout)
 
-    def eval(self, expression: str):
+    def eval(self, expression: str) -> Any:  # the value as JSON gives it
         answer = self._call("Runtime.evaluate", {"expression": expression, "returnByValue": True}, session=True)
         if "exceptionDetails" in answer:
             raise AssertionError(f"{expression}: {answer['exceptionDetails']}")
@@ -94,7 +99,8 @@ class Browser:
 
     # ------------------------------------------------------------ protocol
 
-    def _call(self, method: str, params: dict | None = None, session: bool = False, timeout: float = 60) -> dict:
+    def _call(self, method: str, params: Message | None = None, session: bool = False,
+              timeout: float = 60) -> Message:
         self._id += 1
         message = {"id": self._id, "method": method, "params": params or {}}
         if session:
@@ -106,16 +112,17 @@ class Browser:
             if reply.get("id") == self._id:
                 if "error" in reply:
                     raise AssertionError(f"{method}: {reply['error']}")
-                return reply.get("result", {})
+                result: Message = reply.get("result", {})
+                return result
 
-    def _wait_event(self, method: str, timeout: float) -> dict:
+    def _wait_event(self, method: str, timeout: float) -> Message:
         deadline = time.monotonic() + timeout
         while True:
             message = self._read(deadline)
             if message.get("method") == method:
                 return message
 
-    def _read(self, deadline: float) -> dict:
+    def _read(self, deadline: float) -> Message:
         import select
 
         while b"\0" not in self._buffer:
@@ -127,11 +134,11 @@ class Browser:
                 raise AssertionError("chromium closed the DevTools pipe")
             self._buffer += chunk
         raw, _, self._buffer = self._buffer.partition(b"\0")
-        message = json.loads(raw)
+        message: Message = json.loads(raw)
         self._note(message)
         return message
 
-    def _note(self, message: dict) -> None:
+    def _note(self, message: Message) -> None:
         """Keep everything a page reports as an error."""
         method, params = message.get("method"), message.get("params", {})
         if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):

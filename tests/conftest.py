@@ -17,9 +17,9 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
@@ -52,7 +52,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(TF_MARKER)
 
 
-def refuse_toolchain(*args, **kwargs) -> None:
+def refuse_toolchain(*args: Any, **kwargs: Any) -> None:
     if kwargs.get("offline"):  # may only say what is missing: finding a toolchain fails the test below
         refuse_toolchain.real(*args, **kwargs)  # type: ignore[attr-defined]
     pytest.fail("this test needs the TensorFlow toolchain but runs in the fast tier (TFAOT_DIST_FAST=1): "
@@ -99,7 +99,7 @@ def toolchain212(shared_cache: Path) -> Toolchain:
     return ensure_toolchain(shared_cache, TF212, lambda m: print(m, file=sys.stderr))
 
 
-def run_in_toolchain(toolchain: Toolchain, script: Path, *args, tmp: Path) -> None:
+def run_in_toolchain(toolchain: Toolchain, script: Path, *args: object, tmp: Path) -> None:
     tmp.mkdir(parents=True, exist_ok=True)
     subprocess.run([str(toolchain.python), "-I", str(script), *map(str, args)], env=worker_env(tmp),
                    check=True, stdout=subprocess.DEVNULL)
@@ -120,7 +120,7 @@ def test_models(toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory) 
     return out
 
 
-def git(*args, cwd) -> str:
+def git(*args: object, cwd: Path | str) -> str:
     return subprocess.run(["git", *map(str, args)], cwd=cwd, env=GIT_ENV, check=True,
                           capture_output=True, text=True).stdout.strip()
 
@@ -138,7 +138,7 @@ class DataRepo:
     def url(self) -> str:
         return f"file://{self.bare}"
 
-    def add_model(self, name: str, saved_model: Path, config: dict) -> None:
+    def add_model(self, name: str, saved_model: Path, config: dict[str, Any]) -> None:
         shutil.copytree(saved_model, self.work / name / "saved_model")
         self.write(f"{name}/aot_config.yaml", yaml.safe_dump(config, sort_keys=False))
 
@@ -157,7 +157,7 @@ class DataRepo:
         return git("rev-parse", "HEAD", cwd=self.work)
 
 
-def aot_config(name: str, batch_sizes=(1, 2, 4), **model) -> dict:
+def aot_config(name: str, batch_sizes: Sequence[int] = (1, 2, 4), **model: object) -> dict[str, Any]:
     return {"model": {"name": f"m_{name}", "version": "1.0.0", **model},
             "compilation": {"batch_sizes": list(batch_sizes)}}
 
@@ -216,14 +216,15 @@ class Cli:
         monkeypatch.setenv("TFAOT_DIST_CACHE", str(cache))
         monkeypatch.chdir(cwd)
 
-    def __call__(self, *args, expect: int = 0):
+    def __call__(self, *args: object, expect: int = 0) -> tuple[str, str]:
+        """(stdout, stderr) of `tfaot-dist ARGS`, which must exit with expect."""
         self.capsys.readouterr()
         code = cli.main(["--registry", str(self.registry), *map(str, args)])
         out, err = self.capsys.readouterr()
         assert code == expect, f"exit {code} (expected {expect})\nstdout: {out}\nstderr: {err}"
         return out, err
 
-    def error(self, *args, expect: int) -> str:
+    def error(self, *args: object, expect: int) -> str:
         """Run a failing command; return its single error line."""
         _, err = self(*args, expect=expect)
         lines = [ln for ln in err.splitlines() if ln.startswith("tfaot-dist: error:")]
@@ -236,9 +237,12 @@ def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, cac
     return Cli(capsys, monkeypatch, cache, registry, tmp_path)
 
 
-def snapshot(*roots: Path) -> dict:
+Snapshot = dict[str, bytes | str | tuple[str, str] | None]  # path -> bytes, "dir", ("link", target); None: absent
+
+
+def snapshot(*roots: Path) -> Snapshot:
     """Every path below roots (not following links) with the bytes of each file."""
-    state = {}
+    state: Snapshot = {}
     for root in roots:
         if not root.exists():
             state[str(root)] = None

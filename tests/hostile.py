@@ -15,15 +15,17 @@ import tarfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
-from tfaot_dist.channels.channel import index_line, render_index, verify_archive
+from tfaot_dist.channels.channel import ChannelPackage, index_line, render_index, verify_archive
 from tfaot_dist.cxx import scram_tool
 
 RUNTIME = "tfaot-xla-runtime"
 RUNTIME_VERSION = "2.21.0+b0.p0"
 
 
-def archive_bytes(name: str, version: str, files: dict[str, bytes], manifest_extra: dict | None = None) -> bytes:
+def archive_bytes(name: str, version: str, files: dict[str, bytes],
+                  manifest_extra: dict[str, Any] | None = None) -> bytes:
     """A package archive: NAME-VERSION/ with files and a manifest.json listing each one's digest."""
     manifest = {"package": name, "version": version, "kind": "runtime" if name == RUNTIME else "model",
                 "files": {rel: {"sha256": hashlib.sha256(b).hexdigest(), "size": len(b)} for rel, b in files.items()}}
@@ -37,7 +39,7 @@ def archive_bytes(name: str, version: str, files: dict[str, bytes], manifest_ext
     return gzip.compress(buf.getvalue(), mtime=0)  # the same bytes each time
 
 
-def runtime_files(version: str = RUNTIME_VERSION) -> tuple[dict[str, bytes], dict]:
+def runtime_files(version: str = RUNTIME_VERSION) -> tuple[dict[str, bytes], dict[str, Any]]:
     tool = scram_tool.render_runtime_tool("2.21.0", ["libtf_xla_runtime.a"], ["-lpthread"])
     files = {"include/tfaot/Model.h": b"// the interface\n", "lib/libtf_xla_runtime.a": b"!<arch>\n",
              f"etc/scram.d/{RUNTIME}.xml": tool.encode()}
@@ -46,7 +48,7 @@ def runtime_files(version: str = RUNTIME_VERSION) -> tuple[dict[str, bytes], dic
     return files, extra
 
 
-def model_files(model: str = "x", version: str = "1.0", url: str = "") -> tuple[dict[str, bytes], dict]:
+def model_files(model: str = "x", version: str = "1.0", url: str = "") -> tuple[dict[str, bytes], dict[str, Any]]:
     """An honest model package tfaot-model-MODEL requiring the runtime above."""
     name = f"tfaot-model-{model}"
     files = {f"include/{name}/model.h": f"// {name} {version}\n".encode(), f"lib/lib{name}.a": b"!<arch>\n",
@@ -64,10 +66,10 @@ class Channel:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.rows: dict[tuple[str, str], object] = {}
+        self.rows: dict[tuple[str, str], ChannelPackage] = {}
 
-    def add(self, name: str, version: str, files: dict[str, bytes], extra: dict | None = None,
-            row_changes: dict | None = None) -> None:
+    def add(self, name: str, version: str, files: dict[str, bytes], extra: dict[str, Any] | None = None,
+            row_changes: dict[str, Any] | None = None) -> None:
         data = archive_bytes(name, version, files, extra)
         base = self.root / "packages" / name / version
         base.mkdir(parents=True, exist_ok=True)
@@ -89,7 +91,7 @@ class Channel:
         return self
 
     def model(self, model: str = "x", version: str = "1.0", add: dict[str, bytes] | None = None,
-              replace: dict[str, bytes] | None = None, **row_changes) -> "Channel":
+              replace: dict[str, bytes] | None = None, **row_changes: Any) -> "Channel":
         files, extra = model_files(model, version)
         files.update(replace or {})
         files.update(add or {})
@@ -97,7 +99,7 @@ class Channel:
         return self
 
 
-def refused(run: Cli, root: Path, *args, code: int) -> str:
+def refused(run: Cli, root: Path, *args: object, code: int) -> str:
     """Run a command that must fail with code: its one error line, everything below root unchanged."""
     from conftest import snapshot
 
@@ -138,14 +140,14 @@ class Server:
         self.seen = seen
 
         class Recording(handler):  # type: ignore[valid-type, misc]
-            def log_message(self, *args) -> None:
+            def log_message(self, *args: object) -> None:
                 pass
 
             def handle_one_request(self) -> None:
                 super().handle_one_request()
 
-            def parse_request(self):
-                ok = super().parse_request()
+            def parse_request(self) -> bool:
+                ok: bool = super().parse_request()
                 if ok:
                     seen.append((self.command, self.path, self.headers.get("Authorization", "")))
                 return ok
@@ -161,7 +163,7 @@ class Server:
         self.httpd.server_close()
 
 
-def answer(handler: BaseHTTPRequestHandler, status: int, body: bytes = b"", headers: dict | None = None) -> None:
+def answer(handler: BaseHTTPRequestHandler, status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> None:
     handler.send_response(status)
     for key, value in (headers or {}).items():
         handler.send_header(key, value)

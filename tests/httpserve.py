@@ -18,13 +18,14 @@ import struct
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 
 class Server:
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.hits: collections.Counter = collections.Counter()
+        self.hits: collections.Counter[str] = collections.Counter()
         self.failures: dict[str, int] = {}
         self.truncated: set[str] = set()
         self.resets: set[str] = set()
@@ -32,10 +33,10 @@ class Server:
         owner = self
 
         class Handler(SimpleHTTPRequestHandler):
-            def __init__(self, *args, **kwargs) -> None:
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
                 super().__init__(*args, directory=str(owner.root), **kwargs)
 
-            def log_message(self, *args) -> None:  # keep test output readable
+            def log_message(self, *args: object) -> None:  # keep test output readable
                 pass
 
             def do_GET(self) -> None:

@@ -30,6 +30,7 @@ from tfaot_dist.cache import ensure_entry
 from tfaot_dist.cxx import abseil, build_kit
 from tfaot_dist.errors import RuntimeBuildError
 from tfaot_dist.util.fs import sha256_bytes, sha256_file, tree_digest
+from tfaot_dist.util.progress import Log
 
 RUNTIME_DIR = "tensorflow-xla-runtime"
 ABSEIL_DIR = "abseil-cpp"
@@ -41,7 +42,8 @@ def tensorflow_dir(toolchain: Toolchain) -> Path:
     return next((toolchain.root / "lib").glob("python3.*/site-packages")) / "tensorflow"
 
 
-def ensure_release_runtime(toolchain: Toolchain, cache: Path, log=lambda m: print(m, file=sys.stderr)) -> Path:
+def ensure_release_runtime(toolchain: Toolchain, cache: Path,
+                           log: Log = lambda m: print(m, file=sys.stderr)) -> Path:
     """The cached entry: release-like tensorflow-xla-runtime and abseil-cpp roots."""
     tf = tensorflow_dir(toolchain)
     cc = build_kit.compiler(build_kit.CXX, RuntimeBuildError)
@@ -63,7 +65,7 @@ def ensure_release_runtime(toolchain: Toolchain, cache: Path, log=lambda m: prin
     return ensure_entry(final, build, log=log)
 
 
-def _shared_abseil(cc, absl: Path, root: Path) -> None:
+def _shared_abseil(cc: build_kit.Compiler, absl: Path, root: Path) -> None:
     """Our PIC Abseil archive as one shared library, with the two CMake targets the release's patch links."""
     (root / "lib").mkdir(parents=True)
     shutil.copytree(absl / "include", root / "include")

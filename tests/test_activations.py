@@ -53,7 +53,7 @@ def special_inputs() -> list[float]:
     return SPECIALS + [-12.0 + 15.0 * i / (count - 1) for i in range(count)]
 
 
-def compile_model(run: Cli, test_models: Path, tmp_path: Path, **compilation) -> Path:
+def compile_model(run: Cli, test_models: Path, tmp_path: Path, **compilation: object) -> Path:
     cfg = tmp_path / "aot_config.yaml"
     cfg.write_text(json.dumps({
         "model": {"name": "activations", "version": "1.0.0",

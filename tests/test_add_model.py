@@ -55,7 +55,8 @@ def test_config_without_serving_key_works(run: Cli, data_repo: DataRepo, registr
     assert source["commit"] == git("rev-parse", "main", cwd=data_repo.bare)
 
 
-def add(run: Cli, name: str="m", source=None, ref: str="main", config: str="simple/aot_config.yaml", *extra):
+def add(run: Cli, name: str="m", source: str | None = None, ref: str="main", config: str="simple/aot_config.yaml",
+        *extra: str) -> list[str | None]:
     return ["add-model", name, "--source", source, "--ref", ref, "--aot-config", config, *extra]
 
 
@@ -63,7 +64,7 @@ BAD_NAMES = ["Upper", "with space", "../up", "a;b", "a" * 64, "a_b", "a$(id)", "
 
 
 @pytest.mark.parametrize("name", BAD_NAMES)
-def test_bad_name(run: Cli, data_repo: DataRepo, registry: Path, cache: Path, name) -> None:
+def test_bad_name(run: Cli, data_repo: DataRepo, registry: Path, cache: Path, name: str) -> None:
     before = snapshot(registry, cache)
     line = run.error(*add(run, name, data_repo.url), expect=INVALID)
     assert "invalid model name" in line and repr(name) in line
@@ -96,7 +97,7 @@ def test_bad_batch_sizes_option(run: Cli, data_repo: DataRepo, registry: Path, c
     ("--upload-pack=touch /tmp/pwned", INVALID, "unsupported git URL"),
     ("file:///nonexistent/repo.git", UNAVAILABLE, "cannot read git repository"),
 ])
-def test_bad_source(run: Cli, registry: Path, cache: Path, url, code, message) -> None:
+def test_bad_source(run: Cli, registry: Path, cache: Path, url: str, code: int, message: str) -> None:
     before = snapshot(registry, cache)
     line = run.error(*add(run, "m", url), expect=code)
     assert message in line

@@ -65,7 +65,8 @@ def test_an_honest_package_installs(area: Path) -> None:
     ("lib/libtfaot-model-victim.a", b"!<arch>\n"),
     ("lib/pkgconfig/zlib.pc", b"Name: zlib\n"),
 ])
-def test_a_package_installs_only_its_own_files(run: Cli, channel: Channel, area: Path, tmp_path: Path, fake_scram: Path, rel, data) -> None:
+def test_a_package_installs_only_its_own_files(run: Cli, channel: Channel, area: Path, tmp_path: Path, fake_scram: Path,
+                                               rel: str, data: bytes) -> None:
     channel.model("evil", add={rel: data})
     line = refused(run, tmp_path, "setup", "evil", "--channel", channel.root, "--area", area, code=7)
     assert rel in line and "not tfaot-model-evil's to install" in line

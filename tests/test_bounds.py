@@ -16,6 +16,7 @@ import yaml
 from conftest import run_in_toolchain
 from hostile import Channel, archive_bytes, model_files, refused
 from tfaot_dist import config, limits
+from tfaot_dist.channels.channel import ChannelPackage
 from tfaot_dist.errors import InvalidInput
 
 
@@ -67,10 +68,14 @@ def test_a_publish_renders_and_reads_only_what_it_adds(run: Cli, tmp_path: Path,
     run("publish", "--channel", channel.root, "--dist", first)  # writes the pages of a channel without them
     pages = {p: p.stat().st_mtime_ns for p in channel.root.rglob("index.html") if p.parent != channel.root}
     assert len(pages) == 302
-    read = []
+    read: list[tuple[str, str]] = []
     real = directory.DirectoryChannel.manifest_bytes
-    monkeypatch.setattr(directory.DirectoryChannel, "manifest_bytes",
-                        lambda self, row: read.append(row.key) or real(self, row))
+
+    def recording(self: directory.DirectoryChannel, row: ChannelPackage) -> bytes:
+        read.append(row.key)
+        return real(self, row)
+
+    monkeypatch.setattr(directory.DirectoryChannel, "manifest_bytes", recording)
     run("publish", "--channel", channel.root, "--dist", dist)
     assert read == []  # the new version's manifest came with its archive; the listing kept the others'
     after = {p: p.stat().st_mtime_ns for p in channel.root.rglob("index.html") if p.parent != channel.root}

@@ -7,6 +7,7 @@ import re
 import subprocess
 import tarfile
 from pathlib import Path
+from typing import Any, NoReturn
 
 import pytest
 
@@ -15,7 +16,7 @@ from tfaot_dist.util.fs import sha256_file
 from tfaot_dist.toolchain import WORKER, worker_env
 
 
-def package_dir(built: Path, name) -> Path:
+def package_dir(built: Path, name: str) -> Path:
     return built / "dist" / f"tfaot-model-{name}-1.0.0"
 
 
@@ -51,7 +52,8 @@ def test_archive_holds_the_directory(built: Path) -> None:
         for rel in json.loads((root / "manifest.json").read_text())["files"]:
             member = members[f"{root.name}/{rel}"]
             assert member.mtime == 0 and member.uid == 0 and member.uname == ""
-            assert tar.extractfile(member).read() == (root / rel).read_bytes()
+            data = tar.extractfile(member)
+            assert data is not None and data.read() == (root / rel).read_bytes()
 
 
 def test_signature_order_is_recorded_by_name(built: Path) -> None:
@@ -66,7 +68,7 @@ def test_signature_order_is_recorded_by_name(built: Path) -> None:
     assert re.search(r'kNames\[\] = \{"fetch_output_0", "fetch_output_1", nullptr\}', header)
 
 
-def nm(path: Path, *flags) -> set[str]:
+def nm(path: Path, *flags: str) -> set[str]:
     out = subprocess.run(["nm", *flags, str(path)], check=True, capture_output=True, text=True).stdout
     return {line.split()[-1] for line in out.splitlines() if line.strip() and not line.endswith(":")}
 
@@ -90,7 +92,7 @@ def test_static_archive_defines_what_the_headers_need(built: Path, name: str) ->
 def test_second_build_is_up_to_date_without_tensorflow(built: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from tfaot_dist import cli
 
-    def no_tensorflow(*args, **kwargs):
+    def no_tensorflow(*args: object, **kwargs: object) -> NoReturn:
         raise AssertionError("TensorFlow worker started for an up-to-date package")
 
     monkeypatch.setattr(builder, "run_worker", no_tensorflow)
@@ -118,10 +120,10 @@ def test_other_output_dir_reuses_the_build_cache(built: Path, monkeypatch: pytes
 def test_compile_local_config(run: Cli, example_models: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tfaot_dist import package as pkg
 
-    written = []  # the manifest is assembled, verified, and only then written: once, complete
+    written: list[dict[str, Any]] = []  # the manifest is assembled, verified, and only then written: once, complete
     write = pkg.write_manifest
 
-    def write_and_record(root, manifest) -> None:
+    def write_and_record(root: Path, manifest: dict[str, Any]) -> None:
         written.append(manifest)
         write(root, manifest)
 

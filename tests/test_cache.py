@@ -1,6 +1,8 @@
 """The cache layout and its one primitive for entries (cache.ensure_entry); no TensorFlow."""
 
 import multiprocessing
+from collections.abc import Callable
+from multiprocessing import queues, synchronize
 import os
 import re
 import shutil
@@ -17,7 +19,7 @@ FORK = multiprocessing.get_context("fork")
 STAGED = re.compile(r"\.entry\.[a-z0-9_]{8}\.tmp")
 
 
-def counting_build(runs: Path, seconds: float = 0.0):
+def counting_build(runs: Path, seconds: float = 0.0) -> Callable[[Path], None]:
     """A build that records each run in the file runs (outside the cache) and writes one file."""
     def build(staged: Path) -> None:
         with open(runs, "a") as f:
@@ -67,7 +69,7 @@ def test_builds_once_and_marks_complete(tmp_path: Path) -> None:
     assert leftovers(final.parent) == []
 
 
-def _build_concurrently(final: Path, runs: Path, start, results) -> None:
+def _build_concurrently(final: Path, runs: Path, start: synchronize.Barrier, results: "queues.Queue[str]") -> None:
     start.wait()
     results.put(ensure_entry(final, counting_build(runs, seconds=1.0)).as_posix())
 
@@ -101,7 +103,7 @@ def test_a_failing_build_leaves_nothing_and_the_next_call_builds(tmp_path: Path)
     assert len(runs.read_text().split()) == 1
 
 
-def _build_until_killed(final: Path, started) -> None:
+def _build_until_killed(final: Path, started: synchronize.Event) -> None:
     def hang(staged: Path) -> None:
         (staged / "half").write_text("x")
         started.set()
@@ -115,7 +117,7 @@ def test_a_build_killed_midway_leaves_a_sibling_that_is_not_complete_and_is_remo
     started = FORK.Event()
     child = FORK.Process(target=_build_until_killed, args=(final, started))
     child.start()
-    assert started.wait(60)
+    assert started.wait(60) and child.pid is not None
     os.kill(child.pid, signal.SIGKILL)
     child.join(60)
     assert child.exitcode == -signal.SIGKILL

@@ -10,6 +10,7 @@ import json
 import os
 import stat
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -105,7 +106,7 @@ def test_a_toolchain_others_can_write_is_refused_and_a_changed_one_made_again(tm
     cache_mod.seal(root)  # as ensure_entry seals what it made
     (root / "bin" / "python").write_text(f"#!/bin/sh\ntouch {tmp_path / 'pwned'}\n# changed\n")
 
-    def creating(*args, **kwargs):
+    def creating(*args: object, **kwargs: object) -> NoReturn:
         raise Rebuilding  # where a new venv would be made (no network here)
 
     monkeypatch.setattr(toolchain_mod, "_run", creating)

@@ -8,13 +8,14 @@ from contextlib import closing
 import urllib.request
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from browser import Browser
 from httpserve import Server
 from tfaot_dist.channels import catalogue
-from tfaot_dist.channels.channel import RUNTIME, parse_index
+from tfaot_dist.channels.channel import RUNTIME, ChannelPackage, parse_index
 from tfaot_dist.documents import Manifest
 
 SCREENSHOT = Path("/tmp/catalogue.png")
@@ -28,12 +29,15 @@ def published(built: Path, tmp_path: Path, run: Cli) -> Path:
     return ch
 
 
-def rows_and_manifests(ch: Path):
+Key = tuple[str, str]  # (package, version)
+
+
+def rows_and_manifests(ch: Path) -> tuple[list[ChannelPackage], dict[Key, dict[str, Any]]]:
     rows = parse_index((ch / "index.json").read_bytes(), "index.json")
     return rows, {r.key: json.loads((ch / r.manifest).read_bytes()) for r in rows}
 
 
-def typed(manifests: dict) -> dict:
+def typed(manifests: dict[Key, dict[str, Any]]) -> dict[Key, Manifest | None]:
     """The manifests as the catalogue reads them (documents.Manifest)."""
     return {key: Manifest.from_json(m, "manifest.json") for key, m in manifests.items()}
 
@@ -41,13 +45,15 @@ def typed(manifests: dict) -> dict:
 class Links(HTMLParser):
     def __init__(self) -> None:
         super().__init__()
-        self.hrefs, self.scripts_src, self.tags = [], [], []
+        self.hrefs: list[str] = []  # "" for an href without a value
+        self.scripts_src: list[str | None] = []
+        self.tags: list[str] = []
 
-    def handle_starttag(self, tag, attrs) -> None:
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = dict(attrs)
         self.tags.append(tag)
         if "href" in a:
-            self.hrefs.append(a["href"])
+            self.hrefs.append(a["href"] or "")
         if tag in ("script", "img", "iframe") and "src" in a:
             self.scripts_src.append(a["src"])
 
@@ -154,11 +160,12 @@ def test_catalogue_in_headless_chromium(published: Path) -> None:
         assert SCREENSHOT.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
         def visible(query: str) -> list[str]:
-            return browser.eval(
+            shown: list[str] = browser.eval(
                 "(() => { const b = document.getElementById('search'); b.value = " + json.dumps(query) + ";"
                 " b.dispatchEvent(new Event('input'));"
                 " return [...document.querySelectorAll('#packages tbody tr')]"
                 ".filter(r => getComputedStyle(r).display !== 'none').map(r => r.dataset.package); })()")
+            return shown
 
         assert visible("multi") == ["tfaot-model-test-multi"]
         description = manifests[("tfaot-model-test-simple", "1.0.0")]["model"]["description"]
@@ -213,8 +220,11 @@ def test_readme_cpp_example_builds_with_pkg_config_and_matches_tensorflow(built:
     from tfaot_dist.toolchain import worker_env
 
     readme = (REPO / "README.md").read_text().split("## Using a package from C++", 1)[1]
-    snippet = re.search(r"```cpp\n(.*?)```", readme, re.S).group(1)
-    compile_line = next(line for line in re.search(r"pkg-config:\n\n```\n(.*?)```", readme, re.S).group(1)
+    cpp = re.search(r"```cpp\n(.*?)```", readme, re.S)
+    shell = re.search(r"pkg-config:\n\n```\n(.*?)```", readme, re.S)
+    assert cpp and shell, "README: the C++ example and its pkg-config line"
+    snippet = cpp.group(1)
+    compile_line = next(line for line in shell.group(1)
                         .splitlines() if line.startswith("g++"))
     includes = [line for line in snippet.splitlines() if line.startswith("#include")]
     body = [line for line in snippet.splitlines() if line and not line.startswith("#include")]

@@ -8,7 +8,7 @@ records every request, so a test can say what reached which host. A second serve
 (tests/test_oci.py, and the fast round trip at the end).
 """
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from conftest import Cli
 import base64
 import json
@@ -48,7 +48,7 @@ def elsewhere() -> Iterator[Server]:
     server.close()
 
 
-def registry(behaviour) -> Server:
+def registry(behaviour: Callable[[BaseHTTPRequestHandler], None]) -> Server:
     """A registry whose every request is answered by behaviour(handler) (a function of the request)."""
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -65,7 +65,7 @@ def with_token(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(USERNAME_ENV, "ci")
 
 
-def basic_ok(handler) -> bool:
+def basic_ok(handler: BaseHTTPRequestHandler) -> bool:
     """Basic credentials ci:SECRET given; otherwise answers 401 with a Basic challenge."""
     expected = "Basic " + base64.b64encode(f"ci:{SECRET}".encode()).decode()
     if handler.headers.get("Authorization") == expected:
@@ -74,7 +74,7 @@ def basic_ok(handler) -> bool:
     return False
 
 
-def refused(run: Cli, tmp_path: Path, *args, code: int) -> str:
+def refused(run: Cli, tmp_path: Path, *args: object, code: int) -> str:
     """hostile.refused, and the secret in no output."""
     before = snapshot(tmp_path)
     out, err = run(*args, expect=code)
@@ -90,7 +90,7 @@ def refused(run: Cli, tmp_path: Path, *args, code: int) -> str:
 @pytest.mark.parametrize("url", ["http://bot:" + SECRET + "@127.0.0.1/data.git",
                                  "https://" + SECRET + "@github.com/org/data.git",
                                  "ssh://git:" + SECRET + "@host/data.git"])
-def test_a_source_url_with_credentials_is_refused(run: Cli, tmp_path: Path, url) -> None:
+def test_a_source_url_with_credentials_is_refused(run: Cli, tmp_path: Path, url: str) -> None:
     line = refused(run, tmp_path, "add-model", "x", "--source", url, "--aot-config", "a/aot_config.yaml", code=3)
     assert "credentials in a URL are refused" in line
     assert "credential helper" in line and "GIT_ASKPASS" in line and "netrc" in line
@@ -107,7 +107,7 @@ def test_credentials_in_registry_entries_are_refused_without_showing_them(run: C
 
 
 @pytest.mark.parametrize("channel", [f"oci://ci:{SECRET}@127.0.0.1:1/{NS}", f"http://ci:{SECRET}@127.0.0.1:1/"])
-def test_a_channel_url_with_credentials_is_refused(run: Cli, tmp_path: Path, channel) -> None:
+def test_a_channel_url_with_credentials_is_refused(run: Cli, tmp_path: Path, channel: str) -> None:
     assert "credentials in a URL are refused" in refused(run, tmp_path, "setup", "--list", "--channel", channel,
                                                          code=3)
 
@@ -138,7 +138,7 @@ def test_a_token_service_on_plain_http_elsewhere_is_not_asked(run: Cli, tmp_path
 
 
 def test_a_tags_link_elsewhere_is_not_followed(run: Cli, tmp_path: Path, elsewhere: Server, with_token: None) -> None:
-    def behaviour(h) -> None:
+    def behaviour(h: BaseHTTPRequestHandler) -> None:
         if basic_ok(h):
             answer(h, 200, b'{"tags": ["a"]}', {"Link": f'<{elsewhere.url}/v2/{NS}/tfaot-index/tags/list>; rel="next"'})
 
@@ -154,7 +154,7 @@ def test_a_tags_link_elsewhere_is_not_followed(run: Cli, tmp_path: Path, elsewhe
 def test_an_upload_location_elsewhere_is_refused(run: Cli, tmp_path: Path, elsewhere: Server, with_token: None) -> None:
     dist = hand_built_dist(tmp_path / "dist", models=())
 
-    def behaviour(h) -> None:
+    def behaviour(h: BaseHTTPRequestHandler) -> None:
         if not basic_ok(h):
             return
         if h.command == "POST":
@@ -173,7 +173,7 @@ def test_an_upload_location_elsewhere_is_refused(run: Cli, tmp_path: Path, elsew
 
 
 def test_a_manifest_redirect_to_plain_http_elsewhere_is_refused(run: Cli, tmp_path: Path, elsewhere: Server, with_token: None) -> None:
-    def behaviour(h) -> None:
+    def behaviour(h: BaseHTTPRequestHandler) -> None:
         if not basic_ok(h):
             return
         if "/tags/list" in h.path:
@@ -194,7 +194,7 @@ def test_a_manifest_redirect_to_plain_http_elsewhere_is_refused(run: Cli, tmp_pa
 
 
 def test_endless_tag_pages_stop_at_the_tag_cap(run: Cli, tmp_path: Path) -> None:
-    def behaviour(h) -> None:
+    def behaviour(h: BaseHTTPRequestHandler) -> None:
         page = int(h.path.rsplit("page=", 1)[1]) if "page=" in h.path else 0
         tags = [f"t{page}-{i}" for i in range(1000)]
         answer(h, 200, json.dumps({"tags": tags}).encode(),
@@ -229,7 +229,7 @@ def test_tag_pages_that_loop_or_never_end_are_refused(run: Cli, tmp_path: Path) 
 def test_a_huge_manifest_is_not_read_whole(run: Cli, tmp_path: Path) -> None:
     sent = []
 
-    def behaviour(h) -> None:
+    def behaviour(h: BaseHTTPRequestHandler) -> None:
         if "/tags/list" in h.path:
             answer(h, 200, b'{"tags": ["latest"]}')
             return

@@ -59,6 +59,9 @@ def test_worker_runs_under_python_39() -> None:
     """The worker runs in the release's python3 (3.9.14 in CMSSW 14): 3.9 syntax, stdlib imports only
     (TensorFlow and NumPy aside). No 3.9 interpreter here: the parser's 3.9 grammar and an audit."""
     tree = ast.parse(WORKER.read_text(), feature_version=(3, 9))
+    # from __future__ import annotations: annotations stay strings, never evaluated (PEP 563).
+    postponed = any(isinstance(n, ast.ImportFrom) and n.module == "__future__" and
+                    any(a.name == "annotations" for a in n.names) for n in tree.body)
     imported = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -69,14 +72,14 @@ def test_worker_runs_under_python_39() -> None:
         annotations = [a.annotation for a in getattr(getattr(node, "args", None), "args", [])] + [
             getattr(node, "returns", None), getattr(node, "annotation", None)]
         for annotation in filter(None, annotations):
-            assert not any(isinstance(n, ast.BinOp) for n in ast.walk(annotation)), ast.unparse(annotation)
+            assert postponed or not any(isinstance(n, ast.BinOp) for n in ast.walk(annotation)), ast.unparse(annotation)
         # 3.10+ built-in arguments the grammar check cannot see.
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "zip":
             assert not node.keywords, ast.unparse(node)
     assert imported - sys.stdlib_module_names == {"tensorflow", "numpy"}, imported
 
 
-def test_pip_file_checks_the_python_first(golden_registry) -> None:  # noqa: F811 - the fixture
+def test_pip_file_checks_the_python_first(golden_registry: Path) -> None:  # noqa: F811 - the fixture
     """pip/tfaot-dist.file: cmsdist's pip conventions, and the one-line Python check before pip runs."""
     files = flavors.render_all(Registry(golden_registry), "cmsbuild")
     text = files["pip/tfaot-dist.file"]
@@ -284,7 +287,7 @@ def test_cmsbuild_spec_builds_offline_in_a_sandbox(toolchain212: Toolchain, shar
                 f"_builddir {builddir}"]
     defines = [arg for d in rpm_dirs for arg in ("--define", d)]
 
-    def sandboxed(*argv) -> subprocess.CompletedProcess:
+    def sandboxed(*argv: object) -> subprocess.CompletedProcess[str]:
         # A new network namespace (root here; elsewhere, such as CI's runner user, in a user namespace).
         unshare = ["unshare", "-n"] if os.geteuid() == 0 else ["unshare", "--map-root-user", "-n"]
         return subprocess.run([*unshare, "--", *map(str, argv)], cwd=tmp_path, env=env,

@@ -92,7 +92,7 @@ BAD = [
 
 
 @pytest.mark.parametrize("text, message", BAD, ids=[m for _, m in BAD])
-def test_bad_config_names_file_and_field(config_dir: Path, text, message) -> None:
+def test_bad_config_names_file_and_field(config_dir: Path, text: str, message: str) -> None:
     path = write(config_dir, text)
     with pytest.raises(InvalidInput) as info:
         load_aot_config(path)

@@ -90,7 +90,7 @@ STRICT_WARNINGS = WARNINGS + [
     "-Woverloaded-virtual",
 ]
 
-SIGNATURES = {
+SIGNATURES: dict[str, dict[str, Any]] = {
     "simple": {
         "inputs": [{"name": "input_0", "dtype": "float32", "shape": [4]}],
         "outputs": [{"name": "output_0", "dtype": "float32", "shape": [2]}],
@@ -147,7 +147,7 @@ def _gxx() -> str:
     return gxx
 
 
-def _run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
+def _run(cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, capture_output=True, text=True, **kwargs)
 
 
@@ -253,7 +253,7 @@ MISUSE = {
 
 
 @pytest.mark.parametrize("case", sorted(MISUSE))
-def test_misuse_fails_to_compile(build: dict[str, Any], case) -> None:
+def test_misuse_fails_to_compile(build: dict[str, Any], case: str) -> None:
     """Wrong output count / types and wrong input types are compile errors with a clear message."""
     statement, message = MISUSE[case]
     src = build["tmp"] / f"misuse_{re.sub(r'[^a-z]+', '_', case)}.cc"

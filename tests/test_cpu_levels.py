@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -263,7 +264,8 @@ def test_set_cpu_level_tells_a_runtime_that_can_follow(hooked_program: Path, pro
     assert proc.returncode == 0 and proc.stdout.splitlines()[:2] == ["runtime level ''", "level x86-64"]
 
 
-def _run(program: Path, multi_level: Path, out: Path, api: str = "-", env_level: str | None = None):
+def _run(program: Path, multi_level: Path, out: Path, api: str = "-",
+         env_level: str | None = None) -> tuple[subprocess.CompletedProcess[str], list[int], Path]:
     reference = multi_level / "share" / "tfaot-model-simple" / "reference"
     out.mkdir(parents=True, exist_ok=True)
     args = [str(program), api, str(out)]
@@ -277,7 +279,7 @@ def _run(program: Path, multi_level: Path, out: Path, api: str = "-", env_level:
     return proc, sizes, reference
 
 
-def _assert_matches_tensorflow(out: Path, sizes, reference: Path) -> None:
+def _assert_matches_tensorflow(out: Path, sizes: list[int], reference: Path) -> None:
     for bs in sizes:
         got, want = array.array("f"), array.array("f")
         got.frombytes((out / f"bs{bs}.bin").read_bytes())
@@ -289,7 +291,7 @@ def _assert_matches_tensorflow(out: Path, sizes, reference: Path) -> None:
 
 @pytest.mark.parametrize("level", RUNNABLE)
 @pytest.mark.parametrize("how", ["environment", "api"])
-def test_forced_level_runs_and_matches_tensorflow(program: Path, multi_level: Path, tmp_path: Path, level, how: str) -> None:
+def test_forced_level_runs_and_matches_tensorflow(program: Path, multi_level: Path, tmp_path: Path, level: str, how: str) -> None:
     out = tmp_path / "out"
     if how == "api":
         # The API call wins over the environment variable.
@@ -331,7 +333,7 @@ def test_unknown_or_unrunnable_level_is_one_clear_error(program: Path, multi_lev
         assert proc.returncode == 1 and f"setCpuLevel() asks for CPU level {level}" in proc.stderr
 
 
-def _worker_compile(toolchain: Toolchain, saved_model: Path, work: Path, **request) -> dict:
+def _worker_compile(toolchain: Toolchain, saved_model: Path, work: Path, **request: object) -> dict[str, Any]:
     out = work / "out"
     out.mkdir(parents=True)
     request = {"op": "compile", "saved_model": str(saved_model), "serving_key": "serving_default",
@@ -341,7 +343,7 @@ def _worker_compile(toolchain: Toolchain, saved_model: Path, work: Path, **reque
     (work / "request.json").write_text(json.dumps(request))
     subprocess.run([str(toolchain.python), "-I", str(WORKER), str(work / "request.json")], env=worker_env(work),
                    check=True, capture_output=True)
-    answer = json.loads((work / "result.json").read_text())
+    answer: dict[str, Any] = json.loads((work / "result.json").read_text())
     assert answer["ok"], answer
     return answer
 

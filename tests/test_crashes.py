@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import fresh_cache, snapshot
+from conftest import Snapshot, fresh_cache, snapshot
 
 from tfaot_dist import package as pkg
 from tfaot_dist.channels.channel import verify_archive
@@ -49,11 +49,15 @@ RUNTIME = "tfaot-xla-runtime"
 TEMPORARY = re.compile(r"\..*\.tmp$")
 
 
-def command(*args) -> list[str]:
+# The uninterrupted build: digests of its output directory, seconds (cold and warm cache), its cache.
+Reference = tuple[dict[str, str], dict[str, float], Path]
+
+
+def command(*args: object) -> list[str]:
     return [sys.executable, "-m", "tfaot_dist", *map(str, args)]
 
 
-def env_for(cache: Path, crash_at: str | None = None) -> dict:
+def env_for(cache: Path, crash_at: str | None = None) -> dict[str, str]:
     env = {**os.environ, "TFAOT_DIST_CACHE": str(cache)}
     env.pop("GITHUB_ACTIONS", None)
     env.pop(CRASH_AT, None)
@@ -62,13 +66,13 @@ def env_for(cache: Path, crash_at: str | None = None) -> dict:
     return env
 
 
-def crashed(cache: Path, point: str, *args) -> None:
+def crashed(cache: Path, point: str, *args: object) -> None:
     """Run the command until it kills itself at the crash point."""
     proc = subprocess.run(command(*args), env=env_for(cache, point), capture_output=True, text=True)
     assert proc.returncode == -signal.SIGKILL, f"did not reach {point}: exit {proc.returncode}\n{proc.stderr}"
 
 
-def finish(cache: Path, *args) -> float:
+def finish(cache: Path, *args: object) -> float:
     """Run to the end; return the seconds it took."""
     t0 = time.monotonic()
     proc = subprocess.run(command(*args), env=env_for(cache), capture_output=True, text=True)
@@ -76,7 +80,7 @@ def finish(cache: Path, *args) -> float:
     return time.monotonic() - t0
 
 
-def killed(cache: Path, delay: float, *args) -> bool:
+def killed(cache: Path, delay: float, *args: object) -> bool:
     """Start the command and SIGKILL its process group (TensorFlow workers, compilers) after delay.
 
     Returns False if it had finished by then (it must have succeeded)."""
@@ -109,7 +113,8 @@ class Tally:
     """What the kill trials of one command saw, printed at the end."""
 
     def __init__(self, name: str) -> None:
-        self.name, self.trials, self.kills, self.outcomes = name, 0, 0, collections.Counter()
+        self.name, self.trials, self.kills = name, 0, 0
+        self.outcomes: collections.Counter[str] = collections.Counter()
 
     def add(self, was_killed: bool, outcome: str) -> None:
         self.trials += 1
@@ -154,7 +159,7 @@ def crash_registry(tmp_path_factory: pytest.TempPathFactory, data_repo: DataRepo
 
 
 @pytest.fixture(scope="module")
-def crash_reference(crash_registry: Path, tmp_path_factory: pytest.TempPathFactory, shared_cache: Path, toolchain: Toolchain) -> tuple[dict, dict, Path]:
+def crash_reference(crash_registry: Path, tmp_path_factory: pytest.TempPathFactory, shared_cache: Path, toolchain: Toolchain) -> Reference:
     """The uninterrupted build: digests of everything in its output directory, its cache, and how
     long it takes with a cold build cache and with a warm one (copying finished packages)."""
     root = tmp_path_factory.mktemp("crash-reference")
@@ -195,17 +200,18 @@ def check_build_cache(cache: Path, reference: dict[str, str]) -> int:
     return len(done)
 
 
-def test_kill_build_at_random_moments(crash_registry: Path, crash_reference: tuple[dict, dict, Path], tmp_path: Path, shared_cache: Path) -> None:
+def test_kill_build_at_random_moments(crash_registry: Path, crash_reference: Reference, tmp_path: Path, shared_cache: Path) -> None:
     reference, seconds, _ = crash_reference
     rng = random.Random(SEED)
     tally = Tally("build --all")
-    cache = None
+    cache: Path | None = None
     for i in range(TRIALS):
         # Mostly a cold build cache (the kill lands in fetching, compiling or verifying); sometimes a
         # warm one, where the build copies finished packages into a new output directory.
         cold = cache is None or rng.random() < 0.7
         if cold:
             cache = fresh_cache(tmp_path / f"cache-{i}", shared_cache)
+        assert cache is not None  # a fresh one on the first trial
         dist = tmp_path / f"dist-{i}"
         args = ("--registry", crash_registry, "build", "--all", "--dist", dist)
         was_killed = killed(cache, rng.uniform(0, seconds["cold" if cold else "warm"]), *args)
@@ -219,7 +225,7 @@ def test_kill_build_at_random_moments(crash_registry: Path, crash_reference: tup
     tally.report()
 
 
-def test_two_builds_on_one_cache_at_once(crash_registry: Path, crash_reference: tuple[dict, dict, Path], tmp_path: Path, shared_cache: Path) -> None:
+def test_two_builds_on_one_cache_at_once(crash_registry: Path, crash_reference: Reference, tmp_path: Path, shared_cache: Path) -> None:
     """Same cache, same output directory: both succeed, each model is compiled once."""
     reference, _, _ = crash_reference
     cache = fresh_cache(tmp_path / "cache", shared_cache)
@@ -229,7 +235,7 @@ def test_two_builds_on_one_cache_at_once(crash_registry: Path, crash_reference: 
                               text=True) for _ in range(2)]
     outs = [p.communicate(timeout=1800) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [err for _, err in outs]
-    statuses = collections.Counter()
+    statuses: collections.Counter[tuple[str, str]] = collections.Counter()
     for out, _ in outs:
         for row in json.loads(out)["results"]:
             statuses[row["name"], row["status"]] += 1
@@ -241,7 +247,7 @@ def test_two_builds_on_one_cache_at_once(crash_registry: Path, crash_reference: 
 
 
 @pytest.mark.parametrize("point", ["dist_archive", "dist_dir"])
-def test_crash_at_each_step_of_copying_into_dist(point: str, crash_registry: Path, crash_reference: tuple[dict, dict, Path], tmp_path: Path) -> None:
+def test_crash_at_each_step_of_copying_into_dist(point: str, crash_registry: Path, crash_reference: Reference, tmp_path: Path) -> None:
     """A build dies at `point` while it copies crash-simple into the output directory: what is
     there is complete or absent, and the next build finishes the copy (no other build of the
     version is ever copied over it, test_lifecycle.py)."""
@@ -342,6 +348,7 @@ def test_concurrent_publishes_both_land(built: Path, tmp_path: Path, cache: Path
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE) for d in (a, b)]
         assert [p.wait(timeout=120) for p in procs] == [0, 0]
         for p in procs:
+            assert p.stdout is not None and p.stderr is not None  # PIPE
             p.stdout.close()
             p.stderr.close()
         assert {n for n, _ in index_of(channel)} == {"tfaot-model-test-simple", "tfaot-model-test-multi", RUNTIME}
@@ -401,7 +408,7 @@ def test_crash_before_installed_json_is_replaced(before: tuple[()] | tuple[str, 
     assert snapshot(area) == relocated(snapshot(reference), str(reference), str(area))
 
 
-def relocated(state: dict, old: str, new: str) -> dict:
+def relocated(state: Snapshot, old: str, new: str) -> Snapshot:
     """A snapshot of an area as it would be at another path."""
     return {path.replace(old, new): data.replace(old.encode(), new.encode()) if isinstance(data, bytes) else data
             for path, data in state.items()}
@@ -414,7 +421,7 @@ def test_kill_setup_at_random_moments(built: Path, tmp_path: Path, cache: Path, 
     finish(cache, "publish", "--channel", channel, "--dist", built / "dist")
     server = Server(channel)
 
-    def setup_both(area):
+    def setup_both(area: Path) -> tuple[object, ...]:
         return "setup", "test-simple", "test-multi", "--channel", server.url(), "--area", area
 
     def prepare(area: Path, has_simple: bool, new_cache: bool, name: str) -> Path:
@@ -427,7 +434,7 @@ def test_kill_setup_at_random_moments(built: Path, tmp_path: Path, cache: Path, 
         area = tmp_path / "area"
         finish(fresh_cache(tmp_path / "ref-cache", shared_cache), *setup_both(area))
         reference = snapshot(area)
-        seconds = {}  # how long each kind of trial takes uninterrupted, measured the first time
+        seconds: dict[tuple[bool, bool], float] = {}  # how long each kind of trial takes uninterrupted, measured the first time
         rng = random.Random(SEED + 2)
         tally = Tally("setup")
         for i in range(TRIALS):

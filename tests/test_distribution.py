@@ -27,6 +27,7 @@ import xml.etree.ElementTree as ET
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -47,7 +48,7 @@ N_MODELS = int(os.environ.get("TFAOT_DIST_TEST_MODELS", "6"))
 RUNTIME = "tfaot-xla-runtime"
 
 
-def tool(*args, cache: Path, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
+def tool(*args: object, cache: Path, check: bool = True, **kwargs: Any) -> subprocess.CompletedProcess[str]:
     """tfaot-dist in its own process, as CI and users run it."""
     env = {**os.environ, "TFAOT_DIST_CACHE": str(cache), "PYTHON": sys.executable}
     env.pop("GITHUB_ACTIONS", None)
@@ -58,7 +59,7 @@ def tool(*args, cache: Path, check: bool = True, **kwargs) -> subprocess.Complet
     return proc
 
 
-def script(name: str, *args, cache: Path) -> subprocess.CompletedProcess:
+def script(name: str, *args: object, cache: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TFAOT_DIST_CACHE": str(cache), "PYTHON": sys.executable, "CI": "true"}
     env.pop("GITHUB_ACTIONS", None)
     proc = subprocess.run([str(REPO / name), *map(str, args)], env=env, capture_output=True, text=True,
@@ -72,15 +73,15 @@ def index_of(channel: Path) -> dict[tuple[str, str], str]:
     return {(p["name"], p["version"]): p["sha256"] for p in doc["packages"]}
 
 
-def write_entry(registry: Path, name: str, source: dict, aot_config: str = "simple/aot_config.yaml",
-                version: str = "1.0.0", batch_sizes=(1,)) -> None:
+def write_entry(registry: Path, name: str, source: dict[str, str], aot_config: str = "simple/aot_config.yaml",
+                version: str = "1.0.0", batch_sizes: tuple[int, ...] = (1,)) -> None:
     entry = {"name": name, "version": version, "source": source, "aot_config": aot_config,
              "overrides": {"batch_sizes": list(batch_sizes)}}
     (registry / "models").mkdir(parents=True, exist_ok=True)
     (registry / "models" / f"{name}.yaml").write_text(yaml.safe_dump(entry, sort_keys=False))
 
 
-def git_source(data_repo: DataRepo) -> dict:
+def git_source(data_repo: DataRepo) -> dict[str, str]:
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=data_repo.work, check=True, capture_output=True,
                             text=True).stdout.strip()
     return {"git": data_repo.url, "ref": "main", "commit": commit}
@@ -179,14 +180,15 @@ def test_archive_source_failures_leave_everything_unchanged(case: str, code: int
 
 
 def test_unsafe_archives_are_refused(tmp_path: Path) -> None:
-    def tar_with(*members) -> Path:
+    def tar_with(*members: tuple[tarfile.TarInfo, bytes | None]) -> Path:
         path = tmp_path / f"t{len(list(tmp_path.iterdir()))}.tar.gz"
         with tarfile.open(path, "w:gz") as tar:
             for info, data in members:
                 tar.addfile(info, io.BytesIO(data) if data is not None else None)
         return path
 
-    def member(name, kind=tarfile.REGTYPE, data: bytes=b"x", link: str=""):
+    def member(name: str, kind: bytes = tarfile.REGTYPE, data: bytes=b"x",
+               link: str="") -> tuple[tarfile.TarInfo, bytes | None]:
         info = tarfile.TarInfo(name)
         info.type, info.linkname = kind, link
         info.size = len(data) if kind == tarfile.REGTYPE else 0
@@ -329,7 +331,8 @@ def test_unsafe_source_archive_fails_the_build_and_leaves_the_cache(run: Cli, re
     ({"archive": "http://h/x.tar.gz", "sha256": "a" * 64, "git": "https://h/r.git"},
      "source.archive: give either git or archive, not both"),
 ])
-def test_registry_archive_sources_are_strict(run: Cli, registry: Path, source, message) -> None:
+def test_registry_archive_sources_are_strict(run: Cli, registry: Path, source: dict[str, str],
+                                             message: str) -> None:
     write_entry(registry, "strict", source)
     line = run.error("show", "strict", expect=3)
     assert message in line, line
@@ -345,7 +348,7 @@ class Fleet:
     dist: Path
     channel: Path
     server: Server
-    build: dict  # the JSON of `build --all --jobs 2`
+    build: dict[str, Any]  # the JSON of `build --all --jobs 2`
     seconds: float
 
 
@@ -392,7 +395,7 @@ def test_jobs_and_shards_publish_the_same_packages(fleet: Fleet, tmp_path: Path,
     # Four shards one after another (as the release matrix does), each into its own dist, with a
     # build cache of their own: every package is compiled again.
     cache = fresh_cache(tmp_path / "cache", shared_cache)
-    seen = {}
+    seen: dict[str, int] = {}  # archive -> shard
     for k in range(1, 5):
         dist = tmp_path / f"dist-{k}"
         out = script(SHARD_SCRIPT, f"{k}/4", dist, fleet.registry, cache=cache)
@@ -474,7 +477,7 @@ def test_terminal_progress_redraws_a_status_line() -> None:
         reporter.log("alpha", "compiling")
         reporter.finish("alpha", "built")
         reporter.close()
-    text = b""
+    data = b""
     while select.select([master], [], [], 0.5)[0]:  # a pty hands the bytes over in pieces
         try:
             chunk = os.read(master, 65536)
@@ -482,9 +485,9 @@ def test_terminal_progress_redraws_a_status_line() -> None:
             break
         if not chunk:
             break
-        text += chunk
+        data += chunk
     os.close(master)
-    text = text.decode()
+    text = data.decode()
     assert "\r\x1b[K[0/2] building: alpha" in text
     assert "alpha: compiling" in text and "[1/2] alpha: built (" in text
 
@@ -631,7 +634,7 @@ def http_channel(channel_copy: Path) -> Iterator[Server]:
     server.close()
 
 
-def read_reference(path: Path, dtype: str) -> list:
+def read_reference(path: Path, dtype: str) -> list[float]:
     values = array.array({"float32": "f", "bool": "B"}[dtype])
     values.frombytes(path.read_bytes())
     return list(values)
@@ -652,7 +655,7 @@ def test_setup_from_http_channel_gives_a_working_cpp_consumer(run: Cli, http_cha
 
     # Tool files: relocated to the installed directories, valid XML.
     tool_xml = ET.parse(tfaot / "scram.d" / "tfaot-model-test-simple.xml").getroot()
-    (base,) = [e.get("default") for e in tool_xml.iter("environment") if e.get("name").endswith("_BASE")]
+    (base,) = [e.get("default") for e in tool_xml.iter("environment") if e.get("name", "").endswith("_BASE")]
     assert base == str(tfaot / "tfaot-model-test-simple" / "1.0.0")
     assert "@TOOL_ROOT@" not in "".join(p.read_text() for p in (tfaot / "scram.d").glob("*.xml"))
 

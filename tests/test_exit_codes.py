@@ -51,9 +51,10 @@ def wrong_numbers(built: Path, dist: Path) -> None:
 
 
 @pytest.mark.parametrize("case", list(CODES))
-def test_one_failure_per_class(case, run: Cli, registry: Path, cache: Path, built: Path, tmp_path: Path, example_models: Path) -> None:
+def test_one_failure_per_class(case: str, run: Cli, registry: Path, cache: Path, built: Path, tmp_path: Path, example_models: Path) -> None:
     dist = tmp_path / "dist"
     dist.mkdir()
+    args: tuple[object, ...]
     if case == "usage":
         args, expected = ("build",), "name models or give --all"
     elif case == "invalid input":

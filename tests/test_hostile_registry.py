@@ -2,6 +2,7 @@
 
 from conftest import Cli
 from pathlib import Path
+from typing import Any
 import pytest
 import yaml
 
@@ -15,8 +16,8 @@ GOOD = {
 }
 
 
-def entry(**changes) -> dict:
-    data = yaml.safe_load(yaml.safe_dump(GOOD))
+def entry(**changes: object) -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(yaml.safe_dump(GOOD))
     for key, value in changes.items():
         target = data
         *path, last = key.split("__")
@@ -60,7 +61,8 @@ CASES = [
 
 @pytest.mark.parametrize("data, message", [(d, m) for _, d, m in CASES], ids=[c[0] for c in CASES])
 @pytest.mark.parametrize("command", ["show", "build"])
-def test_bad_entry(run: Cli, registry: Path, cache: Path, tmp_path: Path, data, message, command: str) -> None:
+def test_bad_entry(run: Cli, registry: Path, cache: Path, tmp_path: Path, data: dict[str, Any], message: str,
+                   command: str) -> None:
     path = registry / "models" / "m.yaml"
     path.write_text(yaml.safe_dump(data))
     before = snapshot(registry, cache, tmp_path / "dist")

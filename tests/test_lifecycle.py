@@ -6,6 +6,7 @@ from conftest import Cli
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -18,8 +19,9 @@ from tfaot_dist.sources import GitSources
 USAGE, INVALID, UNAVAILABLE, INTEGRITY = 2, 3, 4, 7
 
 
-def entry_of(registry: Path, name: str) -> dict:
-    return yaml.safe_load((registry / "models" / f"{name}.yaml").read_text())
+def entry_of(registry: Path, name: str) -> dict[str, Any]:
+    entry: dict[str, Any] = yaml.safe_load((registry / "models" / f"{name}.yaml").read_text())
+    return entry
 
 
 @pytest.fixture
@@ -31,7 +33,7 @@ def model_repo(example_models: Path, tmp_path: Path) -> DataRepo:
     return repo
 
 
-def edit_config(repo: DataRepo, **model) -> str:
+def edit_config(repo: DataRepo, **model: object) -> str:
     """Change model fields of simple/aot_config.yaml and commit; returns the commit."""
     path = repo.work / "simple" / "aot_config.yaml"
     config = yaml.safe_load(path.read_text())
@@ -306,7 +308,7 @@ def test_yank_hides_a_version_from_ranges_but_not_from_an_exact_pin(run: Cli, tm
     (["a==1.0", "--reason", ""], INVALID, "--reason: expected a reason of 1 to 500 characters"),
     (["a==1.0"], USAGE, "give --reason TEXT (or --undo"),
 ])
-def test_yank_refusals(run: Cli, tmp_path: Path, args, code, message) -> None:
+def test_yank_refusals(run: Cli, tmp_path: Path, args: list[str], code: int, message: str) -> None:
     channel = Channel(tmp_path / "channel").runtime().model("a", "1.0")
     assert message in refused(run, channel.root, "yank", *args, "--channel", channel.root, code=code)
 

@@ -11,7 +11,7 @@ REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
 
-def run(tool: str, *args: str) -> subprocess.CompletedProcess:
+def run(tool: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(BIN / tool), *args], cwd=REPO, capture_output=True, text=True, timeout=600,
                           check=False)
 

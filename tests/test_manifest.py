@@ -2,6 +2,7 @@
 manifests read back to the same bytes, refusals name the field, the request is the wire format."""
 
 from pathlib import Path
+from typing import Any
 import copy
 import dataclasses
 import json
@@ -12,8 +13,8 @@ from tfaot_dist.documents import CompileAnswer, CompileRequest, ModelManifest, R
 from tfaot_dist.errors import InvalidInput
 
 SHA = "ab" * 32
-TENSOR = {"dtype": "float32", "name": "input_0", "shape": [4]}
-MANIFEST = {
+TENSOR: dict[str, Any] = {"dtype": "float32", "name": "input_0", "shape": [4]}
+MANIFEST: dict[str, Any] = {
     "build_key": "1" * 64,
     "compilation": {"batch_sizes": [1, 2], "class_name": "simple", "namespace": "tfaot_model", "target_cpu": "",
                     "target_triple": "x86_64-pc-linux", "tf_xla_flags": [], "xla_flags": []},
@@ -41,18 +42,18 @@ MANIFEST = {
 }
 
 
-def dumped(doc: dict) -> str:
+def dumped(doc: dict[str, Any]) -> str:
     return json.dumps(doc, indent=1, sort_keys=True) + "\n"  # as package.write_manifest writes it
 
 
 DROP = object()  # variant(field=DROP) leaves the field out
 
 
-def variant(**changes) -> dict:
+def variant(**changes: object) -> dict[str, Any]:
     doc = copy.deepcopy(MANIFEST)
     for path, value in changes.items():
         *parents, last = path.split("__")
-        node = doc
+        node: Any = doc
         for key in parents:
             node = node[key]
         if value is DROP:
@@ -69,7 +70,7 @@ def variant(**changes) -> dict:
     variant(toolchain={"environment": "existing", "installed": ["tensorflow==2.21.0"], "tensorflow_version": "2.21.0",
                        "runtime": {"key": "k-1", "origin": "installed"}}),
 ], ids=["build", "compile", "tuned", "existing-toolchain"])
-def test_manifest_reads_back_to_the_same_bytes(doc) -> None:
+def test_manifest_reads_back_to_the_same_bytes(doc: dict[str, Any]) -> None:
     typed = ModelManifest.from_json(json.loads(dumped(doc)), "manifest.json")
     assert dumped(typed.to_json()) == dumped(doc)
 
@@ -80,7 +81,7 @@ def test_manifest_fields_are_typed() -> None:
     assert [c.batch_size for c in typed.reference.cases] == [1, 3]
     assert typed.requires[0].version == "2.21.0+b8fd209dfb55daad"
     assert typed.constants.per_batch_size["2"].note == "identical to 1"
-    assert typed.verification.outputs["output_0"].max_rel == 5.4e-07
+    assert typed.verification is not None and typed.verification.outputs["output_0"].max_rel == 5.4e-07
     assert typed.toolchain.requirements == ("tensorflow-cpu==2.21.0",) and typed.toolchain.runtime is None
 
 
@@ -97,7 +98,7 @@ def test_manifest_fields_are_typed() -> None:
     (variant(requires=DROP), "m.requires: required field is missing"),
     (variant(toolchain__runtime={"origin": "somewhere", "key": "k"}), "m.toolchain.runtime.origin: expected one of"),
 ])
-def test_bad_manifest_names_the_field(doc, message) -> None:
+def test_bad_manifest_names_the_field(doc: dict[str, Any], message: str) -> None:
     with pytest.raises(InvalidInput) as info:
         ModelManifest.from_json(doc, "m")
     assert str(info.value).startswith(message)

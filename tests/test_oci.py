@@ -30,7 +30,8 @@ NAMESPACE = "tfaot/models"
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 class Registry:
@@ -39,7 +40,8 @@ class Registry:
     def __init__(self, root: Path, users: dict[str, str] | None = None, auth: str = "") -> None:
         if not shutil.which("docker-registry"):
             pytest.fail("docker-registry is needed (.ci/run installs it: apt-get install docker-registry)")
-        self.root, self.port, self.proc = root, free_port(), None
+        self.root, self.port = root, free_port()
+        self.proc: subprocess.Popen[bytes] | None = None  # start() sets it
         root.mkdir(parents=True, exist_ok=True)
         if users:
             lines = [subprocess.run(["htpasswd", "-Bbn", user, password], check=True, capture_output=True,
@@ -65,10 +67,12 @@ class Registry:
         raise AssertionError(f"docker-registry did not start: {(self.root / 'log').read_text()[-2000:]}")
 
     def kill(self) -> None:
+        assert self.proc is not None
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
 
     def stop(self) -> None:
+        assert self.proc is not None
         if self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(timeout=10)
@@ -235,7 +239,7 @@ def test_auth_required_missing_wrong_and_given(built: Path, tmp_path: Path, cach
     env = {k: v for k, v in os.environ.items() if k not in (TOKEN_ENV, USERNAME_ENV)}
     area = tmp_path / "area"
     try:
-        def cli(*args, extra=None):
+        def cli(*args: object, extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
             return subprocess.run([sys.executable, "-m", "tfaot_dist", *map(str, args)], capture_output=True,
                                   text=True, check=False,
                                   env={**env, "TFAOT_DIST_CACHE": str(cache), **(extra or {})})
@@ -339,7 +343,7 @@ class TokenService:
             return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
         class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
+            def log_message(self, *args: object) -> None:
                 pass
 
             def proxy(self) -> None:
@@ -417,7 +421,7 @@ def test_bearer_tokens_from_a_token_service(built: Path, tmp_path: Path, cache: 
     channel = f"oci://127.0.0.1:{tokens.port}/{NAMESPACE}"  # the registry, through the token service's origin
     env = {k: v for k, v in os.environ.items() if k not in (TOKEN_ENV, USERNAME_ENV)}
     try:
-        def cli(*args, extra=None):
+        def cli(*args: object, extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
             return subprocess.run([sys.executable, "-m", "tfaot_dist", *map(str, args)], capture_output=True,
                                   text=True, check=False,
                                   env={**env, "TFAOT_DIST_CACHE": str(cache), **(extra or {})})
@@ -478,7 +482,7 @@ class FlakyProxy:
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
+            def log_message(self, *args: object) -> None:
                 pass
 
             def handle_any(self) -> None:

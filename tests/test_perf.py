@@ -178,7 +178,8 @@ def gemm_tiles(obj: Path) -> set[str]:
 
 
 @pytest.mark.parametrize("xla_flags, tiles", [([], "4_8"), ([TILE_OPTION + "11:9:1*vectwidth"], "11_9")])
-def test_small_matrix_products_take_our_tiles_and_match_tensorflow(run: Cli, study: Path, tmp_path: Path, xla_flags, tiles) -> None:
+def test_small_matrix_products_take_our_tiles_and_match_tensorflow(run: Cli, study: Path, tmp_path: Path,
+                                                                    xla_flags: list[str], tiles: str) -> None:
     """Batch size 2 runs XLA's tiled small-matrix product: by default with 4-row x 2-vector tiles
     (XLA's own 11 x 1 left two dependent FMA chains: batch size 2 was slower per event than 1);
     a config's flag wins. The flags are in the manifest and the package verifies against TensorFlow."""

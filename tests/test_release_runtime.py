@@ -45,7 +45,7 @@ def session_env(tmp_path: Path, shared_cache: Path, monkeypatch: pytest.MonkeyPa
     return tmp_path
 
 
-def compile_args(config: Path, out: Path, *extra) -> list[str]:
+def compile_args(config: Path, out: Path, *extra: object) -> list[str]:
     return ["--registry", str(out.parent / "no-registry"), "compile", "--aot-config", str(config),
             "--output-directory", str(out), *map(str, extra)]
 
@@ -115,7 +115,7 @@ def test_bad_runtimes_give_one_error_line(toolchain212: Toolchain, release: Path
     python = toolchain212.python
     out = tmp / "out"
 
-    def refused(args, code: int) -> str:
+    def refused(args: list[str], code: int) -> str:
         assert cli.main(args) == code
         err = capsys.readouterr().err  # progress lines, then the one error line
         assert [line for line in err.splitlines() if "error" in line] == err.splitlines()[-1:], err

@@ -227,7 +227,7 @@ def test_runtime_lists_its_levels(runtime: xla_runtime.XlaRuntime) -> None:
 
 
 @pytest.mark.parametrize("level", [lv.name for lv in runtime_kernels.LEVELS])
-def test_forced_level_matches_the_reference(program: Path, level) -> None:
+def test_forced_level_matches_the_reference(program: Path, level: str) -> None:
     result = run(program, level=level)
     # A level this CPU lacks is lowered to the best it runs, not executed.
     assert result["level"] == (level if runnable(level) else best_runnable())

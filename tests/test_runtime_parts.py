@@ -11,6 +11,7 @@ from tfaot_dist.toolchain import Toolchain
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -82,7 +83,7 @@ def study(toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Pat
     return out / "study_l12_u128"
 
 
-def compile_study(run: Cli, study: Path, out: Path, batch_sizes: list[int]) -> tuple[Path, dict, str]:
+def compile_study(run: Cli, study: Path, out: Path, batch_sizes: list[int]) -> tuple[Path, dict[str, Any], str]:
     cfg = out / "aot_config.yaml"
     out.mkdir(parents=True, exist_ok=True)
     cfg.write_text(json.dumps({"model": {"name": "study_l12_u128", "version": "1.0.0",

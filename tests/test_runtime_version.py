@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from tfaot_dist import names
-from tfaot_dist.cxx import runtime_package
+from tfaot_dist.cxx import INTERFACE_INCLUDE, runtime_package
 from tfaot_dist.cxx.xla_runtime import XlaRuntime
 
 
@@ -29,7 +29,7 @@ def test_changed_packaging_is_a_new_version(change: str, tmp_path: Path, monkeyp
     before = runtime_package.packaging_digest.__wrapped__()
     if change == "interface header":
         copy = tmp_path / "include"
-        shutil.copytree(runtime_package.INTERFACE_INCLUDE, copy)
+        shutil.copytree(INTERFACE_INCLUDE, copy)
         header = next(p for p in sorted(copy.rglob("*.h")))
         header.write_text(header.read_text() + "\n// one more line\n")
         monkeypatch.setattr(runtime_package, "INTERFACE_INCLUDE", copy)

@@ -15,8 +15,10 @@ import tarfile
 import threading
 import time
 import zipfile
+from collections.abc import Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,10 +44,11 @@ def one_error(err: str) -> str:
     return lines[0]
 
 
-def package_tar(name: str="tfaot-model-x", version: str="1.0", files=None, manifest_extra=None, members=()) -> bytes:
+def package_tar(name: str="tfaot-model-x", version: str="1.0", files: dict[str, bytes] | None = None,
+                manifest_extra: dict[str, Any] | None = None, members: Iterable[tarfile.TarInfo] = ()) -> bytes:
     """A package archive as publish expects it: PACKAGE-VERSION/ with files and a manifest listing them."""
     files = files if files is not None else {"include/tfaot-model-x/model.h": b"// x\n"}
-    manifest = {"package": name, "version": version, "kind": "model",
+    manifest: dict[str, Any] = {"package": name, "version": version, "kind": "model",
                 "files": {rel: {"sha256": hashlib.sha256(b).hexdigest(), "size": len(b)} for rel, b in files.items()}}
     manifest.update(manifest_extra or {})
     buf = io.BytesIO()
@@ -59,7 +62,7 @@ def package_tar(name: str="tfaot-model-x", version: str="1.0", files=None, manif
     return buf.getvalue()
 
 
-def zip_bytes(entries) -> bytes:
+def zip_bytes(entries: Iterable[tuple[str, bytes | str, int]]) -> bytes:
     """entries: (name, data, mode); mode 0o120777 makes a symbolic link whose target is data."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
@@ -200,7 +203,7 @@ def registry_entry(run: Cli, text: str) -> None:
     ("name: " + "9" * 5000 + "\n", "integer of 5000 digits"),
     ("name: " + "[" * 10000 + "]" * 10000 + "\n", "nested deeper"),
 ])
-def test_hostile_yaml(run: Cli, text, expected, capsys: pytest.CaptureFixture[str]) -> None:
+def test_hostile_yaml(run: Cli, text: str, expected: str, capsys: pytest.CaptureFixture[str]) -> None:
     registry_entry(run, text)
     out, err = run("list", expect=3)
     line = one_error(err)
@@ -213,14 +216,14 @@ def test_long_values_are_cut_in_errors(run: Cli) -> None:
     assert len(one_error(err)) < 600
 
 
-def write_channel(root: Path, doc) -> Path:
+def write_channel(root: Path, doc: str | dict[str, Any]) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     (root / "index.json").write_text(doc if isinstance(doc, str) else json.dumps(doc))
     return root
 
 
-def index_row(**fields) -> dict:
-    row = {"name": "tfaot-model-x", "version": "1.0", "kind": "model", "archive": "packages/a.tar.gz",
+def index_row(**fields: object) -> dict[str, Any]:
+    row: dict[str, Any] = {"name": "tfaot-model-x", "version": "1.0", "kind": "model", "archive": "packages/a.tar.gz",
            "size": 1, "sha256": "0" * 64, "manifest": "packages/m.json", "manifest_sha256": "0" * 64,
            "requires": [], "tensorflow_version": "2.21.0", "batch_sizes": [1], "signature": None}
     row.update(fields)
@@ -234,7 +237,7 @@ def index_row(**fields) -> dict:
     ({"format": "tfaot-dist-channel/1", "packages": [index_row(version="../../x")]}, "version"),
     ({"format": "\x1b[31mred", "packages": []}, "\\x1b[31mred"),
 ])
-def test_hostile_index(run: Cli, tmp_path: Path, doc, expected) -> None:
+def test_hostile_index(run: Cli, tmp_path: Path, doc: str | dict[str, Any], expected: str) -> None:
     channel = write_channel(tmp_path / "channel", doc)
     _, err = run("setup", "--list", "--channel", channel, expect=3)
     line = one_error(err)
@@ -264,8 +267,8 @@ def test_manifest_with_wrong_types(run: Cli, tmp_path: Path, extra: dict[str, di
 # ---------------------------------------------------------------- areas
 
 
-def installed_doc(**row) -> dict:
-    base = {"version": "1.0", "kind": "model", "sha256": "0" * 64, "path": "tfaot-model-x/1.0", "requires": [],
+def installed_doc(**row: object) -> dict[str, Any]:
+    base: dict[str, Any] = {"version": "1.0", "kind": "model", "sha256": "0" * 64, "path": "tfaot-model-x/1.0", "requires": [],
             "tool_files": [], "channel": "/c"}
     base.update(row)
     return {"format": "tfaot-dist-area/1", "packages": {"tfaot-model-x": base}}
@@ -297,7 +300,9 @@ def test_refused_setup_leaves_no_trace(run: Cli, tmp_path: Path) -> None:
     (channel / rel).parent.mkdir(parents=True)
     (channel / rel).write_bytes(data)
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        manifest = tar.extractfile("tfaot-model-x-1.0/manifest.json").read()
+        f = tar.extractfile("tfaot-model-x-1.0/manifest.json")
+        assert f is not None
+        manifest = f.read()
     (channel / "packages/tfaot-model-x/1.0/manifest.json").write_bytes(manifest)
     write_channel(channel, {"format": "tfaot-dist-channel/1", "packages": [index_row(
         archive=rel, size=len(data), sha256=hashlib.sha256(data).hexdigest(),
@@ -314,7 +319,7 @@ def test_refused_setup_leaves_no_trace(run: Cli, tmp_path: Path) -> None:
 
 
 class Trickle(BaseHTTPRequestHandler):
-    def log_message(self, *args) -> None:
+    def log_message(self, *args: object) -> None:
         pass
 
     def do_GET(self) -> None:
@@ -350,7 +355,7 @@ class Trickle(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def trickle():
+def trickle() -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -359,7 +364,7 @@ def trickle():
     server.server_close()
 
 
-def test_download_deadline(trickle, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_download_deadline(trickle: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(TIMEOUT_ENV, "2")
     monkeypatch.setenv(DEADLINE_ENV, "3")
     monkeypatch.setenv("TFAOT_DIST_HTTP_RETRIES", "1")
@@ -369,7 +374,7 @@ def test_download_deadline(trickle, monkeypatch: pytest.MonkeyPatch) -> None:
     assert time.monotonic() - start < 6
 
 
-def test_a_download_deadline_covers_every_attempt(trickle, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_download_deadline_covers_every_attempt(trickle: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 27: three attempts of 3 s each and their backoff held a command for about 10 s."""
     monkeypatch.setenv(TIMEOUT_ENV, "2")
     monkeypatch.setenv(DEADLINE_ENV, "3")
@@ -380,14 +385,14 @@ def test_a_download_deadline_covers_every_attempt(trickle, monkeypatch: pytest.M
     assert time.monotonic() - start < 5
 
 
-def test_compressing_server_and_foreign_redirect(trickle, run: Cli, tmp_path: Path) -> None:
+def test_compressing_server_and_foreign_redirect(trickle: str, run: Cli, tmp_path: Path) -> None:
     out, _ = run("setup", "--list", "--channel", trickle + "/gzip/")
     assert "Traceback" not in out
     with pytest.raises(SourceUnavailable, match="another host"):
         get_bytes(trickle + "/redirect")
 
 
-def test_download_stops_at_the_declared_size(trickle, tmp_path: Path) -> None:
+def test_download_stops_at_the_declared_size(trickle: str, tmp_path: Path) -> None:
     from tfaot_dist.util.download import download
 
     with pytest.raises(IntegrityError, match="at most 10 expected"):
@@ -398,7 +403,7 @@ def test_download_stops_at_the_declared_size(trickle, tmp_path: Path) -> None:
 # ---------------------------------------------------------------- fuzz
 
 
-def _mutate(rng: random.Random, doc):
+def _mutate(rng: random.Random, doc: object) -> object:
     """One random change somewhere in a JSON-like document."""
     if isinstance(doc, dict) and doc and rng.random() < 0.7:
         key = rng.choice(sorted(doc, key=str))

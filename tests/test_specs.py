@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -46,7 +47,7 @@ IDENTITY = {"GIT_AUTHOR_NAME": "tfaot-dist tests", "GIT_AUTHOR_EMAIL": "tests@tf
 
 # --- helpers ----------------------------------------------------------------------------------------
 
-def git(cwd: Path, *args, date: str = "2026-01-01T00:00:00Z", **env) -> str:
+def git(cwd: Path, *args: str, date: str = "2026-01-01T00:00:00Z", **env: str) -> str:
     # No user or system config: signing or another object format would change the golden commit ids.
     full = {**GIT_ENV, **IDENTITY, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date,
             "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", **env}
@@ -54,18 +55,19 @@ def git(cwd: Path, *args, date: str = "2026-01-01T00:00:00Z", **env) -> str:
                           text=True).stdout.strip()
 
 
-def commit(reg: Path, message: str, date: str = "2026-01-01T00:00:00Z", **env) -> None:
+def commit(reg: Path, message: str, date: str = "2026-01-01T00:00:00Z", **env: str) -> None:
     git(reg, "add", "-A")
     git(reg, "commit", "-q", "-m", message, date=date, **env)
 
 
 def entry(name: str, version: str = "1.0.0", sha: str = SHA_A, url: str = "https://git.example.org/ml/data.git",
-          ref: str = "main", config: str = "simple/aot_config.yaml", branch: str | None = None, **extra) -> dict:
+          ref: str = "main", config: str = "simple/aot_config.yaml", branch: str | None = None,
+          **extra: Any) -> dict[str, Any]:
     source = {"git": url, "ref": ref, "commit": sha, **({"branch": branch} if branch else {})}
     return {"name": name, "version": version, "source": source, "aot_config": config, **extra}
 
 
-def write_entry(reg: Path, data: dict, name: str | None = None) -> Path:
+def write_entry(reg: Path, data: dict[str, Any], name: str | None = None) -> Path:
     path = reg / "models" / f"{name or data['name']}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -79,7 +81,7 @@ def write_registry_yaml(reg: Path, tensorflow: str = "2.21.0") -> None:
         'target_cpu: ""\n')
 
 
-def specs_cli(capsys: pytest.CaptureFixture[str], reg: Path, *args, expect: int = 0) -> tuple[str, str]:
+def specs_cli(capsys: pytest.CaptureFixture[str], reg: Path, *args: object, expect: int = 0) -> tuple[str, str]:
     capsys.readouterr()
     code = cli.main(["--registry", str(reg), "specs", *map(str, args)])
     out, err = capsys.readouterr()
@@ -280,7 +282,7 @@ def test_archive_sources(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     reg = tmp_path / "reg"
     write_registry_yaml(reg)
     digest = "ab" * 32
-    data = {"name": "arch", "version": "1.0.0",
+    data: dict[str, Any] = {"name": "arch", "version": "1.0.0",
             "source": {"archive": "https://models.example.org/data-1.0.tar.gz", "sha256": digest},
             "aot_config": "simple/aot_config.yaml"}
     write_entry(reg, data)
@@ -418,7 +420,7 @@ def test_release_history_outside_git_is_empty(tmp_path: Path) -> None:
 INJECTED = ["%{__rm}", "$(id)", "`id`", "a\nb", 'a"b', "a<b", "a'b"]
 
 
-def _bad_entries():
+def _bad_entries() -> Iterator[tuple[str, dict[str, Any], str]]:
     for bad in INJECTED:
         yield "version", entry("m", version=f"1.0{bad}"), "version"
         yield "ref", entry("m", ref=f"main{bad}"), "source.ref"
@@ -431,7 +433,8 @@ def _bad_entries():
 @pytest.mark.parametrize("field, data, where", list(_bad_entries()),
                          ids=[f"{f}-{i}" for i, (f, _, _) in enumerate(_bad_entries())])
 @pytest.mark.parametrize("flavor", ["cmsbuild", "rpm"])
-def test_injected_identifiers_are_rejected(tmp_path: Path, capsys: pytest.CaptureFixture[str], field, data, where, flavor: str) -> None:
+def test_injected_identifiers_are_rejected(tmp_path: Path, capsys: pytest.CaptureFixture[str], field: str,
+                                           data: dict[str, Any], where: str, flavor: str) -> None:
     reg = tmp_path / "reg"
     write_registry_yaml(reg)
     write_entry(reg, entry("good"))
@@ -477,7 +480,7 @@ def test_sources_only_for_rpm(golden_registry: Path, tmp_path: Path, capsys: pyt
 
 
 @pytest.mark.parametrize("text", [HOSTILE, "line\nbreak\r\u2028x", "%" * 300])
-def test_free_text_escaping(text) -> None:
+def test_free_text_escaping(text: str) -> None:
     for escaped in (spec_text(text), pkgconfig_text(text), one_line(text)):
         assert "\n" not in escaped and "\r" not in escaped and "\u2028" not in escaped
         assert len(escaped) <= 2 * 200
@@ -496,7 +499,7 @@ def test_a_value_with_a_line_break_is_never_rendered() -> None:
     ("runtime_tool.xml.j2", {"tool": HOSTILE, "libs": [HOSTILE], "system_libs": ["m"], "ldflags": [HOSTILE],
                              "base_var": "X_BASE"}),
 ])
-def test_tool_files_escape_hostile_text(template, extra) -> None:
+def test_tool_files_escape_hostile_text(template: str, extra: dict[str, Any]) -> None:
     text = render(template, package=HOSTILE, version=HOSTILE, root="@TOOL_ROOT@", **extra)
     (tool,) = ET.fromstringlist(["<root>", text, "</root>"])  # as scram reads it
     assert tool.tag == "tool" and tool.get("version") == HOSTILE
@@ -506,7 +509,7 @@ def test_tool_files_escape_hostile_text(template, extra) -> None:
 
 # --- CMake and pkg-config files ---------------------------------------------------------------------
 
-MODEL_MANIFEST = {
+MODEL_MANIFEST: dict[str, Any] = {
     "package": "tfaot-model-test-simple", "name": "test-simple", "version": "1.0.0",
     "source": {"git": "https://git.example.org/ml/data.git", "url": "https://git.example.org/ml/data.git"},
     "model": {"description": "A simple model " + HOSTILE + "\nsecond line", "author": HOSTILE},
@@ -520,7 +523,7 @@ RUNTIME_MANIFEST = {
 }
 
 
-def typed(manifest: dict) -> Manifest:
+def typed(manifest: dict[str, Any]) -> Manifest:
     """The manifest as buildsys reads it (documents.Manifest: field types checked)."""
     return Manifest.from_json(manifest, "manifest")
 
@@ -544,7 +547,7 @@ def fake_tree(root: Path) -> tuple[Path, Path]:
     return model, runtime
 
 
-def pkg_config(*args, path: list[Path]) -> str:
+def pkg_config(*args: str, path: list[Path]) -> str:
     env = {**os.environ, "PKG_CONFIG_PATH": ":".join(str(p / "lib" / "pkgconfig") for p in path),
            "PKG_CONFIG_LIBDIR": ""}
     return subprocess.run(["pkg-config", *args], env=env, check=True, capture_output=True, text=True).stdout.strip()
@@ -705,7 +708,7 @@ def check_rpm_matches_package(rpm: Path, package_dir: Path, root: str, work: Pat
     for tool_file in tools:
         tool = ET.parse(tool_file).getroot()
         assert tool.tag == "tool"
-        base = next(e for e in tool.iter("environment") if e.get("name").endswith("_BASE"))
+        base = next(e for e in tool.iter("environment") if e.get("name", "").endswith("_BASE"))
         assert base.get("default") == root
 
 
@@ -785,8 +788,10 @@ def test_sources_refuses_a_tampered_archive(built: Path, tmp_path: Path, capsys:
     raw = io.BytesIO()
     with tarfile.open(archive) as src, tarfile.open(fileobj=raw, mode="w") as dst:
         for member in src:
-            data = src.extractfile(member).read() if member.isfile() else None
+            f = src.extractfile(member) if member.isfile() else None
+            data = f.read() if f is not None else None
             if member.name.endswith("/model.h"):
+                assert data is not None
                 data += b"// tampered\n"
                 member.size = len(data)
             dst.addfile(member, io.BytesIO(data) if data is not None else None)
@@ -884,7 +889,7 @@ def download_source(parsed_spec: str, sources: Path) -> Path:
     return target
 
 
-def run_prebuilt(files: dict[str, str], spec_name: str, top: Path) -> tuple[subprocess.CompletedProcess, Path]:
+def run_prebuilt(files: dict[str, str], spec_name: str, top: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
     """The spec as cmsBuild would see it, its Source downloaded, then %prep, %build and %install by rpmbuild -bi.
 
     Returns rpmbuild's result and the install directory (%{i}).
@@ -917,13 +922,13 @@ def check_installed_tree(install: Path, manifest_bytes: bytes) -> None:
     for rel, digest in expected.items():
         if rel in tools:
             tool = ET.fromstringlist(["<root>", (install / rel).read_text(), "</root>"])[0]  # as scram reads it
-            base = next(e for e in tool.iter("environment") if e.get("name").endswith("_BASE"))
+            base = next(e for e in tool.iter("environment") if e.get("name", "").endswith("_BASE"))
             assert base.get("default") == str(install) and "@TOOL_ROOT@" not in (install / rel).read_text()
         else:
             assert got[rel] == digest, rel
 
 
-def fake_package(root: Path, name: str, version: str, source: dict | None, runtime: str) -> Path:
+def fake_package(root: Path, name: str, version: str, source: dict[str, str] | None, runtime: str) -> Path:
     """A small package tree in the layout of `tfaot-dist build` (for the fast tests; the slow ones use real ones)."""
     from tfaot_dist.cxx import scram_tool
 
@@ -937,9 +942,9 @@ def fake_package(root: Path, name: str, version: str, source: dict | None, runti
     for rel, text in files.items():
         (tree / rel).parent.mkdir(parents=True, exist_ok=True)
         (tree / rel).write_text(text)
-    manifest = {"package": name, "version": version,
-                "files": {rel: {"sha256": sha256(text.encode()), "size": len(text.encode())}
-                          for rel, text in files.items()}}
+    manifest: dict[str, Any] = {"package": name, "version": version,
+                                "files": {rel: {"sha256": sha256(text.encode()), "size": len(text.encode())}
+                                          for rel, text in files.items()}}
     if source is not None:
         manifest |= {"source": source, "requires": [{"name": flavors.RPM_RUNTIME, "version": runtime}],
                      "toolchain": {"tensorflow_version": "2.21.0"}}

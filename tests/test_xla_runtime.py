@@ -152,7 +152,9 @@ def test_tree_is_self_contained(runtime: xla_runtime.XlaRuntime, toolchain_pytho
     ours = (runtime.include_dir / "absl" / "base" / "options.h").read_text()
     wheels = (tf.include / "absl" / "base" / "options.h").read_text()
     ns = re.compile(r"#define\s+ABSL_OPTION_INLINE_NAMESPACE_NAME\s+(\w+)")
-    assert ns.search(ours).group(1) != ns.search(wheels).group(1)
+    found_ours, found_wheels = ns.search(ours), ns.search(wheels)
+    assert found_ours and found_wheels
+    assert found_ours.group(1) != found_wheels.group(1)
     # Only the headers generated code needs: a few MB, not the wheel's 287 MB.
     size = sum(p.stat().st_size for p in runtime.include_dir.rglob("*") if p.is_file())
     assert size < 30_000_000

@@ -15,7 +15,9 @@ import subprocess
 import sys
 import tarfile
 from array import array
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -94,7 +96,7 @@ for i, t in enumerate(spec["outputs"]):
 """
 
 
-def consumer_source(package: str, cpp_class: str, signature: dict) -> str:
+def consumer_source(package: str, cpp_class: str, signature: dict[str, Any]) -> str:
     declarations, inputs = [], []
     for i, t in enumerate(signature["inputs"]):
         element = CXX_TYPES[t["dtype"]][1]
@@ -112,12 +114,13 @@ def consumer_source(package: str, cpp_class: str, signature: dict) -> str:
                            saves="\n".join(saves))
 
 
-def fresh_inputs(model: str, signature: dict, rows: int, rng: random.Random) -> list[array]:
+def fresh_inputs(model: str, signature: dict[str, Any], rows: int, rng: random.Random) -> "list[array[Any]]":
     """Inputs in signature order, flat; padded inputs get a random length per row and zeros after it."""
     values = []
     for t in signature["inputs"]:
         typecode = CXX_TYPES[t["dtype"]][2]
         row = math.prod(t["shape"])
+        value: array[Any]
         if typecode in "iq":
             value = array(typecode, [rng.randrange(1, VOCABULARY) for _ in range(rows * row)])
         else:
@@ -132,7 +135,7 @@ def fresh_inputs(model: str, signature: dict, rows: int, rng: random.Random) -> 
     return values
 
 
-def read(path: Path, dtype: str) -> array:
+def read(path: Path, dtype: str) -> "array[Any]":
     return array(CXX_TYPES[dtype][2], path.read_bytes())
 
 
@@ -141,7 +144,8 @@ def make_zoo(toolchain: Toolchain, out: Path, names: list[str], *options: str) -
     return out
 
 
-def build_area(root: Path, models: Path, names: list[str], shared_cache: Path, requirements=None) -> Path:
+def build_area(root: Path, models: Path, names: list[str], shared_cache: Path,
+               requirements: Sequence[str] | None = None) -> Path:
     """Models registered from a git data repository, built with `build --all` at the registry's default CPU
     levels (with the toolchain of requirements, else the default) and unpacked into an area; returns it."""
     repo = DataRepo(root / "data")
@@ -249,12 +253,12 @@ def zoo_area(zoo_models: Path, shared_cache: Path, tmp_path_factory: pytest.Temp
 
 
 @pytest.mark.parametrize("model", ZOO)
-def test_zoo_model_verifies_at_every_level(zoo_area: Path, model) -> None:
+def test_zoo_model_verifies_at_every_level(zoo_area: Path, model: str) -> None:
     check_levels(zoo_area, model)
 
 
 @pytest.mark.parametrize("model", ZOO)
-def test_zoo_consumer_matches_tensorflow(zoo_area: Path, zoo_models: Path, toolchain: Toolchain, tmp_path: Path, model) -> None:
+def test_zoo_consumer_matches_tensorflow(zoo_area: Path, zoo_models: Path, toolchain: Toolchain, tmp_path: Path, model: str) -> None:
     check_consumer(zoo_area, model, zoo_models / model / "saved_model", toolchain, tmp_path)
 
 
@@ -278,7 +282,7 @@ def keras2_area(keras2_models: Path, shared_cache: Path, tmp_path_factory: pytes
 
 
 @pytest.mark.parametrize("model", KERAS2)
-def test_keras2_export_verifies_and_matches_tensorflow(keras2_area: Path, keras2_models: Path, toolchain: Toolchain, tmp_path: Path, model) -> None:
+def test_keras2_export_verifies_and_matches_tensorflow(keras2_area: Path, keras2_models: Path, toolchain: Toolchain, tmp_path: Path, model: str) -> None:
     check_levels(keras2_area, model)
     check_consumer(keras2_area, model, keras2_models / model / "saved_model", toolchain, tmp_path)
 
@@ -299,7 +303,7 @@ def zoo212_area(zoo212_models: Path, shared_cache: Path, tmp_path_factory: pytes
 
 
 @pytest.mark.parametrize("model", ZOO212)
-def test_zoo_with_tf212_verifies_and_matches_tensorflow(zoo212_area: Path, zoo212_models: Path, toolchain212: Toolchain, tmp_path: Path, model) -> None:
+def test_zoo_with_tf212_verifies_and_matches_tensorflow(zoo212_area: Path, zoo212_models: Path, toolchain212: Toolchain, tmp_path: Path, model: str) -> None:
     manifest = json.loads((package_dir(zoo212_area, model) / "manifest.json").read_text())
     assert manifest["toolchain"]["tensorflow_version"] == "2.12.0"
     check_levels(zoo212_area, model)

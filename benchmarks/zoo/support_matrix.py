@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from tfaot_dist.cache import default_cache
 from tfaot_dist.toolchain import ensure_toolchain, worker_env
@@ -43,7 +44,7 @@ def export(combo: str, models: list[str], out: Path) -> None:
                    stdout=subprocess.DEVNULL)
 
 
-def compile_one(combo: str, model_dir: Path, out: Path) -> dict:
+def compile_one(combo: str, model_dir: Path, out: Path) -> dict[str, Any]:
     registry = out / "registry"
     registry.mkdir(parents=True, exist_ok=True)
     (registry / "registry.yaml").write_text(f'toolchain:\n  requirements: ["{COMBOS[combo][2]}"]\n')
@@ -70,7 +71,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--combo", action="append", choices=list(COMBOS))
     args = parser.parse_args(argv)
     out = args.out.absolute()
-    results: dict[str, dict[str, dict]] = {}
+    results: dict[str, dict[str, dict[str, Any]]] = {}
     for combo in args.combo or list(COMBOS):
         models_dir = out / combo / "models"
         export(combo, args.models, models_dir)

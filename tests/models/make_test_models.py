@@ -14,47 +14,49 @@
 
 import os
 import sys
+from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import tensorflow as tf  # noqa: E402
 
 
+# TensorFlow's objects are Any here: tfaot-dist's venv has no TensorFlow.
 class Module(tf.Module):
-    def __init__(self, fn, specs) -> None:
+    def __init__(self, fn: Any, specs: dict[str, Any]) -> None:
         super().__init__()
         self.w = tf.Variable(tf.linspace(-1.0, 1.0, 8))
         self.serve = tf.function(lambda **kw: fn(self, **kw), input_signature=None)
         self.specs = specs
 
-    def signature(self):
+    def signature(self) -> Any:
         return self.serve.get_concrete_function(**self.specs)
 
 
-def two_inputs(m, feats, ids):
+def two_inputs(m: Any, feats: Any, ids: Any) -> dict[str, Any]:
     s = tf.reduce_sum(feats, axis=1, keepdims=True) * m.w[0]
     return {"output_0": feats * 2.0 + s, "output_1": ids * 3 + tf.cast(s, tf.int32)}
 
 
-def simple_linear(m, x):
+def simple_linear(m: Any, x: Any) -> dict[str, Any]:
     return {"y": tf.tanh(x * m.w[1])}
 
 
-def string_op(m, x):
+def string_op(m: Any, x: Any) -> dict[str, Any]:
     text = tf.strings.as_string(x)
     return {"y": tf.strings.to_number(text) * m.w[2]}
 
 
-def no_batch(m, x):
+def no_batch(m: Any, x: Any) -> dict[str, Any]:
     return {"y": x * m.w[3]}
 
 
-def value_shape(m, x):
+def value_shape(m: Any, x: Any) -> dict[str, Any]:
     length = tf.cast(tf.reduce_max(tf.abs(x)), tf.int32) + 1
     return {"y": tf.reduce_sum(x * m.w, axis=1) + tf.cast(tf.reduce_sum(tf.range(length)), tf.float32)}
 
 
-def activations(m, x, d):
+def activations(m: Any, x: Any, d: Any) -> dict[str, Any]:
     return {"elu_f32": tf.nn.elu(x), "selu_f32": tf.nn.selu(x), "elu_f64": tf.nn.elu(d),
             "selu_f64": tf.nn.selu(d), "selu_between": tf.nn.selu(x * m.w[4]) + m.w[5]}
 
@@ -72,7 +74,7 @@ MODELS = {
 }
 
 
-def main(out_dir) -> int:
+def main(out_dir: str) -> int:
     for name, (fn, specs) in MODELS.items():
         module = Module(fn, specs)
         path = os.path.join(out_dir, name, "saved_model")

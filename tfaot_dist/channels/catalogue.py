@@ -25,7 +25,7 @@ an unlisted archive; the next publish writes the same bytes again).
 """
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -34,7 +34,8 @@ from urllib.parse import quote, urlsplit
 import jinja2
 from packaging.version import Version
 
-from tfaot_dist.documents import Manifest, load_json
+from tfaot_dist.channels.channel import ChannelPackage
+from tfaot_dist.documents import JsonObject, Manifest, load_json
 from tfaot_dist.errors import InvalidInput
 from tfaot_dist.util.fs import remove_stale_siblings, write_atomic
 from tfaot_dist.util.render import make_environment
@@ -70,7 +71,12 @@ class Row:
     search: str  # lower-case text the search box matches
 
 
-def render(rows, manifests: dict) -> dict[str, str]:
+Key = tuple[str, str]  # (package name, version): ChannelPackage.key
+Manifests = Mapping[Key, Manifest | None]
+ReadManifest = Callable[[ChannelPackage], Manifest | None]
+
+
+def render(rows: Iterable[ChannelPackage], manifests: Manifests) -> dict[str, str]:
     """{path relative to the channel: text} for the catalogue of the index rows.
 
     rows: ChannelPackage values (index.json); manifests: {(name, version): documents.Manifest, or None
@@ -83,7 +89,8 @@ def render(rows, manifests: dict) -> dict[str, str]:
     return pages
 
 
-def write_pages(channel: Path, rows, changed, manifests: dict, read_manifest: Callable) -> None:
+def write_pages(channel: Path, rows: Iterable[ChannelPackage], changed: Iterable[ChannelPackage], manifests: Manifests,
+                read_manifest: ReadManifest) -> None:
     """Before index.json (under the publish lock): the style sheet, the pages of the changed rows and
     of listed rows that have none (a channel from before the catalogue). Other pages are never
     rendered again, so a publish costs the same in a channel of any size.
@@ -98,7 +105,7 @@ def write_pages(channel: Path, rows, changed, manifests: dict, read_manifest: Ca
             _write_if_differs(path, _version_page(row, manifest))
 
 
-def write_listing(channel: Path, rows, manifests: dict, read_manifest: Callable) -> None:
+def write_listing(channel: Path, rows: Iterable[ChannelPackage], manifests: Manifests, read_manifest: ReadManifest) -> None:
     """After index.json: index.html from the same rows. The description of each version shown is
     kept in DESCRIPTIONS, so only the manifests of versions new to the listing are read."""
     kept = _read_descriptions(channel / DESCRIPTIONS)
@@ -142,9 +149,9 @@ def _write_if_differs(path: Path, text: str) -> None:
     write_atomic(path, data)
 
 
-def _newest(rows) -> list:
+def _newest(rows: Iterable[ChannelPackage]) -> list[ChannelPackage]:
     """The version the listing shows of each package (as _index_page chooses it)."""
-    by_name: dict[str, list] = {}
+    by_name: dict[str, list[ChannelPackage]] = {}
     for row in rows:
         by_name.setdefault(row.name, []).append(row)
     out = []
@@ -154,9 +161,9 @@ def _newest(rows) -> list:
     return out
 
 
-def _index_page(rows, descriptions: dict) -> str:
+def _index_page(rows: Iterable[ChannelPackage], descriptions: Mapping[Key, str]) -> str:
     """descriptions: {key: text} of each package's newest version."""
-    by_name: dict[str, list] = {}
+    by_name: dict[str, list[ChannelPackage]] = {}
     for row in rows:
         by_name.setdefault(row.name, []).append(row)
     listing = []
@@ -176,7 +183,7 @@ def _index_page(rows, descriptions: dict) -> str:
                                      page_path=page_path)
 
 
-def _listed(value) -> str:
+def _listed(value: object) -> str:
     """A compilation field as text: lists joined, objects (rewritten_activations) as "KEY VALUE" pairs."""
     if isinstance(value, list):
         return ", ".join(map(str, value))
@@ -185,7 +192,7 @@ def _listed(value) -> str:
     return str(value)
 
 
-def _version_page(row, manifest: Manifest | None) -> str:
+def _version_page(row: ChannelPackage, manifest: Manifest | None) -> str:
     manifest = manifest or Manifest(package=row.name, version=row.version, files={})  # unreadable: the row alone
     signature = manifest.signature or {}
     inputs = [_tensor(t) for t in _objects(signature.get("inputs"))]
@@ -227,19 +234,19 @@ def _version_page(row, manifest: Manifest | None) -> str:
     return _template("version").render(**context)
 
 
-def _objects(value) -> list[dict]:
+def _objects(value: object) -> list[JsonObject]:
     """The objects of a list in a manifest's free-form signature (anything else left out)."""
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
-def _tensor(t: dict) -> dict:
+def _tensor(t: JsonObject) -> dict[str, str]:
     shape = t.get("shape", [])
     return {"name": _text(str(t.get("name", ""))), "dtype": _text(str(t.get("dtype", ""))),
             "shape": "[" + ", ".join(["batch", *map(str, shape)]) + "]",
             "cxx": CXX_TYPES.get(str(t.get("dtype", "")), "?")}
 
 
-def _cpp_call(cls: str, inputs: list[dict], outputs: list[dict]) -> str:
+def _cpp_call(cls: str, inputs: list[dict[str, str]], outputs: list[dict[str, str]]) -> str:
     """The tfaot::Model call with its argument and result types in positional order."""
     results = ", ".join(o["cxx"] for o in outputs)
     lines = [f"tfaot::Model<{cls}> model;", "const int batchSize = ...;  // rows of every input"]
@@ -255,18 +262,18 @@ def _ident(name: str) -> str:
     return out if out and not out[0].isdigit() else f"v_{out}"
 
 
-def _text(value, limit: int = 2000, keep_lines: bool = False) -> str:
+def _text(value: object, limit: int = 2000, keep_lines: bool = False) -> str:
     text = str(value)
     if keep_lines:
         return "\n".join(one_line(line, limit) for line in text.split("\n"))
     return one_line(text, limit)
 
 
-def _num(value) -> str:
+def _num(value: object) -> str:
     return f"{value:.3g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
 
 
-def _link(value) -> str | None:
+def _link(value: object) -> str | None:
     """A URL that may become a link: http(s) only (no javascript:, no file: of the publisher's machine)."""
     if isinstance(value, str) and urlsplit(value).scheme in ("http", "https"):
         return value

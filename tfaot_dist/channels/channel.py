@@ -26,11 +26,12 @@ Remote indexes are kept under CACHE/channels/ after a successful setup (remember
 
 import dataclasses
 import hashlib
+import io
 import json
 import shutil
 import tarfile
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,13 +44,14 @@ from packaging.version import InvalidVersion, Version
 
 from tfaot_dist import names
 from tfaot_dist.cache import Cache
-from tfaot_dist.documents import IndexRow, Manifest, Requirement, load_json
+from tfaot_dist.documents import IndexRow, JsonObject, Manifest, Requirement, load_json
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable
 from tfaot_dist.package import MANIFEST
 from tfaot_dist.util import archives
 from tfaot_dist.util.archives import PACKAGE, check_name, checked_tar_members, refuse_polyglot
 from tfaot_dist.util.download import cached_archive, cached_verified
 from tfaot_dist.util.fs import file_lock, remove_stale_siblings, sha256_bytes, sha256_file, write_atomic
+from tfaot_dist.util.progress import Log
 from tfaot_dist.util.textsafe import shown
 
 INDEX = "index.json"
@@ -61,7 +63,7 @@ TOOL_DIR = "etc/scram.d/"
 MAX_TOOL_FILE = 1 << 20
 
 
-def package_name(value, where: str) -> str:
+def package_name(value: object, where: str) -> str:
     if not isinstance(value, str) or not names.PACKAGE_NAME.fullmatch(value):
         raise InvalidInput(f"{where}: invalid package name {value!r} (expected tfaot-model-NAME or {RUNTIME})")
     return value
@@ -70,7 +72,7 @@ def package_name(value, where: str) -> str:
 class ChannelPackage(IndexRow):
     """One line of index.json (documents.IndexRow)."""
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> JsonObject:
         return self.to_json()
 
 
@@ -117,6 +119,8 @@ def verify_archive(path: Path, label: str | None = None) -> VerifiedArchive:
                 if not member.isfile() or not rel:
                     raise IntegrityError(f"{label}: unexpected entry {member.name!r} in a package archive")
                 f = tar.extractfile(member)
+                if not isinstance(f, io.BufferedReader):  # a regular file's data: tarfile.ExFileObject
+                    raise IntegrityError(f"{label}: unreadable entry {member.name!r} in a package archive")
                 if rel == MANIFEST:
                     manifest_bytes = f.read(MAX_MANIFEST + 1)
                     if len(manifest_bytes) > MAX_MANIFEST:
@@ -259,7 +263,7 @@ def parse_index(data: bytes, label: str) -> list[ChannelPackage]:
     return out
 
 
-def render_index(packages) -> str:
+def render_index(packages: Iterable[ChannelPackage]) -> str:
     """index.json: one package per line (sorted; diffs of a channel kept in git stay small), written
     by the C JSON encoder (an indented document takes the pure-Python one: seconds for 20,000 rows)."""
     rows = sorted(packages, key=lambda p: (p.name, Version(p.version)))
@@ -401,7 +405,7 @@ class Published:
     archive: str  # relative to the channel; in an OCI registry NAMESPACE/PACKAGE@sha256:... (the layer)
 
 
-def publish(dist: Path, location: str, cache: Path, log=print,
+def publish(dist: Path, location: str, cache: Path, log: Log = print,
             selection: list[str] | tuple[str, ...] = ()) -> list[Published]:
     """Publish the package archives in dist (models and runtimes; selection: the archives matching
     these requirements, with the runtimes they require) into the channel at location."""
@@ -455,7 +459,7 @@ def publish_archives(channel: Channel, verified: list[VerifiedArchive]) -> list[
     return out
 
 
-def yank(location: str, cache: Path, text: str, reason: str | None, log=print) -> tuple[ChannelPackage, bool]:
+def yank(location: str, cache: Path, text: str, reason: str | None, log: Log = print) -> tuple[ChannelPackage, bool]:
     """Mark the version `text` names exactly (NAME==VERSION) as yanked for reason (None: not yanked
     any more) in the channel's index; returns the row and whether it changed. The archive stays:
     setup takes a yanked version only when it is pinned exactly."""

@@ -41,10 +41,11 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, BinaryIO
 from urllib.parse import urljoin
 
 import requests
@@ -62,7 +63,7 @@ from tfaot_dist.channels.channel import (
     remember_index,
     render_index,
 )
-from tfaot_dist.documents import Manifest
+from tfaot_dist.documents import JsonObject, Manifest
 from tfaot_dist.errors import BlobsNotReady, IntegrityError, InvalidInput, SourceUnavailable
 from tfaot_dist.util.download import (
     BACKOFF,
@@ -154,11 +155,11 @@ class Reply:
 
     status: int
     url: str
-    headers: CaseInsensitiveDict = field(default_factory=CaseInsensitiveDict)
+    headers: CaseInsensitiveDict[str] = field(default_factory=CaseInsensitiveDict)
     body: bytes = b""
-    links: dict = field(default_factory=dict)
+    links: dict[str, dict[str, str]] = field(default_factory=dict)  # requests' Response.links
 
-    def json(self, what: str):
+    def json(self, what: str) -> Any:
         try:
             return json.loads(self.body)
         except ValueError:
@@ -182,13 +183,14 @@ class Client:
 
     # ---- requests
 
-    def request(self, method: str, url: str, repo: str, ok=(200,), *, headers: dict | None = None, data=None,
+    def request(self, method: str, url: str, repo: str, ok: tuple[int, ...] = (200,), *,
+                headers: dict[str, str] | None = None, data: bytes | BinaryIO | None = None,
                 limit: int = MAX_DOCUMENT, other_hosts: bool = False) -> Reply:
         """One request; a 401 is answered once with credentials. Errors name the URL, never a token.
         other_hosts: redirects may go elsewhere (blob and manifest reads), without credentials."""
         scope = f"repository:{self.location.namespace}/{repo}:{'pull' if method in ('GET', 'HEAD') else 'pull,push'}"
         for attempt in range(2):
-            if attempt and hasattr(data, "seek"):
+            if attempt and data is not None and not isinstance(data, bytes):  # a file: read again
                 data.seek(0)
             auth = (("Authorization", self._auth[scope]),) if scope in self._auth else ()
             reply = self._send_retrying(method, url, Via(auth, self.origin, other_hosts), headers, data, ok, limit)
@@ -207,14 +209,15 @@ class Client:
             raise SourceUnavailable(f"{method} {url}: HTTP {reply.status} {_error_text(reply)}".rstrip())
         return reply
 
-    def _send_retrying(self, method: str, url: str, via: Via, headers: dict | None, data, ok, limit: int) -> Reply:
+    def _send_retrying(self, method: str, url: str, via: Via, headers: dict[str, str] | None,
+                       data: bytes | BinaryIO | None, ok: tuple[int, ...], limit: int) -> Reply:
         """_send, again after a connection error or a 5xx answer (a registry under concurrent writes answers
         some reads with 500): at most download.attempts() attempts, BACKOFF doubling between them, each
         retry logged. Every request of a channel is idempotent (blobs and manifests are content-addressed,
         an upload that is started again leaves the first one unused)."""
         n = attempts()
         for i in range(n):
-            if i and hasattr(data, "seek"):
+            if i and data is not None and not isinstance(data, bytes):
                 data.seek(0)
             try:
                 reply = self._send(method, url, via, headers, data, ok, limit)
@@ -230,7 +233,8 @@ class Client:
             time.sleep(wait)
         raise AssertionError("unreachable")
 
-    def _send(self, method: str, url: str, via: Via, headers: dict | None, data, ok, limit: int) -> Reply:
+    def _send(self, method: str, url: str, via: Via, headers: dict[str, str] | None, data: bytes | BinaryIO | None,
+              ok: tuple[int, ...], limit: int) -> Reply:
         ends = time.monotonic() + deadline()
         try:
             resp = send(method, url, via, ends, session=self.session, headers=headers, data=data)
@@ -333,7 +337,7 @@ class Client:
         else:
             self.request("PUT", upload, repo, ok=(201,), data=data, headers=headers, limit=MAX_ERROR_BODY)
 
-    def get_manifest(self, repo: str, ref: str) -> tuple[str, dict] | None:
+    def get_manifest(self, repo: str, ref: str) -> tuple[str, JsonObject] | None:
         """(digest, manifest) of a tag or digest, or None when there is none."""
         url = self.url(repo, "manifests", ref)
         reply = self.request("GET", url, repo, ok=(200, 404), headers={"Accept": OCI_MANIFEST},
@@ -391,9 +395,9 @@ class Client:
 
 
 def artifact(artifact_type: str, config: tuple[str, bytes], layer: tuple[str, str, int],
-             annotations: dict | None = None) -> bytes:
+             annotations: dict[str, str] | None = None) -> bytes:
     """An OCI image manifest: config (media type, bytes) and one layer (media type, digest, size)."""
-    doc = {"schemaVersion": 2, "mediaType": OCI_MANIFEST, "artifactType": artifact_type,
+    doc: JsonObject = {"schemaVersion": 2, "mediaType": OCI_MANIFEST, "artifactType": artifact_type,
            "config": {"mediaType": config[0], "digest": f"sha256:{sha256_bytes(config[1])}", "size": len(config[1])},
            "layers": [{"mediaType": layer[0], "digest": layer[1], "size": layer[2]}]}
     if annotations:
@@ -401,7 +405,7 @@ def artifact(artifact_type: str, config: tuple[str, bytes], layer: tuple[str, st
     return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
 
-def _layer(manifest: dict, media_type: str, where: str) -> dict:
+def _layer(manifest: JsonObject, media_type: str, where: str) -> JsonObject:
     layers = [d for d in manifest["layers"] if isinstance(d, dict) and d.get("mediaType") == media_type]
     if len(layers) != 1 or not isinstance(layers[0].get("digest"), str):
         raise InvalidInput(f"{where}: expected one layer of type {media_type}")
@@ -446,12 +450,12 @@ def read_index(client: Client) -> RegistryIndex:
     return RegistryIndex(packages, sorted(set(merged)), tags)
 
 
-def _index_layer(client: Client, manifest: dict, where: str) -> list[ChannelPackage]:
+def _index_layer(client: Client, manifest: JsonObject, where: str) -> list[ChannelPackage]:
     layer = _layer(manifest, INDEX_LAYER_TYPE, where)
     return parse_index(client.get_blob(INDEX_REPO, layer["digest"]), f"{where} index.json")
 
 
-def _merge(into: dict, rows: list[ChannelPackage]) -> None:
+def _merge(into: dict[tuple[str, str], ChannelPackage], rows: list[ChannelPackage]) -> None:
     """The row of the higher revision wins (a yank, or its undoing, is a part of its own that may
     be read after `latest`); between equal revisions the first seen (latest, then parts in tag order)."""
     for row in rows:
@@ -460,7 +464,7 @@ def _merge(into: dict, rows: list[ChannelPackage]) -> None:
             into[row.key] = row
 
 
-def _push_index(client: Client, rows, parts: list[str], tag: str) -> None:
+def _push_index(client: Client, rows: Iterable[ChannelPackage], parts: list[str], tag: str) -> None:
     document = render_index(rows).encode()
     config = json.dumps({"parts": sorted(parts)}, sort_keys=True).encode()
     manifest = artifact(INDEX_ARTIFACT, (INDEX_CONFIG_TYPE, config),
@@ -548,7 +552,8 @@ class OciTransaction:
         if tagged is None:
             return None
         where = f"{self.client.location}/{row.name}:{tag_of(row.version)}"
-        return _layer(tagged[1], LAYER_TYPE, where)["digest"].removeprefix("sha256:")
+        digest: str = _layer(tagged[1], LAYER_TYPE, where)["digest"]  # a string (_layer checks)
+        return digest.removeprefix("sha256:")
 
     def reference(self, row: ChannelPackage) -> str:
         return f"{self.client.location.namespace}/{row.name}@sha256:{row.sha256}"

@@ -29,9 +29,11 @@ import dataclasses
 import json
 import os
 import shutil
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from packaging.version import Version
 
@@ -54,6 +56,7 @@ from tfaot_dist.errors import IntegrityError, InvalidInput, ScramFailed, SourceU
 from tfaot_dist.util.archives import PACKAGE, extract
 from tfaot_dist.util.download import discard, keep
 from tfaot_dist.util.fs import crash_point, write_atomic
+from tfaot_dist.util.progress import Log
 from tfaot_dist.util.textsafe import did_you_mean, shown
 
 FORMAT = "tfaot-dist-area/1"
@@ -103,7 +106,7 @@ def read_installed(root: Path, writer: AreaWriter | None = None) -> dict[str, In
     return rows
 
 
-def _installed_document(root: Path, writer: AreaWriter | None = None) -> tuple[dict, Path]:
+def _installed_document(root: Path, writer: AreaWriter | None = None) -> tuple[dict[str, Any], Path]:
     """The packages object of installed.json, rows unchecked ({} without the file)."""
     path = root / INSTALLED
     if writer is not None:
@@ -128,7 +131,7 @@ def _installed_document(root: Path, writer: AreaWriter | None = None) -> tuple[d
     return doc["packages"], path
 
 
-def repair(area: Path, log=print) -> list[str]:
+def repair(area: Path, log: Log = print) -> list[str]:
     """Drop the rows of installed.json that are not valid (an unreadable file starts afresh), then
     bring the area back to what it lists; returns the names of the packages dropped."""
     root = area_root(area)
@@ -158,7 +161,7 @@ def repair(area: Path, log=print) -> list[str]:
     return dropped
 
 
-def list_installed(area: Path) -> list[dict]:
+def list_installed(area: Path) -> list[dict[str, Any]]:
     root = area_root(area)
     return [{"name": name, **row.to_json(), "path": str(root / row.path)}
             for name, row in sorted(read_installed(root).items())]
@@ -173,7 +176,7 @@ def _write_installed(writer: AreaWriter, state: dict[str, InstalledRow]) -> None
 
 
 def setup(requirements: list[str], channel: Channel, area: Path, cache: Path, offline: bool = False,
-          log=print, scram: str | None = None) -> Report:
+          log: Log = print, scram: str | None = None) -> Report:
     """Install each requirement (newest matching version) with the runtime it needs.
 
     scram: the scram executable to register tool files with (None: not available).
@@ -211,7 +214,7 @@ def _wanted(text: str, channel: Channel) -> list[ChannelPackage]:
     return [*_runtimes_for(chosen, channel), chosen]
 
 
-def _setup_one(text: str, channel: Channel, root: Path, cache: Path, offline: bool, log, report: Report,
+def _setup_one(text: str, channel: Channel, root: Path, cache: Path, offline: bool, log: Log, report: Report,
                scram: str | None) -> list[Installed]:
     wanted = _wanted(text, channel)
     for p in wanted:
@@ -341,7 +344,7 @@ class Removed:
     scram: bool  # `scram tool remove` was run for it
 
 
-def remove(requirements: list[str], area: Path, log=print, scram: str | None = None,
+def remove(requirements: list[str], area: Path, log: Log = print, scram: str | None = None,
            dry_run: bool = False) -> list[Removed]:
     """Take packages out of an area: their directories, tool files, CMake and pkg-config files, their
     rows of installed.json and env.sh lines, and (with scram) `scram tool remove` for the tools scram
@@ -402,7 +405,7 @@ def _removal_targets(requirements: list[str], state: dict[str, InstalledRow], ar
 
 
 @contextmanager
-def _undone_if_refused(root: Path):
+def _undone_if_refused(root: Path) -> Iterator[None]:
     """A setup refused in an area it created leaves no trace of it (the lock file, empty directories)."""
     created = not os.path.lexists(root)
     try:

@@ -41,6 +41,7 @@ import os
 import platform
 import re
 import tempfile
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -48,15 +49,17 @@ from tfaot_dist import package as pkg
 from tfaot_dist import process
 from tfaot_dist.cache import Cache, ensure_entry
 from tfaot_dist.channels import cpu_target
-from tfaot_dist.cxx import build_kit, pch
+from tfaot_dist.cxx import INTERFACE_INCLUDE, build_kit, pch
 from tfaot_dist.cxx.build_kit import CXX
 from tfaot_dist.cxx.xla_runtime import XlaRuntime, compile_consumer
-from tfaot_dist.documents import ModelManifest
+from tfaot_dist.documents import JsonObject, ModelManifest
 from tfaot_dist.errors import CompileFailed, InvalidInput
 from tfaot_dist.perf import ort_engine
+from tfaot_dist.registry import ModelEntry, Registry
 from tfaot_dist.session import Session
 from tfaot_dist.toolchain import Toolchain, ensure_toolchain, worker_env
 from tfaot_dist.util.fs import sha256_bytes, write_atomic
+from tfaot_dist.util.progress import Log
 from tfaot_dist.util.render import render
 
 ENGINES = ("aot", "tf-capi", "ort", "tf-python")
@@ -106,7 +109,7 @@ def build_aot_program(target: Target, runtime: XlaRuntime, cache: Path, work: Pa
                           class_name=comp.class_name, inputs=[t.to_json() for t in manifest.signature.inputs],
                           outputs=[t.to_json() for t in manifest.signature.outputs]))
     exe = work / "bench_aot"
-    compile_consumer(runtime, [src], [target.package_root / "include", pch.INTERFACE_INCLUDE],
+    compile_consumer(runtime, [src], [target.package_root / "include", INTERFACE_INCLUDE],
                      [target.package_root / "lib" / f"lib{manifest.package}.a"], exe,
                      pch.flags(runtime, cache))
     return exe
@@ -163,7 +166,7 @@ def aot_levels(manifest: ModelManifest, runtime: XlaRuntime) -> list[str]:
     return [lv for lv in LANES if lv in levels and cpu_target.check_host(lv).ok]
 
 
-def tf_env(tmp: Path, protocol: Protocol) -> dict:
+def tf_env(tmp: Path, protocol: Protocol) -> dict[str, str]:
     env = worker_env(tmp)
     if protocol.tf_onednn:
         env.pop("TF_ENABLE_ONEDNN_OPTS", None)  # TensorFlow's own default
@@ -173,12 +176,13 @@ def tf_env(tmp: Path, protocol: Protocol) -> dict:
 # ---------------------------------------------------------------- runs
 
 
-def _json_lines(cmd: list[str], env: dict | None, what: str, timeout: float = 7200) -> list[dict]:
+def _json_lines(cmd: list[str], env: dict[str, str] | None, what: str, timeout: float = 7200) -> list[JsonObject]:
     out = process.run(cmd, what=what, error=CompileFailed, env=env, timeout=timeout)
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
-def run_tf_python(toolchain: Toolchain, target: Target, protocol: Protocol, work: Path, sizes) -> dict:
+def run_tf_python(toolchain: Toolchain, target: Target, protocol: Protocol, work: Path,
+                  sizes: Sequence[int]) -> JsonObject:
     work.mkdir(parents=True, exist_ok=True)
     req = {"saved_model": str(target.saved_model), "serving_key": target.serving_key,
            "batch_sizes": list(sizes), "warmup": protocol.warmup, "calls": protocol.calls,
@@ -190,7 +194,7 @@ def run_tf_python(toolchain: Toolchain, target: Target, protocol: Protocol, work
     finished = process.probe([toolchain.python, "-I", TF_BENCH, work / "request.json"],
                              env=tf_env(tmp, protocol), timeout=7200)
     try:
-        answer = json.loads((work / "result.json").read_text())
+        answer: JsonObject = json.loads((work / "result.json").read_text())
     except (OSError, ValueError):
         raise process.failure(finished, what="TensorFlow benchmark", error=CompileFailed) from None
     if not answer.get("ok"):
@@ -198,7 +202,7 @@ def run_tf_python(toolchain: Toolchain, target: Target, protocol: Protocol, work
     return answer
 
 
-def write_capi_spec(path: Path, target: Target, info: dict) -> Path:
+def write_capi_spec(path: Path, target: Target, info: JsonObject) -> Path:
     manifest = target.manifest
     shapes = {t.name: t for t in manifest.signature.inputs}
     lines = [f"saved_model {target.saved_model}"]
@@ -211,7 +215,7 @@ def write_capi_spec(path: Path, target: Target, info: dict) -> Path:
     return path
 
 
-def model_data_bytes(binary: Path) -> dict:
+def model_data_bytes(binary: Path) -> dict[str, int]:
     """Bytes of the model's constant buffers (weights) linked into a program, each address counted once."""
     out = process.run(["nm", "-S", "--defined-only", binary], what=f"nm {binary.name}", error=CompileFailed)
     buffers = {}
@@ -224,7 +228,7 @@ def model_data_bytes(binary: Path) -> dict:
 
 
 def run(target: Target, protocol: Protocol, toolchain: Toolchain, runtime: XlaRuntime, cache: Path,
-        out_dir: Path, log=print, plots: bool = True) -> dict:
+        out_dir: Path, log: Log = print, plots: bool = True) -> JsonObject:
     """Measure every engine of protocol on target; writes OUT/NAME.json (and plots); returns the result."""
     manifest = target.manifest
     name = manifest.package.removeprefix("tfaot-model-")
@@ -236,7 +240,7 @@ def run(target: Target, protocol: Protocol, toolchain: Toolchain, runtime: XlaRu
     out_dir.mkdir(parents=True, exist_ok=True)
     levels = aot_levels(manifest, runtime)
     forced = levels[:-1]  # the last, the best this CPU runs, is what "aot" picks by itself
-    result = {
+    result: JsonObject = {  # the JSON report (NAME.json)
         "package": manifest.package, "version": manifest.version,
         "compiled_batch_sizes": compiled,
         "target_cpu": manifest.compilation.target_cpu or "generic",
@@ -251,7 +255,7 @@ def run(target: Target, protocol: Protocol, toolchain: Toolchain, runtime: XlaRu
         log(f"building the AOT benchmark of {manifest.package}")
         aot = build_aot_program(target, runtime, cache, work)
         result["binary"] = model_data_bytes(aot)
-        info = None
+        info: JsonObject | None = None
         if target.saved_model is not None:
             # Signature tensors of the C API graph and the weights, from TensorFlow itself (no timing).
             info = run_tf_python(toolchain, target, Protocol(warmup=0, calls=0), work / "tf-info", [])
@@ -268,6 +272,8 @@ def run(target: Target, protocol: Protocol, toolchain: Toolchain, runtime: XlaRu
         capi = spec = None
         if "tf-capi" in engines:
             capi = build_capi_program(toolchain, cache)
+            if info is None:  # engines other than aot run only with a SavedModel (engines above)
+                raise InvalidInput("the tf-capi engine needs the model's SavedModel")
             spec = write_capi_spec(work / "capi.spec", target, info)
         env = tf_env(work, protocol)
         sizes = [str(bs) for bs in protocol.batch_sizes]
@@ -330,8 +336,8 @@ def run(target: Target, protocol: Protocol, toolchain: Toolchain, runtime: XlaRu
     return result
 
 
-def _ort_model(toolchain: Toolchain, target: Target, cache: Path, work: Path, result: dict,
-               log) -> ort_engine.OrtModel | None:
+def _ort_model(toolchain: Toolchain, target: Target, cache: Path, work: Path, result: JsonObject,
+               log: Log) -> ort_engine.OrtModel | None:
     """The model converted for ONNX Runtime and checked against TensorFlow (result["ort"] says how), or None
     with result["ort"]["error"] when it cannot be."""
     assert target.saved_model is not None
@@ -347,7 +353,7 @@ def _ort_model(toolchain: Toolchain, target: Target, cache: Path, work: Path, re
     return model
 
 
-def _keep_fastest(rows: list[dict], new: list[dict]) -> None:
+def _keep_fastest(rows: list[JsonObject], new: list[JsonObject]) -> None:
     by_bs = {r["batch_size"]: r for r in rows}
     for row in new:
         old = by_bs.get(row["batch_size"])
@@ -358,9 +364,9 @@ def _keep_fastest(rows: list[dict], new: list[dict]) -> None:
             old.update(row)
 
 
-def ratios(result: dict) -> dict:
+def ratios(result: JsonObject) -> dict[str, dict[str, float]]:
     """The study's comparisons: TF time / AOT time per batch size, TF memory / AOT memory per instances."""
-    out = {}
+    out: dict[str, dict[str, float]] = {}
     for series in (s for s in result["time"] if s.startswith("aot")):
         aot = {r["batch_size"]: r["seconds_per_call"] for r in result["time"][series]}
         for engine in ("tf-capi", "ort", "tf-python"):
@@ -381,7 +387,7 @@ def ratios(result: dict) -> dict:
     return out
 
 
-def table(result: dict, batch_sizes) -> list[str]:
+def table(result: JsonObject, batch_sizes: Sequence[int]) -> list[str]:
     """The run as text: per batch size each series' per-event time [us] (AOT series named with the CPU level
     they ran), the automatic AOT's fraction of its level's peak, and each peer's time over the AOT's."""
     order = {e: i for i, e in enumerate(ENGINES)}
@@ -415,7 +421,7 @@ def table(result: dict, batch_sizes) -> list[str]:
     return lines
 
 
-def host_info() -> dict:
+def host_info() -> JsonObject:
     cpu = ""
     try:
         m = re.search(r"^model name\s*:\s*(.*)$", Path("/proc/cpuinfo").read_text(), re.MULTILINE)
@@ -426,7 +432,7 @@ def host_info() -> dict:
             "load_average": list(os.getloadavg())}
 
 
-def plot(result_json: Path, out_dir: Path, cache: Path, log=print) -> list[Path]:
+def plot(result_json: Path, out_dir: Path, cache: Path, log: Log = print) -> list[Path]:
     """Draw the study's plots with matplotlib from its own cached environment."""
     env = ensure_toolchain(cache, PLOT_REQUIREMENTS, log)
     with tempfile.TemporaryDirectory(prefix="tfaot-plot-") as tmp:
@@ -435,7 +441,8 @@ def plot(result_json: Path, out_dir: Path, cache: Path, log=print) -> list[Path]
     return [Path(line) for line in out.split()]
 
 
-def resolve_target(spec: str, registry, session: Session, dist: Path, saved_model: Path | None = None):
+def resolve_target(spec: str, registry: Registry, session: Session, dist: Path,
+                   saved_model: Path | None = None) -> tuple[Target, ModelEntry | None]:
     """NAME (registry entry, built if needed), a package directory, or an aot_config.yaml (compiled into dist).
 
     Returns (Target, ModelEntry or None). A package directory has no SavedModel
@@ -465,8 +472,8 @@ def resolve_target(spec: str, registry, session: Session, dist: Path, saved_mode
     return Target(built.package.root, saved_model, key), entry
 
 
-def bench_command(spec: str, registry, session: Session, dist: Path, protocol: Protocol, out_dir: Path,
-                  saved_model: Path | None = None, plots: bool = True) -> dict:
+def bench_command(spec: str, registry: Registry, session: Session, dist: Path, protocol: Protocol, out_dir: Path,
+                  saved_model: Path | None = None, plots: bool = True) -> JsonObject:
     """`tfaot-dist bench`: resolve spec to a package (and SavedModel), then run()."""
     target, _ = resolve_target(spec, registry, session, dist, saved_model)
     tools = session.resolve()

@@ -21,12 +21,17 @@ the same entry gives the same bytes. The measurements go to OUT/NAME_tune.json.
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tfaot_dist import process
 from tfaot_dist.errors import CompileFailed, InvalidInput
+from tfaot_dist.registry import Registry
 from tfaot_dist.session import Session
+from tfaot_dist.util.progress import Log
 
 INF = float("inf")
+Plan = tuple[float, int, tuple[int, ...]]  # (modelled seconds, calls, sizes) of evaluating some rows
+Report = dict[str, Any]  # the JSON report (NAME_tune.json)
 
 
 @dataclass(frozen=True)
@@ -57,9 +62,10 @@ def cheapest(costs: dict[int, float], targets: list[int]) -> dict[int, Choice]:
     """
     sizes = sorted(costs)
     top = max(targets)
-    exact: list[tuple[float, int, tuple[int, ...]]] = [(0.0, 0, ())] + [(INF, 0, ())] * top
+    nothing: Plan = (INF, 0, ())
+    exact: list[Plan] = [(0.0, 0, ())] + [nothing] * top
     for n in range(1, top + 1):
-        best = (INF, 0, ())
+        best = nothing
         for s in sizes:
             if s <= n and exact[n - s][0] < INF:
                 prev = exact[n - s]
@@ -69,7 +75,7 @@ def cheapest(costs: dict[int, float], targets: list[int]) -> dict[int, Choice]:
         exact[n] = best
     out = {}
     for t in targets:
-        best = (INF, 0, ())
+        best = nothing
         for s in sizes:
             for r in range(1, min(s, t) + 1):
                 prev = exact[t - r]
@@ -82,7 +88,7 @@ def cheapest(costs: dict[int, float], targets: list[int]) -> dict[int, Choice]:
     return out
 
 
-def _better(a, b) -> bool:
+def _better(a: Plan, b: Plan) -> bool:
     # cost first (relative tolerance for float noise), then fewer calls, then larger sizes first
     if a[0] < b[0] * (1 - 1e-12):
         return True
@@ -101,7 +107,7 @@ def _time_rules(program: Path, rules: list[str], warmup: int, calls: int) -> dic
 def short(rule: str) -> str:
     """A rule for people: '40:16,16,8' -> '16x2 + 8', '5:1,1,1,1,1' -> '1x5'."""
     sizes = rule.split(":", 1)[1].split(",")
-    runs: list[list] = []
+    runs: list[list[Any]] = []  # [size, count]
     for size in sizes:
         if runs and runs[-1][0] == size:
             runs[-1][1] += 1
@@ -112,7 +118,7 @@ def short(rule: str) -> str:
 
 def parse_targets(text: str) -> list[int]:
     """'1-64' or '1,2,5-8' -> sorted target sizes."""
-    out = set()
+    out: set[int] = set()
     try:
         for part in text.split(","):
             lo, _, hi = part.partition("-")
@@ -125,13 +131,13 @@ def parse_targets(text: str) -> list[int]:
 
 
 def tune(program: Path, compiled: list[int], targets: list[int], warmup: int = 100, calls: int = 500,
-         log=print) -> dict:
+         log: Log = print) -> Report:
     """Measure, choose and check rules for targets; returns the report (rules to keep under "rules")."""
     log(f"timing compiled batch sizes {','.join(map(str, compiled))}")
     measured = _time_rules(program, [f"{s}:{s}" for s in compiled], warmup, calls)
     costs = {s: measured[f"{s}:{s}"] for s in compiled}
     choices = cheapest(costs, targets)
-    report = {"compiled_costs_seconds": {str(s): c for s, c in costs.items()}, "targets": {}, "rules": []}
+    report: Report = {"compiled_costs_seconds": {str(s): c for s, c in costs.items()}, "targets": {}, "rules": []}
     candidates = {t: c for t, c in choices.items() if c.sizes != default_sizes(t, compiled)}
     if candidates:
         log(f"checking {len(candidates)} tuned rules against the default rule, side by side")
@@ -144,7 +150,7 @@ def tune(program: Path, compiled: list[int], targets: list[int], warmup: int = 1
     for t in targets:
         default = f"{t}:{','.join(map(str, default_sizes(t, compiled)))}"
         choice = choices[t]
-        entry = {"default_rule": default, "modelled_seconds": choice.cost,
+        entry: dict[str, Any] = {"default_rule": default, "modelled_seconds": choice.cost,
                  "modelled_default_seconds": sum(costs[s] for s in default_sizes(t, compiled))}
         if t in candidates:
             tuned_s, default_s = timing[choice.rule], timing[default]
@@ -159,8 +165,8 @@ def tune(program: Path, compiled: list[int], targets: list[int], warmup: int = 1
     return report
 
 
-def tune_command(spec: str, registry, session: Session, dist: Path, targets: list[int], warmup: int, calls: int,
-                 out_dir: Path, write: bool = True) -> dict:
+def tune_command(spec: str, registry: Registry, session: Session, dist: Path, targets: list[int], warmup: int,
+                 calls: int, out_dir: Path, write: bool = True) -> Report:
     """`tfaot-dist tune`: tune the package of spec (see bench.resolve_target); for a registry entry, write the
     kept rules into its overrides and rebuild, so the package's model.h applies them by default."""
     import dataclasses

@@ -42,6 +42,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
@@ -51,11 +52,12 @@ from tfaot_dist.channels.channel import INDEX, Channel, ChannelPackage, open_cha
 from tfaot_dist.cxx.scram_tool import RUNTIME_TOOL
 from tfaot_dist.documents import Manifest, load_json
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable, UsageError
-from tfaot_dist.registry import DEFAULT_REQUIREMENTS, Defaults, ModelEntry, Registry
+from tfaot_dist.registry import DEFAULT_REQUIREMENTS, ArchiveSource, Defaults, GitSource, ModelEntry, Registry
 from tfaot_dist.specs import release
 from tfaot_dist.util import yamlio
 from tfaot_dist.util.download import check_url
 from tfaot_dist.util.fs import copy_atomic, sha256_file, write_atomic
+from tfaot_dist.util.progress import Log
 from tfaot_dist.util.render import spec_templates_dir
 from tfaot_dist.util.textsafe import render, spec_text
 
@@ -79,6 +81,9 @@ SOURCES = "SOURCES"
 _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
+Context = dict[str, Any]  # a spec template's variables
+Rows = dict[tuple[str, str], ChannelPackage]  # a channel's index by (package, version)
+
 
 @dataclass
 class SpecsResult:
@@ -91,14 +96,14 @@ class SpecsResult:
     sources: list[str] = field(default_factory=list)  # archives placed in (or checked against) SOURCES/
     missing_sources: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"flavor": self.flavor, "out": str(self.out), "check": self.check, "written": self.written,
                 "unchanged": self.unchanged, "stale": self.stale, "sources": self.sources,
                 "missing_sources": self.missing_sources}
 
 
 def generate(registry: Registry, flavor: str, out: Path, check: bool = False, sources: Path | None = None,
-             log=print, channel: str | None = None) -> SpecsResult:
+             log: Log = print, channel: str | None = None) -> SpecsResult:
     """Render every spec of the registry into out (or, with check, compare out with a fresh rendering)."""
     if flavor not in FLAVORS:
         raise UsageError(f"--flavor: expected one of {', '.join(FLAVORS)}, got {flavor!r}")
@@ -193,7 +198,7 @@ def render_all(registry: Registry, flavor: str, channel: str | None = None) -> d
 
 # --- values ---------------------------------------------------------------------------------------
 
-def spec_value(value, where: str) -> str:
+def spec_value(value: object, where: str) -> str:
     """An identifier for a spec line: rejected unless every character is harmless there."""
     if not isinstance(value, str) or not names.SPEC_VALUE.fullmatch(value):
         raise InvalidInput(f"{where}: {value!r} cannot be placed in a spec "
@@ -274,7 +279,7 @@ def _templates() -> list[Path]:
     return [spec_templates_dir()]
 
 
-def _changelog(rel: release.Release, version: str) -> list[dict]:
+def _changelog(rel: release.Release, version: str) -> list[Context]:
     out = []
     for change in rel.changes:
         t = time.gmtime(change.time)
@@ -292,7 +297,7 @@ def _changelog(rel: release.Release, version: str) -> list[dict]:
 
 
 def _model_context(registry: Registry, entry: ModelEntry, defaults: Defaults, tf_version: str,
-                   flavor: str) -> dict:
+                   flavor: str) -> Context:
     path = entry.path or registry.entry_path(entry.name)
     where = str(path)
     version = spec_value(entry.version, f"{where}: version")
@@ -324,10 +329,10 @@ def _model_context(registry: Registry, entry: ModelEntry, defaults: Defaults, tf
     }
 
 
-def _source_context(source, where: str, flavor: str) -> dict:
+def _source_context(source: GitSource | ArchiveSource, where: str, flavor: str) -> Context:
     """git: URL, ref, branch and commit (or the release's data package for a CMSDATA repository);
     archive (http, pinned by sha256): URL and digest."""
-    if hasattr(source, "commit"):
+    if isinstance(source, GitSource):
         context = {"kind": "git", "url": spec_url(source.url, f"{where}: source.git"),
                    "ref": spec_value(source.ref, f"{where}: source.ref"),
                    "commit": spec_value(source.commit, f"{where}: source.commit")}
@@ -345,7 +350,7 @@ def _source_context(source, where: str, flavor: str) -> dict:
     return {"kind": "archive", "url": url, "sha256": spec_value(source.sha256, f"{where}: source.sha256")}
 
 
-def _branch(source, where: str) -> str:
+def _branch(source: GitSource, where: str) -> str:
     """The branch cmsBuild's git download pulls before it resets to the commit: source.branch, else
     the ref when it names a branch. A tag cannot be told from a branch by its name: give source.branch."""
     if source.branch:
@@ -364,7 +369,7 @@ def _root_variable(package: str) -> str:
     return package.upper().replace("-", "_") + "_ROOT"
 
 
-def _runtime_context(registry: Registry, defaults: Defaults, tf_version: str) -> dict:
+def _runtime_context(registry: Registry, defaults: Defaults, tf_version: str) -> Context:
     where = registry.root / "registry.yaml"
     for req in defaults.requirements:
         if not names.REQUIREMENT_CHARS.fullmatch(req) or any(c in req for c in "%$`'\"\\"):
@@ -412,7 +417,8 @@ def _archive_url(base: str, row: ChannelPackage) -> str:
     return url
 
 
-def _prebuilt_model(base: str, rows: dict, channel: Channel, entry: ModelEntry, m: dict, tf_version: str) -> dict:
+def _prebuilt_model(base: str, rows: Rows, channel: Channel, entry: ModelEntry, m: Context,
+                    tf_version: str) -> Context:
     """The model context plus the channel's archive of exactly this entry's build."""
     index = base + INDEX
     row = rows.get((entry.package, entry.version))
@@ -437,7 +443,7 @@ def _prebuilt_model(base: str, rows: dict, channel: Channel, entry: ModelEntry, 
             "origin": f"the registry entry {m['entry_file']}", "requires_runtime": True}
 
 
-def _prebuilt_runtime(base: str, rows: dict, models: list[dict], runtime: dict) -> dict:
+def _prebuilt_runtime(base: str, rows: Rows, models: list[Context], runtime: Context) -> Context:
     """The one runtime build every model of the channel was verified with."""
     versions = sorted({m["runtime_version"] for m in models})
     if len(versions) != 1:
@@ -453,7 +459,7 @@ def _prebuilt_runtime(base: str, rows: dict, models: list[dict], runtime: dict) 
 
 # --- sources (rpm flavour) -----------------------------------------------------------------------
 
-def _collect_sources(registry: Registry, dist: Path, log) -> dict[str, Path | None]:
+def _collect_sources(registry: Registry, dist: Path, log: Log) -> dict[str, Path | None]:
     """SOURCES name -> verified archive in dist (None: the runtime archive is not there)."""
     defaults = registry.defaults()
     tf_version = tensorflow_version(defaults, registry.root / "registry.yaml")

@@ -221,7 +221,7 @@ class Via:
 
 
 def send(method: str, url: str, via: Via, ends: float, *, session: requests.Session | None = None,
-         headers: dict[str, str] | None = None, data: bytes | None = None) -> requests.Response:
+         headers: dict[str, str] | None = None, data: bytes | BinaryIO | None = None) -> requests.Response:
     """One request, streamed (the caller reads and closes the answer), under the rules of via:
     credentials only to their origin; GET and HEAD redirects (at most MAX_REDIRECTS) only to the same
     origin unless via allows other hosts (then to https only); other methods are never redirected.

@@ -38,7 +38,7 @@ class BoundedLoader(yaml.SafeLoader):
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
-                event = self.peek_event()  # type: ignore[no-untyped-call]
+                event = self.peek_event()  # type: ignore[no-untyped-call]  # as above: untyped in the stubs
                 raise _Refused(f"line {event.start_mark.line + 1}: nested deeper than {MAX_DEPTH} levels")
             return super().compose_node(parent, index)
         finally:

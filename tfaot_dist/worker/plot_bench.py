@@ -15,13 +15,14 @@ of model instances). Prints the paths written.
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-STYLE = {
+STYLE: dict[str, dict[str, str | None]] = {
     "aot": {"label": "AOT (tfaot::Model, C++)", "linestyle": "-", "color": "tab:blue"},
     "tf-capi": {"label": "TensorFlow C API session", "linestyle": ":", "color": "tab:orange"},
     "tf-python": {"label": "TensorFlow, Python call", "linestyle": "-.", "color": "tab:green"},
@@ -29,13 +30,13 @@ STYLE = {
 }
 
 
-def style(engine: str) -> dict:
+def style(engine: str) -> dict[str, str | None]:  # label, linestyle and color of a series
     if engine.startswith("aot:"):  # the AOT program forced to a lower CPU level
         return {"label": f"AOT forced to {engine[4:]}", "linestyle": "--", "color": "tab:purple"}
     return STYLE.get(engine, {"label": engine, "linestyle": "--", "color": None})
 
 
-def save(fig, path: Path) -> Path:
+def save(fig: Any, path: Path) -> Path:  # a matplotlib Figure (no types here)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -15,18 +15,26 @@ answer as JSON to the path named in the request ("result"):
 Inputs are uniform random numbers in [-2, 2), like the C++ benchmarks.
 """
 
+# Annotations are not evaluated: a release's older Python runs this file too.
+from __future__ import annotations
+
 import json
 import os
 import sys
 import time
 import traceback
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    # The request and the answer: JSON objects. TensorFlow's objects are Any: no types here.
+    Json = dict[str, Any]
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     with open(argv[1]) as f:
         req = json.load(f)
     try:
-        answer = {"ok": True, **run(req)}
+        answer: Json = {"ok": True, **run(req)}
     except Exception as exc:  # report, never hang the caller on a traceback
         answer = {"ok": False, "message": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
     tmp = req["result"] + ".tmp"
@@ -36,7 +44,7 @@ def main(argv):
     return 0
 
 
-def run(req):
+def run(req: Json) -> Json:
     import numpy as np
     import tensorflow as tf
     from tensorflow.python.tools import saved_model_utils
@@ -49,7 +57,7 @@ def run(req):
     meta = saved_model_utils.get_meta_graph_def(req["saved_model"], "serve")
     sig = meta.signature_def[key]
 
-    def tensor(info):
+    def tensor(info: Any) -> Json:
         op, _, index = info.name.partition(":")
         return {"op": op, "index": int(index or 0)}
 
@@ -64,10 +72,10 @@ def run(req):
 
     specs = fn.structured_input_signature[1]
     flops = flops_per_event(tf, fn, specs)
-    timings = []
+    timings: list[Json] = []
     for bs in req.get("batch_sizes", []):
         rng = np.random.default_rng(12345)
-        feeds = {}
+        feeds: dict[str, Any] = {}  # name -> tf.Tensor
         for name in sorted(specs):
             spec = specs[name]
             shape = [bs] + spec.shape.as_list()[1:]
@@ -85,7 +93,7 @@ def run(req):
             "tensorflow_version": tf.__version__}
 
 
-def flops_per_event(tf, fn, specs):
+def flops_per_event(tf: Any, fn: Any, specs: dict[str, Any]) -> int | None:
     """The profiler's float operation count of the signature traced at batch size 1 (None if unknown)."""
     from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 

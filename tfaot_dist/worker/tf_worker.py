@@ -21,6 +21,9 @@ tf2xla feeds and fetches itself in that order and then checks the generated
 header says the same.
 """
 
+# Annotations are not evaluated: a release's older Python runs this file too.
+from __future__ import annotations
+
 import json
 import mmap
 import os
@@ -31,31 +34,40 @@ import tempfile
 import time
 import traceback
 import zlib
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from multiprocessing.queues import Queue
+
+    # A request, an answer, a signature, a tensor's description, a tfcompile job: JSON objects.
+    # TensorFlow's objects (the module, functions, GraphDefs, NodeDefs) are Any: no types here.
+    Json = dict[str, Any]
 
 # Error classes understood by the caller (tfaot_dist.errors).
 INVALID_INPUT = "invalid-input"
 COMPILE_FAILED = "compile-failed"
 
 # Wall seconds per stage of the request, returned as "timings" (for logs and benchmarks, never packaged).
-TIMINGS = {}
+TIMINGS: dict[str, float] = {}
 
 DTYPES = {"float32": "float", "float64": "double", "int32": "int32", "int64": "int64", "bool": "bool"}
 
 
 class WorkerError(Exception):
-    def __init__(self, kind, message):
+    def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
         self.kind = kind
 
 
-def _stage(name, start):
+def _stage(name: str, start: float) -> float:
     """Add the time since start to stage name; returns now."""
     now = time.perf_counter()
     TIMINGS[name] = TIMINGS.get(name, 0.0) + now - start
     return now
 
 
-def _release_paths():
+def _release_paths() -> None:
     """Where an existing Python (a release's python3) finds TensorFlow: `-I` ignores PYTHONPATH and
     PYTHON3PATH, which the caller passes on only for such a Python, so they are applied here, as
     cmsdist's sitecustomize.py does for PYTHON3PATH (site.addsitedir)."""
@@ -66,14 +78,14 @@ def _release_paths():
         site.addsitedir(path)
 
 
-def _import_tf():
+def _import_tf() -> Any:
     import tensorflow as tf  # noqa: PLC0415 - the import is the expensive part
 
     tf.get_logger().setLevel("ERROR")
     return tf
 
 
-def _load_signature(tf, saved_model, serving_key):
+def _load_signature(tf: Any, saved_model: str, serving_key: str) -> tuple[Any, Any]:
     if not os.path.isfile(os.path.join(saved_model, "saved_model.pb")):
         raise WorkerError(INVALID_INPUT, f"{saved_model}: not a SavedModel (no saved_model.pb)")
     try:
@@ -89,7 +101,7 @@ def _load_signature(tf, saved_model, serving_key):
     return loaded, loaded.signatures[serving_key]
 
 
-def _describe(name, dtype, shape):
+def _describe(name: str, dtype: Any, shape: Any) -> Json:
     if dtype.name not in DTYPES:
         raise WorkerError(INVALID_INPUT, f"tensor '{name}' has dtype {dtype.name}; supported: {', '.join(DTYPES)}")
     dims = shape.as_list() if shape.rank is not None else None
@@ -103,8 +115,8 @@ KEY_RULE = "letters, digits, '_' and '/' only (they become the C++ names feed_KE
 DTYPE_BYTES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8, "bool": 1}
 
 
-def _check_keys(kind, tensors):
-    seen = {}
+def _check_keys(kind: str, tensors: list[Json]) -> None:
+    seen: dict[str, str] = {}  # C++ name -> key
     for t in tensors:
         name = t["name"]
         if not re.fullmatch(r"[A-Za-z0-9_/]+", name):
@@ -120,7 +132,7 @@ def _check_keys(kind, tensors):
                                              "a name next to the same name + '_data'; rename one")
 
 
-def check_bounds(signature, req, batch_sizes=()):
+def check_bounds(signature: Json, req: Json, batch_sizes: Sequence[int] = ()) -> None:
     """Declared sizes within the request's bounds (limits.py): elements of an input per row, and the
     bytes of all inputs at the largest batch size the worker will allocate."""
     most = req.get("max_row_elements")
@@ -140,7 +152,7 @@ def check_bounds(signature, req, batch_sizes=()):
                                          f"({row_bytes} per row), at most {budget} (TFAOT_DIST_MAX_BATCH_BYTES)")
 
 
-def _signature(fn, req=None):
+def _signature(fn: Any, req: Json | None = None) -> Json:
     """Inputs and outputs of a signature function, sorted by name, with full dims (None = dynamic);
     keys and declared sizes checked (req: the request's bounds)."""
     specs = fn.structured_input_signature[1]
@@ -173,7 +185,7 @@ def _signature(fn, req=None):
     return signature
 
 
-def _freeze(concrete):
+def _freeze(concrete: Any) -> Any:
     """concrete with its variables folded in, its functional control flow kept.
 
     convert_variables_to_constants_v2 lowers While and If into TF1 control flow
@@ -209,13 +221,13 @@ _DEFAULT_ADVICE = ("replace the layer that makes it with ops XLA compiles (READM
                    "or compute that part outside the model")
 
 
-def advice(op):
+def advice(op: str) -> str:
     return next((text for ops, text in _ADVICE if op in ops), _DEFAULT_ADVICE)
 
 
-def _graph_ops(graph_def):
+def _graph_ops(graph_def: Any) -> dict[str, list[str]]:
     """{op: [node names]} of graph_def and its function library ("FUNCTION/NODE" for function nodes)."""
-    nodes = {}
+    nodes: dict[str, list[str]] = {}
     for n in graph_def.node:
         nodes.setdefault(n.op, []).append(n.name)
     for f in graph_def.library.function:
@@ -224,7 +236,7 @@ def _graph_ops(graph_def):
     return nodes
 
 
-def op_support(tf, graph_def):
+def op_support(tf: Any, graph_def: Any) -> list[Json]:
     """One row per op of graph_def: whether XLA has a CPU kernel for it; unsupported rows name their nodes."""
     from tensorflow.python.framework import kernels
 
@@ -233,7 +245,7 @@ def op_support(tf, graph_def):
     table = []
     for op, nodes in sorted(_graph_ops(graph_def).items()):
         devices = {k.device_type for k in kernels.get_registered_kernels_for_op(op).kernel}
-        row = {"op": op, "xla_cpu": op in _BOUNDARY_OPS or "XLA_CPU_JIT" in devices}
+        row: Json = {"op": op, "xla_cpu": op in _BOUNDARY_OPS or "XLA_CPU_JIT" in devices}
         if not row["xla_cpu"]:
             row.update(nodes=sorted(nodes)[:MAX_NODES], advice=advice(op))
         table.append(row)
@@ -243,12 +255,12 @@ def op_support(tf, graph_def):
 MAX_NODES = 5  # node names listed per unsupported op
 
 
-def do_inspect(tf, req):
+def do_inspect(tf: Any, req: Json) -> Json:
     _, fn = _load_signature(tf, req["saved_model"], req["serving_key"])
     return {"signature": _signature(fn, req)}
 
 
-def do_check(tf, req):
+def do_check(tf: Any, req: Json) -> Json:
     """The ops of the graph compile hands to tfcompile (frozen at batch size 1, activations rewritten), and,
     when XLA has a kernel for each, a compile of that graph for generic x86-64: a graph of supported ops
     can still fail (a shape XLA needs static, an op's attribute), and what compiles is what counts."""
@@ -263,7 +275,7 @@ def do_check(tf, req):
         _conv3d_as_conv2d(tf, graph_def)
     _top_k_kept_whole(tf, graph_def)
     ops = op_support(tf, graph_def)
-    answer = {"signature": signature, "ops": ops}
+    answer: Json = {"signature": signature, "ops": ops}
     if all(row["xla_cpu"] for row in ops):
         answer["compile_error"] = _explained(_trial_compile(graph_def, config, xla_flags))
     return answer
@@ -276,7 +288,7 @@ _COMPILE_ADVICE = [
 ]
 
 
-def _explained(error):
+def _explained(error: str | None) -> str | None:
     """tfcompile's error as one first line (the line that says what is wrong) with what to change."""
     if error is None:
         return None
@@ -285,7 +297,7 @@ def _explained(error):
     return "\n".join([f"{lines[0]} What to change: {advice}", *lines[1:]])
 
 
-def _trial_compile(graph_def, config, xla_flags):
+def _trial_compile(graph_def: Any, config: Any, xla_flags: list[str]) -> str | None:
     """Compile graph_def for generic x86-64 in a scratch directory; returns None or tfcompile's error."""
     work = tempfile.mkdtemp(prefix="check-", dir=os.environ.get("TMPDIR"))
     try:
@@ -305,7 +317,7 @@ def _trial_compile(graph_def, config, xla_flags):
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _frozen(tf, fn, signature, bs):
+def _frozen(tf: Any, fn: Any, signature: Json, bs: int) -> tuple[Any, Any]:
     """The serving function at batch size bs with its variables folded in, and its tf2xla config.
 
     This is the graph `saved_model_cli aot_compile_cpu` hands to tfcompile (a
@@ -354,7 +366,7 @@ def _frozen(tf, fn, signature, bs):
 ELU_FORMULAS = {"Elu": (1.0, 1.0), "Selu": (1.0507009873554804934, 1.7580993408473768599)}
 
 
-def _tensorflow_activations(tf, graph_def):
+def _tensorflow_activations(tf: Any, graph_def: Any) -> dict[str, int]:
     """Replace each float Selu and Elu node of graph_def by TensorFlow's CPU formula; returns {op: count}.
 
     The last node of a replacement keeps the replaced node's name, so its consumers, control
@@ -362,7 +374,8 @@ def _tensorflow_activations(tf, graph_def):
     """
     floats = {tf.float32.as_datatype_enum, tf.float64.as_datatype_enum}
     taken = {n.name for n in graph_def.node}
-    counts, nodes = {}, []
+    counts: dict[str, int] = {}
+    nodes: list[Any] = []
     for node in graph_def.node:
         dtype = node.attr["T"].type if "T" in node.attr else None
         if node.op not in ELU_FORMULAS or dtype not in floats:
@@ -380,16 +393,17 @@ def _tensorflow_activations(tf, graph_def):
     return counts
 
 
-def _formula_nodes(tf, node, prefix):
+def _formula_nodes(tf: Any, node: Any, prefix: str) -> list[Any]:
     """The nodes computing node's op (Selu or Elu) as TensorFlow's kernel does; new names under prefix."""
     scale, scale_alpha = ELU_FORMULAS[node.op]
     dtype, data = node.attr["T"].type, node.input[0]
     controls = [i for i in node.input[1:] if i.startswith("^")]
-    added = []
+    added: list[Any] = []
 
-    def add(name, op, inputs, value=None):
+    def add(name: str, op: str, inputs: list[str], value: float | None = None) -> str:
         added.append(_node(tf, prefix + "/" + name if name else node.name, op, inputs, dtype, node.device, value))
-        return added[-1].name
+        added_name: str = added[-1].name
+        return added_name
 
     zero, one = add("zero", "Const", [], 0.0), add("one", "Const", [], 1.0)
     negative = add("negative", "Less", [data, zero])
@@ -401,7 +415,8 @@ def _formula_nodes(tf, node, prefix):
     return added
 
 
-def _node(tf, name, op, inputs, dtype, device, value=None):
+def _node(tf: Any, name: str, op: str, inputs: list[str], dtype: int, device: str,
+          value: float | None = None) -> Any:
     """A NodeDef of one element type: a scalar Const of value, or op over inputs."""
     from tensorflow.core.framework import node_def_pb2
 
@@ -414,14 +429,14 @@ def _node(tf, name, op, inputs, dtype, device, value=None):
     return node
 
 
-def _writes_no_conv3d(tf):
+def _writes_no_conv3d(tf: Any) -> bool:
     """True if this toolchain's tfcompile cannot write 3-D convolutions into AOT code (TF 2.21's thunk
     serializer has 2-D ones only: "3D convolution is not implemented."); read from its library."""
     library = os.path.join(os.path.dirname(tf.__file__), "libtensorflow_cc.so.2")
     return _file_contains(library, b"3D convolution is not implemented")
 
 
-def _conv3d_as_conv2d(tf, graph_def):
+def _conv3d_as_conv2d(tf: Any, graph_def: Any) -> dict[str, int]:
     """Replace each float32 NDHWC Conv3D (dilation 1) of graph_def by the sum over the kernel's depth of
     Conv2D over the matching depth slices; returns {"Conv3D": count}. Same sums, other order: the results
     agree with TensorFlow's Conv3D to rounding. The last node keeps the replaced node's name."""
@@ -432,7 +447,7 @@ def _conv3d_as_conv2d(tf, graph_def):
     graph = tf.Graph()
     with graph.as_default():
         tf.graph_util.import_graph_def(graph_def, name="")
-    replaced = {}
+    replaced: dict[str, list[Any]] = {}
     for node in targets:
         inputs = [i for i in node.input if not i.startswith("^")]
         shapes = [graph.get_tensor_by_name(i if ":" in i else i + ":0").shape.as_list() for i in inputs]
@@ -441,7 +456,7 @@ def _conv3d_as_conv2d(tf, graph_def):
         replaced[node.name] = _conv3d_nodes(tf, node, inputs, shapes)
     if not replaced:
         return {}
-    nodes = []
+    nodes: list[Any] = []
     for node in graph_def.node:
         nodes.extend(replaced.get(node.name, [node]))
     del graph_def.node[:]
@@ -449,7 +464,7 @@ def _conv3d_as_conv2d(tf, graph_def):
     return {"Conv3D": len(replaced)}
 
 
-def _conv3d_nodes(tf, node, inputs, shapes):
+def _conv3d_nodes(tf: Any, node: Any, inputs: list[str], shapes: list[list[int]]) -> list[Any]:
     """The NodeDefs computing node (a Conv3D of inputs with static shapes) with Conv2D; new names below it."""
     (batch, depth, height, width, _), (kd, kh, kw, _, _) = shapes
     _, sd, sh, sw, _ = list(node.attr["strides"].list.i)
@@ -458,14 +473,14 @@ def _conv3d_nodes(tf, node, inputs, shapes):
         x = tf.compat.v1.placeholder(tf.float32, shapes[0], name="x")
         w = tf.compat.v1.placeholder(tf.float32, shapes[1], name="w")
         if node.attr["padding"].s == b"SAME":
-            pads = []
+            pads: list[list[int]] = []
             for size, k, stride in ((depth, kd, sd), (height, kh, sh), (width, kw, sw)):
                 total = max((-(-size // stride) - 1) * stride + k - size, 0)
                 pads.append([total // 2, total - total // 2])
             x = tf.pad(x, [[0, 0], *pads, [0, 0]])
             depth += sum(pads[0])
         out_depth = (depth - kd) // sd + 1
-        terms = []
+        terms: list[Any] = []
         for i in range(kd):
             xs = x[:, i:i + (out_depth - 1) * sd + 1:sd]
             xs = tf.reshape(xs, [batch * out_depth, *xs.shape.as_list()[2:]])
@@ -474,7 +489,7 @@ def _conv3d_nodes(tf, node, inputs, shapes):
         tf.reshape(y, [batch, out_depth, *y.shape.as_list()[1:]], name="result")
     rename = {"x": inputs[0], "w": inputs[1]}
     prefix = node.name + "/tfaot_conv2d"
-    added = []
+    added: list[Any] = []
     for n in scratch.as_graph_def().node:
         if n.name in rename:
             continue
@@ -486,7 +501,7 @@ def _conv3d_nodes(tf, node, inputs, shapes):
     return added
 
 
-def _top_k_kept_whole(tf, graph_def):
+def _top_k_kept_whole(tf: Any, graph_def: Any) -> dict[str, int]:
     """Pass the indices of each TopKV2 through max(indices, 0) (they are never negative); {"TopKV2": count}.
 
     XLA writes a top_k as a sort of the whole row followed by a slice of the first k, and its CPU
@@ -511,7 +526,7 @@ def _top_k_kept_whole(tf, graph_def):
     return {"TopKV2": count} if count else {}
 
 
-def _renamed(name, rename, prefix, result):
+def _renamed(name: str, rename: dict[str, str], prefix: str, result: str) -> str:
     control, _, bare = name.rpartition("^")
     base, colon, index = bare.partition(":")
     if base in rename:
@@ -521,7 +536,7 @@ def _renamed(name, rename, prefix, result):
     return control + base + colon + index
 
 
-def _load_tfcompile():
+def _load_tfcompile() -> Any:
     """The tfcompile extension module, without importing all of TensorFlow when possible.
 
     `_pywrap_tfcompile` needs only TensorFlow's shared libraries: loading it by
@@ -538,10 +553,12 @@ def _load_tfcompile():
     spec = importlib.util.find_spec("tensorflow")
     pkg = list(spec.submodule_search_locations)[0] if spec and spec.submodule_search_locations else None
     for suffix in importlib.machinery.EXTENSION_SUFFIXES if pkg else ():
-        path = os.path.join(pkg, "python", "_pywrap_tfcompile" + suffix)
+        path = os.path.join(pkg or "", "python", "_pywrap_tfcompile" + suffix)
         if os.path.isfile(path):
             try:
                 ext = importlib.util.spec_from_file_location("tensorflow.python._pywrap_tfcompile", path)
+                if ext is None or ext.loader is None:  # not for an extension file that exists
+                    raise ImportError(f"{path}: no loader")
                 module = importlib.util.module_from_spec(ext)
                 ext.loader.exec_module(module)
                 return module
@@ -553,10 +570,10 @@ def _load_tfcompile():
 
 
 # Compile helpers: processes that run tfcompile next to the worker (see _Helpers).
-HELPERS = None
+HELPERS: _Helpers | None = None
 
 
-def _helpers_wanted(req):
+def _helpers_wanted(req: Json) -> int:
     """Compile helpers for a request: one per idle core beside the worker's, fewer than batch sizes.
 
     "jobs" in the request fixes the number of compiling processes. Otherwise
@@ -566,7 +583,7 @@ def _helpers_wanted(req):
     """
     if req.get("op") != "compile":
         return 0
-    jobs = req.get("jobs")
+    jobs: int | None = req.get("jobs")
     if not jobs:
         jobs = round(len(os.sched_getaffinity(0)) - os.getloadavg()[0])
     compiles = len(req.get("batch_sizes", [])) * max(1, len(req.get("cpu_levels") or []))
@@ -585,7 +602,7 @@ class _Helpers:
     byte-identical to an in-process compile.
     """
 
-    def __init__(self, count):
+    def __init__(self, count: int) -> None:
         import multiprocessing
 
         ctx = multiprocessing.get_context("spawn")
@@ -596,15 +613,15 @@ class _Helpers:
             proc.start()
         self.submitted = 0
 
-    def submit(self, job, out_dir):
+    def submit(self, job: Json, out_dir: str) -> None:
         self.jobs.put((job, out_dir))
         self.submitted += 1
 
-    def finish(self):
+    def finish(self) -> dict[str, str | None]:
         """Compile what no helper has taken yet, then wait for the rest; returns {job key: error or None}."""
         import queue
 
-        results = {}
+        results: dict[str, str | None] = {}
         while True:
             try:
                 job, out_dir = self.jobs.get(timeout=0.05)
@@ -621,7 +638,7 @@ class _Helpers:
                     raise WorkerError(COMPILE_FAILED, f"a tfcompile helper died (exit code {dead[0].exitcode})")
         return results
 
-    def close(self):
+    def close(self) -> None:
         for _ in self.procs:
             self.jobs.put(None)
         for proc in self.procs:
@@ -630,7 +647,7 @@ class _Helpers:
                 proc.kill()
 
 
-def _helper_main(jobs, done):
+def _helper_main(jobs: Queue[tuple[Json, str] | None], done: Queue[tuple[str, str | None]]) -> None:
     _load_tfcompile()  # while the worker imports TensorFlow
     while True:
         item = jobs.get()
@@ -640,7 +657,7 @@ def _helper_main(jobs, done):
         done.put((job["key"], _run_job(job, out_dir)))
 
 
-def _run_job(job, out_dir, full=False):
+def _run_job(job: Json, out_dir: str, full: bool = False) -> str | None:
     """Compile one job; returns None or the error (its first line unless full)."""
     try:
         os.chdir(out_dir)
@@ -653,7 +670,7 @@ def _run_job(job, out_dir, full=False):
         return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _tfcompile(job):
+def _tfcompile(job: Json) -> None:
     """One batch size through tfcompile, as saved_model_aot_compile.aot_compile_cpu_meta_graph_def calls it.
 
     Runs in the worker or in a compile helper: it reads the frozen graph and
@@ -691,7 +708,7 @@ def _tfcompile(job):
 SMALL_GEMM_TILE = "4:8:2*vectwidth"
 
 
-def _xla_flags(tf, user_flags):
+def _xla_flags(tf: Any, user_flags: str) -> list[str]:
     """All XLA flags tfcompile runs with: our defaults, the user's (they win), saved_model_cli's.
 
     What this toolchain supports is read from its files, never from its version: XLA aborts
@@ -699,7 +716,7 @@ def _xla_flags(tf, user_flags):
     """
     from tensorflow.python.tools import saved_model_aot_compile
 
-    flags = []
+    flags: list[str] = []
     framework = os.path.join(os.path.dirname(tf.__file__), "libtensorflow_framework.so.2")
     if _file_contains(framework, b"xla_backend_extra_options"):  # a field of XLA's DebugOptions
         flags.append("--xla_backend_extra_options=xla_llvm_ir_gemm_tile_size=" + SMALL_GEMM_TILE)
@@ -712,7 +729,7 @@ def _xla_flags(tf, user_flags):
     return flags
 
 
-def _file_contains(path, needle):
+def _file_contains(path: str, needle: bytes) -> bool:
     try:
         with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
             return data.find(needle) >= 0
@@ -720,7 +737,7 @@ def _file_contains(path, needle):
         return False
 
 
-def _header_names(header_text, function):
+def _header_names(header_text: str, function: str) -> list[str]:
     """The names listed by StaticArgNames()/StaticResultNames() of a generated header."""
     match = re.search(function + r"\(\)\s*\{\s*static const char\* kNames\[\] = \{([^}]*)\}", header_text)
     if not match:
@@ -728,21 +745,21 @@ def _header_names(header_text, function):
     return re.findall(r'"([^"]*)"', match.group(1))
 
 
-def _metadata_needed(header_text):
+def _metadata_needed(header_text: str) -> bool:
     """True if the header passes the metadata object's proto symbol to the runtime."""
     match = re.search(r"set_static_data_compilation_result_proto\(data, ([^)]*)\)", header_text)
-    return bool(match) and match.group(1).strip() != "nullptr"
+    return match is not None and match.group(1).strip() != "nullptr"
 
 
-def _reference(tf, fn, signature, sizes, out_dir, seed):
+def _reference(tf: Any, fn: Any, signature: Json, sizes: list[int], out_dir: str, seed: int) -> list[Json]:
     """Deterministic inputs and TensorFlow's outputs, as raw little-endian files."""
     import numpy as np
 
-    records = []
+    records: list[Json] = []
     for bs in sizes:
         case_dir = os.path.join(out_dir, f"bs{bs}")
         os.makedirs(case_dir)
-        feeds = {}
+        feeds: dict[str, Any] = {}  # name -> numpy array
         for i, t in enumerate(signature["inputs"]):
             rng = np.random.default_rng([seed, bs, zlib.crc32(t["name"].encode())])
             shape = [bs] + t["shape"]
@@ -763,7 +780,7 @@ def _reference(tf, fn, signature, sizes, out_dir, seed):
     return records
 
 
-def do_compile(tf, req):
+def do_compile(tf: Any, req: Json) -> Json:
     t = time.perf_counter()
     _, fn = _load_signature(tf, req["saved_model"], req["serving_key"])
     signature = _signature(fn, req)
@@ -780,7 +797,7 @@ def do_compile(tf, req):
     # Level x86-64 is compiled for tfcompile's default CPU (""), what packages got before levels: the
     # same instructions (generic x86-64), byte-identical objects to a single-target package's.
     levels = list(req.get("cpu_levels") or [])
-    targets = []  # (target_cpu, class name suffix, answer key suffix) of each compile of a batch size
+    targets: list[tuple[str, str, str]] = []  # (target_cpu, class name suffix, answer key suffix) of each compile of a batch size
     for i, level in enumerate(levels):
         if not re.fullmatch(r"x86-64(-v[234])?", level):  # it becomes part of C++ names
             raise WorkerError(INVALID_INPUT, f"unknown CPU level {level!r}")
@@ -790,9 +807,10 @@ def do_compile(tf, req):
     formulas = req.get("activation_formulas", "tensorflow")
     if formulas not in ("tensorflow", "xla"):
         raise WorkerError(INVALID_INPUT, f"unknown activation formulas {formulas!r}")
-    rewritten, rewritten_ops = {}, {}  # op -> nodes replaced in each batch size's graph
+    rewritten: dict[str, int] = {}  # op -> nodes replaced in each batch size's graph
+    rewritten_ops: dict[str, int] = {}
     no_conv3d = _writes_no_conv3d(tf)
-    jobs = []
+    jobs: list[Json] = []
     for bs in batch_sizes:
         graph_def, config = _frozen(tf, fn, signature, bs)
         if formulas == "tensorflow":
@@ -814,7 +832,7 @@ def do_compile(tf, req):
             jobs.append(job)
     t = _stage("freeze", t)
 
-    reference = []
+    reference: list[Json] = []
     if req.get("reference_dir"):
         # TensorFlow's outputs are computed while the helpers compile.
         reference = _reference(
@@ -822,7 +840,7 @@ def do_compile(tf, req):
         )
         t = _stage("reference", t)
 
-    files = {}
+    files: dict[str, Json] = {}
     # Relative output prefixes keep the header guard free of build paths.
     if HELPERS is not None:
         errors = HELPERS.finish()
@@ -865,10 +883,10 @@ def do_compile(tf, req):
     }
 
 
-OPS = {"inspect": do_inspect, "check": do_check, "compile": do_compile}
+OPS: dict[str, Callable[[Any, Json], Json]] = {"inspect": do_inspect, "check": do_check, "compile": do_compile}
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     global HELPERS
     _release_paths()  # first: the compile helpers are spawned with this sys.path
     with open(argv[1]) as f:
@@ -880,7 +898,7 @@ def main(argv):
             TIMINGS["helpers"] = len(HELPERS.procs)
         tf = _import_tf()
         _stage("import", t)
-        answer = {"ok": True, **OPS[req["op"]](tf, req), "timings": TIMINGS}
+        answer: Json = {"ok": True, **OPS[req["op"]](tf, req), "timings": TIMINGS}
     except WorkerError as exc:
         answer = {"ok": False, "kind": exc.kind, "message": str(exc)}
     except Exception as exc:  # report, never hang the caller on a traceback
