@@ -11,21 +11,22 @@ import pytest
 from conftest import REPO, run_in_toolchain
 
 from tfaot_dist.perf import ort_engine
+from tfaot_dist.toolchain import Toolchain
 
 
 @pytest.fixture(scope="module")
-def transformer(toolchain, tmp_path_factory) -> Path:
+def transformer(toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("zoo")
     run_in_toolchain(toolchain, REPO / "examples" / "make_zoo.py", out, "transformer", tmp=out / ".tmp")
     return out / "transformer" / "saved_model"
 
 
 @pytest.fixture(scope="module")
-def ort_env(toolchain, shared_cache):
+def ort_env(toolchain: Toolchain, shared_cache: Path) -> Toolchain:
     return ort_engine.environment(toolchain, shared_cache, print)
 
 
-def test_gelu_model_converts_and_matches_tensorflow(ort_env, transformer, tmp_path):
+def test_gelu_model_converts_and_matches_tensorflow(ort_env: Toolchain, transformer: Path, tmp_path: Path) -> None:
     model = ort_engine.convert(ort_env, transformer, "serving_default", tmp_path / "convert")
     c = model.conversion
     assert c["versions"]["onnxruntime"] == "1.31.1" and c["versions"]["tf2onnx"] == "1.17.0"
@@ -46,7 +47,7 @@ def test_gelu_model_converts_and_matches_tensorflow(ort_env, transformer, tmp_pa
     assert one["vm_hwm_kb"] > empty["vm_hwm_kb"] > 1000 and one["heap_bytes"] > empty["heap_bytes"]
 
 
-def test_without_the_erfc_rewrite_the_model_is_refused(ort_env, transformer, tmp_path):
+def test_without_the_erfc_rewrite_the_model_is_refused(ort_env: Toolchain, transformer: Path, tmp_path: Path) -> None:
     # What the rewrite is for: tf2onnx 1.17 leaves Erfc unconverted and ONNX Runtime refuses the model.
     work = tmp_path / "plain"
     with pytest.raises(ort_engine.OrtUnavailable, match="Erfc"):

@@ -21,7 +21,7 @@ from conftest import REPO, run_in_toolchain
 from tfaot_dist import config as config_mod
 from tfaot_dist.channels import cpu_target
 from tfaot_dist.perf import bench, tune
-from tfaot_dist.documents import Compilation
+from tfaot_dist.documents import Compilation, JsonObject
 from tfaot_dist.errors import InvalidInput
 
 
@@ -149,8 +149,8 @@ def test_bench_against_tensorflow(run: Cli, study: Path, tmp_path: Path) -> None
         "study-l12-u128_gflops.png", "study-l12-u128_memory.png", "study-l12-u128_time.png"]
 
 
-def test_bench_table_shows_levels_peak_fraction_and_peer_ratios():
-    def row(bs, us, **extra):
+def test_bench_table_shows_levels_peak_fraction_and_peer_ratios() -> None:
+    def row(bs: int, us: float, **extra: object) -> JsonObject:
         return {"batch_size": bs, "us_per_event": us, **extra}
 
     result = {"time": {"tf-capi": [row(1, 40.0), row(4, 2000.0)], "ort": [row(1, 30.0)],

@@ -192,14 +192,15 @@ def program(runtime: xla_runtime.XlaRuntime, part: runtime_parts.BuiltPart, tmp_
 
 
 @pytest.fixture(scope="module")
-def conv_part(runtime, toolchain, shared_cache) -> runtime_parts.BuiltPart:
+def conv_part(runtime: xla_runtime.XlaRuntime, toolchain: Toolchain, shared_cache: Path) -> runtime_parts.BuiltPart:
     [built] = xla_runtime.ensure_parts(runtime, ["convolution_lib_f32_2d"], toolchain.python, shared_cache,
                                        lambda m: None)
     return built
 
 
 @pytest.fixture(scope="module")
-def conv_program(runtime, conv_part, tmp_path_factory) -> Path:
+def conv_program(runtime: xla_runtime.XlaRuntime, conv_part: runtime_parts.BuiltPart,
+                 tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("conv")
     (work / "conv.cc").write_text(CONV_PROGRAM)
     xla_runtime.compile_consumer(runtime, [work / "conv.cc"], [], conv_part.objects, work / "conv")

@@ -10,17 +10,19 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_in_toolchain
+from conftest import REPO, Cli, run_in_toolchain
+
+from tfaot_dist.toolchain import Toolchain
 
 
 @pytest.fixture(scope="module")
-def particlenet(toolchain, tmp_path_factory) -> Path:
+def particlenet(toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("zoo")
     run_in_toolchain(toolchain, REPO / "examples" / "make_zoo.py", out, "particlenet", tmp=out / ".tmp")
     return out / "particlenet"
 
 
-def test_knn_top_k_takes_xlas_top_k_call_and_matches_tensorflow(run, particlenet, tmp_path):
+def test_knn_top_k_takes_xlas_top_k_call_and_matches_tensorflow(run: Cli, particlenet: Path, tmp_path: Path) -> None:
     cfg = tmp_path / "aot_config.yaml"
     cfg.write_text(json.dumps({"model": {"name": "knn", "version": "1.0.0",
                                          "saved_model": str(particlenet / "saved_model")},

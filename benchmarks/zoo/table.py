@@ -14,15 +14,16 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 LEVELS = ("x86-64", "x86-64-v3", "x86-64-v4")
 
 
-def per_event(result: dict, series: str) -> dict[int, dict]:
+def per_event(result: dict[str, Any], series: str) -> dict[int, dict[str, Any]]:
     return {r["batch_size"]: r for r in result["time"].get(series, [])}
 
 
-def rows(result: dict, batch_sizes: list[int]) -> list[dict]:
+def rows(result: dict[str, Any], batch_sizes: list[int]) -> list[dict[str, Any]]:
     aot = per_event(result, "aot")
     forced = {s.removeprefix("aot:"): per_event(result, s) for s in result["time"] if s.startswith("aot:")}
     peers = {e: per_event(result, e) for e in ("tf-capi", "ort")}
@@ -43,7 +44,7 @@ def rows(result: dict, batch_sizes: list[int]) -> list[dict]:
     return out
 
 
-def fmt(x, digits: int = 1) -> str:
+def fmt(x: float | None, digits: int = 1) -> str:
     if x is None:
         return "-"
     return f"{x:.{digits}f}" if x < 1000 else f"{x:.0f}"

@@ -291,6 +291,8 @@ def run(target: Target, protocol: Protocol, toolchain: Toolchain, runtime: XlaRu
                     rows = _json_lines([str(capi), "time", str(spec), str(protocol.warmup), str(protocol.calls),
                                         *sizes], env, "TensorFlow C API benchmark")
                 elif engine == "ort":
+                    if ort is None:  # engines lost "ort" above when the model was not converted
+                        raise CompileFailed("ONNX Runtime benchmark (time): no converted model")
                     rows, overhead = ort_engine.time_rows(ort, protocol.batch_sizes, protocol.warmup, protocol.calls,
                                                           work / f"ort{r}")
                     best = result["ort"].get("call_overhead_us", float("inf"))
@@ -305,6 +307,8 @@ def run(target: Target, protocol: Protocol, toolchain: Toolchain, runtime: XlaRu
                 if engine == "aot":
                     rows = _json_lines([str(aot), "mem", str(n), "1"], None, "AOT memory benchmark")
                 elif engine == "ort":
+                    if ort is None:  # result["memory"] lost "ort" above when the model was not converted
+                        raise CompileFailed("ONNX Runtime benchmark (memory): no converted model")
                     rows = [ort_engine.memory_row(ort, n, work / f"ort-mem{n}")]
                 else:
                     rows = _json_lines([str(capi), "mem", str(spec), str(n), "1"], env, "TensorFlow memory benchmark")

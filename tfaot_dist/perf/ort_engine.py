@@ -10,12 +10,15 @@ beside the figures as "call_overhead_us").
 """
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from tfaot_dist import process
+from tfaot_dist.documents import JsonObject
 from tfaot_dist.errors import CompileFailed
 from tfaot_dist.toolchain import Toolchain, ensure_toolchain, worker_env
+from tfaot_dist.util.progress import Log
 
 REQUIREMENTS = ("tf2onnx==1.17.0", "onnxruntime==1.31.1")
 WORKER = Path(__file__).parent.parent / "worker" / "ort_bench.py"
@@ -30,10 +33,10 @@ class OrtUnavailable(Exception):
 class OrtModel:
     env: Toolchain
     onnx: Path
-    conversion: dict  # the worker's convert answer: versions, rewritten ops, deviations from TensorFlow
+    conversion: JsonObject  # the worker's convert answer: versions, rewritten ops, deviations from TensorFlow
 
 
-def environment(tf_toolchain: Toolchain, cache: Path, log=print) -> Toolchain:
+def environment(tf_toolchain: Toolchain, cache: Path, log: Log = print) -> Toolchain:
     """The cached venv with the TensorFlow of tf_toolchain, tf2onnx and ONNX Runtime."""
     if not tf_toolchain.requirements:
         raise OrtUnavailable("the TensorFlow toolchain is an existing Python (no requirements to install "
@@ -41,7 +44,7 @@ def environment(tf_toolchain: Toolchain, cache: Path, log=print) -> Toolchain:
     return ensure_toolchain(cache, (*tf_toolchain.requirements, *REQUIREMENTS), log)
 
 
-def request(env: Toolchain, req: dict, work: Path, timeout: float = 7200) -> dict:
+def request(env: Toolchain, req: JsonObject, work: Path, timeout: float = 7200) -> JsonObject:
     """One worker request in env; its answer, or OrtUnavailable with the worker's message."""
     work.mkdir(parents=True, exist_ok=True)
     req = {**req, "result": str(work / "result.json")}
@@ -51,7 +54,7 @@ def request(env: Toolchain, req: dict, work: Path, timeout: float = 7200) -> dic
     finished = process.probe([env.python, "-I", WORKER, work / "request.json"], env=worker_env(tmp),
                              timeout=timeout)
     try:
-        answer = json.loads((work / "result.json").read_text())
+        answer: JsonObject = json.loads((work / "result.json").read_text())
     except (OSError, ValueError):
         raise process.failure(finished, what=f"ONNX Runtime benchmark ({req['op']})", error=CompileFailed) from None
     if not answer.get("ok"):
@@ -72,19 +75,22 @@ def convert(env: Toolchain, saved_model: Path, serving_key: str, work: Path) -> 
     return OrtModel(env, onnx, answer)
 
 
-def time_rows(model: OrtModel, batch_sizes: list[int], warmup: int, calls: int, work: Path) -> tuple[list[dict], float]:
+def time_rows(model: OrtModel, batch_sizes: Sequence[int], warmup: int, calls: int,
+              work: Path) -> tuple[list[JsonObject], float]:
     """Rows {batch_size, seconds_per_call, calls, warmup} and the seconds of one Run() of a one-node model."""
-    answer = _measured(model, {"op": "time", "onnx": str(model.onnx), "batch_sizes": batch_sizes,
+    answer = _measured(model, {"op": "time", "onnx": str(model.onnx), "batch_sizes": list(batch_sizes),
                                "warmup": warmup, "calls": calls}, work)
     return answer["timings"], answer["call_overhead"]
 
 
-def memory_row(model: OrtModel, instances: int, work: Path) -> dict:
+def memory_row(model: OrtModel, instances: int, work: Path) -> JsonObject:
     """{instances, vm_hwm_kb, vm_rss_kb, heap_bytes} of a Python process holding that many sessions."""
-    return _measured(model, {"op": "memory", "onnx": str(model.onnx), "instances": instances}, work)["row"]
+    answer = _measured(model, {"op": "memory", "onnx": str(model.onnx), "instances": instances}, work)
+    row: JsonObject = answer["row"]
+    return row
 
 
-def _measured(model: OrtModel, req: dict, work: Path) -> dict:
+def _measured(model: OrtModel, req: JsonObject, work: Path) -> JsonObject:
     """A measurement of a converted model: failing now is an error of the run, not a model ORT cannot run."""
     try:
         return request(model.env, req, work)

@@ -22,21 +22,31 @@ optimisation on. The time and memory requests import neither TensorFlow nor tf2o
 Inputs are uniform random numbers in [-2, 2) (integers truncated), as in the other engines.
 """
 
+# Annotations are not evaluated, as in the other workers.
+from __future__ import annotations
+
 import ctypes
 import json
 import os
 import sys
 import time
 import traceback
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    # The request and the answer: JSON objects. The modules of TensorFlow, tf2onnx, ONNX, ONNX Runtime and
+    # NumPy and their objects (sessions, bindings, arrays, GraphDefs) are Any: no types here.
+    Json = dict[str, Any]
 
 OPSET = 17
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     with open(argv[1]) as f:
         req = json.load(f)
     try:
-        answer = {"ok": True, **OPS[req["op"]](req)}
+        answer: Json = {"ok": True, **OPS[req["op"]](req)}
     except Exception as exc:  # report, never hang the caller on a traceback
         answer = {"ok": False, "message": f"{type(exc).__name__}: {exc}".strip(), "traceback": traceback.format_exc()}
     tmp = req["result"] + ".tmp"
@@ -49,7 +59,7 @@ def main(argv):
 # ---------------------------------------------------------------- convert
 
 
-def convert(req):
+def convert(req: Json) -> Json:
     import numpy as np
     import onnxruntime as ort
     import tensorflow as tf
@@ -71,7 +81,7 @@ def convert(req):
     session = make_session(ort, req["onnx"])
     fn = tf.saved_model.load(req["saved_model"], tags=["serve"]).signatures[key]
     specs = fn.structured_input_signature[1]
-    deviations = {}
+    deviations: dict[str, dict[str, float]] = {}  # output name -> max_abs, max_rel
     ok = True
     tolerance = req.get("tolerance", 1e-5)
     for bs in req.get("check_batch_sizes", [1, 3]):
@@ -102,7 +112,7 @@ def convert(req):
                        for i in session.get_inputs()]}
 
 
-def erfc_as_one_minus_erf(tf, graph_def):
+def erfc_as_one_minus_erf(tf: Any, graph_def: Any) -> int:
     """Each Erfc node of graph_def (not of its functions) becomes Sub(1, Erf(x)) under its own name; the count."""
     from tensorflow.core.framework import node_def_pb2
 
@@ -124,7 +134,7 @@ def erfc_as_one_minus_erf(tf, graph_def):
     return count
 
 
-def versions(ort, tf2onnx, tf):
+def versions(ort: Any, tf2onnx: Any, tf: Any) -> dict[str, str]:
     import onnx
 
     return {"onnxruntime": ort.__version__, "tf2onnx": tf2onnx.__version__, "onnx": onnx.__version__,
@@ -134,7 +144,7 @@ def versions(ort, tf2onnx, tf):
 # ---------------------------------------------------------------- sessions
 
 
-def make_session(ort, path):
+def make_session(ort: Any, path: str | bytes) -> Any:  # path: or the serialised model
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
@@ -147,10 +157,11 @@ NUMPY_TYPES = {"tensor(float)": "float32", "tensor(double)": "float64", "tensor(
                "tensor(int64)": "int64", "tensor(bool)": "bool"}
 
 
-def random_inputs(np, specs, batch_size, seed=12345):
+def random_inputs(np: Any, specs: dict[str, tuple[Any, list[int]]], batch_size: int,
+                  seed: int = 12345) -> dict[str, Any]:
     """{name: array} of uniform random numbers in [-2, 2) for specs {name: (numpy dtype, shape without batch)}."""
     rng = np.random.default_rng(seed)
-    feeds = {}
+    feeds: dict[str, Any] = {}  # name -> numpy array
     for name in sorted(specs):
         dtype, shape = specs[name]
         values = rng.uniform(-2.0, 2.0, size=[batch_size, *shape])
@@ -158,8 +169,8 @@ def random_inputs(np, specs, batch_size, seed=12345):
     return feeds
 
 
-def session_inputs(np, session, batch_size):
-    specs = {}
+def session_inputs(np: Any, session: Any, batch_size: int) -> dict[str, Any]:
+    specs: dict[str, tuple[Any, list[int]]] = {}
     for i in session.get_inputs():
         if i.type not in NUMPY_TYPES:
             raise ValueError(f"input {i.name}: element type {i.type} is not benchmarked")
@@ -167,12 +178,12 @@ def session_inputs(np, session, batch_size):
     return random_inputs(np, specs, batch_size)
 
 
-def bound(ort, np, session, feeds):
+def bound(ort: Any, np: Any, session: Any, feeds: dict[str, Any]) -> tuple[Any, list[Any]]:
     """An IO binding of session with feeds as inputs and outputs allocated once (shapes from one run)."""
     names = [o.name for o in session.get_outputs()]
     results = session.run(names, feeds)
     binding = session.io_binding()
-    keep = []  # the OrtValues must outlive the binding
+    keep: list[Any] = []  # the OrtValues must outlive the binding
     for name, value in feeds.items():
         keep.append(ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(value)))
         binding.bind_ortvalue_input(name, keep[-1])
@@ -182,7 +193,7 @@ def bound(ort, np, session, feeds):
     return binding, keep
 
 
-def seconds_per_call(session, binding, warmup, calls):
+def seconds_per_call(session: Any, binding: Any, warmup: int, calls: int) -> float:
     run = session.run_with_iobinding
     for _ in range(warmup):
         run(binding)
@@ -195,12 +206,12 @@ def seconds_per_call(session, binding, warmup, calls):
 # ---------------------------------------------------------------- time
 
 
-def time_model(req):
+def time_model(req: Json) -> Json:
     import numpy as np
     import onnxruntime as ort
 
     session = make_session(ort, req["onnx"])
-    timings = []
+    timings: list[Json] = []
     for bs in req["batch_sizes"]:
         binding, _keep = bound(ort, np, session, session_inputs(np, session, bs))
         timings.append({"batch_size": bs, "seconds_per_call": seconds_per_call(session, binding, req["warmup"],
@@ -210,7 +221,7 @@ def time_model(req):
             "onnxruntime_version": ort.__version__}
 
 
-def call_overhead(ort, np, calls):
+def call_overhead(ort: Any, np: Any, calls: int) -> float:
     """Seconds per Run() of a one-node model (y = relu(x), one float), bound like the real models."""
     import onnx
     from onnx import TensorProto, helper
@@ -235,7 +246,7 @@ class _Mallinfo2(ctypes.Structure):
                  "keepcost")]
 
 
-def status_kb(field):
+def status_kb(field: str) -> int:
     with open("/proc/self/status") as f:
         for line in f:
             if line.startswith(field + ":"):
@@ -243,11 +254,11 @@ def status_kb(field):
     return -1
 
 
-def memory(req):
+def memory(req: Json) -> Json:
     import numpy as np
     import onnxruntime as ort
 
-    sessions = []
+    sessions: list[Any] = []
     for _ in range(req["instances"]):
         session = make_session(ort, req["onnx"])
         session.run(None, session_inputs(np, session, 1))
@@ -259,7 +270,7 @@ def memory(req):
                     "heap_bytes": heap.uordblks + heap.hblkhd}}
 
 
-OPS = {"convert": convert, "time": time_model, "memory": memory}
+OPS: dict[str, Callable[[Json], Json]] = {"convert": convert, "time": time_model, "memory": memory}
 
 if __name__ == "__main__":
     code = main(sys.argv)

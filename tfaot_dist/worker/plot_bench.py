@@ -22,7 +22,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-STYLE: dict[str, dict[str, str | None]] = {
+# A series' label, linestyle (a name, or an offset and a dash pattern) and color (None: matplotlib's choice).
+Style = dict[str, str | tuple[int, tuple[int, ...]] | None]
+
+STYLE: dict[str, Style] = {
     "aot": {"label": "AOT (tfaot::Model, C++)", "linestyle": "-", "color": "tab:blue"},
     "tf-capi": {"label": "TensorFlow C API session", "linestyle": ":", "color": "tab:orange"},
     "tf-python": {"label": "TensorFlow, Python call", "linestyle": "-.", "color": "tab:green"},
@@ -30,7 +33,7 @@ STYLE: dict[str, dict[str, str | None]] = {
 }
 
 
-def style(engine: str) -> dict[str, str | None]:  # label, linestyle and color of a series
+def style(engine: str) -> Style:  # label, linestyle and color of a series
     if engine.startswith("aot:"):  # the AOT program forced to a lower CPU level
         return {"label": f"AOT forced to {engine[4:]}", "linestyle": "--", "color": "tab:purple"}
     return STYLE.get(engine, {"label": engine, "linestyle": "--", "color": None})
