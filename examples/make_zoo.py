@@ -48,7 +48,7 @@ from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-import tensorflow as tf  # noqa: E402
+import tensorflow as tf
 
 SIZES = ("test", "bench")
 DEFAULT_BATCH_SIZES = (1, 4)
@@ -73,14 +73,14 @@ def use_keras(major: int) -> Any:
     """Export with Keras `major` (2 or 3) from now on; returns the module."""
     global keras
     if major == 3:
-        import keras as k3  # noqa: PLC0415
+        import keras as k3
 
         if not k3.__version__.startswith("3."):
             raise SystemExit(f"Keras 3 asked, this environment has Keras {k3.__version__}")
         keras = k3
     elif major == 2:
         if tf.__version__ >= "2.16":
-            import tf_keras  # noqa: PLC0415 - pip install tf-keras (same version as TensorFlow)
+            import tf_keras
 
             keras = tf_keras
         else:

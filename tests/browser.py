@@ -10,8 +10,8 @@
 (commands) and 4 (answers and events): no websocket library needed.
 """
 
-import contextlib
 import base64
+import contextlib
 import json
 import os
 import shutil

@@ -12,7 +12,6 @@ explicitly or because a fixture it uses needs it (marked here at collection).
 attempt to create or use a toolchain fails the test, so a missing marker shows.
 """
 
-from tfaot_dist.toolchain import Toolchain
 import os
 import shutil
 import subprocess
@@ -25,9 +24,9 @@ import pytest
 import yaml
 
 from tfaot_dist import cli
-from tfaot_dist.registry import DEFAULT_REQUIREMENTS
 from tfaot_dist.cache import Cache, default_cache
-from tfaot_dist.toolchain import ensure_toolchain, worker_env
+from tfaot_dist.registry import DEFAULT_REQUIREMENTS
+from tfaot_dist.toolchain import Toolchain, ensure_toolchain, worker_env
 
 if TYPE_CHECKING:
     from test_distribution import Fleet

@@ -6,7 +6,6 @@ set up fine, so that a refusal in a test is the hostile part's doing) and let a 
 attacker would.
 """
 
-from conftest import Cli
 import gzip
 import hashlib
 import io
@@ -16,6 +15,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from conftest import Cli
 
 from tfaot_dist.channels.channel import ChannelPackage, index_line, render_index, verify_archive
 from tfaot_dist.cxx import scram_tool

@@ -17,7 +17,6 @@ CMake package config, so the CMake edit is the release's: find_package(absl) + t
 Built once per key (the wheel's runtime sources, the Abseil build, the compiler, this file).
 """
 
-from tfaot_dist.toolchain import Toolchain
 import json
 import os
 import shutil
@@ -29,6 +28,7 @@ from tfaot_dist import process
 from tfaot_dist.cache import ensure_entry
 from tfaot_dist.cxx import abseil, build_kit
 from tfaot_dist.errors import RuntimeBuildError
+from tfaot_dist.toolchain import Toolchain
 from tfaot_dist.util.fs import sha256_bytes, sha256_file, tree_digest
 from tfaot_dist.util.progress import Log
 

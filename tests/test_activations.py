@@ -9,8 +9,6 @@ zeros, tiny and huge magnitudes, a dense sweep) and compare every output with
 TensorFlow's on the same inputs.
 """
 
-from conftest import Cli
-from tfaot_dist.toolchain import Toolchain
 import json
 import math
 import re
@@ -19,13 +17,14 @@ import sys
 from array import array
 from pathlib import Path
 
-from conftest import run_in_toolchain
+from conftest import Cli, run_in_toolchain
 
-from tfaot_dist import package as pkg
 from tfaot_dist import harness
-from tfaot_dist.cxx.xla_runtime import ensure_runtime
+from tfaot_dist import package as pkg
 from tfaot_dist.channels import cpu_target
+from tfaot_dist.cxx.xla_runtime import ensure_runtime
 from tfaot_dist.documents import ReferenceCase
+from tfaot_dist.toolchain import Toolchain
 
 BATCH = 64  # rows of the special-value case: compiled sizes 1 and 4, stitched
 SPECIALS = [math.nan, math.inf, -math.inf, 0.0, -0.0, 1e-30, -1e-30, -1e-8, 1e-8, -0.3, -0.5, -1.0, -20.0,

@@ -1,16 +1,13 @@
 """add-model, list and show against real git repositories and a real TensorFlow toolchain."""
 
-from collections.abc import Iterator
-from conftest import Cli
-from conftest import DataRepo
-from pathlib import Path
 import json
 import shutil
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import yaml
-
-from conftest import aot_config, git, snapshot
+from conftest import Cli, DataRepo, aot_config, git, snapshot
 
 INVALID, UNAVAILABLE, USAGE = 3, 4, 2
 

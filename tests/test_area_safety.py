@@ -6,16 +6,15 @@ publisher would write them. Each refusal: its exit code, one error line, no trac
 test's directory (area, cache, the "outside" the links point to) exactly as it was.
 """
 
-from conftest import Cli
 import json
 import os
 import stat
 from pathlib import Path
 
 import pytest
-
-from conftest import snapshot
+from conftest import Cli, snapshot
 from hostile import RUNTIME, Channel, model_files, one_error, refused
+
 from tfaot_dist.cxx import scram_tool
 
 

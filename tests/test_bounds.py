@@ -5,21 +5,18 @@ SavedModel (one download deadline for all attempts: tests/test_security.py).
 The TensorFlow cases (marked tf) make their hostile SavedModels with the toolchain here.
 """
 
-from conftest import Cli
-from tfaot_dist.toolchain import Toolchain
 import json
 from pathlib import Path
 
 import pytest
 import yaml
-
-from conftest import run_in_toolchain
+from conftest import Cli, run_in_toolchain
 from hostile import Channel, archive_bytes, model_files, refused
+
 from tfaot_dist import config, limits
 from tfaot_dist.channels.channel import ChannelPackage
 from tfaot_dist.errors import InvalidInput
-
-
+from tfaot_dist.toolchain import Toolchain
 
 # ---------------------------------------------------------------- batch sizes
 

@@ -1,7 +1,5 @@
 """build and compile with real TensorFlow: package contents, digests, argument order, up-to-date checks."""
 
-from conftest import Cli
-from tfaot_dist.toolchain import Toolchain
 import json
 import re
 import subprocess
@@ -10,10 +8,11 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
+from conftest import Cli
 
 from tfaot_dist import builder
+from tfaot_dist.toolchain import WORKER, Toolchain, worker_env
 from tfaot_dist.util.fs import sha256_file
-from tfaot_dist.toolchain import WORKER, worker_env
 
 
 def package_dir(built: Path, name: str) -> Path:

@@ -1,13 +1,13 @@
 """The cache layout and its one primitive for entries (cache.ensure_entry); no TensorFlow."""
 
 import multiprocessing
-from collections.abc import Callable
-from multiprocessing import queues, synchronize
 import os
 import re
 import shutil
 import signal
 import time
+from collections.abc import Callable
+from multiprocessing import queues, synchronize
 from pathlib import Path
 
 import pytest

@@ -5,7 +5,6 @@ toolchains/KEY/bin/python (run by the next command) or builds/KEY/ (copied to di
 The machines run as root, so "another user" is played by chown to nobody (uid 65534).
 """
 
-from conftest import Cli
 import json
 import os
 import stat
@@ -13,8 +12,9 @@ from pathlib import Path
 from typing import NoReturn
 
 import pytest
-
+from conftest import Cli
 from hostile import Channel, archive_bytes, model_files, refused
+
 from tfaot_dist import cache as cache_mod
 from tfaot_dist import toolchain as toolchain_mod
 from tfaot_dist.errors import IntegrityError

@@ -1,22 +1,22 @@
 """The channel's HTML catalogue: written by publish, escaped, consistent with index.json, and
 checked in a real headless Chromium loading it over HTTP from 127.0.0.1."""
 
-from conftest import Cli
-from tfaot_dist.toolchain import Toolchain
 import json
-from contextlib import closing
 import urllib.request
+from contextlib import closing
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import pytest
-
 from browser import Browser
+from conftest import Cli
 from httpserve import Server
+
 from tfaot_dist.channels import catalogue
 from tfaot_dist.channels.channel import RUNTIME, ChannelPackage, parse_index
 from tfaot_dist.documents import Manifest
+from tfaot_dist.toolchain import Toolchain
 
 SCREENSHOT = Path("/tmp/catalogue.png")
 MODELS = ("tfaot-model-test-multi", "tfaot-model-test-simple")
@@ -175,8 +175,7 @@ def test_catalogue_in_headless_chromium(published: Path) -> None:
         assert sorted(visible("")) == sorted(listed)
 
         # Every link on the index and on each version page resolves over HTTP.
-        pages = [server.url("index.html")] + browser.eval("[...document.querySelectorAll('#packages a')]"
-                                                           ".map(a => a.href)")
+        pages = [server.url("index.html"), *browser.eval("[...document.querySelectorAll('#packages a')]" ".map(a => a.href)")]
         assert len(pages) == 1 + len(rows)
         for url in pages:
             browser.open(url)
@@ -217,6 +216,7 @@ def test_readme_cpp_example_builds_with_pkg_config_and_matches_tensorflow(built:
     import subprocess
 
     from conftest import REPO
+
     from tfaot_dist.toolchain import worker_env
 
     readme = (REPO / "README.md").read_text().split("## Using a package from C++", 1)[1]
@@ -243,4 +243,4 @@ def test_readme_cpp_example_builds_with_pkg_config_and_matches_tensorflow(built:
     tf = subprocess.run([str(toolchain.python), "-I", "-c", README_TF, str(example_models / "multi" / "saved_model")],
                         env=worker_env(tmp_path), capture_output=True, text=True, check=True).stdout.split()
     assert len(aot) == len(tf) == 8
-    assert all(abs(float(a) - float(t)) <= 1e-5 for a, t in zip(aot, tf)), (aot, tf)
+    assert all(abs(float(a) - float(t)) <= 1e-5 for a, t in zip(aot, tf, strict=False)), (aot, tf)

@@ -8,20 +8,19 @@ records every request, so a test can say what reached which host. A second serve
 (tests/test_oci.py, and the fast round trip at the end).
 """
 
-from collections.abc import Callable, Iterator
-from conftest import Cli
 import base64
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
-
-from conftest import snapshot
+from conftest import Cli, snapshot
 from hostile import Channel, Server, answer, hand_built_dist, one_error
+
 from tfaot_dist.channels.oci import MAX_PARTS, MAX_TAG_PAGES, MAX_TAGS, TOKEN_ENV, USERNAME_ENV
 
 SECRET = "s3cr3t-" + os.urandom(6).hex()

@@ -1,18 +1,15 @@
 """The first hour of a new user: help, init, messages that say what happened, one exit code per kind."""
 
-from conftest import Cli
-from conftest import DataRepo
 import argparse
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import Cli, DataRepo, snapshot
 
 from tfaot_dist import cli, errors
 from tfaot_dist.registry import Registry
-
-from conftest import snapshot
 
 USAGE, INVALID, UNAVAILABLE = 2, 3, 4
 

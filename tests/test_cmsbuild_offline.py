@@ -18,7 +18,6 @@ toolchain.python and toolchain.runtime), file by file, and that the tool file na
 root after relocation.
 """
 
-from tfaot_dist.toolchain import Toolchain
 import ast
 import hashlib
 import json
@@ -31,16 +30,22 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, TF212, fresh_cache, git, run_in_toolchain
-from test_specs import as_cmsbuild_would, entry, specs_cli, write_entry, write_registry_yaml
-from test_specs import golden_registry  # noqa: F401 - the fixture
 from release_runtime import ABSEIL_DIR, RUNTIME_DIR, ensure_release_runtime
+from test_specs import (
+    as_cmsbuild_would,
+    entry,
+    golden_registry,  # noqa: F401 - the fixture
+    specs_cli,
+    write_entry,
+    write_registry_yaml,
+)
 
 from tfaot_dist import cli, package
 from tfaot_dist.cxx import runtime_package, scram_tool
-from tfaot_dist.specs import flavors
-from tfaot_dist.registry import Registry
-from tfaot_dist.toolchain import WORKER
 from tfaot_dist.cxx.xla_runtime import ensure_runtime
+from tfaot_dist.registry import Registry
+from tfaot_dist.specs import flavors
+from tfaot_dist.toolchain import WORKER, Toolchain
 
 PKGREL = "slc-test/external"  # where cmsBuild installs externals: %{instroot}/%{cmsplatf}/external/%n/%v
 # Which installed files differ from `tfaot-dist build`'s package, by design:

@@ -1,9 +1,10 @@
 """The AOT config schema: defaults, and one error naming file and field per malformed value."""
 
-from conftest import Cli
+import re
 from pathlib import Path
 
 import pytest
+from conftest import Cli
 
 from tfaot_dist.config import load_aot_config
 from tfaot_dist.errors import InvalidInput
@@ -103,7 +104,7 @@ def test_bad_config_names_file_and_field(config_dir: Path, text: str, message: s
 
 def test_saved_model_dir_without_saved_model_pb(config_dir: Path) -> None:
     (config_dir / "saved_model" / "saved_model.pb").unlink()
-    with pytest.raises(InvalidInput, match="has no saved_model.pb"):
+    with pytest.raises(InvalidInput, match=re.escape("has no saved_model.pb")):
         load_aot_config(write(config_dir, GOOD))
 
 
@@ -189,6 +190,7 @@ def test_any_model_version_and_unknown_keys_warn(config_dir: Path) -> None:
                                              ("release candidate", "0+release.candidate"), ("é", "0")])
 def test_package_version_of_a_model_version(written: str, pep440: str) -> None:
     from packaging.version import Version
+
     from tfaot_dist.config import package_version
     assert package_version(written) == pep440
     assert str(Version(pep440)) == pep440
@@ -196,9 +198,9 @@ def test_package_version_of_a_model_version(written: str, pep440: str) -> None:
 
 def test_registry_overrides_still_refuse_unknown_keys(tmp_path: Path) -> None:
     from tfaot_dist.config import parse_compilation
-    with pytest.raises(InvalidInput, match="overrides.colour: unknown key"):
+    with pytest.raises(InvalidInput, match=re.escape("overrides.colour: unknown key")):
         parse_compilation({"colour": 1}, tmp_path / "m.yaml", "overrides", True)
-    with pytest.raises(InvalidInput, match="overrides.namespace: expected a string, got None"):
+    with pytest.raises(InvalidInput, match=re.escape("overrides.namespace: expected a string, got None")):
         parse_compilation({"namespace": None}, tmp_path / "m.yaml", "overrides", True)
 
 

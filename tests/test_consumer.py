@@ -1,6 +1,5 @@
 """A user's C++ program against installed packages: same numbers as TensorFlow, no TensorFlow linked."""
 
-from tfaot_dist.toolchain import Toolchain
 import array
 import json
 import random
@@ -10,11 +9,13 @@ import tarfile
 from pathlib import Path
 
 import pytest
-
 from conftest import run_in_toolchain
-from tfaot_dist.errors import VerificationFailed
-from tfaot_dist import harness, package as pkg
+
+from tfaot_dist import harness
+from tfaot_dist import package as pkg
 from tfaot_dist.cxx.xla_runtime import ensure_runtime
+from tfaot_dist.errors import VerificationFailed
+from tfaot_dist.toolchain import Toolchain
 
 CONSUMER = r"""
 #include <cstdio>
@@ -99,9 +100,9 @@ def test_consumer_matches_tensorflow_on_fresh_inputs(area: Path, example_models:
                      tmp=tmp_path / "tmp")
     want = (tmp_path / "tf.txt").read_text().split("\n")
     assert len(got) == len(want) == n + 1, (seed, got, want)
-    for row_got, row_want in zip(got[:-1], want[:-1]):
+    for row_got, row_want in zip(got[:-1], want[:-1], strict=False):
         a, b = row_got.split(), row_want.split()
-        for u, v in zip(a[:2], b[:2]):
+        for u, v in zip(a[:2], b[:2], strict=False):
             assert abs(float(u) - float(v)) <= 1e-5 * max(1.0, abs(float(v))), (seed, n, row_got, row_want)
         assert a[2:] == b[2:], (seed, n, row_got, row_want)
 

@@ -14,27 +14,26 @@ headers as system headers, as scram's SYSTEM_INCLUDE makes them).
 
 from __future__ import annotations
 
-from typing import Any
-from tfaot_dist.toolchain import Toolchain
-
 import json
 import os
 import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
-
 from conftest import fresh_cache
+
 from tfaot_dist import builder
-from tfaot_dist.cxx import INTERFACE_INCLUDE, runtime_package, scram_tool
-from tfaot_dist.channels import cpu_target
 from tfaot_dist.cache import Cache
-from tfaot_dist.registry import Defaults
-from tfaot_dist.util.render import render_model_header
-from tfaot_dist.session import Session
+from tfaot_dist.channels import cpu_target
+from tfaot_dist.cxx import INTERFACE_INCLUDE, runtime_package, scram_tool
 from tfaot_dist.cxx.xla_runtime import ensure_runtime
+from tfaot_dist.registry import Defaults
+from tfaot_dist.session import Session
+from tfaot_dist.toolchain import Toolchain
+from tfaot_dist.util.render import render_model_header
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_SOURCE = ROOT / "tests" / "cpp" / "test_interface.cc"
@@ -80,15 +79,7 @@ def link_flags(toolchain: Toolchain, shared_cache: Path) -> tuple[list[str], lis
 
 # warnings our own code (interface headers, model.h, test) must not trigger
 WARNINGS = ["-Wall", "-Wextra", "-Werror"]
-STRICT_WARNINGS = WARNINGS + [
-    "-Wpedantic",
-    "-Wshadow",
-    "-Wconversion",
-    "-Wsign-conversion",
-    "-Wold-style-cast",
-    "-Wnon-virtual-dtor",
-    "-Woverloaded-virtual",
-]
+STRICT_WARNINGS = [*WARNINGS, "-Wpedantic", "-Wshadow", "-Wconversion", "-Wsign-conversion", "-Wold-style-cast", "-Wnon-virtual-dtor", "-Woverloaded-virtual"]
 
 SIGNATURES: dict[str, dict[str, Any]] = {
     "simple": {

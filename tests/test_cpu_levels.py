@@ -1,7 +1,5 @@
 """Multi-level packages: code for several x86-64 levels in one package, the best chosen at run time."""
 
-from conftest import Cli
-from tfaot_dist.toolchain import Toolchain
 import array
 import json
 import os
@@ -11,19 +9,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import Cli, fresh_cache
 
-from conftest import fresh_cache
 from tfaot_dist import builder
+from tfaot_dist.cache import Cache
 from tfaot_dist.channels import cpu_target
 from tfaot_dist.config import load_aot_config
-from tfaot_dist.documents import Compilation
-from tfaot_dist.errors import InvalidInput
-from tfaot_dist.cache import Cache
-from tfaot_dist.registry import DEFAULT_CPU_LEVELS, Defaults, Registry
-from tfaot_dist.session import Session
-from tfaot_dist.toolchain import WORKER, worker_env
 from tfaot_dist.cxx import INTERFACE_INCLUDE
 from tfaot_dist.cxx.xla_runtime import compile_consumer, ensure_runtime
+from tfaot_dist.documents import Compilation
+from tfaot_dist.errors import InvalidInput
+from tfaot_dist.registry import DEFAULT_CPU_LEVELS, Defaults, Registry
+from tfaot_dist.session import Session
+from tfaot_dist.toolchain import WORKER, Toolchain, worker_env
 
 LEVELS = ("x86-64", "x86-64-v3", "x86-64-v4")
 RUNNABLE = [level for level in LEVELS if cpu_target.check_host(level).ok]

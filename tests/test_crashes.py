@@ -20,8 +20,6 @@ A kill at a random moment rarely lands in the few microseconds between two renam
 util/fs.py's crash_point, where the process kills itself with SIGKILL).
 """
 
-from conftest import DataRepo
-from tfaot_dist.toolchain import Toolchain
 import collections
 import json
 import os
@@ -36,12 +34,13 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Snapshot, fresh_cache, snapshot
+from conftest import DataRepo, Snapshot, fresh_cache, snapshot
 
 from tfaot_dist import package as pkg
 from tfaot_dist.channels.channel import verify_archive
-from tfaot_dist.util.fs import CRASH_AT, sha256_file, tree_digest
 from tfaot_dist.channels.setup_area import buildsys_files, read_installed
+from tfaot_dist.toolchain import Toolchain
+from tfaot_dist.util.fs import CRASH_AT, sha256_file, tree_digest
 
 TRIALS = int(os.environ.get("TFAOT_DIST_KILL_TRIALS", "4"))
 SEED = int(os.environ.get("TFAOT_DIST_KILL_SEED", "2026"))

@@ -9,14 +9,13 @@ The many cases of each class are in test_hostile_registry.py, test_add_model.py,
 test_specs.py and test_distribution.py; this file is the table of the classes.
 """
 
-from conftest import Cli
 import json
 import shutil
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import DataRepo, snapshot
+from conftest import Cli, DataRepo, snapshot
 
 from tfaot_dist import errors
 from tfaot_dist.util.fs import sha256_file

@@ -1,12 +1,11 @@
 """Hostile and broken registry files: one error line naming file and field, exit 3, nothing changed."""
 
-from conftest import Cli
 from pathlib import Path
 from typing import Any
+
 import pytest
 import yaml
-
-from conftest import snapshot
+from conftest import Cli, snapshot
 
 GOOD = {
     "name": "m",

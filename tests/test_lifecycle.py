@@ -2,7 +2,6 @@
 build in dist/, a starter config, and --offline builds that create nothing. Real git repositories and
 the real TensorFlow toolchain."""
 
-from conftest import Cli
 import json
 import shutil
 from pathlib import Path
@@ -10,10 +9,10 @@ from typing import Any
 
 import pytest
 import yaml
-
-from conftest import DataRepo, git, snapshot
+from conftest import Cli, DataRepo, git, snapshot
 from hostile import RUNTIME, RUNTIME_VERSION, Channel, archive_bytes, hand_built_dist, model_files, refused
 from httpserve import Server
+
 from tfaot_dist.sources import GitSources
 
 USAGE, INVALID, UNAVAILABLE, INTEGRITY = 2, 3, 4, 7

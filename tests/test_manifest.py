@@ -1,11 +1,11 @@
 """The typed model manifest and the worker's compile protocol (documents.py), without TensorFlow:
 manifests read back to the same bytes, refusals name the field, the request is the wire format."""
 
-from pathlib import Path
-from typing import Any
 import copy
 import dataclasses
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -141,8 +141,8 @@ def test_bad_compile_answer_names_the_field(change: dict[str, dict[str, dict[str
 
 
 def test_check_answer_and_the_signature_line() -> None:
-    from tfaot_dist.documents import CheckAnswer, CheckRequest
     from tfaot_dist.check import describe_signature
+    from tfaot_dist.documents import CheckAnswer, CheckRequest
 
     assert CheckRequest(saved_model="/s", serving_key="k").to_json() == {"op": "check", "saved_model": "/s",
                                                                         "serving_key": "k"}

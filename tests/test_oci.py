@@ -3,9 +3,6 @@
 test's temporary directory; with an htpasswd file (bcrypt, apache2-utils' htpasswd) for the auth tests.
 """
 
-from test_distribution import Fleet
-from collections.abc import Iterator
-from conftest import Cli
 import json
 import os
 import shutil
@@ -14,15 +11,16 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import requests
-from conftest import snapshot
-from test_distribution import N_MODELS, RUNTIME, repacked, tool
+from conftest import Cli, snapshot
+from test_distribution import N_MODELS, RUNTIME, Fleet, repacked, tool
 
-from tfaot_dist.util.fs import sha256_file
 from tfaot_dist.channels.oci import TOKEN_ENV, USERNAME_ENV
+from tfaot_dist.util.fs import sha256_file
 
 NAMESPACE = "tfaot/models"
 

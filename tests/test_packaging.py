@@ -9,7 +9,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, DataRepo
 
 # Where the repository keeps what the wheel carries under tfaot_dist/ (pyproject's package-dir).

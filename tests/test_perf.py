@@ -6,8 +6,6 @@ times, and only where the margin is wide (the study's AOT vs TF C API at
 batch size 1 is about ten times).
 """
 
-from conftest import Cli
-from tfaot_dist.toolchain import Toolchain
 import json
 import re
 import shutil
@@ -16,13 +14,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, run_in_toolchain
+from conftest import REPO, Cli, run_in_toolchain
 
 from tfaot_dist import config as config_mod
 from tfaot_dist.channels import cpu_target
-from tfaot_dist.perf import bench, tune
 from tfaot_dist.documents import Compilation, JsonObject
 from tfaot_dist.errors import InvalidInput
+from tfaot_dist.perf import bench, tune
+from tfaot_dist.toolchain import Toolchain
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +55,7 @@ def test_each_constant_buffer_is_defined_once(built: Path) -> None:
     # Every buffer of batch size 4 is read from batch size 2's (or 1's, for identical small ones) symbols.
     assert labels and not [label for label in labels if "_simple_bs4_" in label]
     # The payload keeps the alignment tfcompile gave it (64 bytes after a 64 byte aligned symbol).
-    for symbol, (address, _) in nm_defined(root / "lib" / "simple_bs2_constants.o").items():
+    for symbol, (_address, _) in nm_defined(root / "lib" / "simple_bs2_constants.o").items():
         if symbol.endswith("_constant_buffer_contents"):
             readelf = subprocess.run(["readelf", "-SW", str(root / "lib" / "simple_bs2_constants.o")],
                                      check=True, capture_output=True, text=True).stdout
@@ -293,7 +292,7 @@ def test_compile_helpers_write_the_same_files(toolchain: Toolchain, example_mode
 
 def _fake_size(include: Path, lib: Path, bs: int, buffers: dict[str, bytes]) -> None:
     """A tfcompile-like header and constants object: 64-byte header (payload size) + payload, padded."""
-    header = ['extern "C" char {0}[] asm("{0}");'.format(n) for n in buffers]
+    header = [f'extern "C" char {n}[] asm("{n}");' for n in buffers]
     header.append("return {buffer_size, buffer + 64};")
     (include / f"m_bs{bs}.h").write_text("\n".join(header) + "\n")
     src = []

@@ -7,7 +7,6 @@ against it carry the same model objects as against ours, are verified against Te
 by the harness linked to the .so, and name the release's tool.
 """
 
-from tfaot_dist.toolchain import Toolchain
 import hashlib
 import json
 from pathlib import Path
@@ -17,9 +16,10 @@ from conftest import REPO, fresh_cache, run_in_toolchain
 from release_runtime import ABSEIL_DIR, RUNTIME_DIR, ensure_release_runtime
 
 from tfaot_dist import cli, package
-from tfaot_dist.cxx import INTERFACE_INCLUDE, buildsys, scram_tool
 from tfaot_dist.channels import cpu_target
+from tfaot_dist.cxx import INTERFACE_INCLUDE, buildsys, scram_tool
 from tfaot_dist.registry import Registry
+from tfaot_dist.toolchain import Toolchain
 
 PACKAGE = "tfaot-model-simple-1.0.0"
 

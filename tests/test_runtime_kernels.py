@@ -9,7 +9,6 @@ a double-precision reference; a level the CPU cannot run must be lowered to
 one it can, never executed.
 """
 
-from tfaot_dist.toolchain import Toolchain
 import json
 import re
 import subprocess
@@ -17,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tfaot_dist.cxx import runtime_kernels, runtime_parts, xla_runtime
 from tfaot_dist.channels import cpu_target
+from tfaot_dist.cxx import runtime_kernels, runtime_parts, xla_runtime
+from tfaot_dist.toolchain import Toolchain
 
 pytestmark = pytest.mark.slow
 

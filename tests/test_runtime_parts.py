@@ -5,18 +5,17 @@ real, for both TensorFlow versions; a model that calls a product carries the
 part in its archive and verifies; a model that calls none carries nothing.
 """
 
-from tfaot_dist.cxx.xla_runtime import XlaRuntime
-from conftest import Cli
-from tfaot_dist.toolchain import Toolchain
 import json
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import REPO, Cli, run_in_toolchain
 
-from conftest import REPO, run_in_toolchain
 from tfaot_dist.cxx import runtime_parts, xla_runtime
+from tfaot_dist.cxx.xla_runtime import XlaRuntime
+from tfaot_dist.toolchain import Toolchain
 
 
 def test_entry_points_are_claimed_by_their_own_part() -> None:

@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import Cli, snapshot
+
 from tfaot_dist import cli
-from tfaot_dist.util.download import DEADLINE_ENV, TIMEOUT_ENV, cached_archive, cached_verified, get_bytes
 from tfaot_dist.errors import IntegrityError, SourceUnavailable
 from tfaot_dist.sources import _extract_git_archive
 from tfaot_dist.util.archives import TAR, ZIP, extract
+from tfaot_dist.util.download import DEADLINE_ENV, TIMEOUT_ENV, cached_archive, cached_verified, get_bytes
 
 
 @pytest.fixture

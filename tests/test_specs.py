@@ -10,26 +10,26 @@ The rpm tests build real rpms with rpmbuild from the packages `tfaot-dist
 build` made (Debian: `apt-get install rpm`).
 """
 
-from httpserve import Server
-from collections.abc import Iterator
 import hashlib
 import json
 import os
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from conftest import GIT_ENV, snapshot
+from httpserve import Server
 
 from tfaot_dist import cli
 from tfaot_dist.cxx import buildsys
-from tfaot_dist.specs import flavors, release
 from tfaot_dist.documents import Manifest
 from tfaot_dist.registry import Registry
+from tfaot_dist.specs import flavors, release
 from tfaot_dist.util.render import render
 from tfaot_dist.util.textsafe import environment, one_line, pkgconfig_text, spec_text
 

@@ -7,7 +7,6 @@ Abseil that grpcio 1.51.3 vendors. The first run builds the 2.12 toolchain
 and runtime into the shared cache (minutes); later runs reuse them.
 """
 
-from tfaot_dist.toolchain import Toolchain
 import json
 import subprocess
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 from conftest import REPO, TF212, fresh_cache, run_in_toolchain
 
 from tfaot_dist import cli, package
+from tfaot_dist.toolchain import Toolchain
 
 # Measured: the 2.12 toolchain, Abseil and runtime build and the worker compiles, but model.h
 # (spec_templates/model.h.j2) calls GetArgName/GetResultName/result_size(i), which TF 2.12's

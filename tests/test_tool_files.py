@@ -10,7 +10,6 @@ headers with <flags SYSTEM_INCLUDE="1"/>. The tests read every tool file we
 ship that way and check those conventions.
 """
 
-from conftest import Cli
 import json
 import re
 import tarfile
@@ -18,8 +17,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from conftest import Cli, snapshot
 
-from conftest import snapshot
 from tfaot_dist.cxx import scram_tool
 
 # cmsdist's form, as a release installs it (config/toolbox/ARCH/tools/selected/): the release's runtime tool.

@@ -1,14 +1,13 @@
 """Isolated environments: created once, keyed by their requirements, rebuilt when broken."""
 
-from pathlib import Path
-from tfaot_dist.toolchain import Toolchain
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from tfaot_dist import cli
-from tfaot_dist.toolchain import ensure_toolchain, list_toolchains, toolchain_key, worker_env
+from tfaot_dist.toolchain import Toolchain, ensure_toolchain, list_toolchains, toolchain_key, worker_env
 
 SMALL = ("numpy",)  # a real, quick environment; the TensorFlow one is tested everywhere else
 

@@ -7,7 +7,6 @@ for Keras 2 exports (tf_keras) of the recurrent models with TensorFlow 2.21, and
 convolutional models exported and compiled by TensorFlow 2.12 (tf.keras is Keras 2 there).
 """
 
-from tfaot_dist.toolchain import Toolchain
 import json
 import math
 import random
@@ -21,12 +20,12 @@ from typing import Any
 
 import pytest
 import yaml
-
 from conftest import REPO, TF212, DataRepo, fresh_cache, run_in_toolchain
+
 from tfaot_dist import cli
 from tfaot_dist.channels import cpu_target
 from tfaot_dist.registry import DEFAULT_CPU_LEVELS, DEFAULT_REQUIREMENTS
-from tfaot_dist.toolchain import WORKER, ensure_toolchain, worker_env
+from tfaot_dist.toolchain import WORKER, Toolchain, ensure_toolchain, worker_env
 
 pytestmark = [pytest.mark.slow]
 

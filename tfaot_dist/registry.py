@@ -261,7 +261,7 @@ def parse_source(src: Fields) -> GitSource | ArchiveSource:
         src.done()
         return archive
     url = src.take("git", str, required=True)
-    from tfaot_dist.sources import check_git_url  # noqa: PLC0415 - keeps registry free of git at import
+    from tfaot_dist.sources import check_git_url
 
     check_git_url(url, src.at("git"))
     branch = src.take("branch", str, default=None)

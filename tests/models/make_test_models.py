@@ -18,7 +18,7 @@ from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-import tensorflow as tf  # noqa: E402
+import tensorflow as tf
 
 
 # TensorFlow's objects are Any here: tfaot-dist's venv has no TensorFlow.

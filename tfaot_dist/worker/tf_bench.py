@@ -78,7 +78,7 @@ def run(req: Json) -> Json:
         feeds: dict[str, Any] = {}  # name -> tf.Tensor
         for name in sorted(specs):
             spec = specs[name]
-            shape = [bs] + spec.shape.as_list()[1:]
+            shape = [bs, *spec.shape.as_list()[1:]]
             values = rng.uniform(-2.0, 2.0, size=shape)
             feeds[name] = tf.constant(values > 0 if spec.dtype == tf.bool else values.astype(spec.dtype.as_numpy_dtype))
         for _ in range(req["warmup"]):
@@ -97,7 +97,7 @@ def flops_per_event(tf: Any, fn: Any, specs: dict[str, Any]) -> int | None:
     """The profiler's float operation count of the signature traced at batch size 1 (None if unknown)."""
     from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
-    one = {name: tf.TensorSpec([1] + spec.shape.as_list()[1:], spec.dtype) for name, spec in specs.items()}
+    one = {name: tf.TensorSpec([1, *spec.shape.as_list()[1:]], spec.dtype) for name, spec in specs.items()}
     concrete = tf.function(lambda **kw: fn(**kw)).get_concrete_function(**one)
     graph = convert_variables_to_constants_v2(concrete).graph
     builder = tf.compat.v1.profiler.ProfileOptionBuilder

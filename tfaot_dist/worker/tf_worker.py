@@ -71,7 +71,7 @@ def _release_paths() -> None:
     """Where an existing Python (a release's python3) finds TensorFlow: `-I` ignores PYTHONPATH and
     PYTHON3PATH, which the caller passes on only for such a Python, so they are applied here, as
     cmsdist's sitecustomize.py does for PYTHON3PATH (site.addsitedir)."""
-    import site  # noqa: PLC0415
+    import site
 
     sys.path[0:0] = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     for path in [p for p in os.environ.get("PYTHON3PATH", "").split(os.pathsep) if p]:
@@ -79,7 +79,7 @@ def _release_paths() -> None:
 
 
 def _import_tf() -> Any:
-    import tensorflow as tf  # noqa: PLC0415 - the import is the expensive part
+    import tensorflow as tf
 
     tf.get_logger().setLevel("ERROR")
     return tf
@@ -551,7 +551,7 @@ def _load_tfcompile() -> Any:
     import importlib.util
 
     spec = importlib.util.find_spec("tensorflow")
-    pkg = list(spec.submodule_search_locations)[0] if spec and spec.submodule_search_locations else None
+    pkg = next(iter(spec.submodule_search_locations)) if spec and spec.submodule_search_locations else None
     for suffix in importlib.machinery.EXTENSION_SUFFIXES if pkg else ():
         path = os.path.join(pkg or "", "python", "_pywrap_tfcompile" + suffix)
         if os.path.isfile(path):
@@ -635,7 +635,7 @@ class _Helpers:
             except queue.Empty:
                 dead = [p for p in self.procs if not p.is_alive()]
                 if dead:
-                    raise WorkerError(COMPILE_FAILED, f"a tfcompile helper died (exit code {dead[0].exitcode})")
+                    raise WorkerError(COMPILE_FAILED, f"a tfcompile helper died (exit code {dead[0].exitcode})") from None
         return results
 
     def close(self) -> None:
@@ -842,10 +842,7 @@ def do_compile(tf: Any, req: Json) -> Json:
 
     files: dict[str, Json] = {}
     # Relative output prefixes keep the header guard free of build paths.
-    if HELPERS is not None:
-        errors = HELPERS.finish()
-    else:
-        errors = {job["key"]: _run_job(job, out_dir) for job in jobs}
+    errors = HELPERS.finish() if HELPERS is not None else {job["key"]: _run_job(job, out_dir) for job in jobs}
     t = _stage("tfcompile", t)
     os.chdir(out_dir)
     for job in jobs:
@@ -853,7 +850,8 @@ def do_compile(tf: Any, req: Json) -> Json:
         if errors[key] is not None:
             where = f"batch size {bs}" + (f", CPU level {job['target_cpu'] or 'x86-64'}" if levels else "")
             raise WorkerError(COMPILE_FAILED, f"{where}: {errors[key]}")
-        header_text = open(stem + ".h").read()
+        with open(stem + ".h") as header:
+            header_text = header.read()
         args = _header_names(header_text, "StaticArgNames")
         results = _header_names(header_text, "StaticResultNames")
         want_args = ["feed_" + t["name"].replace("/", "_") for t in signature["inputs"]]
