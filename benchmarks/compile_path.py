@@ -47,7 +47,9 @@ tf.saved_model.save(m, dst, signatures=sigs)
 """
 
 # The worker before this change: static SavedModel, then saved_model_aot_compile per size, one import.
-IN_PROCESS = STATIC_SIGNATURES + """
+IN_PROCESS = (
+    STATIC_SIGNATURES
+    + """
 from tensorflow.python.tools import saved_model_aot_compile as aot, saved_model_utils
 import os
 out = sys.argv[4]
@@ -60,6 +62,7 @@ for bs in sizes:
         meta_graph_def=meta, output_prefix=f"m_bs{bs}", signature_def_key=f"serving_bs{bs}",
         cpp_class=f"tfaot_model::m_bs{bs}", target_triple="x86_64-pc-linux", target_cpu="")
 """
+)
 
 
 def timed(cmd: list[str], **kw: Any) -> float:
@@ -79,38 +82,94 @@ def main() -> int:
     shared = default_cache()
     toolchain = ensure_toolchain(shared, DEFAULT_REQUIREMENTS)
     py = str(toolchain.python)
-    times: dict[str, list[float]] = {k: [] for k in ("upstream", "in-process", "worker", "worker+helpers", "build")}
+    times: dict[str, list[float]] = {
+        k: [] for k in ("upstream", "in-process", "worker", "worker+helpers", "build")
+    }
     stages = {}
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
         env = worker_env(tmp / "t")
         (tmp / "t").mkdir()
-        subprocess.run([py, "-I", str(REPO / "examples/make_models.py"), str(tmp / "m"), args.model], env=env,
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [py, "-I", str(REPO / "examples/make_models.py"), str(tmp / "m"), args.model],
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         config = tmp / "m" / args.model / "aot_config.yaml"
         config.write_text(config.read_text().replace("[1, 2, 4]", f"[{', '.join(map(str, sizes))}]"))
         saved_model = config.parent / "saved_model"
         for i in range(args.repeat):
-            t = timed([py, "-c", STATIC_SIGNATURES, str(saved_model), str(tmp / f"static{i}"),
-                       ",".join(map(str, sizes))], env=env)
+            t = timed(
+                [
+                    py,
+                    "-c",
+                    STATIC_SIGNATURES,
+                    str(saved_model),
+                    str(tmp / f"static{i}"),
+                    ",".join(map(str, sizes)),
+                ],
+                env=env,
+            )
             for bs in sizes:
-                t += timed([py, "-m", "tensorflow.python.tools.saved_model_cli", "aot_compile_cpu",
-                            "--dir", str(tmp / f"static{i}"), "--tag_set", "serve",
-                            "--signature_def_key", f"serving_bs{bs}", "--output_prefix", f"up{i}/m_bs{bs}",
-                            "--cpp_class", f"tfaot_model::m_bs{bs}"], env=env, cwd=tmp)
+                t += timed(
+                    [
+                        py,
+                        "-m",
+                        "tensorflow.python.tools.saved_model_cli",
+                        "aot_compile_cpu",
+                        "--dir",
+                        str(tmp / f"static{i}"),
+                        "--tag_set",
+                        "serve",
+                        "--signature_def_key",
+                        f"serving_bs{bs}",
+                        "--output_prefix",
+                        f"up{i}/m_bs{bs}",
+                        "--cpp_class",
+                        f"tfaot_model::m_bs{bs}",
+                    ],
+                    env=env,
+                    cwd=tmp,
+                )
             times["upstream"].append(t)
-            times["in-process"].append(timed([py, "-c", IN_PROCESS, str(saved_model), str(tmp / f"ip{i}"),
-                                              ",".join(map(str, sizes)), str(tmp / f"ipout{i}")], env=env))
+            times["in-process"].append(
+                timed(
+                    [
+                        py,
+                        "-c",
+                        IN_PROCESS,
+                        str(saved_model),
+                        str(tmp / f"ip{i}"),
+                        ",".join(map(str, sizes)),
+                        str(tmp / f"ipout{i}"),
+                    ],
+                    env=env,
+                )
+            )
             for path, jobs in (("worker", 1), ("worker+helpers", len(os.sched_getaffinity(0)))):
                 work = tmp / f"{path}{i}"
                 (work / "out").mkdir(parents=True)
                 start = time.perf_counter()
-                answer = run_worker(toolchain, {
-                    "op": "compile", "saved_model": str(saved_model), "serving_key": "serving_default",
-                    "batch_sizes": sizes, "namespace": "tfaot_model", "class_name": "m",
-                    "output_dir": str(work / "out"), "target_triple": "x86_64-pc-linux", "target_cpu": "",
-                    "reference_dir": str(work / "ref"), "reference_sizes": sorted(set(sizes) | {3}), "jobs": jobs,
-                }, work)
+                answer = run_worker(
+                    toolchain,
+                    {
+                        "op": "compile",
+                        "saved_model": str(saved_model),
+                        "serving_key": "serving_default",
+                        "batch_sizes": sizes,
+                        "namespace": "tfaot_model",
+                        "class_name": "m",
+                        "output_dir": str(work / "out"),
+                        "target_triple": "x86_64-pc-linux",
+                        "target_cpu": "",
+                        "reference_dir": str(work / "ref"),
+                        "reference_sizes": sorted(set(sizes) | {3}),
+                        "jobs": jobs,
+                    },
+                    work,
+                )
                 times[path].append(time.perf_counter() - start)
                 stages[path] = answer.get("timings", {})
             # tfaot-dist compile: fresh build cache sharing the warm toolchain, runtime and precompiled headers.
@@ -119,18 +178,36 @@ def main() -> int:
             for name in ("toolchains", "runtime", "abseil", "downloads", "pch"):
                 (shared / name).mkdir(parents=True, exist_ok=True)
                 (cache / name).symlink_to(shared / name)
-            times["build"].append(timed([sys.executable, "-m", "tfaot_dist", "compile", "--aot-config", str(config),
-                                         "--output-directory", str(tmp / f"out{i}")],
-                                        env={**env, "TFAOT_DIST_CACHE": str(cache), "PATH": "/usr/bin:/bin"}))
+            times["build"].append(
+                timed(
+                    [
+                        sys.executable,
+                        "-m",
+                        "tfaot_dist",
+                        "compile",
+                        "--aot-config",
+                        str(config),
+                        "--output-directory",
+                        str(tmp / f"out{i}"),
+                    ],
+                    env={**env, "TFAOT_DIST_CACHE": str(cache), "PATH": "/usr/bin:/bin"},
+                )
+            )
     best = {k: min(v) for k, v in times.items()}
-    print(f"model {args.model}, batch sizes {sizes}, best of {args.repeat} (interleaved), load {os.getloadavg()}")
+    print(
+        f"model {args.model}, batch sizes {sizes}, best of {args.repeat} (interleaved), load {os.getloadavg()}"
+    )
     for path, seconds in best.items():
         print(f"  {path:15} {seconds:7.2f} s   upstream / {path}: {best['upstream'] / seconds:5.2f}")
     for path, st in stages.items():
         print(f"  {path} stages (last run): " + ", ".join(f"{k} {v:.2f}" for k, v in st.items()))
     if args.json:
-        args.json.write_text(json.dumps({"model": args.model, "batch_sizes": sizes, "times": times, "best": best,
-                                         "stages": stages}, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {"model": args.model, "batch_sizes": sizes, "times": times, "best": best, "stages": stages},
+                indent=1,
+            )
+        )
     return 0
 
 

@@ -95,12 +95,18 @@ def main() -> int:
             for m, k in SHAPES:
                 row = []
                 for n in COLUMNS:
-                    out = subprocess.run([str(exe), str(m), str(n), str(k), str(args.rounds)], check=True,
-                                         capture_output=True, text=True).stdout
+                    out = subprocess.run(
+                        [str(exe), str(m), str(n), str(k), str(args.rounds)],
+                        check=True,
+                        capture_output=True,
+                        text=True,
+                    ).stdout
                     r = json.loads(out)
                     results[f"{level.name} {m}x{k} n={n}"] = r
-                    row.append(f"n={n} {r['few_columns_us']:7.1f} / {r['eigen_us']:7.1f} "
-                               f"({r['eigen_us'] / r['few_columns_us']:.2f}x)")
+                    row.append(
+                        f"n={n} {r['few_columns_us']:7.1f} / {r['eigen_us']:7.1f} "
+                        f"({r['eigen_us'] / r['few_columns_us']:.2f}x)"
+                    )
                 print(f"  {m:4}x{k:<4} " + "  ".join(row), flush=True)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n")

@@ -59,8 +59,12 @@ def one_publish(channel: Path, dist: Path) -> float:
 def one_command(channel: Path, dist: Path) -> float:
     """The same as a user runs it: `tfaot-dist publish` in a new process (start-up and imports included)."""
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "tfaot_dist", "publish", "--channel", str(channel), "--dist", str(dist)],
-                   check=True, capture_output=True, cwd=REPO)
+    subprocess.run(
+        [sys.executable, "-m", "tfaot_dist", "publish", "--channel", str(channel), "--dist", str(dist)],
+        check=True,
+        capture_output=True,
+        cwd=REPO,
+    )
     return time.perf_counter() - start
 
 
@@ -78,11 +82,13 @@ def main() -> None:
         dist = work / "dist"
         dist.mkdir()
         files, extra = model_files("new-one")
-        (dist / "tfaot-model-new-one-1.0.tar.gz").write_bytes(archive_bytes("tfaot-model-new-one", "1.0", files,
-                                                                             extra))
+        (dist / "tfaot-model-new-one-1.0.tar.gz").write_bytes(
+            archive_bytes("tfaot-model-new-one", "1.0", files, extra)
+        )
         rfiles, rextra = runtime_files()
-        (dist / f"{RUNTIME}-{RUNTIME_VERSION}.tar.gz").write_bytes(archive_bytes(RUNTIME, RUNTIME_VERSION, rfiles,
-                                                                                 rextra))
+        (dist / f"{RUNTIME}-{RUNTIME_VERSION}.tar.gz").write_bytes(
+            archive_bytes(RUNTIME, RUNTIME_VERSION, rfiles, rextra)
+        )
         times: dict[str, list[float]] = {"empty": [], "big": [], "cli_empty": [], "cli_big": []}
         for _ in range(args.rounds):
             for kind in ("empty", "big", "cli_empty", "cli_big"):
@@ -92,12 +98,17 @@ def main() -> None:
                 times[kind].append((one_command if kind.startswith("cli") else one_publish)(target, dist))
                 shutil.rmtree(target)
         best = {k: min(v) for k, v in times.items()}
-        result = {"packages": args.packages, "make_big_channel_s": round(made, 1),
-                  "publish_empty_s": round(best["empty"], 3), "publish_big_s": round(best["big"], 3),
-                  "ratio_big_over_empty": round(best["big"] / best["empty"], 1),
-                  "command_empty_s": round(best["cli_empty"], 3), "command_big_s": round(best["cli_big"], 3),
-                  "command_ratio_big_over_empty": round(best["cli_big"] / best["cli_empty"], 1),
-                  "rounds": args.rounds}
+        result = {
+            "packages": args.packages,
+            "make_big_channel_s": round(made, 1),
+            "publish_empty_s": round(best["empty"], 3),
+            "publish_big_s": round(best["big"], 3),
+            "ratio_big_over_empty": round(best["big"] / best["empty"], 1),
+            "command_empty_s": round(best["cli_empty"], 3),
+            "command_big_s": round(best["cli_big"], 3),
+            "command_ratio_big_over_empty": round(best["cli_big"] / best["cli_empty"], 1),
+            "rounds": args.rounds,
+        }
         print(json.dumps(result, indent=1))
         if args.json:
             args.json.write_text(json.dumps(result, indent=1) + "\n")

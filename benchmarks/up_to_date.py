@@ -36,23 +36,38 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def tool(*args: object, capture: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tfaot_dist", *map(str, args)], check=True,
-                          capture_output=capture, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "tfaot_dist", *map(str, args)], check=True, capture_output=capture, text=True
+    )
 
 
 def prepare(work: Path, count: int) -> tuple[Path, Path]:
     registry, dist = work / "registry", work / "dist"
     if not (work / "data" / "data-repo.git").exists():
         shutil.rmtree(work / "data", ignore_errors=True)
-        url = subprocess.run([sys.executable, str(REPO / "examples" / "make_data_repo.py"), str(work / "data")],
-                             check=True, capture_output=True, text=True).stdout.strip()
+        url = subprocess.run(
+            [sys.executable, str(REPO / "examples" / "make_data_repo.py"), str(work / "data")],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
     else:
         url = f"file://{work / 'data' / 'data-repo.git'}"
     shutil.rmtree(registry, ignore_errors=True)
     registry.mkdir(parents=True)
     shutil.copyfile(REPO / "registry" / "registry.yaml", registry / "registry.yaml")
-    tool("--registry", registry, "add-model", "bench-000", "--source", url, "--aot-config",
-         "simple/aot_config.yaml", "--batch-sizes", "1")
+    tool(
+        "--registry",
+        registry,
+        "add-model",
+        "bench-000",
+        "--source",
+        url,
+        "--aot-config",
+        "simple/aot_config.yaml",
+        "--batch-sizes",
+        "1",
+    )
     print("building bench-000 for real (a minute the first time) ...", file=sys.stderr)
     tool("--registry", registry, "build", "bench-000", "--dist", dist)
 
@@ -63,15 +78,21 @@ def prepare(work: Path, count: int) -> tuple[Path, Path]:
     manifest = json.loads((real / "manifest.json").read_text())
     for i in range(1, count):
         name = f"bench-{i:03}"
-        (registry / "models" / f"{name}.yaml").write_text(yaml.safe_dump({**entry_yaml, "name": name},
-                                                                         sort_keys=False))
+        (registry / "models" / f"{name}.yaml").write_text(
+            yaml.safe_dump({**entry_yaml, "name": name}, sort_keys=False)
+        )
         key = builder.build_key(reg.load(name), defaults)
         target = dist / f"tfaot-model-{name}-1.0.0"
         shutil.rmtree(target, ignore_errors=True)
         shutil.copytree(real, target)
-        (target / "manifest.json").write_text(json.dumps(
-            {**manifest, "name": name, "package": f"tfaot-model-{name}", "build_key": key}, indent=1,
-            sort_keys=True) + "\n")
+        (target / "manifest.json").write_text(
+            json.dumps(
+                {**manifest, "name": name, "package": f"tfaot-model-{name}", "build_key": key},
+                indent=1,
+                sort_keys=True,
+            )
+            + "\n"
+        )
         shutil.copyfile(dist / f"{real.name}.tar.gz", dist / f"{target.name}.tar.gz")
     return registry, dist
 

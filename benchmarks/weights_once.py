@@ -40,7 +40,9 @@ def unshared_copy(package_root: Path, raw: Path, dest: Path, class_name: str, si
     name = manifest["package"]
     for bs in sizes:
         shutil.copyfile(raw / f"{class_name}_bs{bs}.h", dest / "include" / name / f"{class_name}_bs{bs}.h")
-        shutil.copyfile(raw / f"{class_name}_bs{bs}_constants.o", dest / "lib" / f"{class_name}_bs{bs}_constants.o")
+        shutil.copyfile(
+            raw / f"{class_name}_bs{bs}_constants.o", dest / "lib" / f"{class_name}_bs{bs}_constants.o"
+        )
     archive = dest / "lib" / f"lib{name}.a"
     archive.unlink()
     build_kit.archive(archive, sorted((dest / "lib").glob("*.o")))  # as package.py archives a model's objects
@@ -61,22 +63,40 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
         (tmp / "t").mkdir()
-        subprocess.run([str(toolchain.python), "-I", str(REPO / "examples/make_models.py"), str(tmp / "m"),
-                        args.model], env=worker_env(tmp / "t"), check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [str(toolchain.python), "-I", str(REPO / "examples/make_models.py"), str(tmp / "m"), args.model],
+            env=worker_env(tmp / "t"),
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         config_path = tmp / "m" / args.model / "aot_config.yaml"
         config = load_aot_config(config_path)
         weights = None
         for k in range(1, len(all_sizes) + 1):
             sizes = all_sizes[:k]
-            package = builder.compile_config(config_path, tmp / f"dist{k}", Session(Cache(cache), log=lambda m: None),
-                                             batch_sizes=tuple(sizes))
+            package = builder.compile_config(
+                config_path,
+                tmp / f"dist{k}",
+                Session(Cache(cache), log=lambda m: None),
+                batch_sizes=tuple(sizes),
+            )
             raw = tmp / f"raw{k}"
             (raw / "out").mkdir(parents=True)
-            run_worker(toolchain, {"op": "compile", "saved_model": str(config.saved_model),
-                                   "serving_key": config.serving_key, "batch_sizes": sizes,
-                                   "namespace": "tfaot_model", "class_name": config.name,
-                                   "output_dir": str(raw / "out"), "target_triple": "x86_64-pc-linux",
-                                   "target_cpu": ""}, raw)
+            run_worker(
+                toolchain,
+                {
+                    "op": "compile",
+                    "saved_model": str(config.saved_model),
+                    "serving_key": config.serving_key,
+                    "batch_sizes": sizes,
+                    "namespace": "tfaot_model",
+                    "class_name": config.name,
+                    "output_dir": str(raw / "out"),
+                    "target_triple": "x86_64-pc-linux",
+                    "target_cpu": "",
+                },
+                raw,
+            )
             before_root = unshared_copy(package.root, raw / "out", tmp / f"before{k}", config.name, sizes)
             row: dict[str, Any] = {"batch_sizes": sizes}  # a row of the JSON report
             for label, root in (("before", before_root), ("after", package.root)):
@@ -85,21 +105,32 @@ def main() -> int:
                 work.mkdir()
                 program = bench.build_aot_program(target, runtime, cache, work)
                 data = bench.model_data_bytes(program)
-                touch = subprocess.run([str(program), "touch", *map(str, sizes)], check=True, capture_output=True,
-                                       text=True).stdout
+                touch = subprocess.run(
+                    [str(program), "touch", *map(str, sizes)], check=True, capture_output=True, text=True
+                ).stdout
                 row[label] = {**data, **json.loads(touch.splitlines()[-1])}
             if weights is None:
-                info = bench.run_tf_python(toolchain, bench.Target(package.root, config.saved_model),
-                                           bench.Protocol(warmup=0, calls=0), tmp / "info", [])
+                info = bench.run_tf_python(
+                    toolchain,
+                    bench.Target(package.root, config.saved_model),
+                    bench.Protocol(warmup=0, calls=0),
+                    tmp / "info",
+                    [],
+                )
                 weights = info["weights"]["bytes"]
             rows.append(row)
-            print(f"{k} sizes {sizes}: model data before {row['before']['bytes']:>9} after {row['after']['bytes']:>9}"
-                  f" bytes ({row['after']['bytes'] / weights:.2f} x weights); program before "
-                  f"{row['before']['binary_bytes']:>9} after {row['after']['binary_bytes']:>9}; peak RSS before "
-                  f"{row['before']['vm_hwm_kb']} after {row['after']['vm_hwm_kb']} kB", flush=True)
+            print(
+                f"{k} sizes {sizes}: model data before {row['before']['bytes']:>9} after {row['after']['bytes']:>9}"
+                f" bytes ({row['after']['bytes'] / weights:.2f} x weights); program before "
+                f"{row['before']['binary_bytes']:>9} after {row['after']['binary_bytes']:>9}; peak RSS before "
+                f"{row['before']['vm_hwm_kb']} after {row['after']['vm_hwm_kb']} kB",
+                flush=True,
+            )
     print(f"weights of the SavedModel: {weights} bytes")
     if args.json:
-        args.json.write_text(json.dumps({"model": args.model, "weights_bytes": weights, "rows": rows}, indent=1))
+        args.json.write_text(
+            json.dumps({"model": args.model, "weights_bytes": weights, "rows": rows}, indent=1)
+        )
     return 0
 
 

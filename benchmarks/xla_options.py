@@ -48,30 +48,47 @@ NO_NAN_INF = ["--xla_cpu_fast_math_honor_nans=false", "--xla_cpu_fast_math_honor
 # study -> (default batch sizes, {label: compilation keys}); the first variant is the reference.
 # study -> (default batch sizes, {label: the compilation settings of a variant})
 STUDIES: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
-    "targets": ("1,8,64,512", {
-        "generic": {"cpu_levels": ["x86-64"]},
-        "x86-64-v3": V3,
-        "x86-64-v4": {"target_cpu": "x86-64-v4"},
-        "x86-64-v4, 512-bit vectors": {"target_cpu": "x86-64-v4", "xla_flags": ["--xla_cpu_prefer_vector_width=512"]},
-        "znver4 (this host)": {"target_cpu": "znver4"},
-    }),
-    "small-gemm": ("1,2,4,8,16,32,64", {
-        "XLA's tiles 11:9:1": {**V3, "xla_flags": [TILES + "11:9:1*vectwidth"]},
-        "ours 4:8:2 (default)": V3,
-        "4:16:2": {**V3, "xla_flags": [TILES + "4:16:2*vectwidth"]},
-        "6:16:2": {**V3, "xla_flags": [TILES + "6:16:2*vectwidth"]},
-    }),
-    "elementwise": ("64,256,1024", {
-        "default": V3,
-        "XLA's expm1 in Selu and Elu": {**V3, "activation_formulas": "xla"},
-        "fast math": {**V3, "xla_flags": FAST_MATH},
-        "fast math, functions, division": {**V3, "xla_flags": FAST_MATH + LOOSE},
-        "fast math, all": {**V3, "xla_flags": FAST_MATH + LOOSE + NO_NAN_INF},
-        "no platform-dependent math": {**V3, "xla_flags": ["--xla_cpu_enable_platform_dependent_math=false"]},
-        "old fusion emitters": {**V3, "xla_flags": ["--xla_cpu_use_fusion_emitters=false"]},
-        "tiled IR product, no Eigen": {**V3, "xla_flags": ["--xla_backend_extra_options="
-                                                           "xla_force_enable_experimental_llvm_ir_gemm"]},
-    }),
+    "targets": (
+        "1,8,64,512",
+        {
+            "generic": {"cpu_levels": ["x86-64"]},
+            "x86-64-v3": V3,
+            "x86-64-v4": {"target_cpu": "x86-64-v4"},
+            "x86-64-v4, 512-bit vectors": {
+                "target_cpu": "x86-64-v4",
+                "xla_flags": ["--xla_cpu_prefer_vector_width=512"],
+            },
+            "znver4 (this host)": {"target_cpu": "znver4"},
+        },
+    ),
+    "small-gemm": (
+        "1,2,4,8,16,32,64",
+        {
+            "XLA's tiles 11:9:1": {**V3, "xla_flags": [TILES + "11:9:1*vectwidth"]},
+            "ours 4:8:2 (default)": V3,
+            "4:16:2": {**V3, "xla_flags": [TILES + "4:16:2*vectwidth"]},
+            "6:16:2": {**V3, "xla_flags": [TILES + "6:16:2*vectwidth"]},
+        },
+    ),
+    "elementwise": (
+        "64,256,1024",
+        {
+            "default": V3,
+            "XLA's expm1 in Selu and Elu": {**V3, "activation_formulas": "xla"},
+            "fast math": {**V3, "xla_flags": FAST_MATH},
+            "fast math, functions, division": {**V3, "xla_flags": FAST_MATH + LOOSE},
+            "fast math, all": {**V3, "xla_flags": FAST_MATH + LOOSE + NO_NAN_INF},
+            "no platform-dependent math": {
+                **V3,
+                "xla_flags": ["--xla_cpu_enable_platform_dependent_math=false"],
+            },
+            "old fusion emitters": {**V3, "xla_flags": ["--xla_cpu_use_fusion_emitters=false"]},
+            "tiled IR product, no Eigen": {
+                **V3,
+                "xla_flags": ["--xla_backend_extra_options=xla_force_enable_experimental_llvm_ir_gemm"],
+            },
+        },
+    ),
 }
 
 
@@ -84,8 +101,9 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", type=Path)
-    ap.add_argument("--variant", action="append", help="a label of the study's variants to run (repeat it; "
-                    "default: all)")
+    ap.add_argument(
+        "--variant", action="append", help="a label of the study's variants to run (repeat it; default: all)"
+    )
     args = ap.parse_args()
     default_sizes, variants = STUDIES[args.study]
     if args.variant:
@@ -103,8 +121,12 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
         (tmp / "t").mkdir()
-        subprocess.run([str(toolchain.python), "-I", str(REPO / "examples/make_models.py"), str(tmp / "m"),
-                        args.model], env=worker_env(tmp / "t"), check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [str(toolchain.python), "-I", str(REPO / "examples/make_models.py"), str(tmp / "m"), args.model],
+            env=worker_env(tmp / "t"),
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         base = load_aot_config(tmp / "m" / args.model / "aot_config.yaml")
         programs: dict[str, Path] = {}
         for label, compilation in variants.items():
@@ -113,22 +135,37 @@ def main() -> int:
                 print(f"skip {label}: {check.message}")
                 continue
             cfg = tmp / f"v{len(programs)}.yaml"
-            cfg.write_text(json.dumps({
-                "model": {"name": args.model, "version": "1.0.0", "saved_model": str(base.saved_model)},
-                "compilation": {"batch_sizes": [int(s) for s in sizes], **compilation}}))
-            package = builder.compile_config(cfg, tmp / f"dist{len(programs)}", Session(Cache(cache), log=lambda m: None))
+            cfg.write_text(
+                json.dumps(
+                    {
+                        "model": {
+                            "name": args.model,
+                            "version": "1.0.0",
+                            "saved_model": str(base.saved_model),
+                        },
+                        "compilation": {"batch_sizes": [int(s) for s in sizes], **compilation},
+                    }
+                )
+            )
+            package = builder.compile_config(
+                cfg, tmp / f"dist{len(programs)}", Session(Cache(cache), log=lambda m: None)
+            )
             verification = package.model_manifest.verification
             assert verification is not None  # compile verifies before it writes a package
             deviations[label] = max(o.max_abs for o in verification.outputs.values())
             work = tmp / f"w{len(programs)}"
             work.mkdir()
             programs[label] = bench.build_aot_program(bench.Target(package.root, None), runtime, cache, work)
-            print(f"compiled and verified: {label} (largest deviation from TensorFlow {deviations[label]:.2g}, "
-                  f"tolerance {verification.tolerance:g})", flush=True)
+            print(
+                f"compiled and verified: {label} (largest deviation from TensorFlow {deviations[label]:.2g}, "
+                f"tolerance {verification.tolerance:g})",
+                flush=True,
+            )
         for _ in range(args.rounds):
             for label, program in programs.items():
-                rows = bench._json_lines([str(program), "time", str(args.warmup), str(args.calls), *sizes],
-                                         None, label)
+                rows = bench._json_lines(
+                    [str(program), "time", str(args.warmup), str(args.calls), *sizes], None, label
+                )
                 best = results.setdefault(label, {})
                 for r in rows:
                     us = r["seconds_per_call"] / r["batch_size"] * 1e6
@@ -139,8 +176,11 @@ def main() -> int:
     for label, row in results.items():
         print(f"{label:32}" + "".join(f"{row[bs]:8.2f} ({ref[bs] / row[bs]:.2f}x)" for bs in sorted(row)))
     if args.json:
-        args.json.write_text(json.dumps({"study": args.study, "per_event_us": results,
-                                         "max_abs_deviation": deviations}, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {"study": args.study, "per_event_us": results, "max_abs_deviation": deviations}, indent=1
+            )
+        )
     return 0
 
 

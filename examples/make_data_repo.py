@@ -22,9 +22,12 @@ from tfaot_dist.toolchain import ensure_toolchain, worker_env
 
 HERE = Path(__file__).resolve().parent
 GIT_IDENTITY = {
-    "GIT_AUTHOR_NAME": "tfaot-dist examples", "GIT_AUTHOR_EMAIL": "examples@tfaot-dist.invalid",
-    "GIT_COMMITTER_NAME": "tfaot-dist examples", "GIT_COMMITTER_EMAIL": "examples@tfaot-dist.invalid",
-    "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
+    "GIT_AUTHOR_NAME": "tfaot-dist examples",
+    "GIT_AUTHOR_EMAIL": "examples@tfaot-dist.invalid",
+    "GIT_COMMITTER_NAME": "tfaot-dist examples",
+    "GIT_COMMITTER_EMAIL": "examples@tfaot-dist.invalid",
+    "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
+    "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
 }
 
 
@@ -34,12 +37,17 @@ def git(*args: str, cwd: Path) -> str:
 
 
 def make_models(out: Path, names: Sequence[str] = ("simple", "multi")) -> None:
-    toolchain = ensure_toolchain(default_cache(), DEFAULT_REQUIREMENTS,
-                                 lambda m: print(f"make_data_repo: {m}", file=sys.stderr))
+    toolchain = ensure_toolchain(
+        default_cache(), DEFAULT_REQUIREMENTS, lambda m: print(f"make_data_repo: {m}", file=sys.stderr)
+    )
     tmp = out / ".tmp"
     tmp.mkdir(parents=True, exist_ok=True)
-    subprocess.run([str(toolchain.python), "-I", str(HERE / "make_models.py"), str(out), *names],
-                   env=worker_env(tmp), check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [str(toolchain.python), "-I", str(HERE / "make_models.py"), str(out), *names],
+        env=worker_env(tmp),
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     shutil.rmtree(tmp)
 
 

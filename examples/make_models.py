@@ -56,10 +56,12 @@ class _Multi(tf.Module):
         self.b0 = tf.Variable(rng.normal([32]) * 0.1)
         self.w1 = tf.Variable(rng.normal([32, 2]) * 0.3)
 
-    @tf.function(input_signature=[
-        tf.TensorSpec([None, 4], tf.float32, name="input_0"),
-        tf.TensorSpec([None, 4], tf.float64, name="input_1"),
-    ])
+    @tf.function(
+        input_signature=[
+            tf.TensorSpec([None, 4], tf.float32, name="input_0"),
+            tf.TensorSpec([None, 4], tf.float64, name="input_1"),
+        ]
+    )
     def __call__(self, input_0: Any, input_1: Any) -> dict[str, Any]:
         a = tf.concat([input_0, tf.cast(input_1, tf.float32)], axis=1)
         a = tf.tanh(tf.matmul(a, self.w0) + self.b0)
@@ -86,7 +88,9 @@ def make_study(layers: int, units: int) -> Callable[[], tuple[Any, str]]:
             a = tf.keras.layers.BatchNormalization(axis=1)(a)
             a = tf.keras.layers.Activation("selu")(a)
         y = tf.keras.layers.Dense(10, activation="softmax", name="output_0")(a)
-        return tf.keras.Model(inputs=x, outputs=y), f"study model, {layers} layers of {units} units, BatchNorm, SELU"
+        return tf.keras.Model(
+            inputs=x, outputs=y
+        ), f"study model, {layers} layers of {units} units, BatchNorm, SELU"
 
     return make
 

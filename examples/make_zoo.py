@@ -135,8 +135,12 @@ def build_deepjet(size: str) -> Built:
     conv = (64, 32, 32, 8) if big else (16, 8)
     lstm = (150, 50, 50) if big else (16, 8, 8)
     dense = (200,) + (100,) * 7 if big else (32, 32)
-    inputs = {"global_features": keras.Input((15,), name="global_features"), "cpf": keras.Input((n_cpf, 16), name="cpf"),
-              "npf": keras.Input((n_npf, 6), name="npf"), "sv": keras.Input((n_sv, 12), name="sv")}
+    inputs = {
+        "global_features": keras.Input((15,), name="global_features"),
+        "cpf": keras.Input((n_cpf, 16), name="cpf"),
+        "npf": keras.Input((n_npf, 6), name="npf"),
+        "sv": keras.Input((n_sv, 12), name="sv"),
+    }
     branches = [inputs["global_features"]]
     for key, units in zip(("cpf", "npf", "sv"), lstm, strict=True):
         a = keras.layers.BatchNormalization(name=f"{key}_norm")(inputs[key])
@@ -171,14 +175,19 @@ def build_deeptau(size: str) -> Built:
     a = keras.layers.Concatenate()(parts)
     a = keras.layers.Dense(filters, activation="relu", name="head")(a)
     probs = keras.layers.Dense(4, activation="softmax", name="probs")(a)
-    return keras.Model(inputs, {"probs": probs}), "DeepTau-like: Conv2D + BatchNorm + MaxPooling2D over cell grids"
+    return keras.Model(
+        inputs, {"probs": probs}
+    ), "DeepTau-like: Conv2D + BatchNorm + MaxPooling2D over cell grids"
 
 
 def build_particlenet(size: str) -> Built:
     big = size == "bench"
     points, k = (50, 16) if big else (16, 4)
     blocks = ((32, 32, 32), (64, 64, 64)) if big else ((16, 16),)
-    inputs = {"points": keras.Input((points, 2), name="points"), "features": keras.Input((points, 4), name="features")}
+    inputs = {
+        "points": keras.Input((points, 2), name="points"),
+        "features": keras.Input((points, 4), name="features"),
+    }
     coords, a = inputs["points"], keras.layers.BatchNormalization(name="features_norm")(inputs["features"])
     for b, channels in enumerate(blocks):
         edges = _layer(f"KnnEdges{b}", lambda p, f: _knn_features(p, f, k))(coords, a)
@@ -223,8 +232,10 @@ def build_gru_tagger(size: str) -> Built:
     a = keras.layers.GRU(width // 2, name="gru1")(a)
     probs = keras.layers.Dense(5, activation="softmax", name="probs")(a)
     value = keras.layers.Dense(1, name="value")(a)
-    return (keras.Model(ids, {"probs": probs, "value": value}),
-            "Embedding (mask_zero) + two stacked GRUs, two outputs")
+    return (
+        keras.Model(ids, {"probs": probs, "value": value}),
+        "Embedding (mask_zero) + two stacked GRUs, two outputs",
+    )
 
 
 def build_regression64(size: str) -> Built:
@@ -264,8 +275,10 @@ def build_pooling(size: str) -> Built:
     b = keras.layers.AveragePooling2D(2, name="avgpool2d")(b)
     b = keras.layers.GlobalMaxPooling2D()(b)
     probs = keras.layers.Dense(3, activation="softmax", name="probs")(keras.layers.Concatenate()([a, b]))
-    return (keras.Model({"sequence": seq, "image": image}, {"probs": probs}),
-            "Conv1D and Conv2D with max, average and global pooling")
+    return (
+        keras.Model({"sequence": seq, "image": image}, {"probs": probs}),
+        "Conv1D and Conv2D with max, average and global pooling",
+    )
 
 
 def _sequence_input(size: str) -> Any:
@@ -281,9 +294,11 @@ def build_recurrent(size: str) -> Built:
     a = keras.layers.LSTM(units, name="lstm1")(a)
     b = keras.layers.Bidirectional(keras.layers.GRU(units), name="bidirectional_gru")(masked)
     c = keras.layers.SimpleRNN(units, return_sequences=True, name="rnn")(masked)
-    outputs = {"lstm": keras.layers.Dense(3, activation="softmax", name="lstm")(a),
-               "bigru": keras.layers.Dense(2, name="bigru")(b),
-               "steps": keras.layers.Dense(2, name="steps")(c)}
+    outputs = {
+        "lstm": keras.layers.Dense(3, activation="softmax", name="lstm")(a),
+        "bigru": keras.layers.Dense(2, name="bigru")(b),
+        "steps": keras.layers.Dense(2, name="steps")(c),
+    }
     return keras.Model(x, outputs), "Masking, stacked LSTMs, bidirectional GRU, SimpleRNN sequences"
 
 
@@ -293,14 +308,17 @@ def _one_recurrent(kind: str) -> Callable[[str], Built]:
     def build(size: str) -> Built:
         units = 32 if size == "bench" else 8
         x = _sequence_input(size)
-        layer: Callable[[], Any] = {"lstm": lambda: keras.layers.LSTM(units, name="lstm")(x),
-                 "gru": lambda: keras.layers.GRU(units, name="gru")(x),
-                 "simple": lambda: keras.layers.SimpleRNN(units, name="rnn")(x),
-                 "stacked": lambda: keras.layers.LSTM(units, name="lstm1")(
-                     keras.layers.LSTM(units, return_sequences=True, name="lstm0")(x)),
-                 "bidirectional": lambda: keras.layers.Bidirectional(keras.layers.LSTM(units), name="bilstm")(x),
-                 "sequences": lambda: keras.layers.GRU(units, return_sequences=True, name="gru")(x),
-                 "masking": lambda: keras.layers.LSTM(units, name="lstm")(keras.layers.Masking(0.0)(x))}[kind]
+        layer: Callable[[], Any] = {
+            "lstm": lambda: keras.layers.LSTM(units, name="lstm")(x),
+            "gru": lambda: keras.layers.GRU(units, name="gru")(x),
+            "simple": lambda: keras.layers.SimpleRNN(units, name="rnn")(x),
+            "stacked": lambda: keras.layers.LSTM(units, name="lstm1")(
+                keras.layers.LSTM(units, return_sequences=True, name="lstm0")(x)
+            ),
+            "bidirectional": lambda: keras.layers.Bidirectional(keras.layers.LSTM(units), name="bilstm")(x),
+            "sequences": lambda: keras.layers.GRU(units, return_sequences=True, name="gru")(x),
+            "masking": lambda: keras.layers.LSTM(units, name="lstm")(keras.layers.Masking(0.0)(x)),
+        }[kind]
         y = keras.layers.Dense(2, name="y")(layer())
         return keras.Model(x, {"y": y}), f"recurrent support matrix: {kind}"
 
@@ -308,16 +326,26 @@ def _one_recurrent(kind: str) -> Callable[[str], Built]:
 
 
 BUILDERS: dict[str, Callable[[str], Built]] = {
-    "deepjet": build_deepjet, "deeptau": build_deeptau, "particlenet": build_particlenet,
-    "transformer": build_transformer, "gru_tagger": build_gru_tagger, "regression64": build_regression64,
-    "conv3d": build_conv3d, "pooling": build_pooling, "recurrent": build_recurrent,
-    **{f"rnn_{kind}": _one_recurrent(kind)
-       for kind in ("lstm", "gru", "simple", "stacked", "bidirectional", "sequences", "masking")},
+    "deepjet": build_deepjet,
+    "deeptau": build_deeptau,
+    "particlenet": build_particlenet,
+    "transformer": build_transformer,
+    "gru_tagger": build_gru_tagger,
+    "regression64": build_regression64,
+    "conv3d": build_conv3d,
+    "pooling": build_pooling,
+    "recurrent": build_recurrent,
+    **{
+        f"rnn_{kind}": _one_recurrent(kind)
+        for kind in ("lstm", "gru", "simple", "stacked", "bidirectional", "sequences", "masking")
+    },
 }
 ZOO = [name for name in BUILDERS if not name.startswith("rnn_")]  # the architectures (the rnn_ rows: matrix)
 
 
-def save(name: str, out_dir: str, size: str="test", batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES) -> str:
+def save(
+    name: str, out_dir: str, size: str = "test", batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES
+) -> str:
     """Build model `name`, export OUT_DIR/NAME/saved_model and write OUT_DIR/NAME/aot_config.yaml; returns
     OUT_DIR/NAME. The serving signature's inputs and outputs are named as in the model's docstring."""
     if size not in SIZES:
@@ -332,13 +360,16 @@ def save(name: str, out_dir: str, size: str="test", batch_sizes: Sequence[int] =
     else:  # Keras 2: the model's call is the serving signature
         tf.saved_model.save(model, saved_model)
     with open(os.path.join(model_dir, "aot_config.yaml"), "w") as f:
-        f.write(AOT_CONFIG.format(name=name, description=description,
-                                  batch_sizes=", ".join(str(n) for n in batch_sizes)))
+        f.write(
+            AOT_CONFIG.format(
+                name=name, description=description, batch_sizes=", ".join(str(n) for n in batch_sizes)
+            )
+        )
     return model_dir
 
 
 def _function(name: str) -> Callable[..., str]:
-    def make(out_dir: str, size: str="test", batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES) -> str:
+    def make(out_dir: str, size: str = "test", batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES) -> str:
         return save(name, out_dir, size, batch_sizes)
 
     make.__name__ = name
@@ -346,9 +377,12 @@ def _function(name: str) -> Callable[..., str]:
     return make
 
 
-deepjet, deeptau, particlenet, transformer = map(_function, ("deepjet", "deeptau", "particlenet", "transformer"))
+deepjet, deeptau, particlenet, transformer = map(
+    _function, ("deepjet", "deeptau", "particlenet", "transformer")
+)
 gru_tagger, regression64, conv3d, pooling, recurrent = map(
-    _function, ("gru_tagger", "regression64", "conv3d", "pooling", "recurrent"))
+    _function, ("gru_tagger", "regression64", "conv3d", "pooling", "recurrent")
+)
 
 
 def main(argv: list[str]) -> int:

@@ -51,23 +51,38 @@ class Browser:
         # The child sees our pipe ends as its fds 3 and 4 (set after the fork; close_fds would close them
         # again, and every other descriptor of ours is close-on-exec anyway).
         self.proc = subprocess.Popen(
-            [self.binary, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-             "--disable-extensions", "--remote-debugging-pipe", f"--user-data-dir={self._profile.name}",
-             f"--window-size={self.size[0]},{self.size[1]}", "about:blank"],
-            close_fds=False, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            [
+                self.binary,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-extensions",
+                "--remote-debugging-pipe",
+                f"--user-data-dir={self._profile.name}",
+                f"--window-size={self.size[0]},{self.size[1]}",
+                "about:blank",
+            ],
+            close_fds=False,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            preexec_fn=lambda: _as_fds_3_and_4(to_browser_r, from_browser_w))
+            preexec_fn=lambda: _as_fds_3_and_4(to_browser_r, from_browser_w),
+        )
         os.close(to_browser_r)
         os.close(from_browser_w)
         self._out, self._in = to_browser_w, from_browser_r
         target = self._call("Target.createTarget", {"url": "about:blank"})["targetId"]
-        self._session = self._call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        self._session = self._call("Target.attachToTarget", {"targetId": target, "flatten": True})[
+            "sessionId"
+        ]
         for domain in ("Page", "Runtime", "Log"):
             self._call(f"{domain}.enable", session=True)
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         # The browser may already be gone; closing it is best effort.
         with contextlib.suppress(Exception):
             self._call("Browser.close")
@@ -87,20 +102,24 @@ class Browser:
         self._wait_event("Page.loadEventFired", timeout)
 
     def eval(self, expression: str) -> Any:  # the value as JSON gives it
-        answer = self._call("Runtime.evaluate", {"expression": expression, "returnByValue": True}, session=True)
+        answer = self._call(
+            "Runtime.evaluate", {"expression": expression, "returnByValue": True}, session=True
+        )
         if "exceptionDetails" in answer:
             raise AssertionError(f"{expression}: {answer['exceptionDetails']}")
         return answer["result"].get("value")
 
     def screenshot(self, path: Path) -> None:
-        data = self._call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True},
-                          session=True)["data"]
+        data = self._call(
+            "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True}, session=True
+        )["data"]
         path.write_bytes(base64.b64decode(data))
 
     # ------------------------------------------------------------ protocol
 
-    def _call(self, method: str, params: Message | None = None, session: bool = False,
-              timeout: float = 60) -> Message:
+    def _call(
+        self, method: str, params: Message | None = None, session: bool = False, timeout: float = 60
+    ) -> Message:
         self._id += 1
         message = {"id": self._id, "method": method, "params": params or {}}
         if session:
@@ -142,8 +161,10 @@ class Browser:
         """Keep everything a page reports as an error."""
         method, params = message.get("method"), message.get("params", {})
         if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
-            self.errors.append("console: " + " ".join(str(a.get("value", a.get("description")))
-                                                      for a in params.get("args", [])))
+            self.errors.append(
+                "console: "
+                + " ".join(str(a.get("value", a.get("description"))) for a in params.get("args", []))
+            )
         elif method == "Runtime.exceptionThrown":
             details = params.get("exceptionDetails", {})
             self.errors.append("exception: " + str(details.get("exception", {}).get("description", details)))

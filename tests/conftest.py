@@ -54,8 +54,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def refuse_toolchain(*args: Any, **kwargs: Any) -> None:
     if kwargs.get("offline"):  # may only say what is missing: finding a toolchain fails the test below
         refuse_toolchain.real(*args, **kwargs)  # type: ignore[attr-defined]
-    pytest.fail("this test needs the TensorFlow toolchain but runs in the fast tier (TFAOT_DIST_FAST=1): "
-                f"mark it @pytest.mark.{TF_MARKER}", pytrace=True)
+    pytest.fail(
+        "this test needs the TensorFlow toolchain but runs in the fast tier (TFAOT_DIST_FAST=1): "
+        f"mark it @pytest.mark.{TF_MARKER}",
+        pytrace=True,
+    )
 
 
 refuse_toolchain.real = ensure_toolchain  # type: ignore[attr-defined]  # out of the guard's reach
@@ -100,8 +103,12 @@ def toolchain212(shared_cache: Path) -> Toolchain:
 
 def run_in_toolchain(toolchain: Toolchain, script: Path, *args: object, tmp: Path) -> None:
     tmp.mkdir(parents=True, exist_ok=True)
-    subprocess.run([str(toolchain.python), "-I", str(script), *map(str, args)], env=worker_env(tmp),
-                   check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [str(toolchain.python), "-I", str(script), *map(str, args)],
+        env=worker_env(tmp),
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -120,8 +127,9 @@ def test_models(toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory) 
 
 
 def git(*args: object, cwd: Path | str) -> str:
-    return subprocess.run(["git", *map(str, args)], cwd=cwd, env=GIT_ENV, check=True,
-                          capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", *map(str, args)], cwd=cwd, env=GIT_ENV, check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 class DataRepo:
@@ -146,7 +154,7 @@ class DataRepo:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
 
-    def commit(self, message: str="update") -> str:
+    def commit(self, message: str = "update") -> str:
         git("add", "-A", cwd=self.work)
         git("commit", "-q", "--allow-empty", "-m", message, cwd=self.work)
         if self.bare.exists():
@@ -157,8 +165,10 @@ class DataRepo:
 
 
 def aot_config(name: str, batch_sizes: Sequence[int] = (1, 2, 4), **model: object) -> dict[str, Any]:
-    return {"model": {"name": f"m_{name}", "version": "1.0.0", **model},
-            "compilation": {"batch_sizes": list(batch_sizes)}}
+    return {
+        "model": {"name": f"m_{name}", "version": "1.0.0", **model},
+        "compilation": {"batch_sizes": list(batch_sizes)},
+    }
 
 
 @pytest.fixture(scope="session")
@@ -210,7 +220,14 @@ def copy_registry_yaml(registry: Path) -> None:
 class Cli:
     """Runs tfaot-dist in this process, as a user would on the command line."""
 
-    def __init__(self, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, cache: Path, registry: Path, cwd: Path) -> None:
+    def __init__(
+        self,
+        capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch,
+        cache: Path,
+        registry: Path,
+        cwd: Path,
+    ) -> None:
         self.capsys, self.cache, self.registry = capsys, cache, registry
         monkeypatch.setenv("TFAOT_DIST_CACHE", str(cache))
         monkeypatch.chdir(cwd)
@@ -232,11 +249,19 @@ class Cli:
 
 
 @pytest.fixture
-def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, cache: Path, registry: Path, tmp_path: Path) -> Cli:
+def run(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    cache: Path,
+    registry: Path,
+    tmp_path: Path,
+) -> Cli:
     return Cli(capsys, monkeypatch, cache, registry, tmp_path)
 
 
-Snapshot = dict[str, bytes | str | tuple[str, str] | None]  # path -> bytes, "dir", ("link", target); None: absent
+Snapshot = dict[
+    str, bytes | str | tuple[str, str] | None
+]  # path -> bytes, "dir", ("link", target); None: absent
 
 
 def snapshot(*roots: Path) -> Snapshot:
@@ -261,7 +286,9 @@ def snapshot(*roots: Path) -> Snapshot:
 
 
 @pytest.fixture(scope="session")
-def built(tmp_path_factory: pytest.TempPathFactory, data_repo: DataRepo, shared_cache: Path, toolchain: Toolchain) -> Path:
+def built(
+    tmp_path_factory: pytest.TempPathFactory, data_repo: DataRepo, shared_cache: Path, toolchain: Toolchain
+) -> Path:
     """Both example models registered (test-simple, test-multi) and built once into built/dist.
 
     built/cache shares the toolchain and XLA runtime of the shared cache;
@@ -276,8 +303,21 @@ def built(tmp_path_factory: pytest.TempPathFactory, data_repo: DataRepo, shared_
     os.environ["TFAOT_DIST_CACHE"] = str(cache)
     try:
         for name, model in (("test-simple", "simple"), ("test-multi", "multi")):
-            assert cli.main(["--registry", str(reg), "add-model", name, "--source", data_repo.url,
-                             "--aot-config", f"{model}/aot_config.yaml"]) == 0
+            assert (
+                cli.main(
+                    [
+                        "--registry",
+                        str(reg),
+                        "add-model",
+                        name,
+                        "--source",
+                        data_repo.url,
+                        "--aot-config",
+                        f"{model}/aot_config.yaml",
+                    ]
+                )
+                == 0
+            )
         assert cli.main(["--registry", str(reg), "build", "--all", "--dist", str(root / "dist")]) == 0
     finally:
         if old is None:
@@ -288,8 +328,9 @@ def built(tmp_path_factory: pytest.TempPathFactory, data_repo: DataRepo, shared_
 
 
 @pytest.fixture(scope="session")
-def fleet(tmp_path_factory: pytest.TempPathFactory, data_repo: "DataRepo", shared_cache: Path,
-          toolchain: Toolchain) -> Iterator["Fleet"]:
+def fleet(
+    tmp_path_factory: pytest.TempPathFactory, data_repo: "DataRepo", shared_cache: Path, toolchain: Toolchain
+) -> Iterator["Fleet"]:
     """test_distribution.make_fleet: the registry of TFAOT_DIST_TEST_MODELS models, built and published
     once for every test module that uses it (distribution tests, OCI channel tests)."""
     from test_distribution import make_fleet

@@ -25,11 +25,16 @@ RUNTIME = "tfaot-xla-runtime"
 RUNTIME_VERSION = "2.21.0+b0.p0"
 
 
-def archive_bytes(name: str, version: str, files: dict[str, bytes],
-                  manifest_extra: dict[str, Any] | None = None) -> bytes:
+def archive_bytes(
+    name: str, version: str, files: dict[str, bytes], manifest_extra: dict[str, Any] | None = None
+) -> bytes:
     """A package archive: NAME-VERSION/ with files and a manifest.json listing each one's digest."""
-    manifest = {"package": name, "version": version, "kind": "runtime" if name == RUNTIME else "model",
-                "files": {rel: {"sha256": hashlib.sha256(b).hexdigest(), "size": len(b)} for rel, b in files.items()}}
+    manifest = {
+        "package": name,
+        "version": version,
+        "kind": "runtime" if name == RUNTIME else "model",
+        "files": {rel: {"sha256": hashlib.sha256(b).hexdigest(), "size": len(b)} for rel, b in files.items()},
+    }
     manifest.update(manifest_extra or {})
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -42,22 +47,39 @@ def archive_bytes(name: str, version: str, files: dict[str, bytes],
 
 def runtime_files(version: str = RUNTIME_VERSION) -> tuple[dict[str, bytes], dict[str, Any]]:
     tool = scram_tool.render_runtime_tool("2.21.0", ["libtf_xla_runtime.a"], ["-lpthread"])
-    files = {"include/tfaot/Model.h": b"// the interface\n", "lib/libtf_xla_runtime.a": b"!<arch>\n",
-             f"etc/scram.d/{RUNTIME}.xml": tool.encode()}
-    extra = {"tensorflow_version": "2.21.0", "libs": ["lib/libtf_xla_runtime.a"], "system_libs": ["-lpthread"],
-             "cxxflags": ["-std=c++17"]}
+    files = {
+        "include/tfaot/Model.h": b"// the interface\n",
+        "lib/libtf_xla_runtime.a": b"!<arch>\n",
+        f"etc/scram.d/{RUNTIME}.xml": tool.encode(),
+    }
+    extra = {
+        "tensorflow_version": "2.21.0",
+        "libs": ["lib/libtf_xla_runtime.a"],
+        "system_libs": ["-lpthread"],
+        "cxxflags": ["-std=c++17"],
+    }
     return files, extra
 
 
-def model_files(model: str = "x", version: str = "1.0", url: str = "") -> tuple[dict[str, bytes], dict[str, Any]]:
+def model_files(
+    model: str = "x", version: str = "1.0", url: str = ""
+) -> tuple[dict[str, bytes], dict[str, Any]]:
     """An honest model package tfaot-model-MODEL requiring the runtime above."""
     name = f"tfaot-model-{model}"
-    files = {f"include/{name}/model.h": f"// {name} {version}\n".encode(), f"lib/lib{name}.a": b"!<arch>\n",
-             f"lib/{model}_bs1.o": b"\x7fELF", f"share/{name}/reference/bs1/input_0.bin": b"\0\0\0\0",
-             f"etc/scram.d/{name}.xml": scram_tool.render_model_tool(name, version, url).encode()}
-    extra = {"requires": [{"name": RUNTIME, "version": RUNTIME_VERSION}],
-             "toolchain": {"tensorflow_version": "2.21.0"}, "compilation": {"batch_sizes": [1]},
-             "model": {"description": f"model {model}"}, "source": {"url": url} if url else {}}
+    files = {
+        f"include/{name}/model.h": f"// {name} {version}\n".encode(),
+        f"lib/lib{name}.a": b"!<arch>\n",
+        f"lib/{model}_bs1.o": b"\x7fELF",
+        f"share/{name}/reference/bs1/input_0.bin": b"\0\0\0\0",
+        f"etc/scram.d/{name}.xml": scram_tool.render_model_tool(name, version, url).encode(),
+    }
+    extra = {
+        "requires": [{"name": RUNTIME, "version": RUNTIME_VERSION}],
+        "toolchain": {"tensorflow_version": "2.21.0"},
+        "compilation": {"batch_sizes": [1]},
+        "model": {"description": f"model {model}"},
+        "source": {"url": url} if url else {},
+    }
     return files, extra
 
 
@@ -69,8 +91,14 @@ class Channel:
         self.root = root
         self.rows: dict[tuple[str, str], ChannelPackage] = {}
 
-    def add(self, name: str, version: str, files: dict[str, bytes], extra: dict[str, Any] | None = None,
-            row_changes: dict[str, Any] | None = None) -> None:
+    def add(
+        self,
+        name: str,
+        version: str,
+        files: dict[str, bytes],
+        extra: dict[str, Any] | None = None,
+        row_changes: dict[str, Any] | None = None,
+    ) -> None:
         data = archive_bytes(name, version, files, extra)
         base = self.root / "packages" / name / version
         base.mkdir(parents=True, exist_ok=True)
@@ -91,8 +119,14 @@ class Channel:
         self.add(RUNTIME, RUNTIME_VERSION, files, extra)
         return self
 
-    def model(self, model: str = "x", version: str = "1.0", add: dict[str, bytes] | None = None,
-              replace: dict[str, bytes] | None = None, **row_changes: Any) -> "Channel":
+    def model(
+        self,
+        model: str = "x",
+        version: str = "1.0",
+        add: dict[str, bytes] | None = None,
+        replace: dict[str, bytes] | None = None,
+        **row_changes: Any,
+    ) -> "Channel":
         files, extra = model_files(model, version)
         files.update(replace or {})
         files.update(add or {})
@@ -115,8 +149,9 @@ def hand_built_dist(directory: Path, models: tuple[str, ...] = ("x",)) -> Path:
     """A --dist directory with the runtime and honest models (as `build` would leave them)."""
     directory.mkdir(parents=True, exist_ok=True)
     files, extra = runtime_files()
-    (directory / f"{RUNTIME}-{RUNTIME_VERSION}.tar.gz").write_bytes(archive_bytes(RUNTIME, RUNTIME_VERSION, files,
-                                                                                  extra))
+    (directory / f"{RUNTIME}-{RUNTIME_VERSION}.tar.gz").write_bytes(
+        archive_bytes(RUNTIME, RUNTIME_VERSION, files, extra)
+    )
     for model in models:
         files, extra = model_files(model)
         name = f"tfaot-model-{model}"
@@ -164,7 +199,9 @@ class Server:
         self.httpd.server_close()
 
 
-def answer(handler: BaseHTTPRequestHandler, status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> None:
+def answer(
+    handler: BaseHTTPRequestHandler, status: int, body: bytes = b"", headers: dict[str, str] | None = None
+) -> None:
     handler.send_response(status)
     for key, value in (headers or {}).items():
         handler.send_header(key, value)

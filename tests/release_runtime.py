@@ -35,22 +35,31 @@ from tfaot_dist.util.progress import Log
 RUNTIME_DIR = "tensorflow-xla-runtime"
 ABSEIL_DIR = "abseil-cpp"
 ABSEIL_SO = "libtfaot_absl.so"
-CXXFLAGS = "-fPIC -Wl,-z,defs -O2 -DNDEBUG -D_GLIBCXX_USE_CXX11_ABI=1"  # cmsdist: -fPIC -Wl,-z,defs + arch flags
+CXXFLAGS = (
+    "-fPIC -Wl,-z,defs -O2 -DNDEBUG -D_GLIBCXX_USE_CXX11_ABI=1"  # cmsdist: -fPIC -Wl,-z,defs + arch flags
+)
 
 
 def tensorflow_dir(toolchain: Toolchain) -> Path:
     return next((toolchain.root / "lib").glob("python3.*/site-packages")) / "tensorflow"
 
 
-def ensure_release_runtime(toolchain: Toolchain, cache: Path,
-                           log: Log = lambda m: print(m, file=sys.stderr)) -> Path:
+def ensure_release_runtime(
+    toolchain: Toolchain, cache: Path, log: Log = lambda m: print(m, file=sys.stderr)
+) -> Path:
     """The cached entry: release-like tensorflow-xla-runtime and abseil-cpp roots."""
     tf = tensorflow_dir(toolchain)
     cc = build_kit.compiler(build_kit.CXX, RuntimeBuildError)
     absl_source = abseil.source_for(tf / "include" / "absl" / "base" / "options.h")
-    identity = {"runtime_src": tree_digest(tf / "xla_aot_runtime_src"), "abseil": abseil.key(cc, absl_source),
-                "compiler": [cc.version_line, cc.full_version, cc.target], "recipe": sha256_file(Path(__file__))}
-    key = f"tf{toolchain.tensorflow_version}-{sha256_bytes(json.dumps(identity, sort_keys=True).encode())[:16]}"
+    identity = {
+        "runtime_src": tree_digest(tf / "xla_aot_runtime_src"),
+        "abseil": abseil.key(cc, absl_source),
+        "compiler": [cc.version_line, cc.full_version, cc.target],
+        "recipe": sha256_file(Path(__file__)),
+    }
+    key = (
+        f"tf{toolchain.tensorflow_version}-{sha256_bytes(json.dumps(identity, sort_keys=True).encode())[:16]}"
+    )
     final = Path(cache) / "test-release-runtime" / key
 
     def build(staged: Path) -> None:
@@ -71,25 +80,41 @@ def _shared_abseil(cc: build_kit.Compiler, absl: Path, root: Path) -> None:
     shutil.copytree(absl / "include", root / "include")
     objects = root / "objects"
     objects.mkdir()
-    process.run(["ar", "x", absl / "lib" / abseil.LIB], what="unpack Abseil", error=RuntimeBuildError, cwd=objects)
-    process.run([cc.command, "-shared", f"-Wl,-soname,{ABSEIL_SO}", "-Wl,-z,defs", "-o", root / "lib" / ABSEIL_SO,
-                 *_self_contained(sorted(objects.glob("*.o"))), "-lpthread"],
-                what="link the shared Abseil", error=RuntimeBuildError)
+    process.run(
+        ["ar", "x", absl / "lib" / abseil.LIB], what="unpack Abseil", error=RuntimeBuildError, cwd=objects
+    )
+    process.run(
+        [
+            cc.command,
+            "-shared",
+            f"-Wl,-soname,{ABSEIL_SO}",
+            "-Wl,-z,defs",
+            "-o",
+            root / "lib" / ABSEIL_SO,
+            *_self_contained(sorted(objects.glob("*.o"))),
+            "-lpthread",
+        ],
+        what="link the shared Abseil",
+        error=RuntimeBuildError,
+    )
     shutil.rmtree(objects)
     config = root / "lib" / "cmake" / "absl" / "abslConfig.cmake"
     config.parent.mkdir(parents=True)
     targets = "".join(
         f"add_library(absl::{t} SHARED IMPORTED)\n"
-        f"set_target_properties(absl::{t} PROPERTIES IMPORTED_LOCATION \"${{_absl_root}}/lib/{ABSEIL_SO}\"\n"
-        f"  IMPORTED_NO_SONAME FALSE INTERFACE_INCLUDE_DIRECTORIES \"${{_absl_root}}/include\")\n"
-        for t in ("strings", "str_format_internal"))
-    config.write_text('get_filename_component(_absl_root "${CMAKE_CURRENT_LIST_DIR}/../../.." ABSOLUTE)\n'
-                      + targets)
+        f'set_target_properties(absl::{t} PROPERTIES IMPORTED_LOCATION "${{_absl_root}}/lib/{ABSEIL_SO}"\n'
+        f'  IMPORTED_NO_SONAME FALSE INTERFACE_INCLUDE_DIRECTORIES "${{_absl_root}}/include")\n'
+        for t in ("strings", "str_format_internal")
+    )
+    config.write_text(
+        'get_filename_component(_absl_root "${CMAKE_CURRENT_LIST_DIR}/../../.." ABSOLUTE)\n' + targets
+    )
 
 
 def _self_contained(objects: list[Path]) -> list[Path]:
     """The objects whose Abseil references the others define: the archive holds a few members that
     need test helpers (left out of our build), which a shared library of every member cannot have."""
+
     def symbols(obj: Path, *flag: str) -> set[str]:
         out = process.run(["nm", "-P", *flag, obj], what=f"nm {obj.name}", error=RuntimeBuildError)
         return {line.split()[0] for line in out.splitlines() if line.strip()}
@@ -118,15 +143,34 @@ def _runtime(tf: Path, absl_root: Path, work: Path, out: Path, jobs: int) -> Non
     if static not in text:
         raise RuntimeBuildError(f"{cmakelists}: no {static!r} to make shared")
     text = text.replace(static, "find_package(absl REQUIRED)\nadd_library(tf_xla_runtime SHARED")
-    cmakelists.write_text(text + "target_link_libraries(tf_xla_runtime absl::strings absl::str_format_internal)\n")
+    cmakelists.write_text(
+        text + "target_link_libraries(tf_xla_runtime absl::strings absl::str_format_internal)\n"
+    )
     build = work / "build"
     # --no-as-needed: the library names Abseil's even where TF 2.12's sources use none of it (Debian's
     # linker drops unused ones), so a consumer must find it as in the release: through ABSEIL_CPP_ROOT.
-    process.run(["cmake", "-S", src, "-B", build, f"-DCMAKE_CXX_FLAGS={CXXFLAGS}", "-DCMAKE_CXX_STANDARD=17",
-                 "-DCMAKE_SHARED_LINKER_FLAGS=-Wl,--no-as-needed",
-                 f"-DCMAKE_PREFIX_PATH={absl_root}", "-DBUILD_SHARED_LIBS=ON", "-DCMAKE_SKIP_RPATH=ON"],
-                what="cmake of the release-like runtime", error=RuntimeBuildError)
-    process.run(["make", "-C", build, f"-j{jobs}"], what="make of the release-like runtime",
-                error=RuntimeBuildError, timeout=3600)
+    process.run(
+        [
+            "cmake",
+            "-S",
+            src,
+            "-B",
+            build,
+            f"-DCMAKE_CXX_FLAGS={CXXFLAGS}",
+            "-DCMAKE_CXX_STANDARD=17",
+            "-DCMAKE_SHARED_LINKER_FLAGS=-Wl,--no-as-needed",
+            f"-DCMAKE_PREFIX_PATH={absl_root}",
+            "-DBUILD_SHARED_LIBS=ON",
+            "-DCMAKE_SKIP_RPATH=ON",
+        ],
+        what="cmake of the release-like runtime",
+        error=RuntimeBuildError,
+    )
+    process.run(
+        ["make", "-C", build, f"-j{jobs}"],
+        what="make of the release-like runtime",
+        error=RuntimeBuildError,
+        timeout=3600,
+    )
     (out / "lib").mkdir(parents=True)
     shutil.copyfile(build / "libtf_xla_runtime.so", out / "lib" / "libtf_xla_runtime.so")

@@ -27,8 +27,35 @@ from tfaot_dist.documents import ReferenceCase
 from tfaot_dist.toolchain import Toolchain
 
 BATCH = 64  # rows of the special-value case: compiled sizes 1 and 4, stitched
-SPECIALS = [math.nan, math.inf, -math.inf, 0.0, -0.0, 1e-30, -1e-30, -1e-8, 1e-8, -0.3, -0.5, -1.0, -20.0,
-            -87.0, -88.5, -104.0, -200.0, -1e30, 1e30, 3e38, -3e38, 0.5, 2.0, 30.0, 88.0, 89.0, 1000.0]
+SPECIALS = [
+    math.nan,
+    math.inf,
+    -math.inf,
+    0.0,
+    -0.0,
+    1e-30,
+    -1e-30,
+    -1e-8,
+    1e-8,
+    -0.3,
+    -0.5,
+    -1.0,
+    -20.0,
+    -87.0,
+    -88.5,
+    -104.0,
+    -200.0,
+    -1e30,
+    1e30,
+    3e38,
+    -3e38,
+    0.5,
+    2.0,
+    30.0,
+    88.0,
+    89.0,
+    1000.0,
+]
 OUTPUTS = ["elu_f32", "elu_f64", "selu_between", "selu_f32", "selu_f64"]  # signature order (sorted)
 
 # Writes TensorFlow's outputs for the inputs the test wrote (d: float64, x: float32; BATCH x 16 each).
@@ -54,10 +81,18 @@ def special_inputs() -> list[float]:
 
 def compile_model(run: Cli, test_models: Path, tmp_path: Path, **compilation: object) -> Path:
     cfg = tmp_path / "aot_config.yaml"
-    cfg.write_text(json.dumps({
-        "model": {"name": "activations", "version": "1.0.0",
-                  "saved_model": str(test_models / "activations" / "saved_model")},
-        "compilation": {"batch_sizes": [1, 4], **compilation}}))
+    cfg.write_text(
+        json.dumps(
+            {
+                "model": {
+                    "name": "activations",
+                    "version": "1.0.0",
+                    "saved_model": str(test_models / "activations" / "saved_model"),
+                },
+                "compilation": {"batch_sizes": [1, 4], **compilation},
+            }
+        )
+    )
     out = tmp_path / "out"
     run("compile", "--aot-config", cfg, "--output-directory", out)
     return out / "tfaot-model-activations-1.0.0"
@@ -65,8 +100,9 @@ def compile_model(run: Cli, test_models: Path, tmp_path: Path, **compilation: ob
 
 def float_divisions(obj: Path) -> list[str]:
     """The single-precision division instructions of obj (XLA's float64 exp divides in both formulas)."""
-    text = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(obj)], check=True, capture_output=True,
-                          text=True).stdout
+    text = subprocess.run(
+        ["objdump", "-d", "--no-show-raw-insn", str(obj)], check=True, capture_output=True, text=True
+    ).stdout
     return [line for line in text.splitlines() if re.search(r"\tv?div(ps|ss) ", line)]
 
 
@@ -81,15 +117,18 @@ def ulp_close(got: float, want: float, eps: float) -> bool:
     return abs(got - want) <= 4 * eps * max(1.0, abs(want))
 
 
-def test_selu_and_elu_take_tensorflows_formula_and_match_it_on_special_values(run: Cli, toolchain: Toolchain, test_models: Path,
-                                                                                 shared_cache: Path, tmp_path: Path) -> None:
+def test_selu_and_elu_take_tensorflows_formula_and_match_it_on_special_values(
+    run: Cli, toolchain: Toolchain, test_models: Path, shared_cache: Path, tmp_path: Path
+) -> None:
     root = compile_model(run, test_models, tmp_path, cpu_levels=["x86-64", "x86-64-v3"])
     manifest_json = json.loads((root / "manifest.json").read_text())
     comp = manifest_json["compilation"]
     assert comp["activation_formulas"] == "tensorflow"
     assert comp["rewritten_activations"] == {"Elu": 2, "Selu": 3}
     # No float32 division left: XLA's expm1 is the only op of this model that divides.
-    objects = [obj for obj in sorted((root / "lib").glob("activations_bs*.o")) if "_constants" not in obj.name]
+    objects = [
+        obj for obj in sorted((root / "lib").glob("activations_bs*.o")) if "_constants" not in obj.name
+    ]
     assert len(objects) == 4  # 2 batch sizes x 2 levels
     for obj in objects:
         assert float_divisions(obj) == [], obj.name
@@ -112,15 +151,25 @@ def test_selu_and_elu_take_tensorflows_formula_and_match_it_on_special_values(ru
     checked = 0
     for level in levels:
         out = tmp_path / "got" / level
-        harness.run_harness(program, tmp_path / "reference", [ReferenceCase(batch_size=BATCH, dir=case.name)],
-                           [1, 4], out, level)
+        harness.run_harness(
+            program,
+            tmp_path / "reference",
+            [ReferenceCase(batch_size=BATCH, dir=case.name)],
+            [1, 4],
+            out,
+            level,
+        )
         for k, name in enumerate(OUTPUTS):
             dtype, eps = ("float64", 2.0**-52) if name.endswith("f64") else ("float32", 2.0**-23)
             want = harness.read_array(case / f"output_{k}.bin", dtype)
             for mode in harness.MODES:
                 got = harness.read_array(out / f"bs{BATCH}" / f"{mode}_output_{k}.bin", dtype)
                 assert len(got) == len(want) == BATCH * 16
-                bad = [(values[i], got[i], want[i]) for i in range(len(want)) if not ulp_close(got[i], want[i], eps)]
+                bad = [
+                    (values[i], got[i], want[i])
+                    for i in range(len(want))
+                    if not ulp_close(got[i], want[i], eps)
+                ]
                 assert bad == [], f"{level} {name} {mode}: (input, compiled, TensorFlow) {bad[:5]}"
                 checked += len(want)
     assert checked == len(levels) * len(OUTPUTS) * len(harness.MODES) * BATCH * 16

@@ -13,8 +13,17 @@ INVALID, UNAVAILABLE, USAGE = 3, 4, 2
 
 
 def test_add_list_show(run: Cli, data_repo: DataRepo, registry: Path, cache: Path) -> None:
-    out, _ = run("add-model", "test-simple", "--source", data_repo.url, "--ref", "main",
-                 "--aot-config", "simple/aot_config.yaml", "--json")
+    out, _ = run(
+        "add-model",
+        "test-simple",
+        "--source",
+        data_repo.url,
+        "--ref",
+        "main",
+        "--aot-config",
+        "simple/aot_config.yaml",
+        "--json",
+    )
     added = json.loads(out)
     entry = yaml.safe_load((registry / "models" / "test-simple.yaml").read_text())
     assert entry == added["entry"]
@@ -33,8 +42,20 @@ def test_add_list_show(run: Cli, data_repo: DataRepo, registry: Path, cache: Pat
 
 
 def test_add_by_tag_with_version_and_batch_sizes(run: Cli, data_repo: DataRepo, registry: Path) -> None:
-    run("add-model", "multi", "--source", data_repo.url, "--ref", "v1", "--aot-config", "multi/aot_config.yaml",
-        "--version", "2.0.1", "--batch-sizes", "1,8")
+    run(
+        "add-model",
+        "multi",
+        "--source",
+        data_repo.url,
+        "--ref",
+        "v1",
+        "--aot-config",
+        "multi/aot_config.yaml",
+        "--version",
+        "2.0.1",
+        "--batch-sizes",
+        "1,8",
+    )
     entry = yaml.safe_load((registry / "models" / "multi.yaml").read_text())
     assert entry["version"] == "2.0.1" and entry["overrides"] == {"batch_sizes": [1, 8]}
     assert entry["source"]["ref"] == "v1" and len(entry["source"]["commit"]) == 40
@@ -52,8 +73,14 @@ def test_config_without_serving_key_works(run: Cli, data_repo: DataRepo, registr
     assert source["commit"] == git("rev-parse", "main", cwd=data_repo.bare)
 
 
-def add(run: Cli, name: str="m", source: str | None = None, ref: str="main", config: str="simple/aot_config.yaml",
-        *extra: str) -> list[str | None]:
+def add(
+    run: Cli,
+    name: str = "m",
+    source: str | None = None,
+    ref: str = "main",
+    config: str = "simple/aot_config.yaml",
+    *extra: str,
+) -> list[str | None]:
     return ["add-model", name, "--source", source, "--ref", ref, "--aot-config", config, *extra]
 
 
@@ -76,24 +103,36 @@ def test_bad_version(run: Cli, data_repo: DataRepo, registry: Path, cache: Path,
     assert snapshot(registry, cache) == before
 
 
-@pytest.mark.parametrize("sizes, message", [("0", "not positive"), ("-1", "not positive"), ("1,1", "duplicate"),
-                                            ("a", "expected comma separated integers"), ("", "")])
-def test_bad_batch_sizes_option(run: Cli, data_repo: DataRepo, registry: Path, cache: Path, sizes: str, message: str) -> None:
+@pytest.mark.parametrize(
+    "sizes, message",
+    [
+        ("0", "not positive"),
+        ("-1", "not positive"),
+        ("1,1", "duplicate"),
+        ("a", "expected comma separated integers"),
+        ("", ""),
+    ],
+)
+def test_bad_batch_sizes_option(
+    run: Cli, data_repo: DataRepo, registry: Path, cache: Path, sizes: str, message: str
+) -> None:
     if not sizes:
         pytest.skip("an empty option keeps the config's batch sizes")
     before = snapshot(registry, cache)
-    line = run.error(*add(run, "m", data_repo.url), "--batch-sizes", sizes,
-                     expect=INVALID)
+    line = run.error(*add(run, "m", data_repo.url), "--batch-sizes", sizes, expect=INVALID)
     assert message in line
     assert snapshot(registry, cache) == before
 
 
-@pytest.mark.parametrize("url, code, message", [
-    ("ext::sh -c touch% /tmp/pwned", INVALID, "unsupported git URL"),
-    ("fd::17", INVALID, "unsupported git URL"),
-    ("--upload-pack=touch /tmp/pwned", INVALID, "unsupported git URL"),
-    ("file:///nonexistent/repo.git", UNAVAILABLE, "cannot read git repository"),
-])
+@pytest.mark.parametrize(
+    "url, code, message",
+    [
+        ("ext::sh -c touch% /tmp/pwned", INVALID, "unsupported git URL"),
+        ("fd::17", INVALID, "unsupported git URL"),
+        ("--upload-pack=touch /tmp/pwned", INVALID, "unsupported git URL"),
+        ("file:///nonexistent/repo.git", UNAVAILABLE, "cannot read git repository"),
+    ],
+)
 def test_bad_source(run: Cli, registry: Path, cache: Path, url: str, code: int, message: str) -> None:
     before = snapshot(registry, cache)
     line = run.error(*add(run, "m", url), expect=code)
@@ -116,20 +155,28 @@ def test_name_that_exists(run: Cli, data_repo: DataRepo, registry: Path, cache: 
     assert snapshot(registry, cache) == before
 
 
-@pytest.mark.parametrize("config, message", [
-    ("nowhere/aot_config.yaml", "aot config 'nowhere/aot_config.yaml' not found"),
-    ("../etc/passwd", "--aot-config: invalid relative path '../etc/passwd'"),
-    ("outside/aot_config.yaml", "outside/aot_config.yaml: model.saved_model: '../../../..' points outside"),
-    ("static/aot_config.yaml", "input 'x' has a static leading dimension 2"),
-    ("nonleading/aot_config.yaml", "input 'x' has a dynamic non-leading dimension"),
-    ("no_batch/aot_config.yaml", "input 'x' has no batch dimension"),
-    ("string_op/aot_config.yaml", "ops XLA cannot compile on CPU: AsString, StringToNumber"),
-    ("value_shape/aot_config.yaml", "tfcompile cannot compile the model: Input 1 to node"),
-    ("broken/aot_config.yaml", ": broken/aot_config.yaml: model.saved_model: SavedModel directory"),
-    ("badkey2/aot_config.yaml", "serving_key 'nope' is not a signature of"),
-    ("truncated/aot_config.yaml", "cannot load SavedModel"),
-])
-def test_bad_model_in_source(run: Cli, data_repo: DataRepo, registry: Path, cache: Path, config: str, message: str) -> None:
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ("nowhere/aot_config.yaml", "aot config 'nowhere/aot_config.yaml' not found"),
+        ("../etc/passwd", "--aot-config: invalid relative path '../etc/passwd'"),
+        (
+            "outside/aot_config.yaml",
+            "outside/aot_config.yaml: model.saved_model: '../../../..' points outside",
+        ),
+        ("static/aot_config.yaml", "input 'x' has a static leading dimension 2"),
+        ("nonleading/aot_config.yaml", "input 'x' has a dynamic non-leading dimension"),
+        ("no_batch/aot_config.yaml", "input 'x' has no batch dimension"),
+        ("string_op/aot_config.yaml", "ops XLA cannot compile on CPU: AsString, StringToNumber"),
+        ("value_shape/aot_config.yaml", "tfcompile cannot compile the model: Input 1 to node"),
+        ("broken/aot_config.yaml", ": broken/aot_config.yaml: model.saved_model: SavedModel directory"),
+        ("badkey2/aot_config.yaml", "serving_key 'nope' is not a signature of"),
+        ("truncated/aot_config.yaml", "cannot load SavedModel"),
+    ],
+)
+def test_bad_model_in_source(
+    run: Cli, data_repo: DataRepo, registry: Path, cache: Path, config: str, message: str
+) -> None:
     before = snapshot(registry, cache)
     line = run.error(*add(run, "m", data_repo.url, "bad-models", config), expect=INVALID)
     assert message in line
@@ -141,9 +188,13 @@ def bad_models_branch(data_repo: DataRepo) -> Iterator[None]:
     """A branch bad-models with configs that are wrong in one way each."""
     git("checkout", "-q", "-b", "bad-models", cwd=data_repo.work)
     data_repo.write("broken/aot_config.yaml", yaml.safe_dump(aot_config("broken")))
-    data_repo.write("badkey/aot_config.yaml", yaml.safe_dump(
-        aot_config("badkey", saved_model="../simple/saved_model", serving_key="nope")))
-    data_repo.write("outside/aot_config.yaml", yaml.safe_dump(aot_config("outside", saved_model="../../../..")))
+    data_repo.write(
+        "badkey/aot_config.yaml",
+        yaml.safe_dump(aot_config("badkey", saved_model="../simple/saved_model", serving_key="nope")),
+    )
+    data_repo.write(
+        "outside/aot_config.yaml", yaml.safe_dump(aot_config("outside", saved_model="../../../.."))
+    )
     data_repo.write("badkey2/aot_config.yaml", yaml.safe_dump(aot_config("badkey2", serving_key="nope")))
     shutil.copytree(data_repo.work / "simple" / "saved_model", data_repo.work / "badkey2" / "saved_model")
     data_repo.write("truncated/aot_config.yaml", yaml.safe_dump(aot_config("truncated")))

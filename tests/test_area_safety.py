@@ -38,16 +38,17 @@ def fake_scram(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     bin_dir.mkdir()
     log = tmp_path / "scram.log"
     script = bin_dir / "scram"
-    script.write_text(f"#!/bin/sh\necho \"$2\" >> {log}\n")
+    script.write_text(f'#!/bin/sh\necho "$2" >> {log}\n')
     script.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     return log
 
 
-
 def test_an_honest_package_installs(area: Path) -> None:
     tfaot = area / "tfaot"
-    assert sorted(p.name for p in (tfaot / "scram.d").iterdir()) == sorted([f"{RUNTIME}.xml", "tfaot-model-victim.xml"])
+    assert sorted(p.name for p in (tfaot / "scram.d").iterdir()) == sorted(
+        [f"{RUNTIME}.xml", "tfaot-model-victim.xml"]
+    )
     tool = scram_tool.parse((tfaot / "scram.d" / "tfaot-model-victim.xml").read_text())
     assert tool.environment["TFAOT_MODEL_VICTIM_BASE"] == str(tfaot / "tfaot-model-victim" / "1.0")
     assert (tfaot / "lib" / "pkgconfig" / "tfaot-model-victim.pc").is_file()
@@ -56,23 +57,32 @@ def test_an_honest_package_installs(area: Path) -> None:
 # ---------------------------------------------------------------- ownership
 
 
-@pytest.mark.parametrize("rel, data", [
-    ("etc/scram.d/tfaot-model-victim.xml", scram_tool.render_model_tool("tfaot-model-victim", "1.0", "").encode()),
-    ("etc/scram.d/python3.xml", b'<tool name="python3" version="3"/>'),
-    ("include/tfaot-model-victim/model.h", b"// shadows the victim's header through CPATH\n"),
-    ("include/tfaot/Model.h", b"// shadows the runtime's\n"),
-    ("lib/libtfaot-model-victim.a", b"!<arch>\n"),
-    ("lib/pkgconfig/zlib.pc", b"Name: zlib\n"),
-])
-def test_a_package_installs_only_its_own_files(run: Cli, channel: Channel, area: Path, tmp_path: Path, fake_scram: Path,
-                                               rel: str, data: bytes) -> None:
+@pytest.mark.parametrize(
+    "rel, data",
+    [
+        (
+            "etc/scram.d/tfaot-model-victim.xml",
+            scram_tool.render_model_tool("tfaot-model-victim", "1.0", "").encode(),
+        ),
+        ("etc/scram.d/python3.xml", b'<tool name="python3" version="3"/>'),
+        ("include/tfaot-model-victim/model.h", b"// shadows the victim's header through CPATH\n"),
+        ("include/tfaot/Model.h", b"// shadows the runtime's\n"),
+        ("lib/libtfaot-model-victim.a", b"!<arch>\n"),
+        ("lib/pkgconfig/zlib.pc", b"Name: zlib\n"),
+    ],
+)
+def test_a_package_installs_only_its_own_files(
+    run: Cli, channel: Channel, area: Path, tmp_path: Path, fake_scram: Path, rel: str, data: bytes
+) -> None:
     channel.model("evil", add={rel: data})
     line = refused(run, tmp_path, "setup", "evil", "--channel", channel.root, "--area", area, code=7)
     assert rel in line and "not tfaot-model-evil's to install" in line
     assert not fake_scram.exists()  # scram never ran
 
 
-def test_a_tool_file_is_held_to_our_conventions(run: Cli, channel: Channel, area: Path, tmp_path: Path, fake_scram: Path) -> None:
+def test_a_tool_file_is_held_to_our_conventions(
+    run: Cli, channel: Channel, area: Path, tmp_path: Path, fake_scram: Path
+) -> None:
     """The package's own tool file name, but pointing elsewhere and adding LD_PRELOAD: refused."""
     own = scram_tool.render_model_tool("tfaot-model-evil", "1.0", "")
     evil = own.replace("</client>", '  <environment name="LD_PRELOAD" default="/tmp/evil.so"/>\n  </client>')
@@ -80,13 +90,18 @@ def test_a_tool_file_is_held_to_our_conventions(run: Cli, channel: Channel, area
     line = refused(run, tmp_path, "setup", "evil", "--channel", channel.root, "--area", area, code=7)
     assert "etc/scram.d/tfaot-model-evil.xml" in line and "environment" in line
     rooted = own.replace("@TOOL_ROOT@", "/usr")
-    channel.model("evil2", replace={"etc/scram.d/tfaot-model-evil2.xml": rooted.replace("evil", "evil2").encode()})
-    assert "environment" in refused(run, tmp_path, "setup", "evil2", "--channel", channel.root, "--area", area,
-                                    code=7)
+    channel.model(
+        "evil2", replace={"etc/scram.d/tfaot-model-evil2.xml": rooted.replace("evil", "evil2").encode()}
+    )
+    assert "environment" in refused(
+        run, tmp_path, "setup", "evil2", "--channel", channel.root, "--area", area, code=7
+    )
     assert not fake_scram.exists()
 
 
-def test_scram_is_given_our_own_tool_files_only(run: Cli, channel: Channel, tmp_path: Path, fake_scram: Path) -> None:
+def test_scram_is_given_our_own_tool_files_only(
+    run: Cli, channel: Channel, tmp_path: Path, fake_scram: Path
+) -> None:
     area = tmp_path / "area2"
     channel.model("other")
     run("setup", "victim", "other", "--channel", channel.root, "--area", area)
@@ -95,7 +110,9 @@ def test_scram_is_given_our_own_tool_files_only(run: Cli, channel: Channel, tmp_
     assert all(Path(p).parent == area / "tfaot" / "scram.d" for p in fake_scram.read_text().split())
 
 
-def test_a_failing_scram_has_its_own_exit_code(run: Cli, channel: Channel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failing_scram_has_its_own_exit_code(
+    run: Cli, channel: Channel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """scram refusing a tool file exits 9 (not 1, which is `specs --check`'s), naming the command."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -107,7 +124,9 @@ def test_a_failing_scram_has_its_own_exit_code(run: Cli, channel: Channel, tmp_p
     assert "scram setup" in line and (f"{RUNTIME}.xml" in line or "tfaot-model-victim.xml" in line), line
 
 
-def test_an_installed_row_naming_another_tool_file_is_dropped_by_repair(run: Cli, area: Path, tmp_path: Path, fake_scram: Path) -> None:
+def test_an_installed_row_naming_another_tool_file_is_dropped_by_repair(
+    run: Cli, area: Path, tmp_path: Path, fake_scram: Path
+) -> None:
     installed = area / "tfaot" / "installed.json"
     doc = json.loads(installed.read_text())
     doc["packages"]["tfaot-model-victim"]["tool_files"] = ["scram.d/python3.xml"]
@@ -123,24 +142,34 @@ def test_an_installed_row_naming_another_tool_file_is_dropped_by_repair(run: Cli
 def outside(tmp_path: Path) -> Path:
     """A user's own files that links in the area point at."""
     root = tmp_path / "outside"
-    for rel in ("models/tfaot-model-b/2.0/keep.txt", "pkgconfig/zlib.pc", "cmake/Foo/FooConfig.cmake",
-                "scram.d/mine.xml", "plain/file.txt"):
+    for rel in (
+        "models/tfaot-model-b/2.0/keep.txt",
+        "pkgconfig/zlib.pc",
+        "cmake/Foo/FooConfig.cmake",
+        "scram.d/mine.xml",
+        "plain/file.txt",
+    ):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(rel)
     return root
 
 
-@pytest.mark.parametrize("link, target", [
-    ("tfaot-model-b", "models/tfaot-model-b"),
-    ("lib/pkgconfig", "pkgconfig"),
-    ("lib/cmake", "cmake"),
-    ("scram.d", "scram.d"),
-    ("tfaot-model-victim/1.0/lib", "plain"),
-    ("installed.json", "plain/file.txt"),
-    ("env.sh", "plain/file.txt"),
-    (".lock", "plain/file.txt"),
-])
-def test_setup_and_repair_never_follow_a_link(run: Cli, channel: Channel, area: Path, outside: Path, tmp_path: Path, link: str, target: str) -> None:
+@pytest.mark.parametrize(
+    "link, target",
+    [
+        ("tfaot-model-b", "models/tfaot-model-b"),
+        ("lib/pkgconfig", "pkgconfig"),
+        ("lib/cmake", "cmake"),
+        ("scram.d", "scram.d"),
+        ("tfaot-model-victim/1.0/lib", "plain"),
+        ("installed.json", "plain/file.txt"),
+        ("env.sh", "plain/file.txt"),
+        (".lock", "plain/file.txt"),
+    ],
+)
+def test_setup_and_repair_never_follow_a_link(
+    run: Cli, channel: Channel, area: Path, outside: Path, tmp_path: Path, link: str, target: str
+) -> None:
     path = area / "tfaot" / link
     if path.is_dir():
         import shutil
@@ -163,17 +192,21 @@ def test_area_root_a_link_or_a_file(run: Cli, channel: Channel, outside: Path, t
     area = tmp_path / "a1"
     area.mkdir()
     (area / "tfaot").symlink_to(outside / "plain")
-    assert "symbolic link" in refused(run, tmp_path, "setup", "victim", "--channel", channel.root, "--area", area,
-                                      code=7)
+    assert "symbolic link" in refused(
+        run, tmp_path, "setup", "victim", "--channel", channel.root, "--area", area, code=7
+    )
     area = tmp_path / "a2"
     area.mkdir()
     (area / "tfaot").write_text("not a directory")
-    assert "not a directory" in refused(run, tmp_path, "setup", "victim", "--channel", channel.root, "--area", area,
-                                        code=3)
+    assert "not a directory" in refused(
+        run, tmp_path, "setup", "victim", "--channel", channel.root, "--area", area, code=3
+    )
     assert "not a directory" in refused(run, tmp_path, "setup", "--repair", "--area", area, code=3)
     blocked = tmp_path / "a3"
     blocked.write_text("a file where the area's parent should be")
-    line = refused(run, tmp_path, "setup", "victim", "--channel", channel.root, "--area", blocked / "sub", code=3)
+    line = refused(
+        run, tmp_path, "setup", "victim", "--channel", channel.root, "--area", blocked / "sub", code=3
+    )
     assert str(blocked) in line
 
 
@@ -182,8 +215,9 @@ def test_an_unwritable_area(run: Cli, channel: Channel, tmp_path: Path) -> None:
     area = tmp_path / "ro"
     area.mkdir()
     area.chmod(stat.S_IRUSR | stat.S_IXUSR)
-    assert "cannot use it as an area" in refused(run, tmp_path, "setup", "victim", "--channel", channel.root,
-                                                 "--area", area, code=3)
+    assert "cannot use it as an area" in refused(
+        run, tmp_path, "setup", "victim", "--channel", channel.root, "--area", area, code=3
+    )
 
 
 # ---------------------------------------------------------------- pins and requirements
@@ -201,7 +235,9 @@ def test_an_exact_pin_never_takes_a_local_label(run: Cli, channel: Channel, tmp_
     assert "tfaot-model-a 1.0+zz: installed" in out  # a range takes the newest, as PEP 440 orders them
 
 
-def test_an_index_row_must_require_what_the_manifest_requires(run: Cli, channel: Channel, tmp_path: Path) -> None:
+def test_an_index_row_must_require_what_the_manifest_requires(
+    run: Cli, channel: Channel, tmp_path: Path
+) -> None:
     """The row promises a runtime the package was not verified with: exit 7 before the area is made."""
     from tfaot_dist.documents import Requirement
 
@@ -212,7 +248,8 @@ def test_an_index_row_must_require_what_the_manifest_requires(run: Cli, channel:
 
     rfiles, rextra = runtime_files(other)
     channel.add(RUNTIME, other, rfiles, rextra)
-    channel.add("tfaot-model-liar", "1.0", files, extra,
-                {"requires": (Requirement(RUNTIME, other),)})
-    line = refused(run, tmp_path, "setup", "liar", "--channel", channel.root, "--area", tmp_path / "area9", code=7)
+    channel.add("tfaot-model-liar", "1.0", files, extra, {"requires": (Requirement(RUNTIME, other),)})
+    line = refused(
+        run, tmp_path, "setup", "liar", "--channel", channel.root, "--area", tmp_path / "area9", code=7
+    )
     assert f"the index says it requires {RUNTIME} {other}" in line and "its manifest requires" in line

@@ -21,14 +21,33 @@ from tfaot_dist.toolchain import Toolchain
 # ---------------------------------------------------------------- batch sizes
 
 
-def test_batch_sizes_are_capped_with_an_override(run: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_batch_sizes_are_capped_with_an_override(
+    run: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     sizes = ",".join(str(n) for n in range(1, 66))
-    line = refused(run, tmp_path, "add-model", "x", "--source", "/nonexistent", "--aot-config", "a.yaml",
-                   "--batch-sizes", sizes, code=3)
+    line = refused(
+        run,
+        tmp_path,
+        "add-model",
+        "x",
+        "--source",
+        "/nonexistent",
+        "--aot-config",
+        "a.yaml",
+        "--batch-sizes",
+        sizes,
+        code=3,
+    )
     assert "65 batch sizes, at most 64" in line and limits.BATCH_SIZES_ENV in line
     aot = tmp_path / "aot_config.yaml"
-    aot.write_text(yaml.safe_dump({"model": {"name": "m", "version": "1.0", "saved_model": "sm"},
-                                   "compilation": {"batch_sizes": list(range(1, 65537))}}))
+    aot.write_text(
+        yaml.safe_dump(
+            {
+                "model": {"name": "m", "version": "1.0", "saved_model": "sm"},
+                "compilation": {"batch_sizes": list(range(1, 65537))},
+            }
+        )
+    )
     assert "65536 batch sizes, at most 64" in refused(run, tmp_path, "check", aot, code=3)
 
 
@@ -46,7 +65,9 @@ def test_batch_size_validation_is_linear(monkeypatch: pytest.MonkeyPatch) -> Non
 # ---------------------------------------------------------------- publish in big channels
 
 
-def test_a_publish_renders_and_reads_only_what_it_adds(run: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_publish_renders_and_reads_only_what_it_adds(
+    run: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A channel of 300 packages: one more publish writes one version page, reads one manifest
     (its own, from the archive), and leaves every other page as it was."""
     from tfaot_dist.channels import directory
@@ -61,7 +82,9 @@ def test_a_publish_renders_and_reads_only_what_it_adds(run: Cli, tmp_path: Path,
     first = tmp_path / "seed"
     first.mkdir()
     files, extra = model_files("m299", "1.1")
-    (first / "tfaot-model-m299-1.1.tar.gz").write_bytes(archive_bytes("tfaot-model-m299", "1.1", files, extra))
+    (first / "tfaot-model-m299-1.1.tar.gz").write_bytes(
+        archive_bytes("tfaot-model-m299", "1.1", files, extra)
+    )
     run("publish", "--channel", channel.root, "--dist", first)  # writes the pages of a channel without them
     pages = {p: p.stat().st_mtime_ns for p in channel.root.rglob("index.html") if p.parent != channel.root}
     assert len(pages) == 302
@@ -89,13 +112,14 @@ def test_a_publish_renders_and_reads_only_what_it_adds(run: Cli, tmp_path: Path,
 def test_a_git_lfs_pointer_is_named_as_such(run: Cli, tmp_path: Path) -> None:
     saved = tmp_path / "saved_model"
     (saved / "variables").mkdir(parents=True)
-    (saved / "saved_model.pb").write_text("version https://git-lfs.github.com/spec/v1\noid sha256:"
-                                          + "0" * 64 + "\nsize 12345\n")
+    (saved / "saved_model.pb").write_text(
+        "version https://git-lfs.github.com/spec/v1\noid sha256:" + "0" * 64 + "\nsize 12345\n"
+    )
     line = refused(run, tmp_path, "check", saved, code=3)
     assert "saved_model.pb: a git LFS pointer" in line and "git lfs" in line
 
 
-HOSTILE_MODELS = r'''
+HOSTILE_MODELS = r"""
 import sys
 import tensorflow as tf
 
@@ -118,7 +142,7 @@ class Wide(tf.Module):
 
 for name, module in (("keys", Keys()), ("huge", Huge()), ("wide", Wide())):
     tf.saved_model.save(module, f"{out}/{name}", signatures={"serving_default": module.serve})
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -142,9 +166,14 @@ def test_declared_input_sizes_are_bounded(run: Cli, hostile_models: Path, tmp_pa
     assert "2147483648 elements per row" in line and limits.ROW_ELEMENTS_ENV in line
     # 4M float64 per row fits the row bound; at batch size 64 it is 2 GiB of inputs.
     aot = tmp_path / "aot_config.yaml"
-    aot.write_text(yaml.safe_dump({"model": {"name": "wide", "version": "1.0",
-                                             "saved_model": str(hostile_models / "wide")},
-                                   "compilation": {"batch_sizes": [1, 64]}}))
+    aot.write_text(
+        yaml.safe_dump(
+            {
+                "model": {"name": "wide", "version": "1.0", "saved_model": str(hostile_models / "wide")},
+                "compilation": {"batch_sizes": [1, 64]},
+            }
+        )
+    )
     line = run.error("compile", "--aot-config", aot, "--output-directory", tmp_path / "out", expect=3)
     assert "at batch size" in line and limits.BATCH_BYTES_ENV in line
     assert not (tmp_path / "out" / "tfaot-model-wide-1.0").exists()
@@ -156,15 +185,23 @@ def test_the_worker_s_bounds_and_their_overrides(monkeypatch: pytest.MonkeyPatch
     from tfaot_dist.worker import tf_worker
 
     signature = {"inputs": [{"name": "a", "dtype": "float64", "shape": [1024, 1024]}], "outputs": []}
-    request = CheckRequest(saved_model="s", serving_key="k", max_row_elements=limits.max_row_elements(),
-                           max_batch_bytes=limits.max_batch_bytes()).to_json()
+    request = CheckRequest(
+        saved_model="s",
+        serving_key="k",
+        max_row_elements=limits.max_row_elements(),
+        max_batch_bytes=limits.max_batch_bytes(),
+    ).to_json()
     tf_worker.check_bounds(signature, request, [64])  # 512 MiB: within the default
     with pytest.raises(tf_worker.WorkerError, match="at batch size 256"):
         tf_worker.check_bounds(signature, request, [256])
     monkeypatch.setenv(limits.BATCH_BYTES_ENV, str(4 << 30))
     monkeypatch.setenv(limits.ROW_ELEMENTS_ENV, "1000")
-    raised = CheckRequest(saved_model="s", serving_key="k", max_row_elements=limits.max_row_elements(),
-                          max_batch_bytes=limits.max_batch_bytes()).to_json()
+    raised = CheckRequest(
+        saved_model="s",
+        serving_key="k",
+        max_row_elements=limits.max_row_elements(),
+        max_batch_bytes=limits.max_batch_bytes(),
+    ).to_json()
     with pytest.raises(tf_worker.WorkerError, match="1048576 elements per row"):
         tf_worker.check_bounds(signature, raised, [256])
     for bad in (["a-b"], ["a/b", "a_b"], ["x", "x_data"]):

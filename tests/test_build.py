@@ -25,13 +25,19 @@ def test_package_is_complete(built: Path, name: str, cls: str) -> None:
     manifest = json.loads((root / "manifest.json").read_text())
     files = manifest.pop("files")
     for bs in (1, 2, 4):
-        for rel in (f"include/tfaot-model-{name}/{cls}_bs{bs}.h", f"lib/{cls}_bs{bs}.o",
-                    f"lib/{cls}_bs{bs}_constants.o"):
+        for rel in (
+            f"include/tfaot-model-{name}/{cls}_bs{bs}.h",
+            f"lib/{cls}_bs{bs}.o",
+            f"lib/{cls}_bs{bs}_constants.o",
+        ):
             assert rel in files, rel
         # TF 2.21 headers pass nullptr for the compilation result proto: the metadata object is not shipped.
         assert f"lib/{cls}_bs{bs}_metadata.o" not in files
-    for rel in (f"include/tfaot-model-{name}/model.h", f"lib/libtfaot-model-{name}.a",
-                f"etc/scram.d/tfaot-model-{name}.xml"):
+    for rel in (
+        f"include/tfaot-model-{name}/model.h",
+        f"lib/libtfaot-model-{name}.a",
+        f"etc/scram.d/tfaot-model-{name}.xml",
+    ):
         assert rel in files
     on_disk = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
     assert on_disk == sorted([*files, "manifest.json"])
@@ -59,9 +65,13 @@ def test_signature_order_is_recorded_by_name(built: Path) -> None:
     manifest = json.loads((package_dir(built, "test-multi") / "manifest.json").read_text())
     sig = manifest["signature"]
     assert [(t["name"], t["dtype"], t["shape"]) for t in sig["inputs"]] == [
-        ("input_0", "float32", [4]), ("input_1", "float64", [4])]
+        ("input_0", "float32", [4]),
+        ("input_1", "float64", [4]),
+    ]
     assert [(t["name"], t["dtype"], t["shape"]) for t in sig["outputs"]] == [
-        ("output_0", "float32", [2]), ("output_1", "bool", [2])]
+        ("output_0", "float32", [2]),
+        ("output_1", "bool", [2]),
+    ]
     header = (package_dir(built, "test-multi") / "include/tfaot-model-test-multi/multi_bs2.h").read_text()
     assert re.search(r'kNames\[\] = \{"feed_input_0", "feed_input_1", nullptr\}', header)
     assert re.search(r'kNames\[\] = \{"fetch_output_0", "fetch_output_1", nullptr\}', header)
@@ -88,7 +98,9 @@ def test_static_archive_defines_what_the_headers_need(built: Path, name: str) ->
     assert undefined <= {"floorf", "expf", "tanhf", "logf", "exp", "log", "tanh", "memcpy", "memset"}
 
 
-def test_second_build_is_up_to_date_without_tensorflow(built: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_second_build_is_up_to_date_without_tensorflow(
+    built: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from tfaot_dist import cli
 
     def no_tensorflow(*args: object, **kwargs: object) -> NoReturn:
@@ -97,29 +109,51 @@ def test_second_build_is_up_to_date_without_tensorflow(built: Path, monkeypatch:
     monkeypatch.setattr(builder, "run_worker", no_tensorflow)
     monkeypatch.setenv("TFAOT_DIST_CACHE", str(built / "cache"))
     before = sha256_file(built / "dist" / "tfaot-model-test-simple-1.0.0.tar.gz")
-    assert cli.main(["--registry", str(built / "registry"), "build", "--all", "--dist", str(built / "dist"),
-                     "--json"]) == 0
+    assert (
+        cli.main(
+            ["--registry", str(built / "registry"), "build", "--all", "--dist", str(built / "dist"), "--json"]
+        )
+        == 0
+    )
     results = json.loads(capsys.readouterr().out)["results"]
     assert {r["status"] for r in results} == {"up to date"}
     assert results[1]["sha256"] == before
 
 
-def test_other_output_dir_reuses_the_build_cache(built: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_other_output_dir_reuses_the_build_cache(
+    built: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from tfaot_dist import cli
 
     monkeypatch.setattr(builder, "run_worker", None)  # calling it would fail
     monkeypatch.setenv("TFAOT_DIST_CACHE", str(built / "cache"))
-    assert cli.main(["--registry", str(built / "registry"), "build", "test-simple", "--dist",
-                     str(built / "dist2"), "--json"]) == 0
+    assert (
+        cli.main(
+            [
+                "--registry",
+                str(built / "registry"),
+                "build",
+                "test-simple",
+                "--dist",
+                str(built / "dist2"),
+                "--json",
+            ]
+        )
+        == 0
+    )
     (result,) = json.loads(capsys.readouterr().out)["results"]
     assert result["status"] == "cached"
     assert result["sha256"] == sha256_file(built / "dist" / "tfaot-model-test-simple-1.0.0.tar.gz")
 
 
-def test_compile_local_config(run: Cli, example_models: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_compile_local_config(
+    run: Cli, example_models: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from tfaot_dist import package as pkg
 
-    written: list[dict[str, Any]] = []  # the manifest is assembled, verified, and only then written: once, complete
+    written: list[
+        dict[str, Any]
+    ] = []  # the manifest is assembled, verified, and only then written: once, complete
     write = pkg.write_manifest
 
     def write_and_record(root: Path, manifest: dict[str, Any]) -> None:
@@ -127,14 +161,27 @@ def test_compile_local_config(run: Cli, example_models: Path, tmp_path: Path, mo
         write(root, manifest)
 
     monkeypatch.setattr(pkg, "write_manifest", write_and_record)
-    out, _ = run("compile", "--aot-config", example_models / "simple" / "aot_config.yaml",
-                 "--output-directory", tmp_path / "out", "--name", "test-simple", "--version", "2.0",
-                 "--batch-sizes", "2,1", "--json")
+    out, _ = run(
+        "compile",
+        "--aot-config",
+        example_models / "simple" / "aot_config.yaml",
+        "--output-directory",
+        tmp_path / "out",
+        "--name",
+        "test-simple",
+        "--version",
+        "2.0",
+        "--batch-sizes",
+        "2,1",
+        "--json",
+    )
     result = json.loads(out)
     root = Path(result["dir"])
     assert root == tmp_path / "out" / "tfaot-model-test-simple-2.0"
     assert sorted(p.name for p in (root / "include" / "tfaot-model-test-simple").glob("*_bs*.h")) == [
-        "simple_bs1.h", "simple_bs2.h"]
+        "simple_bs1.h",
+        "simple_bs2.h",
+    ]
     assert sha256_file(Path(result["archive"])) == result["sha256"]
     manifest = json.loads((root / "manifest.json").read_text())
     assert manifest["source"]["saved_model_sha256"] == manifest["digests"]["saved_model"]
@@ -169,10 +216,18 @@ def test_runtime_command_places_the_runtime_package(run: Cli, tmp_path: Path) ->
     root = Path(result["dir"])
     assert root.name == f"tfaot-xla-runtime-{result['version']}"
     manifest = json.loads((root / "manifest.json").read_text())
-    assert manifest["kind"] == "runtime" and manifest["libs"] == ["lib/libtf_xla_runtime.a", "lib/libtfaot_absl.a"]
-    for rel in ("include/tfaot/Model.h", "etc/scram.d/tfaot-xla-runtime.xml",
-                "include/eigen3/unsupported/Eigen/CXX11/Tensor", "include/third_party/eigen3/Eigen/Core",
-                "lib/pkgconfig/tfaot-xla-runtime.pc", "lib/cmake/tfaot-xla-runtime/tfaot-xla-runtimeConfig.cmake"):
+    assert manifest["kind"] == "runtime" and manifest["libs"] == [
+        "lib/libtf_xla_runtime.a",
+        "lib/libtfaot_absl.a",
+    ]
+    for rel in (
+        "include/tfaot/Model.h",
+        "etc/scram.d/tfaot-xla-runtime.xml",
+        "include/eigen3/unsupported/Eigen/CXX11/Tensor",
+        "include/third_party/eigen3/Eigen/Core",
+        "lib/pkgconfig/tfaot-xla-runtime.pc",
+        "lib/cmake/tfaot-xla-runtime/tfaot-xla-runtimeConfig.cmake",
+    ):
         assert rel in manifest["files"], rel
     assert sha256_file(Path(result["archive"])) == result["sha256"]
 
@@ -204,18 +259,32 @@ def test_check_compiles_the_graph_compile_gets(run: Cli, test_models: Path) -> N
 
 
 @pytest.mark.parametrize("seed", ["1", "2", "3"])
-def test_argument_order_does_not_depend_on_hash_seed(toolchain: Toolchain, test_models: Path, tmp_path: Path, seed: str) -> None:
+def test_argument_order_does_not_depend_on_hash_seed(
+    toolchain: Toolchain, test_models: Path, tmp_path: Path, seed: str
+) -> None:
     """FACTS.md: TensorFlow's own order changes with PYTHONHASHSEED; ours is by name, always."""
     out = tmp_path / "out"
     out.mkdir()
-    request = {"op": "compile", "saved_model": str(test_models / "two_inputs" / "saved_model"),
-               "serving_key": "serving_default", "batch_sizes": [1], "namespace": "ns", "class_name": "two",
-               "output_dir": str(out), "target_triple": "x86_64-pc-linux", "target_cpu": "",
-               "result": str(tmp_path / "result.json")}
+    request = {
+        "op": "compile",
+        "saved_model": str(test_models / "two_inputs" / "saved_model"),
+        "serving_key": "serving_default",
+        "batch_sizes": [1],
+        "namespace": "ns",
+        "class_name": "two",
+        "output_dir": str(out),
+        "target_triple": "x86_64-pc-linux",
+        "target_cpu": "",
+        "result": str(tmp_path / "result.json"),
+    }
     (tmp_path / "request.json").write_text(json.dumps(request))
     env = {**worker_env(tmp_path), "PYTHONHASHSEED": seed}
-    subprocess.run([str(toolchain.python), "-I", str(WORKER), str(tmp_path / "request.json")], env=env,
-                   check=True, capture_output=True)
+    subprocess.run(
+        [str(toolchain.python), "-I", str(WORKER), str(tmp_path / "request.json")],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     answer = json.loads((tmp_path / "result.json").read_text())
     assert answer["ok"], answer
     assert [t["name"] for t in answer["signature"]["inputs"]] == ["feats", "ids"]
@@ -224,18 +293,35 @@ def test_argument_order_does_not_depend_on_hash_seed(toolchain: Toolchain, test_
     assert '{"fetch_output_0", "fetch_output_1", nullptr}' in header
 
 
-def test_rebuild_is_bit_identical(built: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_rebuild_is_bit_identical(
+    built: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Two clean builds (other cache, other output directory, source fetched again) give the same bytes."""
     from tfaot_dist import cli
 
     monkeypatch.setenv("TFAOT_DIST_CACHE", str(built / "cache"))
-    assert cli.main(["--registry", str(built / "registry"), "verify", "test-multi", "--rebuild",
-                     "--dist", str(built / "dist"), "--json"]) == 0
+    assert (
+        cli.main(
+            [
+                "--registry",
+                str(built / "registry"),
+                "verify",
+                "test-multi",
+                "--rebuild",
+                "--dist",
+                str(built / "dist"),
+                "--json",
+            ]
+        )
+        == 0
+    )
     result = json.loads(capsys.readouterr().out)
     assert result["archive_sha256"] == sha256_file(built / "dist" / "tfaot-model-test-multi-1.0.0.tar.gz")
 
 
-def test_verify_finds_a_tampered_file(built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_verify_finds_a_tampered_file(
+    built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     import shutil
 
     from tfaot_dist import cli
@@ -243,12 +329,16 @@ def test_verify_finds_a_tampered_file(built: Path, tmp_path: Path, monkeypatch: 
     dist = tmp_path / "dist"
     shutil.copytree(built / "dist", dist)
     monkeypatch.setenv("TFAOT_DIST_CACHE", str(built / "cache"))
-    assert cli.main(["--registry", str(built / "registry"), "verify", "test-simple", "--dist", str(dist)]) == 0
+    assert (
+        cli.main(["--registry", str(built / "registry"), "verify", "test-simple", "--dist", str(dist)]) == 0
+    )
     obj = dist / "tfaot-model-test-simple-1.0.0" / "lib" / "simple_bs2_constants.o"
     data = bytearray(obj.read_bytes())
     data[len(data) // 2] ^= 1
     obj.write_bytes(bytes(data))
     capsys.readouterr()
-    assert cli.main(["--registry", str(built / "registry"), "verify", "test-simple", "--dist", str(dist)]) == 7
+    assert (
+        cli.main(["--registry", str(built / "registry"), "verify", "test-simple", "--dist", str(dist)]) == 7
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"tfaot-dist: error: {obj}: sha256 differs from the manifest"]

@@ -21,6 +21,7 @@ STAGED = re.compile(r"\.entry\.[a-z0-9_]{8}\.tmp")
 
 def counting_build(runs: Path, seconds: float = 0.0) -> Callable[[Path], None]:
     """A build that records each run in the file runs (outside the cache) and writes one file."""
+
     def build(staged: Path) -> None:
         with open(runs, "a") as f:
             f.write(f"{os.getpid()}\n")
@@ -37,14 +38,33 @@ def leftovers(parent: Path) -> list[str]:
 
 def test_layout_names_are_the_ones_existing_caches_have(tmp_path: Path) -> None:
     cache = Cache(tmp_path)
-    names = {d: getattr(cache, d).relative_to(tmp_path).as_posix()
-             for d in ("toolchains", "runtime", "abseil", "downloads", "pch", "bench", "git", "sources",
-                       "archives", "channels", "builds", "locks", "logs")}
+    names = {
+        d: getattr(cache, d).relative_to(tmp_path).as_posix()
+        for d in (
+            "toolchains",
+            "runtime",
+            "abseil",
+            "downloads",
+            "pch",
+            "bench",
+            "git",
+            "sources",
+            "archives",
+            "channels",
+            "builds",
+            "locks",
+            "logs",
+        )
+    }
     assert names == {d: d for d in names}
     assert cache.runtime_parts == tmp_path / "runtime-parts"
     assert cache.build_lock("k") == tmp_path / "locks" / "build-k.lock"
-    assert cache.git_mirror_lock("https://h/r.git") == cache.git_mirror("https://h/r.git").with_suffix(".lock")
-    assert cache.git_mirror("https://h/r.git").name == "c2fff1802b1cc2d509237b01.git"  # sha256 of the URL, 24 digits
+    assert cache.git_mirror_lock("https://h/r.git") == cache.git_mirror("https://h/r.git").with_suffix(
+        ".lock"
+    )
+    assert (
+        cache.git_mirror("https://h/r.git").name == "c2fff1802b1cc2d509237b01.git"
+    )  # sha256 of the URL, 24 digits
     assert entry_lock(tmp_path / "pch" / "abc") == tmp_path / "pch" / "abc.lock"
 
 
@@ -69,7 +89,9 @@ def test_builds_once_and_marks_complete(tmp_path: Path) -> None:
     assert leftovers(final.parent) == []
 
 
-def _build_concurrently(final: Path, runs: Path, start: synchronize.Barrier, results: "queues.Queue[str]") -> None:
+def _build_concurrently(
+    final: Path, runs: Path, start: synchronize.Barrier, results: "queues.Queue[str]"
+) -> None:
     start.wait()
     results.put(ensure_entry(final, counting_build(runs, seconds=1.0)).as_posix())
 
@@ -77,7 +99,9 @@ def _build_concurrently(final: Path, runs: Path, start: synchronize.Barrier, res
 def test_concurrent_callers_build_once(tmp_path: Path) -> None:
     runs, final = tmp_path / "runs", tmp_path / "cache" / "entry"
     start, results = FORK.Barrier(2), FORK.Queue()
-    children = [FORK.Process(target=_build_concurrently, args=(final, runs, start, results)) for _ in range(2)]
+    children = [
+        FORK.Process(target=_build_concurrently, args=(final, runs, start, results)) for _ in range(2)
+    ]
     for child in children:
         child.start()
     for child in children:

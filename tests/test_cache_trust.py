@@ -33,30 +33,39 @@ def channel(tmp_path: Path) -> Channel:
     return Channel(tmp_path / "channel").runtime().model("x")
 
 
-
 def test_a_cache_others_can_write_is_refused(run: Cli, channel: Channel, tmp_path: Path) -> None:
     run.cache.chmod(0o777)
-    line = refused(run, tmp_path, "setup", "x", "--channel", channel.root, "--area", tmp_path / "area", code=7)
+    line = refused(
+        run, tmp_path, "setup", "x", "--channel", channel.root, "--area", tmp_path / "area", code=7
+    )
     assert str(run.cache) in line and "writable by group or others (mode 777)" in line
     run.cache.chmod(0o775)
-    assert "mode 775" in refused(run, tmp_path, "setup", "x", "--channel", channel.root, "--area", tmp_path / "a", code=7)
+    assert "mode 775" in refused(
+        run, tmp_path, "setup", "x", "--channel", channel.root, "--area", tmp_path / "a", code=7
+    )
 
 
 @needs_root
 def test_a_cache_of_another_user_is_refused(run: Cli, channel: Channel, tmp_path: Path) -> None:
     os.chown(run.cache, NOBODY, NOBODY)
-    line = refused(run, tmp_path, "setup", "x", "--channel", channel.root, "--area", tmp_path / "area", code=7)
+    line = refused(
+        run, tmp_path, "setup", "x", "--channel", channel.root, "--area", tmp_path / "area", code=7
+    )
     assert f"belongs to uid {NOBODY}" in line
 
 
-def test_a_new_cache_is_made_for_us_alone(run: Cli, channel: Channel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_new_cache_is_made_for_us_alone(
+    run: Cli, channel: Channel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Made 0700 by the first command that keeps something in it (an HTTP channel's index); a command
     that failed, or kept nothing, leaves no cache behind."""
     from httpserve import Server
 
     fresh = tmp_path / "new" / "cache"
     monkeypatch.setenv("TFAOT_DIST_CACHE", str(fresh))
-    run("setup", "x", "--channel", channel.root, "--area", tmp_path / "area")  # a directory channel: nothing kept
+    run(
+        "setup", "x", "--channel", channel.root, "--area", tmp_path / "area"
+    )  # a directory channel: nothing kept
     assert not fresh.exists()
     server = Server(channel.root)
     try:
@@ -95,7 +104,9 @@ class Rebuilding(Exception):
     pass
 
 
-def test_a_toolchain_others_can_write_is_refused_and_a_changed_one_made_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_toolchain_others_can_write_is_refused_and_a_changed_one_made_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cache = tmp_path / "cache"
     root = plant_toolchain(cache)
     (root / "bin" / "python").chmod(0o777)

@@ -68,10 +68,14 @@ def test_publish_writes_a_page_per_listed_version_and_nothing_else(published: Pa
         assert (published / rel).read_text() == text, rel
     page = (published / catalogue.page_path("tfaot-model-test-multi", "1.0.0")).read_text()
     m = manifests[("tfaot-model-test-multi", "1.0.0")]
-    for needle in (m["source"]["commit"], rows[0].sha256 if rows[0].name == "tfaot-model-test-multi" else "",
-                   '&lt;use name="tfaot-model-test-multi"/&gt;', "find_package(tfaot-model-test-multi 1.0.0",
-                   "tfaot::Model&lt;tfaot_model::multi&gt;",
-                   "model.run&lt;tfaot::FloatArrays, tfaot::BoolArrays&gt;(batchSize, input_0, input_1)"):
+    for needle in (
+        m["source"]["commit"],
+        rows[0].sha256 if rows[0].name == "tfaot-model-test-multi" else "",
+        '&lt;use name="tfaot-model-test-multi"/&gt;',
+        "find_package(tfaot-model-test-multi 1.0.0",
+        "tfaot::Model&lt;tfaot_model::multi&gt;",
+        "model.run&lt;tfaot::FloatArrays, tfaot::BoolArrays&gt;(batchSize, input_0, input_1)",
+    ):
         assert needle in page, needle
     # Nothing external: no absolute URL in src or href except the index's own relative links.
     for rel in pages:
@@ -81,7 +85,9 @@ def test_publish_writes_a_page_per_listed_version_and_nothing_else(published: Pa
         assert all("://" not in h for h in parser.hrefs), (rel, parser.hrefs)
 
 
-def test_a_second_publish_changes_nothing_and_an_old_channel_gets_its_catalogue(built: Path, published: Path, run: Cli) -> None:
+def test_a_second_publish_changes_nothing_and_an_old_channel_gets_its_catalogue(
+    built: Path, published: Path, run: Cli
+) -> None:
     before = {p: p.read_bytes() for p in published.rglob("*") if p.is_file()}
     run("publish", "--channel", published, "--dist", built / "dist")
     after = {p: p.read_bytes() for p in published.rglob("*") if p.is_file()}
@@ -118,22 +124,37 @@ def test_compilation_fields_as_text(published: Path) -> None:
     rows, manifests = rows_and_manifests(published)
     key = ("tfaot-model-test-simple", "1.0.0")
     manifest = dict(manifests[key])
-    manifest["compilation"] = {**manifest["compilation"], "activation_formulas": "tensorflow",
-                               "rewritten_activations": {"Selu": 12, "Elu": 2}}
+    manifest["compilation"] = {
+        **manifest["compilation"],
+        "activation_formulas": "tensorflow",
+        "rewritten_activations": {"Selu": 12, "Elu": 2},
+    }
     page = catalogue.render(rows, typed({**manifests, key: manifest}))[catalogue.page_path(*key)]
     assert "<dt>rewritten_activations</dt><dd>Elu 2, Selu 12</dd>" in page
     assert "<dt>activation_formulas</dt><dd>tensorflow</dd>" in page
-    assert f"<dt>batch_sizes</dt><dd>{', '.join(map(str, manifest['compilation']['batch_sizes']))}</dd>" in page
+    assert (
+        f"<dt>batch_sizes</dt><dd>{', '.join(map(str, manifest['compilation']['batch_sizes']))}</dd>" in page
+    )
 
 
 def test_everything_is_escaped(published: Path) -> None:
     rows, manifests = rows_and_manifests(published)
     key = ("tfaot-model-test-simple", "1.0.0")
     evil = dict(manifests[key])
-    evil["model"] = {"description": '<script>alert("x")</script> & "quotes" <b>', "author": "<img src=x onerror=1>"}
-    evil["source"] = {"git": "javascript:alert(1)", "commit": '"><script>1</script>', "url": "https://h/a?b=<c>&d"}
-    evil["signature"] = {"inputs": [{"name": "<in>", "dtype": "float32", "shape": [4]}],
-                         "outputs": [{"name": "o\"ut", "dtype": "bool", "shape": [2]}], "order": "<o>"}
+    evil["model"] = {
+        "description": '<script>alert("x")</script> & "quotes" <b>',
+        "author": "<img src=x onerror=1>",
+    }
+    evil["source"] = {
+        "git": "javascript:alert(1)",
+        "commit": '"><script>1</script>',
+        "url": "https://h/a?b=<c>&d",
+    }
+    evil["signature"] = {
+        "inputs": [{"name": "<in>", "dtype": "float32", "shape": [4]}],
+        "outputs": [{"name": 'o"ut', "dtype": "bool", "shape": [2]}],
+        "order": "<o>",
+    }
     pages = catalogue.render(rows, typed({**manifests, key: evil}))
     for text in (pages["index.html"], pages[catalogue.page_path(*key)]):
         assert "<script>alert" not in text and "<img" not in text and "<b>" not in text and "<in>" not in text
@@ -151,9 +172,13 @@ def test_catalogue_in_headless_chromium(published: Path) -> None:
     rows, manifests = rows_and_manifests(published)
     with closing(Server(published)) as server, Browser() as browser:
         browser.open(server.url("index.html"))
-        listed = browser.eval("[...document.querySelectorAll('#packages tbody tr')].map(r => r.dataset.package)")
+        listed = browser.eval(
+            "[...document.querySelectorAll('#packages tbody tr')].map(r => r.dataset.package)"
+        )
         assert sorted(listed) == sorted({r.name for r in rows})
-        assert browser.eval("getComputedStyle(document.body).fontFamily").startswith("system-ui")  # CSS loaded
+        assert browser.eval("getComputedStyle(document.body).fontFamily").startswith(
+            "system-ui"
+        )  # CSS loaded
         setup = browser.eval("document.querySelector('.channel-url').textContent")
         assert setup == server.url("")
         browser.screenshot(SCREENSHOT)
@@ -164,37 +189,55 @@ def test_catalogue_in_headless_chromium(published: Path) -> None:
                 "(() => { const b = document.getElementById('search'); b.value = " + json.dumps(query) + ";"
                 " b.dispatchEvent(new Event('input'));"
                 " return [...document.querySelectorAll('#packages tbody tr')]"
-                ".filter(r => getComputedStyle(r).display !== 'none').map(r => r.dataset.package); })()")
+                ".filter(r => getComputedStyle(r).display !== 'none').map(r => r.dataset.package); })()"
+            )
             return shown
 
         assert visible("multi") == ["tfaot-model-test-multi"]
         description = manifests[("tfaot-model-test-simple", "1.0.0")]["model"]["description"]
-        assert visible(description.split()[0]) and "tfaot-model-test-simple" in visible(description.split()[0])
+        assert visible(description.split()[0]) and "tfaot-model-test-simple" in visible(
+            description.split()[0]
+        )
         assert visible("no-such-model") == []
-        assert browser.eval("document.getElementById('count').textContent") == f"0 of {len(listed)} packages shown"
+        assert (
+            browser.eval("document.getElementById('count').textContent")
+            == f"0 of {len(listed)} packages shown"
+        )
         assert sorted(visible("")) == sorted(listed)
 
         # Every link on the index and on each version page resolves over HTTP.
-        pages = [server.url("index.html"), *browser.eval("[...document.querySelectorAll('#packages a')]" ".map(a => a.href)")]
+        pages = [
+            server.url("index.html"),
+            *browser.eval("[...document.querySelectorAll('#packages a')].map(a => a.href)"),
+        ]
         assert len(pages) == 1 + len(rows)
         for url in pages:
             browser.open(url)
             hrefs = browser.eval("[...document.querySelectorAll('a[href], link[href]')].map(a => a.href)")
-            assert all(h.startswith((server.url(""), "data:")) for h in hrefs), hrefs  # nothing from elsewhere
+            assert all(h.startswith((server.url(""), "data:")) for h in hrefs), (
+                hrefs
+            )  # nothing from elsewhere
             for href in (h for h in hrefs if h.startswith("http")):
                 with urllib.request.urlopen(href, timeout=30) as answer:
                     assert answer.status == 200, href
         browser.open(server.url(catalogue.page_path("tfaot-model-test-multi", "1.0.0")))
-        cells = browser.eval("[...document.querySelectorAll('#signature tbody tr')]"
-                             ".map(r => [...r.cells].map(c => c.textContent))")
-        assert cells == [["0", "input", "input_0", "float32", "[batch, 4]", "tfaot::FloatArrays"],
-                         ["1", "input", "input_1", "float64", "[batch, 4]", "tfaot::DoubleArrays"],
-                         ["0", "output", "output_0", "float32", "[batch, 2]", "tfaot::FloatArrays"],
-                         ["1", "output", "output_1", "bool", "[batch, 2]", "tfaot::BoolArrays"]]
-        errors = browser.eval("[...document.querySelectorAll('#verification tbody tr')].map(r => r.cells[0].textContent)")
+        cells = browser.eval(
+            "[...document.querySelectorAll('#signature tbody tr')]"
+            ".map(r => [...r.cells].map(c => c.textContent))"
+        )
+        assert cells == [
+            ["0", "input", "input_0", "float32", "[batch, 4]", "tfaot::FloatArrays"],
+            ["1", "input", "input_1", "float64", "[batch, 4]", "tfaot::DoubleArrays"],
+            ["0", "output", "output_0", "float32", "[batch, 2]", "tfaot::FloatArrays"],
+            ["1", "output", "output_1", "bool", "[batch, 2]", "tfaot::BoolArrays"],
+        ]
+        errors = browser.eval(
+            "[...document.querySelectorAll('#verification tbody tr')].map(r => r.cells[0].textContent)"
+        )
         assert errors == ["output_0", "output_1"]
         assert browser.eval("document.getElementById('setup').textContent") == (
-            f'tfaot-dist setup "test-multi==1.0.0" --channel {server.url("")} --area $CMSSW_BASE')
+            f'tfaot-dist setup "test-multi==1.0.0" --channel {server.url("")} --area $CMSSW_BASE'
+        )
         browser.screenshot(SCREENSHOT.with_name("catalogue-page.png"))
         assert browser.errors == []
 
@@ -209,8 +252,9 @@ for y, b in zip(res["output_0"].numpy(), res["output_1"].numpy()):
 """
 
 
-def test_readme_cpp_example_builds_with_pkg_config_and_matches_tensorflow(built: Path, run: Cli, tmp_path: Path, example_models: Path,
-                                                                           toolchain: Toolchain) -> None:
+def test_readme_cpp_example_builds_with_pkg_config_and_matches_tensorflow(
+    built: Path, run: Cli, tmp_path: Path, example_models: Path, toolchain: Toolchain
+) -> None:
     """The README's C++ snippet and pkg-config line, as written, against an area set up from a channel."""
     import re
     import subprocess
@@ -224,13 +268,20 @@ def test_readme_cpp_example_builds_with_pkg_config_and_matches_tensorflow(built:
     shell = re.search(r"pkg-config:\n\n```\n(.*?)```", readme, re.S)
     assert cpp and shell, "README: the C++ example and its pkg-config line"
     snippet = cpp.group(1)
-    compile_line = next(line for line in shell.group(1)
-                        .splitlines() if line.startswith("g++"))
+    compile_line = next(line for line in shell.group(1).splitlines() if line.startswith("g++"))
     includes = [line for line in snippet.splitlines() if line.startswith("#include")]
     body = [line for line in snippet.splitlines() if line and not line.startswith("#include")]
-    program = "\n".join(["#include <cstdio>", *includes, "int main() {", *body,
-                         "  for (int r = 0; r < 2; r++) std::printf(\"%.9g %.9g %d %d\\n\", output_0[r][0], "
-                         "output_0[r][1], int(output_1[r][0]), int(output_1[r][1]));", "}"])
+    program = "\n".join(
+        [
+            "#include <cstdio>",
+            *includes,
+            "int main() {",
+            *body,
+            '  for (int r = 0; r < 2; r++) std::printf("%.9g %.9g %d %d\\n", output_0[r][0], '
+            "output_0[r][1], int(output_1[r][0]), int(output_1[r][1]));",
+            "}",
+        ]
+    )
     ch, area = tmp_path / "channel", tmp_path / "area"
     run("publish", "--channel", ch, "--dist", built / "dist")
     run("setup", "test-multi", "--channel", ch, "--area", area)
@@ -239,8 +290,15 @@ def test_readme_cpp_example_builds_with_pkg_config_and_matches_tensorflow(built:
     (work / "my_program.cc").write_text(program)
     env = {"PATH": "/usr/bin:/bin", "PKG_CONFIG_PATH": str(area / "tfaot" / "lib" / "pkgconfig")}
     subprocess.run(["bash", "-c", compile_line], cwd=work, env=env, check=True, timeout=600)
-    aot = subprocess.run([str(work / "my_program")], capture_output=True, text=True, check=True).stdout.split()
-    tf = subprocess.run([str(toolchain.python), "-I", "-c", README_TF, str(example_models / "multi" / "saved_model")],
-                        env=worker_env(tmp_path), capture_output=True, text=True, check=True).stdout.split()
+    aot = subprocess.run(
+        [str(work / "my_program")], capture_output=True, text=True, check=True
+    ).stdout.split()
+    tf = subprocess.run(
+        [str(toolchain.python), "-I", "-c", README_TF, str(example_models / "multi" / "saved_model")],
+        env=worker_env(tmp_path),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert len(aot) == len(tf) == 8
     assert all(abs(float(a) - float(t)) <= 1e-5 for a, t in zip(aot, tf, strict=False)), (aot, tf)

@@ -36,9 +36,12 @@ def secret_seen(server: Server) -> bool:
 @pytest.fixture
 def elsewhere() -> Iterator[Server]:
     """Another origin: records whatever reaches it, answers 200 {"token": "anonymous"}."""
+
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            answer(self, 200, json.dumps({"token": "anonymous"}).encode(), {"Content-Type": "application/json"})
+            answer(
+                self, 200, json.dumps({"token": "anonymous"}).encode(), {"Content-Type": "application/json"}
+            )
 
         do_PUT = do_POST = do_HEAD = do_PATCH = do_GET
 
@@ -49,6 +52,7 @@ def elsewhere() -> Iterator[Server]:
 
 def registry(behaviour: Callable[[BaseHTTPRequestHandler], None]) -> Server:
     """A registry whose every request is answered by behaviour(handler) (a function of the request)."""
+
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             behaviour(self)
@@ -86,39 +90,60 @@ def refused(run: Cli, tmp_path: Path, *args: object, code: int) -> str:
 # ---------------------------------------------------------------- credentials in URLs
 
 
-@pytest.mark.parametrize("url", ["http://bot:" + SECRET + "@127.0.0.1/data.git",
-                                 "https://" + SECRET + "@github.com/org/data.git",
-                                 "ssh://git:" + SECRET + "@host/data.git"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://bot:" + SECRET + "@127.0.0.1/data.git",
+        "https://" + SECRET + "@github.com/org/data.git",
+        "ssh://git:" + SECRET + "@host/data.git",
+    ],
+)
 def test_a_source_url_with_credentials_is_refused(run: Cli, tmp_path: Path, url: str) -> None:
-    line = refused(run, tmp_path, "add-model", "x", "--source", url, "--aot-config", "a/aot_config.yaml", code=3)
+    line = refused(
+        run, tmp_path, "add-model", "x", "--source", url, "--aot-config", "a/aot_config.yaml", code=3
+    )
     assert "credentials in a URL are refused" in line
     assert "credential helper" in line and "GIT_ASKPASS" in line and "netrc" in line
 
 
 def test_credentials_in_registry_entries_are_refused_without_showing_them(run: Cli, tmp_path: Path) -> None:
     entry = run.registry / "models" / "x.yaml"
-    entry.write_text(f"name: x\nversion: '1.0'\nsource:\n  git: https://bot:{SECRET}@h/r.git\n  ref: main\n"
-                     f"  commit: {'0' * 40}\naot_config: a/aot_config.yaml\n")
+    entry.write_text(
+        f"name: x\nversion: '1.0'\nsource:\n  git: https://bot:{SECRET}@h/r.git\n  ref: main\n"
+        f"  commit: {'0' * 40}\naot_config: a/aot_config.yaml\n"
+    )
     assert "credentials in a URL are refused" in refused(run, tmp_path, "list", code=3)
-    entry.write_text(f"name: x\nversion: '1.0'\nsource:\n  archive: https://bot:{SECRET}@h/d.tar.gz\n"
-                     f"  sha256: {'0' * 64}\naot_config: a/aot_config.yaml\n")
+    entry.write_text(
+        f"name: x\nversion: '1.0'\nsource:\n  archive: https://bot:{SECRET}@h/d.tar.gz\n"
+        f"  sha256: {'0' * 64}\naot_config: a/aot_config.yaml\n"
+    )
     assert "netrc" in refused(run, tmp_path, "list", code=3)
 
 
-@pytest.mark.parametrize("channel", [f"oci://ci:{SECRET}@127.0.0.1:1/{NS}", f"http://ci:{SECRET}@127.0.0.1:1/"])
+@pytest.mark.parametrize(
+    "channel", [f"oci://ci:{SECRET}@127.0.0.1:1/{NS}", f"http://ci:{SECRET}@127.0.0.1:1/"]
+)
 def test_a_channel_url_with_credentials_is_refused(run: Cli, tmp_path: Path, channel: str) -> None:
-    assert "credentials in a URL are refused" in refused(run, tmp_path, "setup", "--list", "--channel", channel,
-                                                         code=3)
+    assert "credentials in a URL are refused" in refused(
+        run, tmp_path, "setup", "--list", "--channel", channel, code=3
+    )
 
 
 # ---------------------------------------------------------------- the OCI token stays with the registry
 
 
-def test_a_token_service_elsewhere_never_gets_the_token(run: Cli, tmp_path: Path, elsewhere: Server, with_token: None) -> None:
-    server = registry(lambda h: answer(h, 401, b"{}", {
-        "WWW-Authenticate": f'Bearer realm="{elsewhere.url}/token",service="s"'}))
+def test_a_token_service_elsewhere_never_gets_the_token(
+    run: Cli, tmp_path: Path, elsewhere: Server, with_token: None
+) -> None:
+    server = registry(
+        lambda h: answer(
+            h, 401, b"{}", {"WWW-Authenticate": f'Bearer realm="{elsewhere.url}/token",service="s"'}
+        )
+    )
     try:
-        line = refused(run, tmp_path, "setup", "--list", "--channel", f"oci://127.0.0.1:{server.port}/{NS}", code=4)
+        line = refused(
+            run, tmp_path, "setup", "--list", "--channel", f"oci://127.0.0.1:{server.port}/{NS}", code=4
+        )
         assert "HTTP 401" in line
         assert elsewhere.seen and not secret_seen(elsewhere)  # asked anonymously, never with the token
         assert not secret_seen(server)  # nor was the token offered to a Bearer registry directly
@@ -126,31 +151,49 @@ def test_a_token_service_elsewhere_never_gets_the_token(run: Cli, tmp_path: Path
         server.close()
 
 
-def test_a_token_service_on_plain_http_elsewhere_is_not_asked(run: Cli, tmp_path: Path, with_token: None) -> None:
-    server = registry(lambda h: answer(h, 401, b"{}", {
-        "WWW-Authenticate": 'Bearer realm="http://tokens.example.invalid/token"'}))
+def test_a_token_service_on_plain_http_elsewhere_is_not_asked(
+    run: Cli, tmp_path: Path, with_token: None
+) -> None:
+    server = registry(
+        lambda h: answer(
+            h, 401, b"{}", {"WWW-Authenticate": 'Bearer realm="http://tokens.example.invalid/token"'}
+        )
+    )
     try:
-        line = refused(run, tmp_path, "setup", "--list", "--channel", f"oci://127.0.0.1:{server.port}/{NS}", code=4)
+        line = refused(
+            run, tmp_path, "setup", "--list", "--channel", f"oci://127.0.0.1:{server.port}/{NS}", code=4
+        )
         assert "plain http on another machine" in line
     finally:
         server.close()
 
 
-def test_a_tags_link_elsewhere_is_not_followed(run: Cli, tmp_path: Path, elsewhere: Server, with_token: None) -> None:
+def test_a_tags_link_elsewhere_is_not_followed(
+    run: Cli, tmp_path: Path, elsewhere: Server, with_token: None
+) -> None:
     def behaviour(h: BaseHTTPRequestHandler) -> None:
         if basic_ok(h):
-            answer(h, 200, b'{"tags": ["a"]}', {"Link": f'<{elsewhere.url}/v2/{NS}/tfaot-index/tags/list>; rel="next"'})
+            answer(
+                h,
+                200,
+                b'{"tags": ["a"]}',
+                {"Link": f'<{elsewhere.url}/v2/{NS}/tfaot-index/tags/list>; rel="next"'},
+            )
 
     server = registry(behaviour)
     try:
-        line = refused(run, tmp_path, "setup", "--list", "--channel", f"oci://127.0.0.1:{server.port}/{NS}", code=7)
+        line = refused(
+            run, tmp_path, "setup", "--list", "--channel", f"oci://127.0.0.1:{server.port}/{NS}", code=7
+        )
         assert "next page of tags is on another host" in line
         assert elsewhere.seen == [] and secret_seen(server)  # the registry itself got it (Basic), nobody else
     finally:
         server.close()
 
 
-def test_an_upload_location_elsewhere_is_refused(run: Cli, tmp_path: Path, elsewhere: Server, with_token: None) -> None:
+def test_an_upload_location_elsewhere_is_refused(
+    run: Cli, tmp_path: Path, elsewhere: Server, with_token: None
+) -> None:
     dist = hand_built_dist(tmp_path / "dist", models=())
 
     def behaviour(h: BaseHTTPRequestHandler) -> None:
@@ -163,15 +206,25 @@ def test_an_upload_location_elsewhere_is_refused(run: Cli, tmp_path: Path, elsew
 
     server = registry(behaviour)
     try:
-        line = refused(run, tmp_path, "publish", "--channel", f"oci://127.0.0.1:{server.port}/{NS}", "--dist", dist,
-                       code=4)
+        line = refused(
+            run,
+            tmp_path,
+            "publish",
+            "--channel",
+            f"oci://127.0.0.1:{server.port}/{NS}",
+            "--dist",
+            dist,
+            code=4,
+        )
         assert "upload location on another host" in line
         assert elsewhere.seen == []
     finally:
         server.close()
 
 
-def test_a_manifest_redirect_to_plain_http_elsewhere_is_refused(run: Cli, tmp_path: Path, elsewhere: Server, with_token: None) -> None:
+def test_a_manifest_redirect_to_plain_http_elsewhere_is_refused(
+    run: Cli, tmp_path: Path, elsewhere: Server, with_token: None
+) -> None:
     def behaviour(h: BaseHTTPRequestHandler) -> None:
         if not basic_ok(h):
             return
@@ -182,7 +235,9 @@ def test_a_manifest_redirect_to_plain_http_elsewhere_is_refused(run: Cli, tmp_pa
 
     server = registry(behaviour)
     try:
-        line = refused(run, tmp_path, "setup", "--list", "--channel", f"oci://127.0.0.1:{server.port}/{NS}", code=4)
+        line = refused(
+            run, tmp_path, "setup", "--list", "--channel", f"oci://127.0.0.1:{server.port}/{NS}", code=4
+        )
         assert "redirected to another host or scheme" in line
         assert elsewhere.seen == []
     finally:
@@ -196,12 +251,18 @@ def test_endless_tag_pages_stop_at_the_tag_cap(run: Cli, tmp_path: Path) -> None
     def behaviour(h: BaseHTTPRequestHandler) -> None:
         page = int(h.path.rsplit("page=", 1)[1]) if "page=" in h.path else 0
         tags = [f"t{page}-{i}" for i in range(1000)]
-        answer(h, 200, json.dumps({"tags": tags}).encode(),
-               {"Link": f'</v2/{NS}/tfaot-index/tags/list?n=1000&page={page + 1}>; rel="next"'})
+        answer(
+            h,
+            200,
+            json.dumps({"tags": tags}).encode(),
+            {"Link": f'</v2/{NS}/tfaot-index/tags/list?n=1000&page={page + 1}>; rel="next"'},
+        )
 
     server = registry(behaviour)
     try:
-        line = refused(run, tmp_path, "setup", "--list", "--channel", f"oci://127.0.0.1:{server.port}/{NS}", code=7)
+        line = refused(
+            run, tmp_path, "setup", "--list", "--channel", f"oci://127.0.0.1:{server.port}/{NS}", code=7
+        )
         assert f"more than {MAX_TAGS} tags" in line
         assert len(server.seen) <= MAX_TAGS // 1000 + 1
     finally:
@@ -209,16 +270,29 @@ def test_endless_tag_pages_stop_at_the_tag_cap(run: Cli, tmp_path: Path) -> None
 
 
 def test_tag_pages_that_loop_or_never_end_are_refused(run: Cli, tmp_path: Path) -> None:
-    loop = registry(lambda h: answer(h, 200, b'{"tags": []}', {"Link": f'</v2/{NS}/tfaot-index/tags/list?n=1000>; '
-                                                                        'rel="next"'}))
-    pages = registry(lambda h: answer(h, 200, b'{"tags": []}', {
-        "Link": f'</v2/{NS}/tfaot-index/tags/list?n=1000&p={len(h.path)}{os.urandom(4).hex()}>; rel="next"'}))
+    loop = registry(
+        lambda h: answer(
+            h, 200, b'{"tags": []}', {"Link": f'</v2/{NS}/tfaot-index/tags/list?n=1000>; rel="next"'}
+        )
+    )
+    pages = registry(
+        lambda h: answer(
+            h,
+            200,
+            b'{"tags": []}',
+            {
+                "Link": f'</v2/{NS}/tfaot-index/tags/list?n=1000&p={len(h.path)}{os.urandom(4).hex()}>; rel="next"'
+            },
+        )
+    )
     try:
-        assert "loops back" in refused(run, tmp_path, "setup", "--list", "--channel",
-                                       f"oci://127.0.0.1:{loop.port}/{NS}", code=7)
+        assert "loops back" in refused(
+            run, tmp_path, "setup", "--list", "--channel", f"oci://127.0.0.1:{loop.port}/{NS}", code=7
+        )
         assert len(loop.seen) == 1  # the next page is the one just read
-        assert f"more than {MAX_TAG_PAGES} pages" in refused(run, tmp_path, "setup", "--list", "--channel",
-                                                             f"oci://127.0.0.1:{pages.port}/{NS}", code=7)
+        assert f"more than {MAX_TAG_PAGES} pages" in refused(
+            run, tmp_path, "setup", "--list", "--channel", f"oci://127.0.0.1:{pages.port}/{NS}", code=7
+        )
         assert len(pages.seen) == MAX_TAG_PAGES
     finally:
         loop.close()
@@ -244,7 +318,9 @@ def test_a_huge_manifest_is_not_read_whole(run: Cli, tmp_path: Path) -> None:
 
     server = registry(behaviour)
     try:
-        line = refused(run, tmp_path, "setup", "--list", "--channel", f"oci://127.0.0.1:{server.port}/{NS}", code=7)
+        line = refused(
+            run, tmp_path, "setup", "--list", "--channel", f"oci://127.0.0.1:{server.port}/{NS}", code=7
+        )
         assert "larger than 4194304 bytes" in line
         assert len(sent) < 100
     finally:
@@ -255,7 +331,9 @@ def test_index_parts_are_capped(run: Cli, tmp_path: Path) -> None:
     tags = [f"part-{i:032x}" for i in range(MAX_PARTS + 1)]
     server = registry(lambda h: answer(h, 200, json.dumps({"tags": tags}).encode()))
     try:
-        line = refused(run, tmp_path, "setup", "--list", "--channel", f"oci://127.0.0.1:{server.port}/{NS}", code=7)
+        line = refused(
+            run, tmp_path, "setup", "--list", "--channel", f"oci://127.0.0.1:{server.port}/{NS}", code=7
+        )
         assert f"at most {MAX_PARTS}" in line and len(server.seen) == 1  # not one GET per part
     finally:
         server.close()
@@ -264,7 +342,9 @@ def test_index_parts_are_capped(run: Cli, tmp_path: Path) -> None:
 # ---------------------------------------------------------------- the honest flow on a real registry
 
 
-def test_publish_and_setup_through_a_real_registry_with_basic_auth(run: Cli, tmp_path: Path, with_token: None) -> None:
+def test_publish_and_setup_through_a_real_registry_with_basic_auth(
+    run: Cli, tmp_path: Path, with_token: None
+) -> None:
     """docker-registry behind htpasswd: the token reaches the registry, hand-built packages round-trip."""
     from test_oci import Registry
 
@@ -288,19 +368,23 @@ def inert(text: str) -> None:
         assert not line.lstrip().startswith("::"), line
 
 
-def test_printed_lines_cannot_command_the_runner(run: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_printed_lines_cannot_command_the_runner(
+    run: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     area = tmp_path / "area"
     (area / "tfaot").mkdir(parents=True)
     key = "x\n  ::error file=a.py::owned\n##[warning]also"
-    (area / "tfaot" / "installed.json").write_text(json.dumps({"format": "tfaot-dist-area/1",
-                                                               "packages": {key: {}}}))
+    (area / "tfaot" / "installed.json").write_text(
+        json.dumps({"format": "tfaot-dist-area/1", "packages": {key: {}}})
+    )
     _, err = run("setup", "--list", "--area", area, expect=3)
     one_error(err)
     inert(err)
     channel = Channel(tmp_path / "channel").runtime()
-    channel.model("x", signature={"inputs": [{"name": "##[error]in", "dtype": "float32", "shape": [1]}],
-                                  "outputs": []})
+    channel.model(
+        "x", signature={"inputs": [{"name": "##[error]in", "dtype": "float32", "shape": [1]}], "outputs": []}
+    )
     out, _ = run("setup", "--list", "--channel", channel.root, "--json")
     inert(out)
     rows = {row["name"]: row for row in json.loads(out)["packages"]}
@@ -329,18 +413,25 @@ def test_the_cli_under_actions_in_a_subprocess(tmp_path: Path) -> None:
     """The same through a real process (stderr as the runner reads it)."""
     area = tmp_path / "area"
     (area / "tfaot").mkdir(parents=True)
-    (area / "tfaot" / "installed.json").write_text('{"format": "tfaot-dist-area/1", "packages": '
-                                                   '{"a\\n::error::x": {}}}')
-    proc = subprocess.run([sys.executable, "-m", "tfaot_dist", "setup", "--list", "--area", str(area)],
-                          capture_output=True, text=True, env={**os.environ, "GITHUB_ACTIONS": "true",
-                                                                "TFAOT_DIST_CACHE": str(tmp_path / "c")},
-                          check=False, cwd=Path(__file__).parent.parent)
+    (area / "tfaot" / "installed.json").write_text(
+        '{"format": "tfaot-dist-area/1", "packages": {"a\\n::error::x": {}}}'
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "tfaot_dist", "setup", "--list", "--area", str(area)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "GITHUB_ACTIONS": "true", "TFAOT_DIST_CACHE": str(tmp_path / "c")},
+        check=False,
+        cwd=Path(__file__).parent.parent,
+    )
     assert proc.returncode == 3
     one_error(proc.stderr)
     inert(proc.stderr)
 
 
-def test_bearer_tokens_from_a_token_service_on_the_registry_origin(run: Cli, tmp_path: Path, with_token: None) -> None:
+def test_bearer_tokens_from_a_token_service_on_the_registry_origin(
+    run: Cli, tmp_path: Path, with_token: None
+) -> None:
     """The ghcr.io way (token service on the registry's origin): the token is traded for a scoped one
     there; the same registry with its token service on another port never sees the token."""
     from test_oci import Registry, TokenService
@@ -349,8 +440,13 @@ def test_bearer_tokens_from_a_token_service_on_the_registry_origin(run: Cli, tmp
     server = Registry(tmp_path / "registry", auth=tokens.config())
     tokens.upstream_port = server.port
     try:
-        out, err = run("publish", "--channel", f"oci://127.0.0.1:{tokens.port}/{NS}", "--dist",
-                       hand_built_dist(tmp_path / "dist"))
+        out, err = run(
+            "publish",
+            "--channel",
+            f"oci://127.0.0.1:{tokens.port}/{NS}",
+            "--dist",
+            hand_built_dist(tmp_path / "dist"),
+        )
         assert SECRET not in out + err and tokens.requests.count("user") >= 2
         tokens.requests.clear()
         out, err = run("setup", "--list", "--channel", server.channel(), expect=4)  # the registry logs it

@@ -41,16 +41,24 @@ def test_every_error_class_has_a_listed_exit_code() -> None:
     classes = [c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, errors.TfaotError)]
     codes = {c.exit_code for c in classes if c is not errors.BuildFailed and c is not errors.TfaotError}
     assert codes == set(errors.EXIT_CODES) - {0, 1}  # 0: success, 1: specs --check (no error class has them)
-    readme = (Path(__file__).parent.parent / "README.md").read_text().split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+    readme = (
+        (Path(__file__).parent.parent / "README.md")
+        .read_text()
+        .split("## Exit codes", 1)[1]
+        .split("\n## ", 1)[0]
+    )
     rows = [line.split("|")[1].strip() for line in readme.splitlines() if line.startswith("| ")]
     rows = [row for row in rows if row.isdigit()]
     assert rows == [str(code) for code in errors.EXIT_CODES if code], rows
 
 
 def test_help_runs_as_a_program() -> None:
-    out = subprocess.run([sys.executable, "-m", "tfaot_dist", "compile", "--help"], capture_output=True,
-                         text=True, check=True).stdout
-    assert "--aot-config FILE" in out and "relative to its directory" in out and "--output-directory DIR" in out
+    out = subprocess.run(
+        [sys.executable, "-m", "tfaot_dist", "compile", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    assert (
+        "--aot-config FILE" in out and "relative to its directory" in out and "--output-directory DIR" in out
+    )
 
 
 def test_init_creates_a_registry_others_read(tmp_path: Path, run: Cli) -> None:
@@ -71,7 +79,9 @@ def test_init_creates_a_registry_others_read(tmp_path: Path, run: Cli) -> None:
 def test_a_missing_registry_is_an_error_naming_it(tmp_path: Path, run: Cli, args: tuple[str, ...]) -> None:
     missing = tmp_path / "no-such-registry"
     line = run.error("--registry", missing, *args, expect=INVALID)
-    assert f"--registry: {missing} is not a registry directory" in line and f"tfaot-dist init {missing}" in line
+    assert (
+        f"--registry: {missing} is not a registry directory" in line and f"tfaot-dist init {missing}" in line
+    )
     assert not missing.exists() and not (tmp_path / "specs").exists()
 
 
@@ -86,12 +96,28 @@ def test_typos_get_a_suggestion(run: Cli, registry: Path) -> None:
 
 def test_batch_size_errors_share_one_exit_code(run: Cli) -> None:
     assert "expected comma separated integers, got '1,two'" in run.error(
-        "compile", "--aot-config", "x.yaml", "--output-directory", "out", "--batch-sizes", "1,two", expect=INVALID)
+        "compile",
+        "--aot-config",
+        "x.yaml",
+        "--output-directory",
+        "out",
+        "--batch-sizes",
+        "1,two",
+        expect=INVALID,
+    )
 
 
-def test_relative_source_path(run: Cli, data_repo: DataRepo, registry: Path, cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    line = run.error("add-model", "m", "--source", "mydata", "--aot-config", "simple/aot_config.yaml",
-                     expect=UNAVAILABLE)
+def test_relative_source_path(
+    run: Cli,
+    data_repo: DataRepo,
+    registry: Path,
+    cache: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    line = run.error(
+        "add-model", "m", "--source", "mydata", "--aot-config", "simple/aot_config.yaml", expect=UNAVAILABLE
+    )
     assert "--source: mydata: no such directory" in line and "unsupported" not in line
     repo = data_repo.bare
     monkeypatch.chdir(repo.parent)
@@ -119,8 +145,13 @@ def test_publish_and_setup_say_each_status_once(built: Path, run: Cli, tmp_path:
 def test_the_test_command_runs_only_the_file_it_is_given() -> None:
     from conftest import REPO
 
-    proc = subprocess.run([str(REPO / "scripts" / "test"), "tests/test_toolchain.py", "--collect-only", "-q"],
-                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [str(REPO / "scripts" / "test"), "tests/test_toolchain.py", "--collect-only", "-q"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     # pytest -qq --collect-only: one "FILE: COUNT" line per collected file.
     files = [line.split(":")[0] for line in proc.stdout.splitlines() if line.startswith("tests/")]

@@ -44,11 +44,13 @@ def test_defaults_of_the_documentation(config_dir: Path) -> None:
 
 
 def test_json_config_and_all_fields(config_dir: Path) -> None:
-    text = ('{"model": {"name": "m", "version": "2.1", "saved_model": "saved_model", "serving_key": "serve",'
-            ' "author": "A <a@b>", "description": "x & y"}, "compilation": {"batch_sizes": [1],'
-            ' "namespace": "ns", "tf_xla_flags": ["--tf_xla_min_cluster_size=4"],'
-            ' "xla_flags": ["--xla_cpu_enable_fast_math=true"], "target_triple": "x86_64-pc-linux",'
-            ' "target_cpu": "x86-64-v3", "activation_formulas": "xla"}}')
+    text = (
+        '{"model": {"name": "m", "version": "2.1", "saved_model": "saved_model", "serving_key": "serve",'
+        ' "author": "A <a@b>", "description": "x & y"}, "compilation": {"batch_sizes": [1],'
+        ' "namespace": "ns", "tf_xla_flags": ["--tf_xla_min_cluster_size=4"],'
+        ' "xla_flags": ["--xla_cpu_enable_fast_math=true"], "target_triple": "x86_64-pc-linux",'
+        ' "target_cpu": "x86-64-v3", "activation_formulas": "xla"}}'
+    )
     config = load_aot_config(write(config_dir, text))
     assert config.compilation.xla_flags == ("--xla_cpu_enable_fast_math=true",)
     assert config.compilation.target_cpu == "x86-64-v3"
@@ -84,9 +86,15 @@ BAD = [
     (GOOD + "  xla_flags: '--a'\n", "compilation.xla_flags: expected a list"),
     (GOOD + "  target_cpu: '$(id)'\n", "compilation.target_cpu: invalid target cpu"),
     (GOOD + "  target_triple: 'x86_64'\n", "compilation.target_triple: invalid target triple"),
-    (GOOD + "  activation_formulas: fast\n", "compilation.activation_formulas: expected one of tensorflow, xla"),
+    (
+        GOOD + "  activation_formulas: fast\n",
+        "compilation.activation_formulas: expected one of tensorflow, xla",
+    ),
     (GOOD + "  activation_formulas: [xla]\n", "compilation.activation_formulas: expected a string"),
-    (GOOD.replace('"1.0.0"\n', '"1.0.0"\n  saved_model: ./missing\n'), "model.saved_model: SavedModel directory"),
+    (
+        GOOD.replace('"1.0.0"\n', '"1.0.0"\n  saved_model: ./missing\n'),
+        "model.saved_model: SavedModel directory",
+    ),
     (GOOD.replace('"1.0.0"\n', '"1.0.0"\n  description: "two\\nlines"\n'), "model.description: invalid text"),
     (GOOD.replace('"1.0.0"\n', '"1.0.0"\n  serving_key: "a b"\n'), "model.serving_key: invalid serving key"),
 ]
@@ -143,11 +151,13 @@ def test_upstream_test_model_config_loads_with_defaults(config_dir: Path) -> Non
 
 @pytest.mark.parametrize("empty", ["null", "''", "[]"])
 def test_null_or_empty_means_the_default(config_dir: Path, empty: str) -> None:
-    text = ("model:\n  name: m\n  version: '1'\n"
-            f"  saved_model: {empty}\n  serving_key: {empty}\n  author: {empty}\n  description: {empty}\n"
-            f"compilation:\n  batch_sizes: [1]\n  namespace: {empty}\n  tf_xla_flags: {empty}\n"
-            f"  xla_flags: {empty}\n  target_triple: {empty}\n  target_cpu: {empty}\n"
-            f"  activation_formulas: {empty}\n")
+    text = (
+        "model:\n  name: m\n  version: '1'\n"
+        f"  saved_model: {empty}\n  serving_key: {empty}\n  author: {empty}\n  description: {empty}\n"
+        f"compilation:\n  batch_sizes: [1]\n  namespace: {empty}\n  tf_xla_flags: {empty}\n"
+        f"  xla_flags: {empty}\n  target_triple: {empty}\n  target_cpu: {empty}\n"
+        f"  activation_formulas: {empty}\n"
+    )
     config = load_aot_config(write(config_dir, text))
     assert config.saved_model == (config_dir / "saved_model").resolve()
     assert config.serving_key == "serving_default"
@@ -183,28 +193,41 @@ def test_any_model_version_and_unknown_keys_warn(config_dir: Path) -> None:
     assert config.model_version == "2024-05_final"
     assert config.version == "0+2024.5.final"
     assert config.warnings == (
-        f"{path}: unknown keys ignored: extra_section, model.checksum, compilation.bogus_option",)
+        f"{path}: unknown keys ignored: extra_section, model.checksum, compilation.bogus_option",
+    )
 
 
-@pytest.mark.parametrize("written, pep440", [("1.0.0", "1.0.0"), ("v2", "2"), ("1.0-rc1", "1.0rc1"),
-                                             ("release candidate", "0+release.candidate"), ("é", "0")])
+@pytest.mark.parametrize(
+    "written, pep440",
+    [
+        ("1.0.0", "1.0.0"),
+        ("v2", "2"),
+        ("1.0-rc1", "1.0rc1"),
+        ("release candidate", "0+release.candidate"),
+        ("é", "0"),
+    ],
+)
 def test_package_version_of_a_model_version(written: str, pep440: str) -> None:
     from packaging.version import Version
 
     from tfaot_dist.config import package_version
+
     assert package_version(written) == pep440
     assert str(Version(pep440)) == pep440
 
 
 def test_registry_overrides_still_refuse_unknown_keys(tmp_path: Path) -> None:
     from tfaot_dist.config import parse_compilation
+
     with pytest.raises(InvalidInput, match=re.escape("overrides.colour: unknown key")):
         parse_compilation({"colour": 1}, tmp_path / "m.yaml", "overrides", True)
     with pytest.raises(InvalidInput, match=re.escape("overrides.namespace: expected a string, got None")):
         parse_compilation({"namespace": None}, tmp_path / "m.yaml", "overrides", True)
 
 
-def test_compile_of_an_upstream_shaped_config_warns_and_maps_the_version(run: Cli, example_models: Path, tmp_path: Path) -> None:
+def test_compile_of_an_upstream_shaped_config_warns_and_maps_the_version(
+    run: Cli, example_models: Path, tmp_path: Path
+) -> None:
     """`compile` of a config as cms-tfaot writes them, with a free-form version and a key we do not know:
     one warning naming the key, a note on the version, and the package under the mapped PEP 440 version."""
     import json
@@ -213,13 +236,20 @@ def test_compile_of_an_upstream_shaped_config_warns_and_maps_the_version(run: Cl
     model = tmp_path / "simple"
     shutil.copytree(example_models / "simple" / "saved_model", model / "saved_model")
     (model / "aot_config.yaml").write_text(
-        UPSTREAM_TEST_MODEL.replace("test_multi", "simple").replace('"1.0.0"', '"2024-05_final"')
-        .replace("  xla_flags: []\n", "  xla_flags: []\n  bogus_option: 1\n").replace("[1, 2, 4]", "[1]"))
-    out, err = run("compile", "--aot-config", model / "aot_config.yaml", "--output-directory", tmp_path / "out",
-                   "--json")
+        UPSTREAM_TEST_MODEL.replace("test_multi", "simple")
+        .replace('"1.0.0"', '"2024-05_final"')
+        .replace("  xla_flags: []\n", "  xla_flags: []\n  bogus_option: 1\n")
+        .replace("[1, 2, 4]", "[1]")
+    )
+    out, err = run(
+        "compile", "--aot-config", model / "aot_config.yaml", "--output-directory", tmp_path / "out", "--json"
+    )
     printed = out + err
     assert printed.count("unknown keys ignored: compilation.bogus_option") == 1
-    assert "model.version '2024-05_final' is not a PEP 440 version; the package version is 0+2024.5.final" in printed
+    assert (
+        "model.version '2024-05_final' is not a PEP 440 version; the package version is 0+2024.5.final"
+        in printed
+    )
     root = Path(json.loads(out)["dir"])
     assert root.name == "tfaot-model-simple-0+2024.5.final"
     manifest = json.loads((root / "manifest.json").read_text())

@@ -70,20 +70,37 @@ def area(built: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return area
 
 
-def test_consumer_matches_tensorflow_on_fresh_inputs(area: Path, example_models: Path, toolchain: Toolchain, tmp_path: Path) -> None:
+def test_consumer_matches_tensorflow_on_fresh_inputs(
+    area: Path, example_models: Path, toolchain: Toolchain, tmp_path: Path
+) -> None:
     (runtime,) = area.glob("tfaot-xla-runtime-*")
     model = area / "tfaot-model-test-multi-1.0.0"
     runtime_manifest = json.loads((runtime / "manifest.json").read_text())
     assert json.loads((model / "manifest.json").read_text())["requires"] == [
-        {"name": "tfaot-xla-runtime", "version": runtime_manifest["version"]}]
+        {"name": "tfaot-xla-runtime", "version": runtime_manifest["version"]}
+    ]
     src = tmp_path / "consumer.cc"
     src.write_text(CONSUMER)
     exe = tmp_path / "consumer"
-    subprocess.run(["g++", *runtime_manifest["cxxflags"], "-O2", "-Wall", "-Wextra", "-Werror",
-                    f"-I{model / 'include'}", f"-I{runtime / 'include'}", str(src),
-                    str(model / "lib" / "libtfaot-model-test-multi.a"),
-                    *(str(runtime / lib) for lib in runtime_manifest["libs"]), *runtime_manifest["system_libs"],
-                    "-o", str(exe)], check=True)
+    subprocess.run(
+        [
+            "g++",
+            *runtime_manifest["cxxflags"],
+            "-O2",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            f"-I{model / 'include'}",
+            f"-I{runtime / 'include'}",
+            str(src),
+            str(model / "lib" / "libtfaot-model-test-multi.a"),
+            *(str(runtime / lib) for lib in runtime_manifest["libs"]),
+            *runtime_manifest["system_libs"],
+            "-o",
+            str(exe),
+        ],
+        check=True,
+    )
 
     seed = random.SystemRandom().randrange(2**32)
     rng = random.Random(seed)
@@ -92,12 +109,21 @@ def test_consumer_matches_tensorflow_on_fresh_inputs(area: Path, example_models:
     x1 = tmp_path / "x1.bin"
     x0.write_bytes(array.array("f", [rng.uniform(-3, 3) for _ in range(n * 4)]).tobytes())
     x1.write_bytes(array.array("d", [rng.uniform(-3, 3) for _ in range(n * 4)]).tobytes())
-    got = subprocess.run([str(exe), str(n), str(x0), str(x1)], check=True, capture_output=True,
-                         text=True).stdout.split("\n")
+    got = subprocess.run(
+        [str(exe), str(n), str(x0), str(x1)], check=True, capture_output=True, text=True
+    ).stdout.split("\n")
     script = tmp_path / "tf_run.py"
     script.write_text(TF_RUN)
-    run_in_toolchain(toolchain, script, example_models / "multi" / "saved_model", x0, x1, n, tmp_path / "tf.txt",
-                     tmp=tmp_path / "tmp")
+    run_in_toolchain(
+        toolchain,
+        script,
+        example_models / "multi" / "saved_model",
+        x0,
+        x1,
+        n,
+        tmp_path / "tf.txt",
+        tmp=tmp_path / "tmp",
+    )
     want = (tmp_path / "tf.txt").read_text().split("\n")
     assert len(got) == len(want) == n + 1, (seed, got, want)
     for row_got, row_want in zip(got[:-1], want[:-1], strict=False):
@@ -122,7 +148,9 @@ def test_manifest_records_verification(built: Path) -> None:
     assert 0 <= report["outputs"]["output_0"]["max_abs"] <= 1e-5
 
 
-def test_mismatch_fails_naming_model_batch_output_element(built: Path, tmp_path: Path, shared_cache: Path, toolchain: Toolchain) -> None:
+def test_mismatch_fails_naming_model_batch_output_element(
+    built: Path, tmp_path: Path, shared_cache: Path, toolchain: Toolchain
+) -> None:
     """A wrong number anywhere fails verification with a report that names where."""
     root = tmp_path / "pkg"
     shutil.copytree(built / "dist" / "tfaot-model-test-multi-1.0.0", root)

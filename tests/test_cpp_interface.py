@@ -38,37 +38,85 @@ from tfaot_dist.util.render import render_model_header
 ROOT = Path(__file__).resolve().parent.parent
 TEST_SOURCE = ROOT / "tests" / "cpp" / "test_interface.cc"
 CMSSW_DOUBLE = ROOT / "tests" / "cpp" / "cmssw"
-CMSSW_SOURCES = [CMSSW_DOUBLE / "PhysicsTools" / "TensorFlowAOT" / "src" / "Batching.cc",
-                 CMSSW_DOUBLE / "PhysicsTools" / "TensorFlowAOT" / "src" / "Wrapper.cc",
-                 ROOT / "tests" / "cpp" / "cmssw_consumer.cc", ROOT / "tests" / "cpp" / "cmssw_second_unit.cc"]
+CMSSW_SOURCES = [
+    CMSSW_DOUBLE / "PhysicsTools" / "TensorFlowAOT" / "src" / "Batching.cc",
+    CMSSW_DOUBLE / "PhysicsTools" / "TensorFlowAOT" / "src" / "Wrapper.cc",
+    ROOT / "tests" / "cpp" / "cmssw_consumer.cc",
+    ROOT / "tests" / "cpp" / "cmssw_second_unit.cc",
+]
 
 # CMSSW's C++ flags (cmsdist scram-tools.file/tools/gcc: gcc-cxxcompiler.xml and env.sh), without -std;
 # -Werror on top, so that any warning they leave a warning fails the build too.
 CMSSW_CXXFLAGS = [
-    "-O2", "-pthread", "-pipe", "-fPIC", "-DGNU_GCC", "-D_GNU_SOURCE", "-fvisibility-inlines-hidden",
-    "-fno-math-errno", "-felide-constructors", "-Wall", "-Wextra", "-Wreturn-type", "-Wunused", "-Wparentheses",
-    "-Wnon-virtual-dtor", "-Wpessimizing-move", "-Wclass-memaccess", "-Wno-non-template-friend", "-Wno-long-long",
-    "-Wno-cast-function-type", "-Wno-unused-but-set-parameter", "-Wno-ignored-qualifiers", "-Wno-unused-parameter",
-    "-Wno-unused-local-typedefs", "-Wno-attributes", "-Wno-psabi", "-Werror=main", "-Werror=pointer-arith",
-    "-Werror=overlength-strings", "-Werror=return-type", "-Werror=missing-braces", "-Werror=unused-value",
-    "-Werror=unused-label", "-Werror=address", "-Werror=format", "-Werror=sign-compare", "-Werror=write-strings",
-    "-Werror=delete-non-virtual-dtor", "-Werror=strict-aliasing", "-Werror=narrowing",
-    "-Werror=unused-but-set-variable", "-Werror=reorder", "-Werror=unused-variable", "-Werror=conversion-null",
-    "-Werror=return-local-addr", "-Werror=switch", "-Werror=format-contains-nul", "-Werror=type-limits",
-    "-Werror=overflow", "-Werror",
+    "-O2",
+    "-pthread",
+    "-pipe",
+    "-fPIC",
+    "-DGNU_GCC",
+    "-D_GNU_SOURCE",
+    "-fvisibility-inlines-hidden",
+    "-fno-math-errno",
+    "-felide-constructors",
+    "-Wall",
+    "-Wextra",
+    "-Wreturn-type",
+    "-Wunused",
+    "-Wparentheses",
+    "-Wnon-virtual-dtor",
+    "-Wpessimizing-move",
+    "-Wclass-memaccess",
+    "-Wno-non-template-friend",
+    "-Wno-long-long",
+    "-Wno-cast-function-type",
+    "-Wno-unused-but-set-parameter",
+    "-Wno-ignored-qualifiers",
+    "-Wno-unused-parameter",
+    "-Wno-unused-local-typedefs",
+    "-Wno-attributes",
+    "-Wno-psabi",
+    "-Werror=main",
+    "-Werror=pointer-arith",
+    "-Werror=overlength-strings",
+    "-Werror=return-type",
+    "-Werror=missing-braces",
+    "-Werror=unused-value",
+    "-Werror=unused-label",
+    "-Werror=address",
+    "-Werror=format",
+    "-Werror=sign-compare",
+    "-Werror=write-strings",
+    "-Werror=delete-non-virtual-dtor",
+    "-Werror=strict-aliasing",
+    "-Werror=narrowing",
+    "-Werror=unused-but-set-variable",
+    "-Werror=reorder",
+    "-Werror=unused-variable",
+    "-Werror=conversion-null",
+    "-Werror=return-local-addr",
+    "-Werror=switch",
+    "-Werror=format-contains-nul",
+    "-Werror=type-limits",
+    "-Werror=overflow",
+    "-Werror",
 ]
 CMSSW_FLAGS = ["-std=c++20", *CMSSW_CXXFLAGS]
 
 
 @pytest.fixture(scope="module")
-def packages(example_models: Path, tmp_path_factory: pytest.TempPathFactory, shared_cache: Path, toolchain: Toolchain) -> dict[str, Path]:
+def packages(
+    example_models: Path, tmp_path_factory: pytest.TempPathFactory, shared_cache: Path, toolchain: Toolchain
+) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("cpp-packages")
     cache = fresh_cache(out / "cache", shared_cache)
     # simple with every default CPU level (model.h dispatches, under both contracts), multi with one
-    return {name: builder.compile_config(example_models / name / "aot_config.yaml", out / "dist",
-                                         Session(Cache(cache), Defaults() if name == "simple"
-                                                 else Defaults(cpu_levels=("x86-64",)))).root
-            for name in ("simple", "multi")}
+    return {
+        name: builder.compile_config(
+            example_models / name / "aot_config.yaml",
+            out / "dist",
+            Session(Cache(cache), Defaults() if name == "simple" else Defaults(cpu_levels=("x86-64",))),
+        ).root
+        for name in ("simple", "multi")
+    }
 
 
 def link_flags(toolchain: Toolchain, shared_cache: Path) -> tuple[list[str], list[str]]:
@@ -79,7 +127,16 @@ def link_flags(toolchain: Toolchain, shared_cache: Path) -> tuple[list[str], lis
 
 # warnings our own code (interface headers, model.h, test) must not trigger
 WARNINGS = ["-Wall", "-Wextra", "-Werror"]
-STRICT_WARNINGS = [*WARNINGS, "-Wpedantic", "-Wshadow", "-Wconversion", "-Wsign-conversion", "-Wold-style-cast", "-Wnon-virtual-dtor", "-Woverloaded-virtual"]
+STRICT_WARNINGS = [
+    *WARNINGS,
+    "-Wpedantic",
+    "-Wshadow",
+    "-Wconversion",
+    "-Wsign-conversion",
+    "-Wold-style-cast",
+    "-Wnon-virtual-dtor",
+    "-Woverloaded-virtual",
+]
 
 SIGNATURES: dict[str, dict[str, Any]] = {
     "simple": {
@@ -128,7 +185,11 @@ def _install_package(name: str, package_root: Path, include_dir: Path) -> list[P
         "tfaot_dist_version": "test",
     }
     (pkg_dir / "model.h").write_text(render_model_header(context))
-    return [package_root / "lib" / obj for bs in sizes for obj in (f"{name}_bs{bs}.o", f"{name}_bs{bs}_constants.o")]
+    return [
+        package_root / "lib" / obj
+        for bs in sizes
+        for obj in (f"{name}_bs{bs}.o", f"{name}_bs{bs}_constants.o")
+    ]
 
 
 def _gxx() -> str:
@@ -143,8 +204,12 @@ def _run(cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def build(tmp_path_factory: pytest.TempPathFactory, packages: dict[str, Path], toolchain: Toolchain,
-          shared_cache: Path) -> dict[str, Any]:
+def build(
+    tmp_path_factory: pytest.TempPathFactory,
+    packages: dict[str, Path],
+    toolchain: Toolchain,
+    shared_cache: Path,
+) -> dict[str, Any]:
     """Headers of both packages installed in a temporary include dir, plus their objects."""
     gxx = _gxx()
     tmp = tmp_path_factory.mktemp("cpp_interface")
@@ -161,14 +226,28 @@ def build(tmp_path_factory: pytest.TempPathFactory, packages: dict[str, Path], t
     base_isystem = list(head)
     for flag in compile_flags:
         base_isystem += ["-isystem", flag[2:]] if flag.startswith("-I") else [flag]
-    return {"tmp": tmp, "base": base, "base_isystem": base_isystem, "objects": objects, "ldflags": ldflags,
-            "refs": refs}
+    return {
+        "tmp": tmp,
+        "base": base,
+        "base_isystem": base_isystem,
+        "objects": objects,
+        "ldflags": ldflags,
+        "refs": refs,
+    }
 
 
 def test_interface(build: dict[str, Any]) -> None:
     exe = build["tmp"] / "test_interface"
-    cmd = [*build["base"], "-O2", *WARNINGS, str(TEST_SOURCE), *map(str, build["objects"]), *build["ldflags"],
-           "-o", str(exe)]
+    cmd = [
+        *build["base"],
+        "-O2",
+        *WARNINGS,
+        str(TEST_SOURCE),
+        *map(str, build["objects"]),
+        *build["ldflags"],
+        "-o",
+        str(exe),
+    ]
     proc = _run(cmd)
     assert proc.returncode == 0, f"compilation failed:\n{' '.join(cmd)}\n{proc.stderr[-6000:]}"
     assert proc.stderr == "", f"compiler warnings:\n{proc.stderr[-6000:]}"
@@ -318,12 +397,22 @@ def _link_inputs(packages: dict[str, Path], runtime_root: Path) -> list[str]:
     tools.append(_tool(runtime_root, scram_tool.RUNTIME_TOOL))
     archives = [str(root / "lib" / f"libtfaot-model-{name}.a") for name, root in packages.items()]
     archives += [str(runtime_root / lib) for lib in manifest["libs"]]
-    return [*archives, *manifest["system_libs"], *(flag for t in tools for flag in t.flags.get("LDFLAGS", []))]
+    return [
+        *archives,
+        *manifest["system_libs"],
+        *(flag for t in tools for flag in t.flags.get("LDFLAGS", [])),
+    ]
 
 
-def _cmssw_includes(packages: dict[str, Path], runtime_root: Path, runtime_flag: str = "-isystem") -> list[str]:
-    return [f"-I{CMSSW_DOUBLE}", *(f"-I{root / 'include'}" for root in packages.values()),
-            runtime_flag, str(runtime_root / "include")]
+def _cmssw_includes(
+    packages: dict[str, Path], runtime_root: Path, runtime_flag: str = "-isystem"
+) -> list[str]:
+    return [
+        f"-I{CMSSW_DOUBLE}",
+        *(f"-I{root / 'include'}" for root in packages.values()),
+        runtime_flag,
+        str(runtime_root / "include"),
+    ]
 
 
 def _compile_objects(sources: list[Path], flags: list[str], out: Path) -> list[Path]:
@@ -340,18 +429,29 @@ def test_runtime_tool_makes_tensorflow_headers_system_headers(runtime_root: Path
     tool = _tool(runtime_root, scram_tool.RUNTIME_TOOL)
     assert tool.flags["SYSTEM_INCLUDE"] == ["1"]
     assert not [f for flags in tool.flags.values() for f in flags if f.startswith(("-std=", "-D_GLIBCXX"))]
-    for path in ("eigen3/unsupported/Eigen/CXX11/Tensor", "third_party/eigen3/unsupported/Eigen/CXX11/Tensor",
-                 "eigen3/Eigen/Core", "tensorflow/compiler/tf2xla/xla_compiled_cpu_function.h",
-                 "tensorflow/core/platform/types.h", "tfaot/Model.h"):
+    for path in (
+        "eigen3/unsupported/Eigen/CXX11/Tensor",
+        "third_party/eigen3/unsupported/Eigen/CXX11/Tensor",
+        "eigen3/Eigen/Core",
+        "tensorflow/compiler/tf2xla/xla_compiled_cpu_function.h",
+        "tensorflow/core/platform/types.h",
+        "tfaot/Model.h",
+    ):
         assert (runtime_root / "include" / path).is_file(), path
 
 
-def test_cmssw_contract_consumer_matches_tensorflow(packages: dict[str, Path], runtime_root: Path, tmp_path: Path) -> None:
+def test_cmssw_contract_consumer_matches_tensorflow(
+    packages: dict[str, Path], runtime_root: Path, tmp_path: Path
+) -> None:
     """CMSSW's tfaot::Model<W> (its contract, in our double) runs the packages' model.h unchanged,
     built warning-free with CMSSW's flags, at compiled (1, 2, 4) and emulated (3, 7) batch sizes."""
-    objects = _compile_objects(CMSSW_SOURCES, [*CMSSW_FLAGS, *_cmssw_includes(packages, runtime_root)], tmp_path)
+    objects = _compile_objects(
+        CMSSW_SOURCES, [*CMSSW_FLAGS, *_cmssw_includes(packages, runtime_root)], tmp_path
+    )
     exe = tmp_path / "cmssw_consumer"
-    proc = _run([_gxx(), *CMSSW_FLAGS, *map(str, objects), *_link_inputs(packages, runtime_root), "-o", str(exe)])
+    proc = _run(
+        [_gxx(), *CMSSW_FLAGS, *map(str, objects), *_link_inputs(packages, runtime_root), "-o", str(exe)]
+    )
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr[-6000:]
     refs = {name: root / "share" / f"tfaot-model-{name}" / "reference" for name, root in packages.items()}
     sizes = sorted(int(p.name[2:]) for p in refs["simple"].iterdir())
@@ -377,10 +477,14 @@ def test_cmssw_contract_consumer_matches_tensorflow(packages: dict[str, Path], r
     assert proc.returncode != 0 and "TFAOT_CPU_LEVEL 'x86-64-v9' is not a CPU level" in proc.stderr
 
 
-def test_without_system_include_tensorflow_headers_break_cmssw_flags(packages: dict[str, Path], runtime_root: Path, tmp_path: Path) -> None:
+def test_without_system_include_tensorflow_headers_break_cmssw_flags(
+    packages: dict[str, Path], runtime_root: Path, tmp_path: Path
+) -> None:
     """Why the runtime tool sets SYSTEM_INCLUDE: with -I, TensorFlow's own headers fail CMSSW's flags."""
     src = CMSSW_SOURCES[-1]
-    proc = _run([_gxx(), *CMSSW_FLAGS, *_cmssw_includes(packages, runtime_root, "-I"), "-fsyntax-only", str(src)])
+    proc = _run(
+        [_gxx(), *CMSSW_FLAGS, *_cmssw_includes(packages, runtime_root, "-I"), "-fsyntax-only", str(src)]
+    )
     assert proc.returncode != 0
     assert re.search(r"/include/(tsl|tensorflow|xla|absl)/\S+: error:", proc.stderr), proc.stderr[-3000:]
 
@@ -406,7 +510,9 @@ std::size_t plugin(std::size_t n) {
 
 
 @pytest.mark.parametrize("contract", ["cmssw", "ours"])
-def test_plugin_library_exports_no_runtime_symbols(packages: dict[str, Path], runtime_root: Path, tmp_path: Path, contract: str) -> None:
+def test_plugin_library_exports_no_runtime_symbols(
+    packages: dict[str, Path], runtime_root: Path, tmp_path: Path, contract: str
+) -> None:
     """A plugin library linked as the tools say exports none of the symbols the runtime's archives
     define (XLA runtime, Abseil), so another TensorFlow's runtime in the process (a release's
     libtf_xla_runtime.so) cannot interpose on them, nor they on it; without the tools' LDFLAGS it
@@ -419,15 +525,22 @@ def test_plugin_library_exports_no_runtime_symbols(packages: dict[str, Path], ru
     else:
         src = tmp_path / "plugin.cc"
         src.write_text(OUR_PLUGIN)
-        flags = [*CMSSW_FLAGS, *(f"-I{root / 'include'}" for root in packages.values()),
-                 "-isystem", str(runtime_root / "include")]
+        flags = [
+            *CMSSW_FLAGS,
+            *(f"-I{root / 'include'}" for root in packages.values()),
+            "-isystem",
+            str(runtime_root / "include"),
+        ]
         objects = _compile_objects([src], flags, tmp_path)
     manifest = json.loads((runtime_root / "manifest.json").read_text())
     runtime_defined = set()
     for lib in manifest["libs"]:
         nm = _run(["nm", "--defined-only", str(runtime_root / lib)])
-        runtime_defined |= {parts[2] for line in nm.stdout.splitlines()
-                            if len(parts := line.split()) == 3 and parts[1] in "TDBR"}
+        runtime_defined |= {
+            parts[2]
+            for line in nm.stdout.splitlines()
+            if len(parts := line.split()) == 3 and parts[1] in "TDBR"
+        }
     assert len(runtime_defined) > 1000
 
     def exported(link: list[str], name: str) -> set[str]:
@@ -435,7 +548,9 @@ def test_plugin_library_exports_no_runtime_symbols(packages: dict[str, Path], ru
         proc = _run([_gxx(), "-shared", *CMSSW_FLAGS, *map(str, objects), *link, "-o", str(lib)])
         assert proc.returncode == 0, proc.stderr[-4000:]
         nm = _run(["nm", "-D", "--defined-only", str(lib)])
-        return {parts[2] for line in nm.stdout.splitlines() if len(parts := line.split()) == 3} & runtime_defined
+        return {
+            parts[2] for line in nm.stdout.splitlines() if len(parts := line.split()) == 3
+        } & runtime_defined
 
     inputs = _link_inputs(packages, runtime_root)
     leaked = exported(inputs, "libplugin.so")
@@ -445,27 +560,54 @@ def test_plugin_library_exports_no_runtime_symbols(packages: dict[str, Path], ru
 
 
 @pytest.mark.parametrize("std", ["c++17", "c++20"])
-def test_our_interface_under_cmssw_flags(build: dict[str, Any], std: str, toolchain: Toolchain, shared_cache: Path) -> None:
+def test_our_interface_under_cmssw_flags(
+    build: dict[str, Any], std: str, toolchain: Toolchain, shared_cache: Path
+) -> None:
     """tfaot-dist's own interface (not a system header here) and model.h: clean under CMSSW's flags
     in C++17 and C++20, and the test program still passes."""
     rt = ensure_runtime(toolchain.python, shared_cache, print)
     exe = build["tmp"] / f"test_interface_{std.replace('+', 'p')}"
-    cmd = [_gxx(), f"-std={std}", *CMSSW_CXXFLAGS, f"-I{INTERFACE_INCLUDE}", f"-I{build['tmp'] / 'include'}",
-           "-isystem", str(rt.include_dir), str(TEST_SOURCE), *map(str, build["objects"]), *build["ldflags"],
-           "-o", str(exe)]
+    cmd = [
+        _gxx(),
+        f"-std={std}",
+        *CMSSW_CXXFLAGS,
+        f"-I{INTERFACE_INCLUDE}",
+        f"-I{build['tmp'] / 'include'}",
+        "-isystem",
+        str(rt.include_dir),
+        str(TEST_SOURCE),
+        *map(str, build["objects"]),
+        *build["ldflags"],
+        "-o",
+        str(exe),
+    ]
     proc = _run(cmd)
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr[-6000:]
     proc = _run([str(exe), str(build["refs"]["simple"]), str(build["refs"]["multi"])], timeout=120)
     assert proc.returncode == 0 and " 0 failures" in proc.stdout, proc.stdout[-4000:] + proc.stderr[-2000:]
 
 
-def test_interface_gives_way_to_cmssw_in_one_unit(build: dict[str, Any], toolchain: Toolchain, shared_cache: Path, tmp_path: Path) -> None:
+def test_interface_gives_way_to_cmssw_in_one_unit(
+    build: dict[str, Any], toolchain: Toolchain, shared_cache: Path, tmp_path: Path
+) -> None:
     """Both interfaces in one translation unit: no redefinition; tfaot:: is CMSSW's, ours tfaot_dist::."""
     rt = ensure_runtime(toolchain.python, shared_cache, print)
     src = tmp_path / "both.cc"
-    src.write_text('#include "tfaot/Model.h"\n#include "PhysicsTools/TensorFlowAOT/interface/Model.h"\n'
-                   "static_assert(TFAOT_DIST_CMSSW_INTERFACE == 1);\n"
-                   "tfaot_dist::BatchRule ours();\ntfaot::BatchRule theirs();\n")
-    proc = _run([_gxx(), *CMSSW_FLAGS, f"-I{INTERFACE_INCLUDE}", f"-I{CMSSW_DOUBLE}", "-isystem",
-                 str(rt.include_dir), "-fsyntax-only", str(src)])
+    src.write_text(
+        '#include "tfaot/Model.h"\n#include "PhysicsTools/TensorFlowAOT/interface/Model.h"\n'
+        "static_assert(TFAOT_DIST_CMSSW_INTERFACE == 1);\n"
+        "tfaot_dist::BatchRule ours();\ntfaot::BatchRule theirs();\n"
+    )
+    proc = _run(
+        [
+            _gxx(),
+            *CMSSW_FLAGS,
+            f"-I{INTERFACE_INCLUDE}",
+            f"-I{CMSSW_DOUBLE}",
+            "-isystem",
+            str(rt.include_dir),
+            "-fsyntax-only",
+            str(src),
+        ]
+    )
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr[-4000:]

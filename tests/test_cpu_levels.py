@@ -38,14 +38,19 @@ def _config(tmp_path: Path, compilation: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("compilation, message", [
-    ("  cpu_levels: [x86-64, x86-64-v5]\n", "compilation.cpu_levels: unknown CPU level 'x86-64-v5'"),
-    ("  cpu_levels: [x86-64, x86-64]\n", "compilation.cpu_levels: duplicate CPU levels"),
-    ("  cpu_levels: x86-64\n", "compilation.cpu_levels: expected a list"),
-    ("  cpu_levels: ['$(id)']\n", "compilation.cpu_levels: unknown CPU level '$(id)'"),
-    ("  cpu_levels: [x86-64]\n  target_cpu: haswell\n",
-     "compilation.cpu_levels: give target_cpu (one CPU) or cpu_levels (several), not both"),
-])
+@pytest.mark.parametrize(
+    "compilation, message",
+    [
+        ("  cpu_levels: [x86-64, x86-64-v5]\n", "compilation.cpu_levels: unknown CPU level 'x86-64-v5'"),
+        ("  cpu_levels: [x86-64, x86-64]\n", "compilation.cpu_levels: duplicate CPU levels"),
+        ("  cpu_levels: x86-64\n", "compilation.cpu_levels: expected a list"),
+        ("  cpu_levels: ['$(id)']\n", "compilation.cpu_levels: unknown CPU level '$(id)'"),
+        (
+            "  cpu_levels: [x86-64]\n  target_cpu: haswell\n",
+            "compilation.cpu_levels: give target_cpu (one CPU) or cpu_levels (several), not both",
+        ),
+    ],
+)
 def test_config_refuses_bad_cpu_levels(tmp_path: Path, compilation: str, message: str) -> None:
     path = _config(tmp_path, compilation)
     with pytest.raises(InvalidInput) as exc:
@@ -55,10 +60,20 @@ def test_config_refuses_bad_cpu_levels(tmp_path: Path, compilation: str, message
 
 
 def test_compile_option_refuses_unknown_levels(run: Cli) -> None:
-    line = run.error("compile", "--aot-config", "x.yaml", "--output-directory", "out",
-                     "--cpu-levels", "x86-64,x86_64_v3", expect=InvalidInput.exit_code)
-    assert line.endswith("--cpu-levels: unknown CPU level 'x86_64_v3' (expected one of x86-64, x86-64-v2, "
-                         "x86-64-v3, x86-64-v4)")
+    line = run.error(
+        "compile",
+        "--aot-config",
+        "x.yaml",
+        "--output-directory",
+        "out",
+        "--cpu-levels",
+        "x86-64,x86_64_v3",
+        expect=InvalidInput.exit_code,
+    )
+    assert line.endswith(
+        "--cpu-levels: unknown CPU level 'x86_64_v3' (expected one of x86-64, x86-64-v2, "
+        "x86-64-v3, x86-64-v4)"
+    )
 
 
 def test_registry_defaults_and_target_cpu_precedence(tmp_path: Path) -> None:
@@ -66,8 +81,9 @@ def test_registry_defaults_and_target_cpu_precedence(tmp_path: Path) -> None:
     (tmp_path / "registry.yaml").write_text("cpu_levels: [x86-64-v3, x86-64]\n")
     assert Registry(tmp_path).defaults().cpu_levels == ("x86-64", "x86-64-v3")  # lowest first
     (tmp_path / "registry.yaml").write_text("cpu_levels: [x86-64, znver4]\n")
-    with pytest.raises(InvalidInput, match=re.escape(f"{tmp_path / 'registry.yaml'}: cpu_levels: unknown CPU "
-                                                     "level 'znver4'")):
+    with pytest.raises(
+        InvalidInput, match=re.escape(f"{tmp_path / 'registry.yaml'}: cpu_levels: unknown CPU level 'znver4'")
+    ):
         Registry(tmp_path).defaults()
 
     config = load_aot_config(_config(tmp_path, ""))
@@ -84,9 +100,16 @@ def test_registry_defaults_and_target_cpu_precedence(tmp_path: Path) -> None:
 def test_levels_are_part_of_the_build_key() -> None:
     from tfaot_dist.registry import GitSource, ModelEntry
 
-    entry = ModelEntry("m", "1.0", GitSource("https://example.org/r.git", "main", "0" * 40), "m/aot_config.yaml")
-    keys = {builder.build_key(entry, Defaults()), builder.build_key(entry, Defaults(cpu_levels=("x86-64",))),
-            builder.build_key(ModelEntry(**{**entry.__dict__, "overrides": {"cpu_levels": ("x86-64",)}}), Defaults())}
+    entry = ModelEntry(
+        "m", "1.0", GitSource("https://example.org/r.git", "main", "0" * 40), "m/aot_config.yaml"
+    )
+    keys = {
+        builder.build_key(entry, Defaults()),
+        builder.build_key(entry, Defaults(cpu_levels=("x86-64",))),
+        builder.build_key(
+            ModelEntry(**{**entry.__dict__, "overrides": {"cpu_levels": ("x86-64",)}}), Defaults()
+        ),
+    }
     assert len(keys) == 3
 
 
@@ -107,12 +130,15 @@ def test_check_package_runs_where_the_lowest_level_runs() -> None:
 
 
 @pytest.fixture(scope="module")
-def multi_level(example_models: Path, tmp_path_factory: pytest.TempPathFactory, shared_cache: Path, toolchain: Toolchain) -> Path:
+def multi_level(
+    example_models: Path, tmp_path_factory: pytest.TempPathFactory, shared_cache: Path, toolchain: Toolchain
+) -> Path:
     """The simple example for every default level (and batch sizes 1, 2, 4), verified."""
     out = tmp_path_factory.mktemp("levels")
     cache = fresh_cache(out / "cache", shared_cache)
-    return builder.compile_config(example_models / "simple" / "aot_config.yaml", out / "dist",
-                                  Session(Cache(cache))).root
+    return builder.compile_config(
+        example_models / "simple" / "aot_config.yaml", out / "dist", Session(Cache(cache))
+    ).root
 
 
 def test_manifest_lists_levels_and_what_was_verified(multi_level: Path) -> None:
@@ -132,8 +158,17 @@ def test_manifest_lists_levels_and_what_was_verified(multi_level: Path) -> None:
 def test_weights_are_not_repeated_per_level(multi_level: Path) -> None:
     manifest = json.loads((multi_level / "manifest.json").read_text())
     per = manifest["constants"]["per_batch_size"]
-    assert sorted(per) == ["1", "1@x86-64-v3", "1@x86-64-v4", "2", "2@x86-64-v3", "2@x86-64-v4",
-                           "4", "4@x86-64-v3", "4@x86-64-v4"]
+    assert sorted(per) == [
+        "1",
+        "1@x86-64-v3",
+        "1@x86-64-v4",
+        "2",
+        "2@x86-64-v3",
+        "2@x86-64-v4",
+        "4",
+        "4@x86-64-v3",
+        "4@x86-64-v4",
+    ]
     # Every buffer of the higher levels is byte-identical to one of the lowest level.
     assert all(v["defined"] == 0 and v["shared"] > 0 for k, v in per.items() if "@" in k)
     # The higher levels read the lowest level's buffers: their constants objects are (nearly) empty.
@@ -156,7 +191,9 @@ def test_lowest_level_has_no_avx_and_symbols_do_not_collide(multi_level: Path) -
         assert "%ymm" in v3 and "vfmadd" in v3 and "%zmm" not in v3
     defined: dict[str, str] = {}
     for obj in sorted(lib.glob("*.o")):
-        nm = subprocess.run(["nm", "--defined-only", "-g", str(obj)], check=True, capture_output=True, text=True)
+        nm = subprocess.run(
+            ["nm", "--defined-only", "-g", str(obj)], check=True, capture_output=True, text=True
+        )
         for line in nm.stdout.splitlines():
             symbol = line.split()[-1]
             assert symbol not in defined, f"{symbol} defined by {defined.get(symbol)} and {obj.name}"
@@ -220,32 +257,50 @@ int main(int argc, char** argv) {
 """
 
 
-def _link_program(multi_level: Path, toolchain: Toolchain, shared_cache: Path, work: Path, *flags: str) -> Path:
+def _link_program(
+    multi_level: Path, toolchain: Toolchain, shared_cache: Path, work: Path, *flags: str
+) -> Path:
     (work / "program.cc").write_text(PROGRAM)
     runtime = ensure_runtime(toolchain.python, shared_cache, print)
-    compile_consumer(runtime, [work / "program.cc"], [multi_level / "include", INTERFACE_INCLUDE],
-                     [multi_level / "lib" / "libtfaot-model-simple.a"], work / "program",
-                     ["-Wall", "-Wextra", "-Werror", *flags])
+    compile_consumer(
+        runtime,
+        [work / "program.cc"],
+        [multi_level / "include", INTERFACE_INCLUDE],
+        [multi_level / "lib" / "libtfaot-model-simple.a"],
+        work / "program",
+        ["-Wall", "-Wextra", "-Werror", *flags],
+    )
     return work / "program"
 
 
 @pytest.fixture(scope="module")
-def program(multi_level: Path, toolchain: Toolchain, shared_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def program(
+    multi_level: Path, toolchain: Toolchain, shared_cache: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
     """A user's program linked with the package's archive: every level's objects at once."""
     return _link_program(multi_level, toolchain, shared_cache, tmp_path_factory.mktemp("levels-program"))
 
 
 @pytest.fixture(scope="module")
-def hooked_program(multi_level: Path, toolchain: Toolchain, shared_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def hooked_program(
+    multi_level: Path, toolchain: Toolchain, shared_cache: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
     """The same program, defining the runtime's level functions itself."""
-    return _link_program(multi_level, toolchain, shared_cache, tmp_path_factory.mktemp("levels-hooked"),
-                         "-DRUNTIME_HOOK")
+    return _link_program(
+        multi_level, toolchain, shared_cache, tmp_path_factory.mktemp("levels-hooked"), "-DRUNTIME_HOOK"
+    )
 
 
-def test_set_cpu_level_tells_a_runtime_that_can_follow(hooked_program: Path, program: Path, multi_level: Path, tmp_path: Path) -> None:
+def test_set_cpu_level_tells_a_runtime_that_can_follow(
+    hooked_program: Path, program: Path, multi_level: Path, tmp_path: Path
+) -> None:
     proc, sizes, reference = _run(hooked_program, multi_level, tmp_path / "a", api="x86-64")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[:3] == ["runtime asked for 'x86-64'", "runtime level 'x86-64'", "level x86-64"]
+    assert proc.stdout.splitlines()[:3] == [
+        "runtime asked for 'x86-64'",
+        "runtime level 'x86-64'",
+        "level x86-64",
+    ]
     _assert_matches_tensorflow(tmp_path / "a", sizes, reference)
     # Refused by the runtime: an error, and the models keep their automatic choice.
     proc, _, _ = _run(hooked_program, multi_level, tmp_path / "b", api="x86-64-v2")
@@ -255,15 +310,19 @@ def test_set_cpu_level_tells_a_runtime_that_can_follow(hooked_program: Path, pro
     if cpu_target.check_host("x86-64-v3").ok:
         proc, _, _ = _run(hooked_program, multi_level, tmp_path / "d", api="x86-64-v3")
         assert proc.returncode == 0, proc.stderr
-        assert proc.stdout.splitlines()[:3] == ["runtime asked for 'x86-64-v3'", "runtime level 'x86-64'",
-                                                "level x86-64-v3"]
+        assert proc.stdout.splitlines()[:3] == [
+            "runtime asked for 'x86-64-v3'",
+            "runtime level 'x86-64'",
+            "level x86-64-v3",
+        ]
     # Without the functions (today's runtimes) nothing is called and the level is unknown to the runtime.
     proc, _, _ = _run(program, multi_level, tmp_path / "c", api="x86-64")
     assert proc.returncode == 0 and proc.stdout.splitlines()[:2] == ["runtime level ''", "level x86-64"]
 
 
-def _run(program: Path, multi_level: Path, out: Path, api: str = "-",
-         env_level: str | None = None) -> tuple[subprocess.CompletedProcess[str], list[int], Path]:
+def _run(
+    program: Path, multi_level: Path, out: Path, api: str = "-", env_level: str | None = None
+) -> tuple[subprocess.CompletedProcess[str], list[int], Path]:
     reference = multi_level / "share" / "tfaot-model-simple" / "reference"
     out.mkdir(parents=True, exist_ok=True)
     args = [str(program), api, str(out)]
@@ -289,7 +348,9 @@ def _assert_matches_tensorflow(out: Path, sizes: list[int], reference: Path) -> 
 
 @pytest.mark.parametrize("level", RUNNABLE)
 @pytest.mark.parametrize("how", ["environment", "api"])
-def test_forced_level_runs_and_matches_tensorflow(program: Path, multi_level: Path, tmp_path: Path, level: str, how: str) -> None:
+def test_forced_level_runs_and_matches_tensorflow(
+    program: Path, multi_level: Path, tmp_path: Path, level: str, how: str
+) -> None:
     out = tmp_path / "out"
     if how == "api":
         # The API call wins over the environment variable.
@@ -310,17 +371,23 @@ def test_automatic_level_is_the_best_this_cpu_runs(program: Path, multi_level: P
     _assert_matches_tensorflow(tmp_path / "out", sizes, reference)
 
 
-def test_level_not_carried_falls_back_to_the_highest_below(program: Path, multi_level: Path, tmp_path: Path) -> None:
+def test_level_not_carried_falls_back_to_the_highest_below(
+    program: Path, multi_level: Path, tmp_path: Path
+) -> None:
     proc, _, _ = _run(program, multi_level, tmp_path / "out", env_level="x86-64-v2")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[0] == "level x86-64"
 
 
-def test_unknown_or_unrunnable_level_is_one_clear_error(program: Path, multi_level: Path, tmp_path: Path) -> None:
+def test_unknown_or_unrunnable_level_is_one_clear_error(
+    program: Path, multi_level: Path, tmp_path: Path
+) -> None:
     proc, _, _ = _run(program, multi_level, tmp_path / "a", env_level="x86-64-v9")
     assert proc.returncode == 1 and proc.stdout == ""
-    assert proc.stderr.strip() == ("error: tfaot: TFAOT_CPU_LEVEL 'x86-64-v9' is not a CPU level (expected one of "
-                                   "x86-64, x86-64-v2, x86-64-v3, x86-64-v4) (model 'simple')")
+    assert proc.stderr.strip() == (
+        "error: tfaot: TFAOT_CPU_LEVEL 'x86-64-v9' is not a CPU level (expected one of "
+        "x86-64, x86-64-v2, x86-64-v3, x86-64-v4) (model 'simple')"
+    )
     proc, _, _ = _run(program, multi_level, tmp_path / "b", api="haswell")
     assert proc.returncode == 1 and "setCpuLevel() 'haswell' is not a CPU level" in proc.stderr
     for level in NOT_RUNNABLE:  # never a SIGILL
@@ -334,28 +401,48 @@ def test_unknown_or_unrunnable_level_is_one_clear_error(program: Path, multi_lev
 def _worker_compile(toolchain: Toolchain, saved_model: Path, work: Path, **request: object) -> dict[str, Any]:
     out = work / "out"
     out.mkdir(parents=True)
-    request = {"op": "compile", "saved_model": str(saved_model), "serving_key": "serving_default",
-               "batch_sizes": [1], "namespace": "ns", "class_name": "m", "output_dir": str(out),
-               "target_triple": "x86_64-pc-linux", "target_cpu": "", "result": str(work / "result.json"),
-               "jobs": 1, **request}
+    request = {
+        "op": "compile",
+        "saved_model": str(saved_model),
+        "serving_key": "serving_default",
+        "batch_sizes": [1],
+        "namespace": "ns",
+        "class_name": "m",
+        "output_dir": str(out),
+        "target_triple": "x86_64-pc-linux",
+        "target_cpu": "",
+        "result": str(work / "result.json"),
+        "jobs": 1,
+        **request,
+    }
     (work / "request.json").write_text(json.dumps(request))
-    subprocess.run([str(toolchain.python), "-I", str(WORKER), str(work / "request.json")], env=worker_env(work),
-                   check=True, capture_output=True)
+    subprocess.run(
+        [str(toolchain.python), "-I", str(WORKER), str(work / "request.json")],
+        env=worker_env(work),
+        check=True,
+        capture_output=True,
+    )
     answer: dict[str, Any] = json.loads((work / "result.json").read_text())
     assert answer["ok"], answer
     return answer
 
 
-def test_lowest_level_is_byte_identical_to_a_single_target_package(toolchain: Toolchain, example_models: Path, tmp_path: Path) -> None:
+def test_lowest_level_is_byte_identical_to_a_single_target_package(
+    toolchain: Toolchain, example_models: Path, tmp_path: Path
+) -> None:
     """Level x86-64 is what packages were before levels: same names, same bytes; levels add files only."""
     saved_model = example_models / "simple" / "saved_model"
     single = _worker_compile(toolchain, saved_model, tmp_path / "single")
     multi = _worker_compile(toolchain, saved_model, tmp_path / "multi", cpu_levels=["x86-64", "x86-64-v3"])
     assert sorted(single["files"]) == ["1"] and sorted(multi["files"]) == ["1", "1@x86-64-v3"]
-    assert multi["files"]["1@x86-64-v3"] == {"header": "m_bs1_x86_64_v3.h",
-                                             "objects": ["m_bs1_x86_64_v3.o", "m_bs1_x86_64_v3_constants.o"]}
+    assert multi["files"]["1@x86-64-v3"] == {
+        "header": "m_bs1_x86_64_v3.h",
+        "objects": ["m_bs1_x86_64_v3.o", "m_bs1_x86_64_v3_constants.o"],
+    }
     for name in ("m_bs1.h", "m_bs1.o", "m_bs1_constants.o"):
-        assert (tmp_path / "single" / "out" / name).read_bytes() == (tmp_path / "multi" / "out" / name).read_bytes()
+        assert (tmp_path / "single" / "out" / name).read_bytes() == (
+            tmp_path / "multi" / "out" / name
+        ).read_bytes()
     header = (tmp_path / "multi" / "out" / "m_bs1_x86_64_v3.h").read_text()
     assert "class m_bs1_x86_64_v3 final : public tensorflow::XlaCompiledCpuFunction" in header
 

@@ -85,8 +85,9 @@ def killed(cache: Path, delay: float, *args: object) -> bool:
     Returns False if it had finished by then (it must have succeeded)."""
     # stderr to a file, not a pipe: a full pipe would stall the command at a moment of its choosing.
     with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(command(*args), env=env_for(cache), stdout=subprocess.DEVNULL, stderr=err,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            command(*args), env=env_for(cache), stdout=subprocess.DEVNULL, stderr=err, start_new_session=True
+        )
         try:
             proc.wait(timeout=delay)
         except subprocess.TimeoutExpired:
@@ -122,8 +123,11 @@ class Tally:
 
     def report(self) -> None:
         seen = ", ".join(f"{k}: {v}" for k, v in sorted(self.outcomes.items()))
-        print(f"\nkill trials {self.name}: {self.trials} trials (seed {SEED}), {self.kills} killed while "
-              f"running, all recovered; states seen after the kill: {seen}", file=sys.stderr)
+        print(
+            f"\nkill trials {self.name}: {self.trials} trials (seed {SEED}), {self.kills} killed while "
+            f"running, all recovered; states seen after the kill: {seen}",
+            file=sys.stderr,
+        )
 
 
 def test_only_the_temporaries_of_that_name_are_stale(tmp_path: Path) -> None:
@@ -134,12 +138,17 @@ def test_only_the_temporaries_of_that_name_are_stale(tmp_path: Path) -> None:
     final = tmp_path / "tfaot-model-x-1.0"
     mine = [temp_sibling(final), tmp_path / ".tfaot-model-x-1.0.abcd_123.tmp"]
     mine[1].write_text("left by a killed write_atomic")
-    others = [temp_sibling(tmp_path / "tfaot-model-x-1.0.1"), tmp_path / ".tfaot-model-x-1.0.tar.gz.abcdefgh.tmp"]
+    others = [
+        temp_sibling(tmp_path / "tfaot-model-x-1.0.1"),
+        tmp_path / ".tfaot-model-x-1.0.tar.gz.abcdefgh.tmp",
+    ]
     others[1].write_text("another file's")
     write_atomic(tmp_path / "tfaot-model-x-1.0.json", "{}")
     remove_stale_siblings(final)
     assert [p.exists() for p in mine + others] == [False, False, True, True]
-    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["tfaot-model-x-1.0.json"]
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == [
+        "tfaot-model-x-1.0.json"
+    ]
 
 
 # ---------------------------------------------------------------- build
@@ -150,15 +159,30 @@ def crash_registry(tmp_path_factory: pytest.TempPathFactory, data_repo: DataRepo
     """Two fast entries: two_inputs at batch sizes 1 and 2, simple at 1."""
     reg = tmp_path_factory.mktemp("crash-registry")
     cache = tmp_path_factory.mktemp("crash-add-cache")
-    for name, config, sizes in (("crash-two", "two_inputs/aot_config.yaml", "1,2"),
-                                ("crash-simple", "simple/aot_config.yaml", "1")):
-        finish(cache, "--registry", reg, "add-model", name, "--source", data_repo.url, "--aot-config", config,
-               "--batch-sizes", sizes)
+    for name, config, sizes in (
+        ("crash-two", "two_inputs/aot_config.yaml", "1,2"),
+        ("crash-simple", "simple/aot_config.yaml", "1"),
+    ):
+        finish(
+            cache,
+            "--registry",
+            reg,
+            "add-model",
+            name,
+            "--source",
+            data_repo.url,
+            "--aot-config",
+            config,
+            "--batch-sizes",
+            sizes,
+        )
     return reg
 
 
 @pytest.fixture(scope="module")
-def crash_reference(crash_registry: Path, tmp_path_factory: pytest.TempPathFactory, shared_cache: Path, toolchain: Toolchain) -> Reference:
+def crash_reference(
+    crash_registry: Path, tmp_path_factory: pytest.TempPathFactory, shared_cache: Path, toolchain: Toolchain
+) -> Reference:
     """The uninterrupted build: digests of everything in its output directory, its cache, and how
     long it takes with a cold build cache and with a warm one (copying finished packages)."""
     root = tmp_path_factory.mktemp("crash-reference")
@@ -192,14 +216,18 @@ def dist_digests(dist: Path) -> dict[str, str]:
 def check_build_cache(cache: Path, reference: dict[str, str]) -> int:
     """Every finished build in the cache is complete and equal to the reference; returns how many."""
     builds = cache / "builds"
-    done = [d for d in builds.iterdir() if d.is_dir() and not d.name.startswith(".")] if builds.exists() else []
+    done = (
+        [d for d in builds.iterdir() if d.is_dir() and not d.name.startswith(".")] if builds.exists() else []
+    )
     for build in done:
         assert {k: reference[k] for k in dist_digests(build)} == dist_digests(build), build
         assert len(dist_digests(build)) == 2, sorted(p.name for p in build.iterdir())
     return len(done)
 
 
-def test_kill_build_at_random_moments(crash_registry: Path, crash_reference: Reference, tmp_path: Path, shared_cache: Path) -> None:
+def test_kill_build_at_random_moments(
+    crash_registry: Path, crash_reference: Reference, tmp_path: Path, shared_cache: Path
+) -> None:
     reference, seconds, _ = crash_reference
     rng = random.Random(SEED)
     tally = Tally("build --all")
@@ -224,14 +252,23 @@ def test_kill_build_at_random_moments(crash_registry: Path, crash_reference: Ref
     tally.report()
 
 
-def test_two_builds_on_one_cache_at_once(crash_registry: Path, crash_reference: Reference, tmp_path: Path, shared_cache: Path) -> None:
+def test_two_builds_on_one_cache_at_once(
+    crash_registry: Path, crash_reference: Reference, tmp_path: Path, shared_cache: Path
+) -> None:
     """Same cache, same output directory: both succeed, each model is compiled once."""
     reference, _, _ = crash_reference
     cache = fresh_cache(tmp_path / "cache", shared_cache)
     dist = tmp_path / "dist"
-    procs = [subprocess.Popen(command("--registry", crash_registry, "--json", "build", "--all", "--dist",
-                                      dist), env=env_for(cache), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            command("--registry", crash_registry, "--json", "build", "--all", "--dist", dist),
+            env=env_for(cache),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     outs = [p.communicate(timeout=1800) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [err for _, err in outs]
     statuses: collections.Counter[tuple[str, str]] = collections.Counter()
@@ -246,7 +283,9 @@ def test_two_builds_on_one_cache_at_once(crash_registry: Path, crash_reference: 
 
 
 @pytest.mark.parametrize("point", ["dist_archive", "dist_dir"])
-def test_crash_at_each_step_of_copying_into_dist(point: str, crash_registry: Path, crash_reference: Reference, tmp_path: Path) -> None:
+def test_crash_at_each_step_of_copying_into_dist(
+    point: str, crash_registry: Path, crash_reference: Reference, tmp_path: Path
+) -> None:
     """A build dies at `point` while it copies crash-simple into the output directory: what is
     there is complete or absent, and the next build finishes the copy (no other build of the
     version is ever copied over it, test_lifecycle.py)."""
@@ -255,12 +294,21 @@ def test_crash_at_each_step_of_copying_into_dist(point: str, crash_registry: Pat
     finish(cache, "--registry", crash_registry, "build", "crash-two", "--dist", dist)
     crashed(cache, point, "--registry", crash_registry, "build", "crash-simple", "--dist", dist)
     seen = dist_digests(dist)
-    assert all(reference.get(name) == digest for name, digest in seen.items())  # whatever is there is complete
-    proc = subprocess.run(command("--registry", crash_registry, "--json", "build", "--all", "--dist", dist),
-                          env=env_for(cache), capture_output=True, text=True)
+    assert all(
+        reference.get(name) == digest for name, digest in seen.items()
+    )  # whatever is there is complete
+    proc = subprocess.run(
+        command("--registry", crash_registry, "--json", "build", "--all", "--dist", dist),
+        env=env_for(cache),
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
     statuses = {row["name"]: row["status"] for row in json.loads(proc.stdout)["results"]}
-    assert statuses == {"crash-simple": "up to date" if point == "dist_dir" else "cached", "crash-two": "up to date"}
+    assert statuses == {
+        "crash-simple": "up to date" if point == "dist_dir" else "cached",
+        "crash-two": "up to date",
+    }
     assert dist_digests(dist) == reference
     assert temporaries(dist) == []
 
@@ -304,8 +352,10 @@ def test_kill_publish_at_random_moments(built: Path, tmp_path: Path, cache: Path
     # How long each kind of trial takes uninterrupted: into a new channel, or adding test-multi.
     full, grown_full = tmp_path / "full", tmp_path / "grown"
     shutil.copytree(base, grown_full)
-    seconds = {grown: finish(cache, "publish", "--channel", channel, "--dist", built / "dist")
-               for grown, channel in ((False, full), (True, grown_full))}
+    seconds = {
+        grown: finish(cache, "publish", "--channel", channel, "--dist", built / "dist")
+        for grown, channel in ((False, full), (True, grown_full))
+    }
     old, new = index_of(base), index_of(full)
     rng = random.Random(SEED + 1)
     tally = Tally("publish")
@@ -314,8 +364,9 @@ def test_kill_publish_at_random_moments(built: Path, tmp_path: Path, cache: Path
         grown = rng.random() < 0.5
         if grown:
             shutil.copytree(base, channel)  # adds test-multi to a channel that has the others
-        was_killed = killed(cache, rng.uniform(0, seconds[grown]), "publish", "--channel", channel, "--dist",
-                            built / "dist")
+        was_killed = killed(
+            cache, rng.uniform(0, seconds[grown]), "publish", "--channel", channel, "--dist", built / "dist"
+        )
         if (channel / "index.json").exists():
             check_channel(channel)
             assert index_of(channel) in ((old, new) if grown else (new,))
@@ -343,14 +394,25 @@ def test_concurrent_publishes_both_land(built: Path, tmp_path: Path, cache: Path
     a, b = split_dist(built, tmp_path)
     for attempt in range(3):
         channel = tmp_path / f"channel-{attempt}"
-        procs = [subprocess.Popen(command("publish", "--channel", channel, "--dist", d), env=env_for(cache),
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE) for d in (a, b)]
+        procs = [
+            subprocess.Popen(
+                command("publish", "--channel", channel, "--dist", d),
+                env=env_for(cache),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            for d in (a, b)
+        ]
         assert [p.wait(timeout=120) for p in procs] == [0, 0]
         for p in procs:
             assert p.stdout is not None and p.stderr is not None  # PIPE
             p.stdout.close()
             p.stderr.close()
-        assert {n for n, _ in index_of(channel)} == {"tfaot-model-test-simple", "tfaot-model-test-multi", RUNTIME}
+        assert {n for n, _ in index_of(channel)} == {
+            "tfaot-model-test-simple",
+            "tfaot-model-test-multi",
+            RUNTIME,
+        }
         assert check_channel(channel) == 3
 
 
@@ -389,7 +451,9 @@ def check_area(area: Path) -> int:
 
 
 @pytest.mark.parametrize("before", [(), ("test-simple",)])
-def test_crash_before_installed_json_is_replaced(before: tuple[()] | tuple[str, ...], built: Path, tmp_path: Path, cache: Path) -> None:
+def test_crash_before_installed_json_is_replaced(
+    before: tuple[()] | tuple[str, ...], built: Path, tmp_path: Path, cache: Path
+) -> None:
     """Tool files and forwarders are in place, installed.json does not list them yet."""
     channel = tmp_path / "channel"
     finish(cache, "publish", "--channel", channel, "--dist", built / "dist")
@@ -409,8 +473,10 @@ def test_crash_before_installed_json_is_replaced(before: tuple[()] | tuple[str, 
 
 def relocated(state: Snapshot, old: str, new: str) -> Snapshot:
     """A snapshot of an area as it would be at another path."""
-    return {path.replace(old, new): data.replace(old.encode(), new.encode()) if isinstance(data, bytes) else data
-            for path, data in state.items()}
+    return {
+        path.replace(old, new): data.replace(old.encode(), new.encode()) if isinstance(data, bytes) else data
+        for path, data in state.items()
+    }
 
 
 def test_kill_setup_at_random_moments(built: Path, tmp_path: Path, cache: Path, shared_cache: Path) -> None:
@@ -433,7 +499,9 @@ def test_kill_setup_at_random_moments(built: Path, tmp_path: Path, cache: Path, 
         area = tmp_path / "area"
         finish(fresh_cache(tmp_path / "ref-cache", shared_cache), *setup_both(area))
         reference = snapshot(area)
-        seconds: dict[tuple[bool, bool], float] = {}  # how long each kind of trial takes uninterrupted, measured the first time
+        seconds: dict[
+            tuple[bool, bool], float
+        ] = {}  # how long each kind of trial takes uninterrupted, measured the first time
         rng = random.Random(SEED + 2)
         tally = Tally("setup")
         for i in range(TRIALS):
@@ -443,7 +511,9 @@ def test_kill_setup_at_random_moments(built: Path, tmp_path: Path, cache: Path, 
             kind = (rng.random() < 0.4, rng.random() < 0.6)
             if kind not in seconds:
                 measure = tmp_path / f"measure-{len(seconds)}"
-                seconds[kind] = finish(prepare(measure, *kind, f"measure-cache-{len(seconds)}"), *setup_both(measure))
+                seconds[kind] = finish(
+                    prepare(measure, *kind, f"measure-cache-{len(seconds)}"), *setup_both(measure)
+                )
             trial_cache = prepare(area, *kind, f"cache-{i}")
             args = setup_both(area)
             was_killed = killed(trial_cache, rng.uniform(0, seconds[kind]), *args)

@@ -51,8 +51,14 @@ def tool(*args: object, cache: Path, check: bool = True, **kwargs: Any) -> subpr
     """tfaot-dist in its own process, as CI and users run it."""
     env = {**os.environ, "TFAOT_DIST_CACHE": str(cache), "PYTHON": sys.executable}
     env.pop("GITHUB_ACTIONS", None)
-    proc = subprocess.run([sys.executable, "-m", "tfaot_dist", *map(str, args)], env=env, capture_output=True,
-                          text=True, check=False, **kwargs)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tfaot_dist", *map(str, args)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        **kwargs,
+    )
     if check:
         assert proc.returncode == 0, proc.stderr
     return proc
@@ -61,8 +67,9 @@ def tool(*args: object, cache: Path, check: bool = True, **kwargs: Any) -> subpr
 def script(name: str, *args: object, cache: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TFAOT_DIST_CACHE": str(cache), "PYTHON": sys.executable, "CI": "true"}
     env.pop("GITHUB_ACTIONS", None)
-    proc = subprocess.run([str(REPO / name), *map(str, args)], env=env, capture_output=True, text=True,
-                          check=False)
+    proc = subprocess.run(
+        [str(REPO / name), *map(str, args)], env=env, capture_output=True, text=True, check=False
+    )
     assert proc.returncode == 0, proc.stderr
     return proc
 
@@ -72,17 +79,29 @@ def index_of(channel: Path) -> dict[tuple[str, str], str]:
     return {(p["name"], p["version"]): p["sha256"] for p in doc["packages"]}
 
 
-def write_entry(registry: Path, name: str, source: dict[str, str], aot_config: str = "simple/aot_config.yaml",
-                version: str = "1.0.0", batch_sizes: tuple[int, ...] = (1,)) -> None:
-    entry = {"name": name, "version": version, "source": source, "aot_config": aot_config,
-             "overrides": {"batch_sizes": list(batch_sizes)}}
+def write_entry(
+    registry: Path,
+    name: str,
+    source: dict[str, str],
+    aot_config: str = "simple/aot_config.yaml",
+    version: str = "1.0.0",
+    batch_sizes: tuple[int, ...] = (1,),
+) -> None:
+    entry = {
+        "name": name,
+        "version": version,
+        "source": source,
+        "aot_config": aot_config,
+        "overrides": {"batch_sizes": list(batch_sizes)},
+    }
     (registry / "models").mkdir(parents=True, exist_ok=True)
     (registry / "models" / f"{name}.yaml").write_text(yaml.safe_dump(entry, sort_keys=False))
 
 
 def git_source(data_repo: DataRepo) -> dict[str, str]:
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=data_repo.work, check=True, capture_output=True,
-                            text=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=data_repo.work, check=True, capture_output=True, text=True
+    ).stdout.strip()
     return {"git": data_repo.url, "ref": "main", "commit": commit}
 
 
@@ -104,7 +123,11 @@ def write_zip(path: Path, files: dict[str, bytes]) -> None:
 
 
 def source_files(root: Path, under: str) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted((root / under).rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted((root / under).rglob("*"))
+        if p.is_file()
+    }
 
 
 # ---------------------------------------------------------------- archives over HTTP
@@ -137,12 +160,28 @@ def test_archive_source_retries_5xx_then_verifies_and_caches(archive_server: Ser
     assert again.root == src.root and archive_server.count("data-1.0.tar.gz") == 3
 
 
-@pytest.mark.parametrize("case, code, requests", [
-    ("wrong bytes", 7, 1), ("not found", 4, 1), ("truncated", 4, 3), ("reset", 4, 3), ("refused", 4, 0),
-    ("silent", 4, 0),
-])
-def test_archive_source_failures_leave_everything_unchanged(case: str, code: int, requests: int, run: Cli, registry: Path, cache: Path, tmp_path: Path,
-                                                            archive_server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    "case, code, requests",
+    [
+        ("wrong bytes", 7, 1),
+        ("not found", 4, 1),
+        ("truncated", 4, 3),
+        ("reset", 4, 3),
+        ("refused", 4, 0),
+        ("silent", 4, 0),
+    ],
+)
+def test_archive_source_failures_leave_everything_unchanged(
+    case: str,
+    code: int,
+    requests: int,
+    run: Cli,
+    registry: Path,
+    cache: Path,
+    tmp_path: Path,
+    archive_server: Server,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("TFAOT_DIST_HTTP_TIMEOUT", "0.5")
     sha = sha256_file(archive_server.root / "data-1.0.tar.gz")
     url = archive_server.url("data-1.0.tar.gz")
@@ -169,9 +208,14 @@ def test_archive_source_failures_leave_everything_unchanged(case: str, code: int
         silent.close()
     assert snapshot(registry, cache, tmp_path / "dist") == before
     assert url.split("/")[-1] in line
-    expected = {"wrong bytes": f"expected {sha}", "not found": "HTTP 404", "truncated": "truncated",
-                "reset": "Connection reset by peer", "refused": "Connection refused",
-                "silent": "no answer within 0.5 s"}[case]
+    expected = {
+        "wrong bytes": f"expected {sha}",
+        "not found": "HTTP 404",
+        "truncated": "truncated",
+        "reset": "Connection reset by peer",
+        "refused": "Connection refused",
+        "silent": "no answer within 0.5 s",
+    }[case]
     assert expected in line, line
     if requests:
         assert archive_server.count(url.split("/")[-1]) == requests
@@ -186,8 +230,9 @@ def test_unsafe_archives_are_refused(tmp_path: Path) -> None:
                 tar.addfile(info, io.BytesIO(data) if data is not None else None)
         return path
 
-    def member(name: str, kind: bytes = tarfile.REGTYPE, data: bytes=b"x",
-               link: str="") -> tuple[tarfile.TarInfo, bytes | None]:
+    def member(
+        name: str, kind: bytes = tarfile.REGTYPE, data: bytes = b"x", link: str = ""
+    ) -> tuple[tarfile.TarInfo, bytes | None]:
         info = tarfile.TarInfo(name)
         info.type, info.linkname = kind, link
         info.size = len(data) if kind == tarfile.REGTYPE else 0
@@ -227,17 +272,24 @@ def bomb_tar_gz(path: Path, entries: int) -> None:
     """A .tar.gz of `entries` empty files b/0000000..., written as raw ustar headers (tarfile would
     take a minute for 10^6)."""
     base = bytearray(512)
-    for offset, value in ((100, b"0000644\0"), (108, b"0000000\0"), (116, b"0000000\0"),
-                          (124, b"00000000000\0"), (136, b"00000000000\0"), (148, b" " * 8), (156, b"0"),
-                          (257, b"ustar\x0000")):
-        base[offset:offset + len(value)] = value
+    for offset, value in (
+        (100, b"0000644\0"),
+        (108, b"0000000\0"),
+        (116, b"0000000\0"),
+        (124, b"00000000000\0"),
+        (136, b"00000000000\0"),
+        (148, b" " * 8),
+        (156, b"0"),
+        (257, b"ustar\x0000"),
+    ):
+        base[offset : offset + len(value)] = value
     base_sum = sum(base)
     with gzip.open(path, "wb", compresslevel=1) as out:
         chunk = bytearray()
         for i in range(entries):
             name = b"b/%07d" % i
             header = bytearray(base)
-            header[:len(name)] = name
+            header[: len(name)] = name
             header[148:156] = b"%06o\0 " % (base_sum + sum(name))
             chunk += header
             if len(chunk) >= 1 << 22:
@@ -253,14 +305,38 @@ def bomb_zip(path: Path, entries: int, announced: int | None = None) -> None:
     local, central = bytearray(), bytearray()
     for i in range(entries):
         name = b"b/%07d" % i
-        central += struct.pack("<4s6H3I5HII", b"PK\x01\x02", 45, 45, 0, 0, 0, 0x21, 0, 0, 0, len(name), 0, 0, 0, 0,
-                               0o100644 << 16, len(local)) + name
+        central += (
+            struct.pack(
+                "<4s6H3I5HII",
+                b"PK\x01\x02",
+                45,
+                45,
+                0,
+                0,
+                0,
+                0x21,
+                0,
+                0,
+                0,
+                len(name),
+                0,
+                0,
+                0,
+                0,
+                0o100644 << 16,
+                len(local),
+            )
+            + name
+        )
         local += struct.pack("<4s5H3I2H", b"PK\x03\x04", 45, 0, 0, 0, 0x21, 0, 0, 0, len(name), 0) + name
     end64 = len(local) + len(central)
-    tail = (struct.pack("<4sQ2H2I4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, announced, announced, len(central),
-                        len(local))
-            + struct.pack("<4sIQI", b"PK\x06\x07", 0, end64, 1)
-            + struct.pack("<4s4H2IH", b"PK\x05\x06", 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0))
+    tail = (
+        struct.pack(
+            "<4sQ2H2I4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, announced, announced, len(central), len(local)
+        )
+        + struct.pack("<4sIQI", b"PK\x06\x07", 0, end64, 1)
+        + struct.pack("<4s4H2IH", b"PK\x05\x06", 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
+    )
     path.write_bytes(bytes(local) + bytes(central) + tail)
 
 
@@ -289,14 +365,19 @@ def test_archive_bombs_of_a_million_entries_are_refused(tmp_path: Path) -> None:
     assert not any((tmp_path / out).exists() for out in ("out-tar", "out-zip", "out-liar"))
 
 
-def test_a_source_archive_bomb_fails_the_build_and_leaves_the_cache(run: Cli, registry: Path, cache: Path, tmp_path: Path) -> None:
+def test_a_source_archive_bomb_fails_the_build_and_leaves_the_cache(
+    run: Cli, registry: Path, cache: Path, tmp_path: Path
+) -> None:
     root = tmp_path / "www"
     root.mkdir()
     bomb_tar_gz(root / "bomb.tar.gz", 10**6)
     server = Server(root)
     try:
-        write_entry(registry, "bomb", {"archive": server.url("bomb.tar.gz"),
-                                       "sha256": sha256_file(root / "bomb.tar.gz")})
+        write_entry(
+            registry,
+            "bomb",
+            {"archive": server.url("bomb.tar.gz"), "sha256": sha256_file(root / "bomb.tar.gz")},
+        )
         before = snapshot(registry, cache, tmp_path / "dist")
         line = run.error("build", "bomb", "--dist", tmp_path / "dist", expect=7)
     finally:
@@ -305,14 +386,19 @@ def test_a_source_archive_bomb_fails_the_build_and_leaves_the_cache(run: Cli, re
     assert snapshot(registry, cache, tmp_path / "dist") == before
 
 
-def test_unsafe_source_archive_fails_the_build_and_leaves_the_cache(run: Cli, registry: Path, cache: Path, tmp_path: Path) -> None:
+def test_unsafe_source_archive_fails_the_build_and_leaves_the_cache(
+    run: Cli, registry: Path, cache: Path, tmp_path: Path
+) -> None:
     root = tmp_path / "www"
     root.mkdir()
     (root / "evil.tar.gz").write_bytes(tar_gz({"../../escaped": b"x"}, top=None))
     server = Server(root)
     try:
-        write_entry(registry, "evil", {"archive": server.url("evil.tar.gz"),
-                                       "sha256": sha256_file(root / "evil.tar.gz")})
+        write_entry(
+            registry,
+            "evil",
+            {"archive": server.url("evil.tar.gz"), "sha256": sha256_file(root / "evil.tar.gz")},
+        )
         before = snapshot(registry, cache)
         line = run.error("build", "evil", "--dist", tmp_path / "dist", expect=7)
     finally:
@@ -322,16 +408,25 @@ def test_unsafe_source_archive_fails_the_build_and_leaves_the_cache(run: Cli, re
     assert not (tmp_path / "escaped").exists()
 
 
-@pytest.mark.parametrize("source, message", [
-    ({"archive": "http://h/x.tar.gz", "sha256": "ab"}, "source.sha256: invalid sha256 'ab'"),
-    ({"archive": "ftp://h/x.tar.gz", "sha256": "a" * 64}, "source.archive: invalid URL 'ftp://h/x.tar.gz'"),
-    ({"archive": "http://h/x.tar.gz"}, "source.sha256: required field is missing"),
-    ({"archive": "http://h/x.tar.gz", "sha256": "a" * 64, "ref": "main"}, "source.ref: unknown key"),
-    ({"archive": "http://h/x.tar.gz", "sha256": "a" * 64, "git": "https://h/r.git"},
-     "source.archive: give either git or archive, not both"),
-])
-def test_registry_archive_sources_are_strict(run: Cli, registry: Path, source: dict[str, str],
-                                             message: str) -> None:
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        ({"archive": "http://h/x.tar.gz", "sha256": "ab"}, "source.sha256: invalid sha256 'ab'"),
+        (
+            {"archive": "ftp://h/x.tar.gz", "sha256": "a" * 64},
+            "source.archive: invalid URL 'ftp://h/x.tar.gz'",
+        ),
+        ({"archive": "http://h/x.tar.gz"}, "source.sha256: required field is missing"),
+        ({"archive": "http://h/x.tar.gz", "sha256": "a" * 64, "ref": "main"}, "source.ref: unknown key"),
+        (
+            {"archive": "http://h/x.tar.gz", "sha256": "a" * 64, "git": "https://h/r.git"},
+            "source.archive: give either git or archive, not both",
+        ),
+    ],
+)
+def test_registry_archive_sources_are_strict(
+    run: Cli, registry: Path, source: dict[str, str], message: str
+) -> None:
     write_entry(registry, "strict", source)
     line = run.error("show", "strict", expect=3)
     assert message in line, line
@@ -351,7 +446,9 @@ class Fleet:
     seconds: float
 
 
-def make_fleet(tmp_path_factory: pytest.TempPathFactory, data_repo: DataRepo, shared_cache: Path) -> Iterator["Fleet"]:
+def make_fleet(
+    tmp_path_factory: pytest.TempPathFactory, data_repo: DataRepo, shared_cache: Path
+) -> Iterator["Fleet"]:
     """N_MODELS registry entries of the simple example, batch size 1, built with --jobs 2 and
     published: all but two from git, one from a tar.gz and one from a zip over HTTP (whose server
     answers 500 twice first). The session fixture `fleet` (conftest.py) runs it once for this
@@ -370,17 +467,43 @@ def make_fleet(tmp_path_factory: pytest.TempPathFactory, data_repo: DataRepo, sh
     cache = fresh_cache(root / "cache", shared_cache)
     # The first through add-model; the others are the same entry under other names (the
     # registry is plain files), which saves a TensorFlow op check per model.
-    tool("--registry", registry, "add-model", "fleet-01", "--source", data_repo.url, "--aot-config",
-         "simple/aot_config.yaml", "--batch-sizes", "1", cache=cache)
+    tool(
+        "--registry",
+        registry,
+        "add-model",
+        "fleet-01",
+        "--source",
+        data_repo.url,
+        "--aot-config",
+        "simple/aot_config.yaml",
+        "--batch-sizes",
+        "1",
+        cache=cache,
+    )
     first = yaml.safe_load((registry / "models" / "fleet-01.yaml").read_text())
     for i in range(2, N_MODELS - 1):
         write_entry(registry, f"fleet-{i:02}", first["source"])
-    for i, (archive, name) in enumerate((("data-1.0.tar.gz", "tgz"), ("data.zip", "zip")), start=N_MODELS - 1):
-        write_entry(registry, f"fleet-{i:02}-{name}",
-                    {"archive": server.url(archive), "sha256": sha256_file(www / archive)})
+    for i, (archive, name) in enumerate(
+        (("data-1.0.tar.gz", "tgz"), ("data.zip", "zip")), start=N_MODELS - 1
+    ):
+        write_entry(
+            registry,
+            f"fleet-{i:02}-{name}",
+            {"archive": server.url(archive), "sha256": sha256_file(www / archive)},
+        )
     t0 = time.monotonic()
-    proc = tool("--registry", registry, "build", "--all", "--jobs", "2", "--dist", root / "dist", "--json",
-                cache=cache)
+    proc = tool(
+        "--registry",
+        registry,
+        "build",
+        "--all",
+        "--jobs",
+        "2",
+        "--dist",
+        root / "dist",
+        "--json",
+        cache=cache,
+    )
     seconds = time.monotonic() - t0
     print(f"\nbuild --all --jobs 2 of {N_MODELS} models: {seconds:.0f} s", file=sys.stderr)
     script(PUBLISH_SCRIPT, root / "channel", root / "dist", cache=cache)
@@ -410,7 +533,9 @@ def test_jobs_and_shards_publish_the_same_packages(fleet: Fleet, tmp_path: Path,
     assert shards == jobs  # same names, versions and digests: reproducible builds
 
 
-def test_failures_do_not_stop_the_others(built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_failures_do_not_stop_the_others(
+    built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from tfaot_dist import cli
 
     registry = tmp_path / "registry"
@@ -421,20 +546,39 @@ def test_failures_do_not_stop_the_others(built: Path, tmp_path: Path, monkeypatc
     write_entry(registry, "c-gone", {**source, "commit": "0" * 40})
     monkeypatch.setenv("TFAOT_DIST_CACHE", str(built / "cache"))
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
-    code = cli.main(["--registry", str(registry), "build", "--all", "--jobs", "2", "--dist", str(tmp_path / "dist"),
-                     "--json"])
+    code = cli.main(
+        [
+            "--registry",
+            str(registry),
+            "build",
+            "--all",
+            "--jobs",
+            "2",
+            "--dist",
+            str(tmp_path / "dist"),
+            "--json",
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 3  # the first failure in name order: a-no-config, an invalid input
     data = json.loads(out)
     assert [(f["name"], f["exit_code"]) for f in data["failures"]] == [
-        ("a-no-config", 3), ("b-bad-yaml", 3), ("c-gone", 4)]
-    assert {r["name"]: r["status"] for r in data["results"]} == {"test-multi": "cached", "test-simple": "cached"}
+        ("a-no-config", 3),
+        ("b-bad-yaml", 3),
+        ("c-gone", 4),
+    ]
+    assert {r["name"]: r["status"] for r in data["results"]} == {
+        "test-multi": "cached",
+        "test-simple": "cached",
+    }
     assert (tmp_path / "dist" / "tfaot-model-test-simple-1.0.0.tar.gz").is_file()
     # Summary: one line per failure, then the single error line with the exit code's class first.
     lines = err.splitlines()
     assert "tfaot-dist: summary: 2 ok, 3 failed, 0 not started" in lines
-    assert any(ln.startswith("tfaot-dist: FAILED a-no-config: ") and "'nowhere/aot_config.yaml' not found" in ln
-               for ln in lines)
+    assert any(
+        ln.startswith("tfaot-dist: FAILED a-no-config: ") and "'nowhere/aot_config.yaml' not found" in ln
+        for ln in lines
+    )
     assert any(ln.startswith("tfaot-dist: FAILED b-bad-yaml: ") and "malformed YAML" in ln for ln in lines)
     assert any(ln.startswith("tfaot-dist: FAILED c-gone: ") and "0000000000" in ln for ln in lines)
     (error,) = [ln for ln in lines if ln.startswith("tfaot-dist: error:")]
@@ -445,7 +589,9 @@ def test_failures_do_not_stop_the_others(built: Path, tmp_path: Path, monkeypatc
     assert any(ln.startswith("::group::[") and "test-simple: cached" in ln for ln in lines)
 
 
-def test_fail_fast_starts_nothing_after_a_failure(built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_fail_fast_starts_nothing_after_a_failure(
+    built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from tfaot_dist import cli
 
     registry = tmp_path / "registry"
@@ -455,8 +601,18 @@ def test_fail_fast_starts_nothing_after_a_failure(built: Path, tmp_path: Path, m
     monkeypatch.setenv("TFAOT_DIST_CACHE", str(built / "cache"))
     monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
     monkeypatch.setenv("CI", "true")
-    code = cli.main(["--registry", str(registry), "build", "--all", "--fail-fast", "--dist", str(tmp_path / "dist"),
-                     "--json"])
+    code = cli.main(
+        [
+            "--registry",
+            str(registry),
+            "build",
+            "--all",
+            "--fail-fast",
+            "--dist",
+            str(tmp_path / "dist"),
+            "--json",
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 3
     data = json.loads(out)
@@ -503,13 +659,18 @@ def test_shards_are_stable_and_cover_every_name(run: Cli) -> None:
     assert "expected K/N" in run.error("build", "--all", "--shard", "x", expect=2)
 
 
-def test_offline_build_names_what_is_missing(run: Cli, registry: Path, cache: Path, data_repo: DataRepo, tmp_path: Path) -> None:
+def test_offline_build_names_what_is_missing(
+    run: Cli, registry: Path, cache: Path, data_repo: DataRepo, tmp_path: Path
+) -> None:
     write_entry(registry, "from-git", git_source(data_repo))
     write_entry(registry, "from-archive", {"archive": "http://127.0.0.1:9/data.tar.gz", "sha256": "e" * 64})
     before = snapshot(registry, cache)
     _, err = run("build", "--all", "--offline", "--dist", tmp_path / "dist", expect=4)
     assert snapshot(registry, cache) == before
-    assert f"offline: source archive http://127.0.0.1:9/data.tar.gz (sha256 {'e' * 64}) is not in the cache" in err
+    assert (
+        f"offline: source archive http://127.0.0.1:9/data.tar.gz (sha256 {'e' * 64}) is not in the cache"
+        in err
+    )
     assert f"offline: commit {git_source(data_repo)['commit']} of {data_repo.url} is not in the cache" in err
 
 
@@ -549,7 +710,10 @@ def test_publish_lists_key_facts_and_never_changes_a_version(run: Cli, built: Pa
     assert simple["kind"] == "model" and simple["batch_sizes"] == [1, 2, 4]
     assert simple["tensorflow_version"] == "2.21.0"
     assert simple["requires"] == [{"name": RUNTIME, "version": rows[RUNTIME]["version"]}]
-    assert [t["name"] for t in rows["tfaot-model-test-multi"]["signature"]["inputs"]] == ["input_0", "input_1"]
+    assert [t["name"] for t in rows["tfaot-model-test-multi"]["signature"]["inputs"]] == [
+        "input_0",
+        "input_1",
+    ]
     assert rows[RUNTIME]["kind"] == "runtime" and rows[RUNTIME]["signature"] is None
     assert sha256_file(channel / simple["manifest"]) == simple["manifest_sha256"]
 
@@ -560,11 +724,17 @@ def test_publish_lists_key_facts_and_never_changes_a_version(run: Cli, built: Pa
     assert snapshot(channel) == before
 
     # Other bytes under a published name and version: refused, channel untouched.
-    other = repacked(built / "dist" / "tfaot-model-test-simple-1.0.0.tar.gz", tmp_path / "other",
-                     "share/tfaot-model-test-simple/reference/bs1/output_0.bin")
+    other = repacked(
+        built / "dist" / "tfaot-model-test-simple-1.0.0.tar.gz",
+        tmp_path / "other",
+        "share/tfaot-model-test-simple/reference/bs1/output_0.bin",
+    )
     line = run.error("publish", "--channel", channel, "--dist", other.parent, expect=7)
     assert "1 package version already in" in line and "nothing published" in line
-    assert "(tfaot-model-test-simple 1.0.0: published sha256 " in line and "a published version never changes" in line
+    assert (
+        "(tfaot-model-test-simple 1.0.0: published sha256 " in line
+        and "a published version never changes" in line
+    )
     assert snapshot(channel) == before
 
     # A damaged archive (one flipped byte) is refused before anything is written.
@@ -585,14 +755,19 @@ def channel_copy(built: Path, tmp_path: Path, cache: Path) -> Path:
 
 
 @pytest.mark.parametrize("how", ["path", "http"])
-@pytest.mark.parametrize("damage, code, message", [
-    ("truncate", 3, "index.json: not valid JSON (truncated?)"),
-    ("ill-typed", 3, "index.json: packages[0].size: expected an integer, got 'big'"),
-    ("bad path", 3, "index.json: packages[0].archive: invalid path '../../etc/passwd'"),
-    ("missing file", 4, "tfaot-model-test-multi-1.0.0.tar.gz"),
-    ("no index", 4, ""),
-])
-def test_broken_channels_are_clear_errors(how: str, damage: str, code: int, message: str, run: Cli, channel_copy: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "damage, code, message",
+    [
+        ("truncate", 3, "index.json: not valid JSON (truncated?)"),
+        ("ill-typed", 3, "index.json: packages[0].size: expected an integer, got 'big'"),
+        ("bad path", 3, "index.json: packages[0].archive: invalid path '../../etc/passwd'"),
+        ("missing file", 4, "tfaot-model-test-multi-1.0.0.tar.gz"),
+        ("no index", 4, ""),
+    ],
+)
+def test_broken_channels_are_clear_errors(
+    how: str, damage: str, code: int, message: str, run: Cli, channel_copy: Path, tmp_path: Path
+) -> None:
     index = channel_copy / "index.json"
     doc = json.loads(index.read_text())
     if damage == "truncate":
@@ -639,14 +814,21 @@ def read_reference(path: Path, dtype: str) -> list[float]:
     return list(values)
 
 
-def test_setup_from_http_channel_gives_a_working_cpp_consumer(run: Cli, http_channel: Server, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_setup_from_http_channel_gives_a_working_cpp_consumer(
+    run: Cli, http_channel: Server, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PATH", "/usr/local/bin:/usr/bin:/bin")  # no scram here: the environment is printed
     area = tmp_path / "area"
-    out, _ = run("setup", "test-simple", "test-multi", "--channel", http_channel.url(), "--area", area, "--json")
+    out, _ = run(
+        "setup", "test-simple", "test-multi", "--channel", http_channel.url(), "--area", area, "--json"
+    )
     report = json.loads(out)
     assert [(r["name"], r["status"]) for r in report["results"]] == [
-        (RUNTIME, "installed"), ("tfaot-model-test-simple", "installed"), (RUNTIME, "already installed"),
-        ("tfaot-model-test-multi", "installed")]
+        (RUNTIME, "installed"),
+        ("tfaot-model-test-simple", "installed"),
+        (RUNTIME, "already installed"),
+        ("tfaot-model-test-multi", "installed"),
+    ]
     tfaot = area / "tfaot"
     assert report["environment"]["CMAKE_PREFIX_PATH"] == str(tfaot)
     assert report["scram"] == []
@@ -660,8 +842,19 @@ def test_setup_from_http_channel_gives_a_working_cpp_consumer(run: Cli, http_cha
 
     # A user's CMake project against the area builds, links and reproduces TensorFlow's numbers.
     build = tmp_path / "build"
-    subprocess.run(["cmake", "-S", REPO / "examples" / "consumer", "-B", build, f"-DCMAKE_PREFIX_PATH={tfaot}",
-                    "-DCMAKE_BUILD_TYPE=Release"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "cmake",
+            "-S",
+            REPO / "examples" / "consumer",
+            "-B",
+            build,
+            f"-DCMAKE_PREFIX_PATH={tfaot}",
+            "-DCMAKE_BUILD_TYPE=Release",
+        ],
+        check=True,
+        capture_output=True,
+    )
     subprocess.run(["cmake", "--build", build], check=True, capture_output=True)
     proc = subprocess.run([build / "consumer", tfaot], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -672,11 +865,18 @@ def test_setup_from_http_channel_gives_a_working_cpp_consumer(run: Cli, http_cha
     assert proc.stdout.splitlines()[-1] == "all outputs agree with TensorFlow within 1e-5"
     # Checked here too, against the reference files themselves, not only by the program.
     for (model, output), got in printed.items():
-        ref = tfaot / f"tfaot-model-{model}" / "1.0.0" / "share" / f"tfaot-model-{model}" / "reference" / "bs3"
+        ref = (
+            tfaot / f"tfaot-model-{model}" / "1.0.0" / "share" / f"tfaot-model-{model}" / "reference" / "bs3"
+        )
         dtype = "bool" if output == "output_1" else "float32"
         want = read_reference(ref / f"{output}.bin", dtype)
         assert len(got) == len(want) == 6
-        assert all(abs(a - b) <= 1e-5 * max(1.0, abs(b)) for a, b in zip(got, want, strict=False)), (model, output, got, want)
+        assert all(abs(a - b) <= 1e-5 * max(1.0, abs(b)) for a, b in zip(got, want, strict=False)), (
+            model,
+            output,
+            got,
+            want,
+        )
 
     # The same setup again changes nothing.
     before = snapshot(area)
@@ -692,19 +892,30 @@ def test_setup_from_http_channel_gives_a_working_cpp_consumer(run: Cli, http_cha
 def test_setup_uses_pkg_config_and_plain_compilers_too(run: Cli, channel_copy: Path, tmp_path: Path) -> None:
     """The printed environment works without CMake: pkg-config and CPATH/LIBRARY_PATH."""
     area = tmp_path / "area"
-    out, _ = run("setup", "test-simple", "test-multi", "--channel", f"file://{channel_copy}", "--area", area,
-                 "--json")
+    out, _ = run(
+        "setup", "test-simple", "test-multi", "--channel", f"file://{channel_copy}", "--area", area, "--json"
+    )
     env = {**os.environ, **json.loads(out)["environment"]}
-    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "tfaot-model-test-simple", "tfaot-model-test-multi"],
-                           env=env, check=True, capture_output=True, text=True).stdout.split()
+    flags = subprocess.run(
+        ["pkg-config", "--cflags", "--libs", "tfaot-model-test-simple", "tfaot-model-test-multi"],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
     exe = tmp_path / "consumer"
-    subprocess.run(["g++", "-O1", str(REPO / "examples" / "consumer" / "consumer.cc"), *flags, "-o", str(exe)],
-                   check=True, env=env)
+    subprocess.run(
+        ["g++", "-O1", str(REPO / "examples" / "consumer" / "consumer.cc"), *flags, "-o", str(exe)],
+        check=True,
+        env=env,
+    )
     proc = subprocess.run([exe, area / "tfaot"], capture_output=True, text=True, check=False)
     assert proc.returncode == 0 and proc.stdout.endswith("within 1e-5\n"), proc.stdout
 
 
-def test_setup_resolves_versions_upgrades_and_calls_scram(fleet: Fleet, run: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_setup_resolves_versions_upgrades_and_calls_scram(
+    fleet: Fleet, run: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """fleet-01 1.0.0 from the fleet's channel and a real 2.0.0 build next to it."""
     registry = tmp_path / "fleet-registry"
     shutil.copytree(fleet.registry, registry)
@@ -725,21 +936,30 @@ def test_setup_resolves_versions_upgrades_and_calls_scram(fleet: Fleet, run: Cli
     tfaot = area / "tfaot"
     try:
         out, _ = run("setup", "fleet-01>=1.0,<2", "--channel", server.url(), "--area", area, "--json")
-        assert [(r["name"], r["version"]) for r in json.loads(out)["results"]][-1] == ("tfaot-model-fleet-01",
-                                                                                      "1.0.0")
+        assert [(r["name"], r["version"]) for r in json.loads(out)["results"]][-1] == (
+            "tfaot-model-fleet-01",
+            "1.0.0",
+        )
         assert calls.read_text().splitlines() == [
             f"{area} setup {tfaot}/scram.d/tfaot-xla-runtime.xml",
-            f"{area} setup {tfaot}/scram.d/tfaot-model-fleet-01.xml"]
+            f"{area} setup {tfaot}/scram.d/tfaot-model-fleet-01.xml",
+        ]
 
         out, _ = run("setup", "fleet-01", "--channel", server.url(), "--area", area, "--json")
         (runtime, model) = json.loads(out)["results"]
         assert runtime["status"] == "already installed"
         assert (model["version"], model["status"], model["previous"]) == ("2.0.0", "upgraded", "1.0.0")
         assert not (tfaot / "tfaot-model-fleet-01" / "1.0.0").exists()
-        assert f'default="{tfaot}/tfaot-model-fleet-01/2.0.0"' in (
-            tfaot / "scram.d" / "tfaot-model-fleet-01.xml").read_text()
-        assert "tfaot-model-fleet-01/2.0.0/" in (
-            tfaot / "lib" / "cmake" / "tfaot-model-fleet-01" / "tfaot-model-fleet-01Config.cmake").read_text()
+        assert (
+            f'default="{tfaot}/tfaot-model-fleet-01/2.0.0"'
+            in (tfaot / "scram.d" / "tfaot-model-fleet-01.xml").read_text()
+        )
+        assert (
+            "tfaot-model-fleet-01/2.0.0/"
+            in (
+                tfaot / "lib" / "cmake" / "tfaot-model-fleet-01" / "tfaot-model-fleet-01Config.cmake"
+            ).read_text()
+        )
         assert calls.read_text().splitlines()[-1] == f"{area} setup {tfaot}/scram.d/tfaot-model-fleet-01.xml"
         installed = json.loads((tfaot / "installed.json").read_text())["packages"]
         assert installed["tfaot-model-fleet-01"]["version"] == "2.0.0"
@@ -755,16 +975,21 @@ def test_setup_resolves_versions_upgrades_and_calls_scram(fleet: Fleet, run: Cli
         server.close()
 
 
-@pytest.mark.parametrize("case, code, message", [
-    ("unknown model", 3, "tfaot-model-nosuch is not in the channel"),
-    ("bad requirement", 3, "invalid requirement"),
-    ("wrong bytes", 7, "sha256 is"),
-    ("archive missing", 4, "HTTP 404"),
-    ("runtime missing", 4, "HTTP 404"),
-    ("area path", 3, "cannot go into tool files"),
-    ("offline", 4, "offline: no copy of"),
-])
-def test_refused_setups_leave_area_and_cache_unchanged(case: str, code: int, message: str, run: Cli, channel_copy: Path, tmp_path: Path, cache: Path) -> None:
+@pytest.mark.parametrize(
+    "case, code, message",
+    [
+        ("unknown model", 3, "tfaot-model-nosuch is not in the channel"),
+        ("bad requirement", 3, "invalid requirement"),
+        ("wrong bytes", 7, "sha256 is"),
+        ("archive missing", 4, "HTTP 404"),
+        ("runtime missing", 4, "HTTP 404"),
+        ("area path", 3, "cannot go into tool files"),
+        ("offline", 4, "offline: no copy of"),
+    ],
+)
+def test_refused_setups_leave_area_and_cache_unchanged(
+    case: str, code: int, message: str, run: Cli, channel_copy: Path, tmp_path: Path, cache: Path
+) -> None:
     server = Server(channel_copy)
     doc = json.loads((channel_copy / "index.json").read_text())
     paths = {p["name"]: p["archive"] for p in doc["packages"]}
@@ -800,17 +1025,42 @@ def test_offline_setup_uses_what_an_online_one_cached(run: Cli, channel_copy: Pa
     finally:
         server.close()
     # The server is gone: the cached index and archives are enough for the same packages.
-    out, _ = run("setup", "test-simple", "--offline", "--channel", server.url(), "--area", tmp_path / "offline",
-                 "--json")
+    out, _ = run(
+        "setup",
+        "test-simple",
+        "--offline",
+        "--channel",
+        server.url(),
+        "--area",
+        tmp_path / "offline",
+        "--json",
+    )
     assert [r["status"] for r in json.loads(out)["results"]] == ["installed", "installed"]
-    assert (tmp_path / "offline" / "tfaot" / "tfaot-model-test-simple" / "1.0.0" / "lib" /
-            "libtfaot-model-test-simple.a").is_file()
-    line = run.error("setup", "test-multi", "--offline", "--channel", server.url(), "--area", tmp_path / "offline",
-                     expect=4)
+    assert (
+        tmp_path
+        / "offline"
+        / "tfaot"
+        / "tfaot-model-test-simple"
+        / "1.0.0"
+        / "lib"
+        / "libtfaot-model-test-simple.a"
+    ).is_file()
+    line = run.error(
+        "setup",
+        "test-multi",
+        "--offline",
+        "--channel",
+        server.url(),
+        "--area",
+        tmp_path / "offline",
+        expect=4,
+    )
     assert "offline: tfaot-model-test-multi 1.0.0 " in line and "is not in the cache" in line
 
 
-def test_setup_checks_every_file_against_the_manifest(run: Cli, built: Path, tmp_path: Path, cache: Path) -> None:
+def test_setup_checks_every_file_against_the_manifest(
+    run: Cli, built: Path, tmp_path: Path, cache: Path
+) -> None:
     """A package whose archive matches the index but whose files do not match its own manifest."""
     dist = tmp_path / "dist"
     dist.mkdir()

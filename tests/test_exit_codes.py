@@ -20,13 +20,27 @@ from conftest import Cli, DataRepo, snapshot
 from tfaot_dist import errors
 from tfaot_dist.util.fs import sha256_file
 
-CODES = {"usage": 2, "invalid input": 3, "source unavailable": 4, "compile failed": 5,
-         "verification failed": 6, "integrity": 7, "toolchain": 8}
+CODES = {
+    "usage": 2,
+    "invalid input": 3,
+    "source unavailable": 4,
+    "compile failed": 5,
+    "verification failed": 6,
+    "integrity": 7,
+    "toolchain": 8,
+}
 
 
 def test_each_class_has_its_own_code() -> None:
-    classes = [errors.UsageError, errors.InvalidInput, errors.SourceUnavailable, errors.CompileFailed,
-               errors.VerificationFailed, errors.IntegrityError, errors.ToolchainError]
+    classes = [
+        errors.UsageError,
+        errors.InvalidInput,
+        errors.SourceUnavailable,
+        errors.CompileFailed,
+        errors.VerificationFailed,
+        errors.IntegrityError,
+        errors.ToolchainError,
+    ]
     assert [c.exit_code for c in classes] == list(CODES.values())
 
 
@@ -50,18 +64,25 @@ def wrong_numbers(built: Path, dist: Path) -> None:
 
 
 @pytest.mark.parametrize("case", list(CODES))
-def test_one_failure_per_class(case: str, run: Cli, registry: Path, cache: Path, built: Path, tmp_path: Path, example_models: Path) -> None:
+def test_one_failure_per_class(
+    case: str, run: Cli, registry: Path, cache: Path, built: Path, tmp_path: Path, example_models: Path
+) -> None:
     dist = tmp_path / "dist"
     dist.mkdir()
     args: tuple[object, ...]
     if case == "usage":
         args, expected = ("build",), "name models or give --all"
     elif case == "invalid input":
-        args, expected = ("add-model", "Bad;Name", "--source", "file:///nowhere.git", "--aot-config", "a.yaml"), \
-            "'Bad;Name'"
+        args, expected = (
+            ("add-model", "Bad;Name", "--source", "file:///nowhere.git", "--aot-config", "a.yaml"),
+            "'Bad;Name'",
+        )
     elif case == "source unavailable":
         missing = tmp_path / "no-such-repo.git"
-        args, expected = ("add-model", "m", "--source", f"file://{missing}", "--aot-config", "a.yaml"), str(missing)
+        args, expected = (
+            ("add-model", "m", "--source", f"file://{missing}", "--aot-config", "a.yaml"),
+            str(missing),
+        )
     elif case == "compile failed":
         repo = DataRepo(tmp_path / "data")
         shutil.copytree(example_models / "simple", repo.work / "simple")
@@ -69,13 +90,27 @@ def test_one_failure_per_class(case: str, run: Cli, registry: Path, cache: Path,
         config["compilation"]["xla_flags"] = ["--xla_no_such_flag=1"]
         repo.write("simple/aot_config.yaml", yaml.safe_dump(config))
         repo.commit()
-        run("add-model", "bad-flags", "--source", repo.url, "--aot-config", "simple/aot_config.yaml",
-            "--batch-sizes", "1")
-        args, expected = ("build", "bad-flags", "--dist", dist), "Unknown flag in XLA_FLAGS: --xla_no_such_flag=1"
+        run(
+            "add-model",
+            "bad-flags",
+            "--source",
+            repo.url,
+            "--aot-config",
+            "simple/aot_config.yaml",
+            "--batch-sizes",
+            "1",
+        )
+        args, expected = (
+            ("build", "bad-flags", "--dist", dist),
+            "Unknown flag in XLA_FLAGS: --xla_no_such_flag=1",
+        )
     elif case == "verification failed":
         copy_models(built, registry)
         wrong_numbers(built, dist)
-        args, expected = ("verify", "test-simple", "--dist", dist), "tfaot-model-test-simple: batch size 2, output"
+        args, expected = (
+            ("verify", "test-simple", "--dist", dist),
+            "tfaot-model-test-simple: batch size 2, output",
+        )
     elif case == "integrity":
         archive = built / "dist" / "tfaot-model-test-multi-1.0.0.tar.gz"
         data = bytearray(archive.read_bytes())
@@ -84,7 +119,10 @@ def test_one_failure_per_class(case: str, run: Cli, registry: Path, cache: Path,
         args, expected = ("publish", "--channel", tmp_path / "channel", "--dist", dist), archive.name
     else:
         (registry / "registry.yaml").write_text(
-            (registry / "registry.yaml").read_text().replace("tensorflow-cpu==2.21.0", "tensorflow-cpu==0.0.1"))
+            (registry / "registry.yaml")
+            .read_text()
+            .replace("tensorflow-cpu==2.21.0", "tensorflow-cpu==0.0.1")
+        )
         args, expected = ("toolchain",), "tensorflow-cpu==0.0.1"
     # The finished builds in the cache: a failure adds none and changes none.
     (cache / "builds").mkdir(exist_ok=True)

@@ -50,18 +50,30 @@ CASES = [
     ("override unknown", entry(overrides={"speed": 1}), "overrides.speed: unknown key"),
     ("override batch 0", entry(overrides={"batch_sizes": [0]}), "batch size 0 is not positive"),
     ("override batch huge", entry(overrides={"batch_sizes": [10**9]}), "is larger than"),
-    ("override flag injection", entry(overrides={"xla_flags": ["--a`id`"]}), "overrides.xla_flags: invalid flag"),
-    ("override namespace", entry(overrides={"namespace": "a<b>"}), "overrides.namespace: invalid C++ identifier"),
-    ("override formulas", entry(overrides={"activation_formulas": "fast"}),
-     "overrides.activation_formulas: expected one of tensorflow, xla"),
+    (
+        "override flag injection",
+        entry(overrides={"xla_flags": ["--a`id`"]}),
+        "overrides.xla_flags: invalid flag",
+    ),
+    (
+        "override namespace",
+        entry(overrides={"namespace": "a<b>"}),
+        "overrides.namespace: invalid C++ identifier",
+    ),
+    (
+        "override formulas",
+        entry(overrides={"activation_formulas": "fast"}),
+        "overrides.activation_formulas: expected one of tensorflow, xla",
+    ),
     ("source not a mapping", entry(source="file:///x"), "source: expected a mapping"),
 ]
 
 
 @pytest.mark.parametrize("data, message", [(d, m) for _, d, m in CASES], ids=[c[0] for c in CASES])
 @pytest.mark.parametrize("command", ["show", "build"])
-def test_bad_entry(run: Cli, registry: Path, cache: Path, tmp_path: Path, data: dict[str, Any], message: str,
-                   command: str) -> None:
+def test_bad_entry(
+    run: Cli, registry: Path, cache: Path, tmp_path: Path, data: dict[str, Any], message: str, command: str
+) -> None:
     path = registry / "models" / "m.yaml"
     path.write_text(yaml.safe_dump(data))
     before = snapshot(registry, cache, tmp_path / "dist")
@@ -72,18 +84,26 @@ def test_bad_entry(run: Cli, registry: Path, cache: Path, tmp_path: Path, data: 
     assert snapshot(registry, cache, tmp_path / "dist") == before
 
 
-@pytest.mark.parametrize("text, message", [
-    ("toolchain: {requirements: ['tensorflow-cpu==2.21.0; echo']}", "toolchain.requirements: invalid requirement"),
-    ("toolchain: {requirements: []}", "toolchain.requirements: must not be empty"),
-    ("toolchain: {python: '3.12'}", "toolchain.python: expected an absolute path"),
-    ("toolchain: {python: /usr/bin/../bin/python3}", "toolchain.python:"),
-    ("toolchain: {runtime: 'rel/dir'}", "toolchain.runtime: expected an absolute path"),
-    ("toolchain: {interpreter: /usr/bin/python3}", "toolchain.interpreter: unknown key"),
-    ("target_cpu: '$(id)'", "target_cpu: invalid target cpu"),
-    ("target_triple: 'x86_64-pc-linux\\n'", "target_triple: invalid target triple"),
-    ("[", "malformed YAML"),
-])
-def test_bad_registry_defaults(run: Cli, registry: Path, cache: Path, tmp_path: Path, text: str, message: str) -> None:
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            "toolchain: {requirements: ['tensorflow-cpu==2.21.0; echo']}",
+            "toolchain.requirements: invalid requirement",
+        ),
+        ("toolchain: {requirements: []}", "toolchain.requirements: must not be empty"),
+        ("toolchain: {python: '3.12'}", "toolchain.python: expected an absolute path"),
+        ("toolchain: {python: /usr/bin/../bin/python3}", "toolchain.python:"),
+        ("toolchain: {runtime: 'rel/dir'}", "toolchain.runtime: expected an absolute path"),
+        ("toolchain: {interpreter: /usr/bin/python3}", "toolchain.interpreter: unknown key"),
+        ("target_cpu: '$(id)'", "target_cpu: invalid target cpu"),
+        ("target_triple: 'x86_64-pc-linux\\n'", "target_triple: invalid target triple"),
+        ("[", "malformed YAML"),
+    ],
+)
+def test_bad_registry_defaults(
+    run: Cli, registry: Path, cache: Path, tmp_path: Path, text: str, message: str
+) -> None:
     (registry / "models" / "m.yaml").write_text(yaml.safe_dump(GOOD))
     (registry / "registry.yaml").write_text(text)
     before = snapshot(registry, cache)
@@ -104,11 +124,14 @@ def test_unknown_model_and_usage_errors(run: Cli, registry: Path, tmp_path: Path
     assert "name models or give --all" in run.error("build", expect=2)
     assert "nope: no such model" in run.error("verify", "nope", expect=3)
     (registry / "models" / "m.yaml").write_text(yaml.safe_dump(GOOD))
-    assert "m: no package tfaot-model-m-1.0.0 in" in run.error("verify", "m", "--dist", tmp_path / "d", expect=3)
+    assert "m: no package tfaot-model-m-1.0.0 in" in run.error(
+        "verify", "m", "--dist", tmp_path / "d", expect=3
+    )
 
 
 def test_compile_missing_config(run: Cli, tmp_path: Path) -> None:
-    line = run.error("compile", "--aot-config", tmp_path / "none.yaml", "--output-directory", tmp_path / "o",
-                     expect=3)
+    line = run.error(
+        "compile", "--aot-config", tmp_path / "none.yaml", "--output-directory", tmp_path / "o", expect=3
+    )
     assert "none.yaml: file not found" in line
     assert not (tmp_path / "o").exists()

@@ -41,8 +41,19 @@ def edit_config(repo: DataRepo, **model: object) -> str:
     return repo.commit(f"edit {sorted(model)}")
 
 
-def test_update_repins_with_build_numbers(run: Cli, model_repo: DataRepo, registry: Path, cache: Path) -> None:
-    run("add-model", "m", "--source", model_repo.url, "--ref", "main", "--aot-config", "simple/aot_config.yaml")
+def test_update_repins_with_build_numbers(
+    run: Cli, model_repo: DataRepo, registry: Path, cache: Path
+) -> None:
+    run(
+        "add-model",
+        "m",
+        "--source",
+        model_repo.url,
+        "--ref",
+        "main",
+        "--aot-config",
+        "simple/aot_config.yaml",
+    )
     first = entry_of(registry, "m")
     assert first["version"] == "1.0.0"
 
@@ -58,7 +69,9 @@ def test_update_repins_with_build_numbers(run: Cli, model_repo: DataRepo, regist
     shown = json.loads(out)
     assert shown["status"] == "updated"
     assert {c["field"]: (c["old"], c["new"]) for c in shown["changes"]} == {
-        "version": ("1.0.0", "1.0.0.post1"), "source.commit": (first["source"]["commit"], second_commit)}
+        "version": ("1.0.0", "1.0.0.post1"),
+        "source.commit": (first["source"]["commit"], second_commit),
+    }
     assert entry_of(registry, "m") == shown["entry"]
     assert entry_of(registry, "m")["source"]["commit"] == second_commit
 
@@ -79,7 +92,9 @@ def test_update_repins_with_build_numbers(run: Cli, model_repo: DataRepo, regist
     # Refused, leaving registry and cache as they were: a lower version, the same version with
     # other inputs, a ref that does not exist.
     before = snapshot(registry, cache)
-    assert "lower than the entry's 1.1.0.post1" in run.error("update", "m", "--version", "1.0.5", expect=INVALID)
+    assert "lower than the entry's 1.1.0.post1" in run.error(
+        "update", "m", "--version", "1.0.5", expect=INVALID
+    )
     edit_config(model_repo, description="third")
     line = run.error("update", "m", "--version", "1.1.0.post1", expect=INVALID)
     assert "version 1.1.0.post1 would stay while what it is built from changed" in line
@@ -89,8 +104,19 @@ def test_update_repins_with_build_numbers(run: Cli, model_repo: DataRepo, regist
     assert snapshot(registry, cache) == before
 
 
-def test_new_build_keeps_the_signature(run: Cli, model_repo: DataRepo, example_models: Path, registry: Path, cache: Path) -> None:
-    run("add-model", "m", "--source", model_repo.url, "--ref", "main", "--aot-config", "simple/aot_config.yaml")
+def test_new_build_keeps_the_signature(
+    run: Cli, model_repo: DataRepo, example_models: Path, registry: Path, cache: Path
+) -> None:
+    run(
+        "add-model",
+        "m",
+        "--source",
+        model_repo.url,
+        "--ref",
+        "main",
+        "--aot-config",
+        "simple/aot_config.yaml",
+    )
     # The model behind the config changes its inputs: a build number would break its consumers.
     shutil.rmtree(model_repo.work / "simple" / "saved_model")
     shutil.copytree(example_models / "multi" / "saved_model", model_repo.work / "simple" / "saved_model")
@@ -103,14 +129,19 @@ def test_new_build_keeps_the_signature(run: Cli, model_repo: DataRepo, example_m
     assert entry_of(registry, "m")["version"] == "2.0.0"
 
 
-def test_add_model_twice_points_at_update(run: Cli, model_repo: DataRepo, registry: Path, cache: Path) -> None:
+def test_add_model_twice_points_at_update(
+    run: Cli, model_repo: DataRepo, registry: Path, cache: Path
+) -> None:
     run("add-model", "m", "--source", model_repo.url, "--aot-config", "simple/aot_config.yaml")
-    line = run.error("add-model", "m", "--source", model_repo.url, "--aot-config", "simple/aot_config.yaml",
-                     expect=INVALID)
+    line = run.error(
+        "add-model", "m", "--source", model_repo.url, "--aot-config", "simple/aot_config.yaml", expect=INVALID
+    )
     assert "already registered" in line and "tfaot-dist update m" in line
 
 
-def test_build_never_replaces_another_build_in_dist(built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_build_never_replaces_another_build_in_dist(
+    built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """registry.yaml changed (another build key, the same version) while dist/ holds the old build:
     build refuses before compiling anything, names what is there, and leaves dist as it was. A new
     build number gives a package of its own."""
@@ -120,14 +151,19 @@ def test_build_never_replaces_another_build_in_dist(built: Path, tmp_path: Path,
     shutil.copytree(built / "dist", dist)
     shutil.copytree(built / "registry", registry)
     config = registry / "registry.yaml"
-    config.write_text(config.read_text().replace('target_triple: x86_64-pc-linux', 'target_triple: x86_64-unknown-linux'))
+    config.write_text(
+        config.read_text().replace("target_triple: x86_64-pc-linux", "target_triple: x86_64-unknown-linux")
+    )
     assert "x86_64-unknown-linux" in config.read_text()
     monkeypatch.setenv("TFAOT_DIST_CACHE", str(built / "cache"))
     before = snapshot(dist, built / "cache" / "builds")
     code = cli.main(["--registry", str(registry), "build", "test-simple", "--dist", str(dist)])
     err = capsys.readouterr().err
     assert code == INTEGRITY, err
-    assert f"{dist / 'tfaot-model-test-simple-1.0.0'}: holds another build of tfaot-model-test-simple 1.0.0" in err
+    assert (
+        f"{dist / 'tfaot-model-test-simple-1.0.0'}: holds another build of tfaot-model-test-simple 1.0.0"
+        in err
+    )
     assert "tfaot-dist update test-simple --new-build" in err and "compiling" not in err
     assert snapshot(dist, built / "cache" / "builds") == before
     # Only the archive left (the directory removed by hand): its manifest tells the same.
@@ -153,15 +189,23 @@ def test_init_config_writes_a_config_that_checks(run: Cli, example_models: Path,
     assert f"wrote {config_path}" in out
     text = config_path.read_text()
     config = yaml.safe_load(text)
-    assert config == {"model": {"name": "tagger", "version": "1.0.0", "saved_model": "./saved_model",
-                                "serving_key": "serving_default"},
-                      "compilation": {"batch_sizes": [1, 2, 4, 8], "namespace": "tfaot_model"}}
+    assert config == {
+        "model": {
+            "name": "tagger",
+            "version": "1.0.0",
+            "saved_model": "./saved_model",
+            "serving_key": "serving_default",
+        },
+        "compilation": {"batch_sizes": [1, 2, 4, 8], "namespace": "tfaot_model"},
+    }
     # The signature, in the C++ order, as comments.
     rows = [line.split() for line in text.splitlines() if line.startswith("#     ")]
-    assert rows == [["#", "input_0", "float32[4]", "tfaot::FloatArrays,", "4", "per", "row"],
-                    ["#", "input_1", "float64[4]", "tfaot::DoubleArrays,", "4", "per", "row"],
-                    ["#", "output_0", "float32[2]", "tfaot::FloatArrays,", "2", "per", "row"],
-                    ["#", "output_1", "bool[2]", "tfaot::BoolArrays,", "2", "per", "row"]]
+    assert rows == [
+        ["#", "input_0", "float32[4]", "tfaot::FloatArrays,", "4", "per", "row"],
+        ["#", "input_1", "float64[4]", "tfaot::DoubleArrays,", "4", "per", "row"],
+        ["#", "output_0", "float32[2]", "tfaot::FloatArrays,", "2", "per", "row"],
+        ["#", "output_1", "bool[2]", "tfaot::BoolArrays,", "2", "per", "row"],
+    ]
     assert text.index("#     output_0") < text.index("#     output_1") < text.index("model:")
     out, err = run("check", config_path)
     assert "cpu: all ops compatible" in out and "warning" not in err
@@ -178,14 +222,19 @@ def test_init_config_writes_a_config_that_checks(run: Cli, example_models: Path,
     assert f"warning: {config_path}: unknown keys ignored: compilation.batch_size" in err
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--name", "class"], "--name: 'class' is reserved in C++"),
-    (["--version", "one"], "--version: invalid version 'one'"),
-    (["--serving-key", "a b"], "--serving-key: invalid serving key 'a b'"),
-    (["--batch-sizes", "0"], "batch size 0 is not positive"),
-    ([], "not a SavedModel directory (no saved_model.pb)"),
-])
-def test_init_config_refuses_bad_input(run: Cli, tmp_path: Path, args: list[object] | list[str], message: str) -> None:
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--name", "class"], "--name: 'class' is reserved in C++"),
+        (["--version", "one"], "--version: invalid version 'one'"),
+        (["--serving-key", "a b"], "--serving-key: invalid serving key 'a b'"),
+        (["--batch-sizes", "0"], "batch size 0 is not positive"),
+        ([], "not a SavedModel directory (no saved_model.pb)"),
+    ],
+)
+def test_init_config_refuses_bad_input(
+    run: Cli, tmp_path: Path, args: list[object] | list[str], message: str
+) -> None:
     """Refused before TensorFlow is asked anything; nothing is written."""
     model = tmp_path / "m" / "saved_model"
     model.mkdir(parents=True)
@@ -213,9 +262,16 @@ def test_offline_build_creates_no_toolchain(run: Cli, registry: Path, cache: Pat
     repo.write("m/saved_model/saved_model.pb", "")
     commit = repo.commit()
     GitSources(cache).fetch(repo.url, commit)
-    (registry / "models" / "m.yaml").write_text(yaml.safe_dump(
-        {"name": "m", "version": "1.0.0", "source": {"git": repo.url, "ref": "main", "commit": commit},
-         "aot_config": "m/aot_config.yaml"}))
+    (registry / "models" / "m.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "name": "m",
+                "version": "1.0.0",
+                "source": {"git": repo.url, "ref": "main", "commit": commit},
+                "aot_config": "m/aot_config.yaml",
+            }
+        )
+    )
     before = snapshot(registry, cache)
     line = run.error("build", "m", "--offline", "--dist", tmp_path / "dist", expect=UNAVAILABLE)
     assert "offline: toolchain" in line and "is not in the cache" in line and "tensorflow-cpu==" in line
@@ -228,50 +284,74 @@ def test_offline_build_creates_no_toolchain(run: Cli, registry: Path, cache: Pat
 # Hand-built packages (tests/hostile.py): what publish and setup read, without a compiler.
 
 
-def test_publish_takes_names_skips_what_is_published_and_names_every_conflict(run: Cli, tmp_path: Path) -> None:
+def test_publish_takes_names_skips_what_is_published_and_names_every_conflict(
+    run: Cli, tmp_path: Path
+) -> None:
     dist = hand_built_dist(tmp_path / "dist", models=("a", "b"))
     channel = tmp_path / "channel"
     # Only a (and the runtime it requires): b stays unpublished.
     out, _ = run("publish", "a", "--channel", channel, "--dist", dist, "--json")
     assert sorted((p["name"], p["status"]) for p in json.loads(out)["packages"]) == [
-        ("tfaot-model-a", "published"), (RUNTIME, "published")]
+        ("tfaot-model-a", "published"),
+        (RUNTIME, "published"),
+    ]
     # Everything: what is there with the same bytes is skipped, b is published.
     out, _ = run("publish", "--channel", channel, "--dist", dist, "--json")
     assert sorted((p["name"], p["status"]) for p in json.loads(out)["packages"]) == [
-        ("tfaot-model-a", "unchanged"), ("tfaot-model-b", "published"), (RUNTIME, "unchanged")]
+        ("tfaot-model-a", "unchanged"),
+        ("tfaot-model-b", "published"),
+        (RUNTIME, "unchanged"),
+    ]
     # Other bytes under published versions: every one named, nothing written, exit 7.
     other = tmp_path / "other"
     other.mkdir()
     for model in ("a", "b"):
         files, extra = model_files(model)
         files[f"include/tfaot-model-{model}/model.h"] += b"// rebuilt\n"
-        (other / f"tfaot-model-{model}-1.0.tar.gz").write_bytes(archive_bytes(f"tfaot-model-{model}", "1.0", files, extra))
+        (other / f"tfaot-model-{model}-1.0.tar.gz").write_bytes(
+            archive_bytes(f"tfaot-model-{model}", "1.0", files, extra)
+        )
     line = refused(run, channel, "publish", "--channel", channel, "--dist", other, code=INTEGRITY)
     assert "2 package versions already in" in line and "nothing published" in line
     assert "tfaot-model-a 1.0: published sha256" in line and "tfaot-model-b 1.0: published sha256" in line
     assert "tfaot-dist update NAME --new-build" in line
     # A selection that matches nothing, and a model whose runtime would be missing.
-    assert "no archive of tfaot-model-c" in refused(run, channel, "publish", "c", "--channel", channel, "--dist",
-                                                     dist, code=INVALID)
+    assert "no archive of tfaot-model-c" in refused(
+        run, channel, "publish", "c", "--channel", channel, "--dist", dist, code=INVALID
+    )
     lonely = tmp_path / "lonely"
     lonely.mkdir()
     shutil.copy(dist / "tfaot-model-a-1.0.tar.gz", lonely)
-    line = refused(run, tmp_path / "new-channel-parent", "publish", "--channel", tmp_path / "new-channel-parent" / "c",
-                   "--dist", lonely, code=INVALID)
+    line = refused(
+        run,
+        tmp_path / "new-channel-parent",
+        "publish",
+        "--channel",
+        tmp_path / "new-channel-parent" / "c",
+        "--dist",
+        lonely,
+        code=INVALID,
+    )
     assert f"tfaot-model-a 1.0 requires {RUNTIME} {RUNTIME_VERSION}, which neither" in line
 
 
 def test_yank_hides_a_version_from_ranges_but_not_from_an_exact_pin(run: Cli, tmp_path: Path) -> None:
     channel = Channel(tmp_path / "channel").runtime().model("a", "1.0").model("a", "1.1")
-    run("publish", "--channel", channel.root, "--dist", hand_built_dist(tmp_path / "dist", models=()))  # catalogue
+    run(
+        "publish", "--channel", channel.root, "--dist", hand_built_dist(tmp_path / "dist", models=())
+    )  # catalogue
     out, _ = run("yank", "a==1.1", "--reason", "wrong <normalisation>, use 1.0", "--channel", channel.root)
     assert "tfaot-model-a 1.1: yanked (wrong <normalisation>, use 1.0)" in out
-    row = next(r for r in json.loads((channel.root / "index.json").read_text())["packages"] if r["version"] == "1.1")
+    row = next(
+        r for r in json.loads((channel.root / "index.json").read_text())["packages"] if r["version"] == "1.1"
+    )
     assert row["yanked"] == "wrong <normalisation>, use 1.0" and row["revision"] == 1
     # The same yank again changes nothing.
     before = snapshot(channel.root)
-    assert "as it was" in run("yank", "a==1.1", "--reason", "wrong <normalisation>, use 1.0", "--channel",
-                              channel.root)[0]
+    assert (
+        "as it was"
+        in run("yank", "a==1.1", "--reason", "wrong <normalisation>, use 1.0", "--channel", channel.root)[0]
+    )
     assert snapshot(channel.root) == before
 
     # Names and ranges skip it; an exact pin takes it, with a warning naming the reason.
@@ -281,12 +361,16 @@ def test_yank_hides_a_version_from_ranges_but_not_from_an_exact_pin(run: Cli, tm
     out, err = run("setup", "a==1.1", "--channel", channel.root, "--area", area, "--json")
     assert [r["version"] for r in json.loads(out)["results"] if r["name"] == "tfaot-model-a"] == ["1.1"]
     assert "warning: tfaot-model-a 1.1 is yanked from" in err and "wrong <normalisation>, use 1.0" in err
-    line = run.error("setup", "a>1.0", "--channel", channel.root, "--area", tmp_path / "other-area", expect=INVALID)
+    line = run.error(
+        "setup", "a>1.0", "--channel", channel.root, "--area", tmp_path / "other-area", expect=INVALID
+    )
     assert "available: 1.0, 1.1 (yanked)" in line
 
     # The catalogue: the version struck through with its reason (escaped), the listing shows 1.0.
     page = (channel.root / "packages" / "tfaot-model-a" / "1.1" / "index.html").read_text()
-    assert '<p id="yanked" class="yanked"><strong>Yanked:</strong> wrong &lt;normalisation&gt;, use 1.0.' in page
+    assert (
+        '<p id="yanked" class="yanked"><strong>Yanked:</strong> wrong &lt;normalisation&gt;, use 1.0.' in page
+    )
     assert "<s>1.1</s>" in page
     listing = (channel.root / "index.html").read_text()
     assert "<td>1.0</td>" in listing and "(yanked: wrong &lt;normalisation&gt;, use 1.0)" in listing
@@ -294,19 +378,24 @@ def test_yank_hides_a_version_from_ranges_but_not_from_an_exact_pin(run: Cli, tm
 
     # Taken back: ranges see it again.
     run("yank", "a==1.1", "--undo", "--channel", channel.root)
-    row = next(r for r in json.loads((channel.root / "index.json").read_text())["packages"] if r["version"] == "1.1")
+    row = next(
+        r for r in json.loads((channel.root / "index.json").read_text())["packages"] if r["version"] == "1.1"
+    )
     assert "yanked" not in row and row["revision"] == 2
     out, _ = run("setup", "a", "--channel", channel.root, "--area", tmp_path / "third", "--json")
     assert [r["version"] for r in json.loads(out)["results"] if r["name"] == "tfaot-model-a"] == ["1.1"]
 
 
-@pytest.mark.parametrize("args, code, message", [
-    (["a>=1.0", "--reason", "x"], INVALID, "name one version exactly (NAME==VERSION)"),
-    (["a==9.9", "--reason", "x"], INVALID, "tfaot-model-a 9.9 is not in"),
-    (["a==1.0", "--reason", "two\nlines"], INVALID, "--reason: invalid text"),
-    (["a==1.0", "--reason", ""], INVALID, "--reason: expected a reason of 1 to 500 characters"),
-    (["a==1.0"], USAGE, "give --reason TEXT (or --undo"),
-])
+@pytest.mark.parametrize(
+    "args, code, message",
+    [
+        (["a>=1.0", "--reason", "x"], INVALID, "name one version exactly (NAME==VERSION)"),
+        (["a==9.9", "--reason", "x"], INVALID, "tfaot-model-a 9.9 is not in"),
+        (["a==1.0", "--reason", "two\nlines"], INVALID, "--reason: invalid text"),
+        (["a==1.0", "--reason", ""], INVALID, "--reason: expected a reason of 1 to 500 characters"),
+        (["a==1.0"], USAGE, "give --reason TEXT (or --undo"),
+    ],
+)
 def test_yank_refusals(run: Cli, tmp_path: Path, args: list[str], code: int, message: str) -> None:
     channel = Channel(tmp_path / "channel").runtime().model("a", "1.0")
     assert message in refused(run, channel.root, "yank", *args, "--channel", channel.root, code=code)
@@ -316,7 +405,9 @@ def test_yank_needs_a_channel_that_can_be_written(run: Cli, tmp_path: Path) -> N
     channel = Channel(tmp_path / "channel").runtime().model("a", "1.0")
     server = Server(channel.root)
     try:
-        line = refused(run, channel.root, "yank", "a==1.0", "--reason", "x", "--channel", server.url(""), code=USAGE)
+        line = refused(
+            run, channel.root, "yank", "a==1.0", "--reason", "x", "--channel", server.url(""), code=USAGE
+        )
     finally:
         server.close()
     assert "is read only over http(s); publish and yank write to the channel directory" in line
@@ -326,7 +417,10 @@ def test_setup_dry_run_says_what_would_change_and_changes_nothing(run: Cli, tmp_
     channel = Channel(tmp_path / "channel").runtime().model("a", "1.0")
     area = tmp_path / "area"
     out, _ = run("setup", "a", "--dry-run", "--channel", channel.root, "--area", area)
-    assert out.splitlines() == [f"would install {RUNTIME} {RUNTIME_VERSION}", "would install tfaot-model-a 1.0"]
+    assert out.splitlines() == [
+        f"would install {RUNTIME} {RUNTIME_VERSION}",
+        "would install tfaot-model-a 1.0",
+    ]
     assert not area.exists()
     run("setup", "a", "--channel", channel.root, "--area", area)
     channel.model("a", "1.1")
@@ -334,11 +428,15 @@ def test_setup_dry_run_says_what_would_change_and_changes_nothing(run: Cli, tmp_
     out, _ = run("setup", "a", "--dry-run", "--channel", channel.root, "--area", area, "--json")
     plan = json.loads(out)["plan"]
     assert [(p["name"], p["action"], p["previous"]) for p in plan] == [
-        (RUNTIME, "keep", None), ("tfaot-model-a", "upgrade", "1.0")]
+        (RUNTIME, "keep", None),
+        ("tfaot-model-a", "upgrade", "1.0"),
+    ]
     assert snapshot(area) == before
 
 
-def test_remove_takes_a_package_out_and_keeps_a_needed_runtime(run: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_remove_takes_a_package_out_and_keeps_a_needed_runtime(
+    run: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     channel = Channel(tmp_path / "channel").runtime().model("a").model("b")
     area = tmp_path / "area"
     tfaot = area / "tfaot"
@@ -352,15 +450,22 @@ def test_remove_takes_a_package_out_and_keeps_a_needed_runtime(run: Cli, tmp_pat
 
     before = snapshot(area)
     out, _ = run("remove", "a", "--dry-run", "--area", area)
-    assert out.strip() == f"would remove tfaot-model-a 1.0 ({tfaot / 'tfaot-model-a' / '1.0'}) and its scram tool"
+    assert (
+        out.strip()
+        == f"would remove tfaot-model-a 1.0 ({tfaot / 'tfaot-model-a' / '1.0'}) and its scram tool"
+    )
     assert snapshot(area) == before
 
     run("remove", "a", "--area", area)
     assert calls.read_text().splitlines()[-1] == "tool remove tfaot-model-a"
     installed = json.loads((tfaot / "installed.json").read_text())["packages"]
     assert sorted(installed) == ["tfaot-model-b", RUNTIME]
-    for gone in ("tfaot-model-a", "scram.d/tfaot-model-a.xml", "lib/cmake/tfaot-model-a",
-                 "lib/pkgconfig/tfaot-model-a.pc"):
+    for gone in (
+        "tfaot-model-a",
+        "scram.d/tfaot-model-a.xml",
+        "lib/cmake/tfaot-model-a",
+        "lib/pkgconfig/tfaot-model-a.pc",
+    ):
         assert not (tfaot / gone).exists(), gone
     assert (tfaot / "tfaot-model-b" / "1.0" / "manifest.json").is_file()
     env = (tfaot / "env.sh").read_text()
@@ -373,7 +478,11 @@ def test_remove_takes_a_package_out_and_keeps_a_needed_runtime(run: Cli, tmp_pat
     assert f"no installed model needs {RUNTIME} {RUNTIME_VERSION} any more" in err
     run("remove", RUNTIME, "--area", area)
     assert json.loads((tfaot / "installed.json").read_text())["packages"] == {}
-    assert sorted(p.name for p in tfaot.iterdir() if not p.name.startswith(".")) == ["installed.json", "lib", "scram.d"]
+    assert sorted(p.name for p in tfaot.iterdir() if not p.name.startswith(".")) == [
+        "installed.json",
+        "lib",
+        "scram.d",
+    ]
     assert not any(p.is_file() for p in (tfaot / "lib").rglob("*")) and not any((tfaot / "scram.d").iterdir())
     assert "not installed in" in refused(run, area, "remove", "a", "--area", area, code=INVALID)
 
@@ -392,15 +501,27 @@ def test_remove_never_follows_a_link(run: Cli, tmp_path: Path) -> None:
     assert (outside / "keep.txt").read_text() == "the user's"
 
 
-def test_a_models_whole_life(run: Cli, model_repo: DataRepo, registry: Path, cache: Path, tmp_path: Path) -> None:
+def test_a_models_whole_life(
+    run: Cli, model_repo: DataRepo, registry: Path, cache: Path, tmp_path: Path
+) -> None:
     """The README's story with real parts: register, build, publish (a directory served over HTTP and
     an OCI registry), set up, update to a new commit (the next build), rebuild, publish, yank the old
     version, upgrade the area, remove the model and its runtime."""
     from test_oci import Registry
 
     dist, channel = tmp_path / "dist", tmp_path / "channel"
-    run("add-model", "m", "--source", model_repo.url, "--ref", "main", "--aot-config", "simple/aot_config.yaml",
-        "--batch-sizes", "1")
+    run(
+        "add-model",
+        "m",
+        "--source",
+        model_repo.url,
+        "--ref",
+        "main",
+        "--aot-config",
+        "simple/aot_config.yaml",
+        "--batch-sizes",
+        "1",
+    )
     run("build", "--all", "--dist", dist)
     server, oci = Server(channel), Registry(tmp_path / "oci")
     try:
@@ -410,27 +531,41 @@ def test_a_models_whole_life(run: Cli, model_repo: DataRepo, registry: Path, cac
         area = tmp_path / "area"
         out, _ = run("setup", "m", "--channel", server.url(), "--area", area, "--json")
         assert {(r["name"], r["version"], r["status"]) for r in json.loads(out)["results"]} >= {
-            ("tfaot-model-m", "1.0.0", "installed")}
+            ("tfaot-model-m", "1.0.0", "installed")
+        }
 
         edit_config(model_repo, description="retrained")
         run("update", "m")
         out, _ = run("build", "--all", "--dist", dist, "--json")
         assert [(r["version"], r["status"]) for r in json.loads(out)["results"]] == [("1.0.0.post1", "built")]
         assert sorted(p.name for p in dist.glob("tfaot-model-m-*.tar.gz")) == [
-            "tfaot-model-m-1.0.0.post1.tar.gz", "tfaot-model-m-1.0.0.tar.gz"]
+            "tfaot-model-m-1.0.0.post1.tar.gz",
+            "tfaot-model-m-1.0.0.tar.gz",
+        ]
         for where in (channel, oci_channel):
             out, _ = run("publish", "--channel", where, "--dist", dist, "--json")
-            assert {(p["version"], p["status"]) for p in json.loads(out)["packages"]
-                    if p["name"] == "tfaot-model-m"} == {("1.0.0", "unchanged"), ("1.0.0.post1", "published")}
+            assert {
+                (p["version"], p["status"])
+                for p in json.loads(out)["packages"]
+                if p["name"] == "tfaot-model-m"
+            } == {("1.0.0", "unchanged"), ("1.0.0.post1", "published")}
             run("yank", "m==1.0.0", "--reason", "superseded by its retrained build", "--channel", where)
 
         out, _ = run("setup", "m", "--channel", server.url(), "--area", area, "--json")
-        assert [(r["version"], r["status"], r["previous"]) for r in json.loads(out)["results"]
-                if r["name"] == "tfaot-model-m"] == [("1.0.0.post1", "upgraded", "1.0.0")]
-        assert "1.0.0.post1" in json.loads(run("setup", "--list", "--area", area, "--json")[0])["packages"][0]["path"]
+        assert [
+            (r["version"], r["status"], r["previous"])
+            for r in json.loads(out)["results"]
+            if r["name"] == "tfaot-model-m"
+        ] == [("1.0.0.post1", "upgraded", "1.0.0")]
+        assert (
+            "1.0.0.post1"
+            in json.loads(run("setup", "--list", "--area", area, "--json")[0])["packages"][0]["path"]
+        )
         out, _ = run("setup", "m", "--channel", oci_channel, "--area", tmp_path / "area2", "--json")
         assert "1.0.0.post1" in {r["version"] for r in json.loads(out)["results"]}
-        assert "yanked: superseded by its retrained build" in run("setup", "--list", "--channel", oci_channel)[0]
+        assert (
+            "yanked: superseded by its retrained build" in run("setup", "--list", "--channel", oci_channel)[0]
+        )
 
         run("remove", "m", "--area", area)
         runtime = next(p.name for p in (area / "tfaot").iterdir() if p.name.startswith(RUNTIME))

@@ -1,4 +1,4 @@
-"""Ruff, mypy and codespell, configured in pyproject.toml, are clean: run here so that scripts/test (and CI)
+"""Ruff (check and format), mypy and codespell, configured in pyproject.toml, are clean: run here so that scripts/test (and CI)
 runs them in its fast tier. The pre-commit hooks (.pre-commit-config.yaml) run the same tools."""
 
 import subprocess
@@ -12,8 +12,9 @@ BIN = Path(sys.executable).parent
 
 
 def run(tool: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / tool), *args], cwd=REPO, capture_output=True, text=True, timeout=600,
-                          check=False)
+    return subprocess.run(
+        [str(BIN / tool), *args], cwd=REPO, capture_output=True, text=True, timeout=600, check=False
+    )
 
 
 def test_ruff_checks_every_python_file() -> None:
@@ -21,7 +22,9 @@ def test_ruff_checks_every_python_file() -> None:
     proc = run("ruff", "check", "--no-cache", "--show-files", ".")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     checked = {Path(line).resolve() for line in proc.stdout.splitlines() if line.endswith(".py")}
-    tracked = subprocess.run(["git", "ls-files", "-z", "*.py"], cwd=REPO, capture_output=True, text=True, check=True)
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z", "*.py"], cwd=REPO, capture_output=True, text=True, check=True
+    )
     ours = {(REPO / name).resolve() for name in tracked.stdout.split("\0") if name}
     assert ours, "git lists no Python file"
     assert sorted(map(str, ours - checked)) == []
@@ -32,6 +35,11 @@ def test_ruff_is_clean() -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def test_ruff_format_is_applied() -> None:
+    proc = run("ruff", "format", "--no-cache", "--check", ".")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def test_mypy_is_clean() -> None:
     proc = run("mypy", "--no-incremental", "--cache-dir", "/dev/null")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -39,7 +47,9 @@ def test_mypy_is_clean() -> None:
 
 
 def tracked(pattern: str = "*") -> list[str]:
-    out = subprocess.run(["git", "ls-files", "-z", pattern], cwd=REPO, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        ["git", "ls-files", "-z", pattern], cwd=REPO, capture_output=True, text=True, check=True
+    )
     return [name for name in out.stdout.split("\0") if name]
 
 

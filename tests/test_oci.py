@@ -42,19 +42,27 @@ class Registry:
         self.proc: subprocess.Popen[bytes] | None = None  # start() sets it
         root.mkdir(parents=True, exist_ok=True)
         if users:
-            lines = [subprocess.run(["htpasswd", "-Bbn", user, password], check=True, capture_output=True,
-                                    text=True).stdout.strip() for user, password in users.items()]
+            lines = [
+                subprocess.run(
+                    ["htpasswd", "-Bbn", user, password], check=True, capture_output=True, text=True
+                ).stdout.strip()
+                for user, password in users.items()
+            ]
             (root / "htpasswd").write_text("\n".join(lines) + "\n")
             auth = f"auth:\n  htpasswd:\n    realm: tfaot-test\n    path: {root / 'htpasswd'}\n"
         (root / "config.yml").write_text(
             f"version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {root / 'data'}\n"
-            f"http:\n  addr: 127.0.0.1:{self.port}\n{auth}")
+            f"http:\n  addr: 127.0.0.1:{self.port}\n{auth}"
+        )
         self.start()
 
     def start(self) -> None:
         with open(self.root / "log", "ab") as log:  # the child keeps its own copy of the descriptor
-            self.proc = subprocess.Popen(["docker-registry", "serve", str(self.root / "config.yml")],
-                                         stdout=log, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                ["docker-registry", "serve", str(self.root / "config.yml")],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             try:
@@ -79,7 +87,18 @@ class Registry:
         return f"oci://127.0.0.1:{self.port}/{namespace}"
 
     def blob(self, sha256: str) -> Path:
-        return self.root / "data" / "docker" / "registry" / "v2" / "blobs" / "sha256" / sha256[:2] / sha256 / "data"
+        return (
+            self.root
+            / "data"
+            / "docker"
+            / "registry"
+            / "v2"
+            / "blobs"
+            / "sha256"
+            / sha256[:2]
+            / sha256
+            / "data"
+        )
 
     def repositories(self, namespace: str = NAMESPACE) -> Path:
         return self.root / "data" / "docker" / "registry" / "v2" / "repositories" / namespace
@@ -105,7 +124,9 @@ def listed(run: Cli, channel: str) -> dict[tuple[str, str], str]:
     return {(p["name"], p["version"]): p["sha256"] for p in json.loads(out)["packages"]}
 
 
-def test_publish_lists_the_same_index_as_a_directory_channel(run: Cli, built: Path, oci_channel: str, tmp_path: Path) -> None:
+def test_publish_lists_the_same_index_as_a_directory_channel(
+    run: Cli, built: Path, oci_channel: str, tmp_path: Path
+) -> None:
     run("publish", "--channel", tmp_path / "channel", "--dist", built / "dist")
     directory, _ = run("setup", "--list", "--channel", tmp_path / "channel", "--json")
     registry, _ = run("setup", "--list", "--channel", oci_channel, "--json")
@@ -117,44 +138,72 @@ def test_publish_lists_the_same_index_as_a_directory_channel(run: Cli, built: Pa
         assert sha256_file(built / "dist" / f"{name}-{row['version']}.tar.gz") == row["sha256"]
 
 
-def test_publish_again_and_other_bytes(run: Cli, built: Path, oci_channel: str, registry_server: Registry, tmp_path: Path) -> None:
+def test_publish_again_and_other_bytes(
+    run: Cli, built: Path, oci_channel: str, registry_server: Registry, tmp_path: Path
+) -> None:
     before_index = listed(run, oci_channel)
     out, _ = run("publish", "--channel", oci_channel, "--dist", built / "dist", "--json")
     assert {p["status"] for p in json.loads(out)["packages"]} == {"unchanged"}
-    tags = sorted(p.name for p in (registry_server.repositories() / "tfaot-index" / "_manifests" / "tags").iterdir())
+    tags = sorted(
+        p.name for p in (registry_server.repositories() / "tfaot-index" / "_manifests" / "tags").iterdir()
+    )
     storage = snapshot(registry_server.root / "data")
-    other = repacked(built / "dist" / "tfaot-model-test-simple-1.0.0.tar.gz", tmp_path / "other",
-                     "share/tfaot-model-test-simple/reference/bs1/output_0.bin")
+    other = repacked(
+        built / "dist" / "tfaot-model-test-simple-1.0.0.tar.gz",
+        tmp_path / "other",
+        "share/tfaot-model-test-simple/reference/bs1/output_0.bin",
+    )
     line = run.error("publish", "--channel", oci_channel, "--dist", other.parent, expect=7)
     assert "1 package version already in" in line and "nothing published" in line
-    assert "(tfaot-model-test-simple 1.0.0: published sha256 " in line and "a published version never changes" in line, line
+    assert (
+        "(tfaot-model-test-simple 1.0.0: published sha256 " in line
+        and "a published version never changes" in line
+    ), line
     assert snapshot(registry_server.root / "data") == storage  # refused before anything was pushed
     assert listed(run, oci_channel) == before_index
-    assert tags == sorted(p.name for p in (registry_server.repositories() / "tfaot-index" / "_manifests" /
-                                            "tags").iterdir())
+    assert tags == sorted(
+        p.name for p in (registry_server.repositories() / "tfaot-index" / "_manifests" / "tags").iterdir()
+    )
 
 
-def test_setup_from_oci_pulls_by_digest_into_the_download_cache(run: Cli, oci_channel: str, built: Path, tmp_path: Path, cache: Path) -> None:
+def test_setup_from_oci_pulls_by_digest_into_the_download_cache(
+    run: Cli, oci_channel: str, built: Path, tmp_path: Path, cache: Path
+) -> None:
     area = tmp_path / "area"
     out, _ = run("setup", "test-simple", "--channel", oci_channel, "--area", area, "--json")
     assert [(r["name"], r["status"]) for r in json.loads(out)["results"]] == [
-        (RUNTIME, "installed"), ("tfaot-model-test-simple", "installed")]
+        (RUNTIME, "installed"),
+        ("tfaot-model-test-simple", "installed"),
+    ]
     archive = built / "dist" / "tfaot-model-test-simple-1.0.0.tar.gz"
     sha = sha256_file(archive)
     assert sha256_file(cache / "archives" / sha) == sha  # the same content-addressed cache as HTTP channels
     lib = area / "tfaot" / "tfaot-model-test-simple" / "1.0.0" / "lib" / "libtfaot-model-test-simple.a"
-    manifest = json.loads((area / "tfaot" / "tfaot-model-test-simple" / "1.0.0" / "manifest.json").read_text())
+    manifest = json.loads(
+        (area / "tfaot" / "tfaot-model-test-simple" / "1.0.0" / "manifest.json").read_text()
+    )
     assert sha256_file(lib) == manifest["files"]["lib/libtfaot-model-test-simple.a"]["sha256"]
     # Offline: the index and archives this setup kept are enough.
-    out, _ = run("setup", "test-simple", "--offline", "--channel", oci_channel, "--area", tmp_path / "offline",
-                 "--json")
+    out, _ = run(
+        "setup",
+        "test-simple",
+        "--offline",
+        "--channel",
+        oci_channel,
+        "--area",
+        tmp_path / "offline",
+        "--json",
+    )
     assert [r["status"] for r in json.loads(out)["results"]] == ["installed", "installed"]
-    line = run.error("setup", "test-multi", "--offline", "--channel", oci_channel, "--area", tmp_path / "offline",
-                     expect=4)
+    line = run.error(
+        "setup", "test-multi", "--offline", "--channel", oci_channel, "--area", tmp_path / "offline", expect=4
+    )
     assert "offline: tfaot-model-test-multi 1.0.0" in line and "is not in the cache" in line
 
 
-def test_a_tampered_blob_is_a_digest_mismatch(run: Cli, built: Path, registry_server: Registry, tmp_path: Path, cache: Path) -> None:
+def test_a_tampered_blob_is_a_digest_mismatch(
+    run: Cli, built: Path, registry_server: Registry, tmp_path: Path, cache: Path
+) -> None:
     channel = registry_server.channel("tfaot/tampered")
     run("publish", "--channel", channel, "--dist", built / "dist")
     sha = sha256_file(built / "dist" / "tfaot-model-test-multi-1.0.0.tar.gz")
@@ -174,28 +223,45 @@ def test_a_tampered_blob_is_a_digest_mismatch(run: Cli, built: Path, registry_se
     assert snapshot(area, cache) == before
 
 
-def test_concurrent_publishes_both_land(built: Path, registry_server: Registry, tmp_path: Path, cache: Path) -> None:
+def test_concurrent_publishes_both_land(
+    built: Path, registry_server: Registry, tmp_path: Path, cache: Path
+) -> None:
     dists = {}
     for name in ("test-simple", "test-multi"):
         dists[name] = tmp_path / name
         dists[name].mkdir()
-        for archive in (f"tfaot-model-{name}-1.0.0.tar.gz", *(p.name for p in (built / "dist").glob(f"{RUNTIME}-*.tar.gz"))):
+        for archive in (
+            f"tfaot-model-{name}-1.0.0.tar.gz",
+            *(p.name for p in (built / "dist").glob(f"{RUNTIME}-*.tar.gz")),
+        ):
             shutil.copyfile(built / "dist" / archive, dists[name] / archive)
     env = {**os.environ, "TFAOT_DIST_CACHE": str(cache)}
     for round_ in range(3):
         channel = registry_server.channel(f"tfaot/race{round_}")
-        procs = [subprocess.Popen([sys.executable, "-m", "tfaot_dist", "publish", "--channel", channel, "--dist",
-                                   str(d)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for d in dists.values()]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "tfaot_dist", "publish", "--channel", channel, "--dist", str(d)],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for d in dists.values()
+        ]
         for proc in procs:
             _, err = proc.communicate(timeout=300)
             assert proc.returncode == 0, err
         out = tool("setup", "--list", "--channel", channel, "--json", cache=cache).stdout
         assert {p["name"] for p in json.loads(out)["packages"]} == {
-            "tfaot-model-test-simple", "tfaot-model-test-multi", RUNTIME}, round_
+            "tfaot-model-test-simple",
+            "tfaot-model-test-multi",
+            RUNTIME,
+        }, round_
 
 
-def test_a_registry_that_dies_mid_push_leaves_nothing_half_listed(built: Path, registry_server: Registry, tmp_path: Path, cache: Path) -> None:
+def test_a_registry_that_dies_mid_push_leaves_nothing_half_listed(
+    built: Path, registry_server: Registry, tmp_path: Path, cache: Path
+) -> None:
     channel = registry_server.channel("tfaot/dies")
     first = tmp_path / "first"
     first.mkdir()
@@ -205,8 +271,13 @@ def test_a_registry_that_dies_mid_push_leaves_nothing_half_listed(built: Path, r
     index_before = json.loads(tool("setup", "--list", "--channel", channel, "--json", cache=cache).stdout)
     assert [p["name"] for p in index_before["packages"]] == [RUNTIME]
     env = {**os.environ, "TFAOT_DIST_CACHE": str(cache)}
-    proc = subprocess.Popen([sys.executable, "-m", "tfaot_dist", "publish", "--channel", channel, "--dist",
-                             str(built / "dist")], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tfaot_dist", "publish", "--channel", channel, "--dist", str(built / "dist")],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     # The models are pushed in name order: die once the second one's upload has started.
     started = registry_server.repositories("tfaot/dies") / "tfaot-model-test-simple"
     deadline = time.monotonic() + 120
@@ -224,7 +295,10 @@ def test_a_registry_that_dies_mid_push_leaves_nothing_half_listed(built: Path, r
     # The next publish completes it (tags pushed but never listed are listed now).
     out = tool("publish", "--channel", channel, "--dist", built / "dist", "--json", cache=cache).stdout
     assert {(p["name"], p["status"]) for p in json.loads(out)["packages"]} == {
-        ("tfaot-model-test-multi", "published"), ("tfaot-model-test-simple", "published"), (RUNTIME, "unchanged")}
+        ("tfaot-model-test-multi", "published"),
+        ("tfaot-model-test-simple", "published"),
+        (RUNTIME, "unchanged"),
+    }
     area = tmp_path / "area"
     tool("setup", "test-simple", "test-multi", "--channel", channel, "--area", area, cache=cache)
     assert (area / "tfaot" / "tfaot-model-test-multi" / "1.0.0" / "manifest.json").is_file()
@@ -237,21 +311,36 @@ def test_auth_required_missing_wrong_and_given(built: Path, tmp_path: Path, cach
     env = {k: v for k, v in os.environ.items() if k not in (TOKEN_ENV, USERNAME_ENV)}
     area = tmp_path / "area"
     try:
+
         def cli(*args: object, extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-            return subprocess.run([sys.executable, "-m", "tfaot_dist", *map(str, args)], capture_output=True,
-                                  text=True, check=False,
-                                  env={**env, "TFAOT_DIST_CACHE": str(cache), **(extra or {})})
+            return subprocess.run(
+                [sys.executable, "-m", "tfaot_dist", *map(str, args)],
+                capture_output=True,
+                text=True,
+                check=False,
+                env={**env, "TFAOT_DIST_CACHE": str(cache), **(extra or {})},
+            )
 
         missing = cli("publish", "--channel", channel, "--dist", built / "dist")
         assert missing.returncode == 4 and "Traceback" not in missing.stderr, missing.stderr
         assert f"requires authentication: set {TOKEN_ENV}" in missing.stderr, missing.stderr
-        wrong = cli("publish", "--channel", channel, "--dist", built / "dist",
-                    extra={TOKEN_ENV: "not-it", USERNAME_ENV: "ci"})
-        assert wrong.returncode == 4 and f"refused the credentials in {TOKEN_ENV}" in wrong.stderr, wrong.stderr
+        wrong = cli(
+            "publish",
+            "--channel",
+            channel,
+            "--dist",
+            built / "dist",
+            extra={TOKEN_ENV: "not-it", USERNAME_ENV: "ci"},
+        )
+        assert wrong.returncode == 4 and f"refused the credentials in {TOKEN_ENV}" in wrong.stderr, (
+            wrong.stderr
+        )
         given = {TOKEN_ENV: token, USERNAME_ENV: "ci"}
-        outputs = [cli("publish", "--channel", channel, "--dist", built / "dist", extra=given),
-                   cli("setup", "test-simple", "--channel", channel, "--area", area, extra=given),
-                   cli("setup", "--list", "--channel", channel, extra=given)]
+        outputs = [
+            cli("publish", "--channel", channel, "--dist", built / "dist", extra=given),
+            cli("setup", "test-simple", "--channel", channel, "--area", area, extra=given),
+            cli("setup", "--list", "--channel", channel, extra=given),
+        ]
         for proc in outputs:
             assert proc.returncode == 0, proc.stderr
         assert "tfaot-model-test-multi" in outputs[2].stdout
@@ -268,24 +357,31 @@ def test_auth_required_missing_wrong_and_given(built: Path, tmp_path: Path, cach
         server.stop()
 
 
-@pytest.mark.parametrize("location, code, message", [
-    ("oci://127.0.0.1:1/Upper", 3, "invalid OCI channel"),
-    ("oci://127.0.0.1:1", 3, "invalid OCI channel"),
-    ("oci://127.0.0.1:1/tfaot/ns", 4, "Connection refused"),
-])
+@pytest.mark.parametrize(
+    "location, code, message",
+    [
+        ("oci://127.0.0.1:1/Upper", 3, "invalid OCI channel"),
+        ("oci://127.0.0.1:1", 3, "invalid OCI channel"),
+        ("oci://127.0.0.1:1/tfaot/ns", 4, "Connection refused"),
+    ],
+)
 def test_bad_oci_locations(run: Cli, location: str, code: int, message: str) -> None:
     line = run.error("setup", "--list", "--channel", location, expect=code)
     assert message in line, line
 
 
-def test_fleet_on_both_channel_forms(fleet: Fleet, registry_server: Registry, tmp_path: Path, shared_cache: Path) -> None:
+def test_fleet_on_both_channel_forms(
+    fleet: Fleet, registry_server: Registry, tmp_path: Path, shared_cache: Path
+) -> None:
     """The distribution tests' registry of N_MODELS models (TFAOT_DIST_TEST_MODELS) published and set up
     through a directory served over HTTP and through the registry; the times are printed."""
     from conftest import fresh_cache
     from httpserve import Server
 
-    names = sorted(p.name.removeprefix("tfaot-model-").removesuffix("-1.0.0.tar.gz")
-                   for p in fleet.dist.glob("tfaot-model-*.tar.gz"))
+    names = sorted(
+        p.name.removeprefix("tfaot-model-").removesuffix("-1.0.0.tar.gz")
+        for p in fleet.dist.glob("tfaot-model-*.tar.gz")
+    )
     assert len(names) == N_MODELS
     times = {}
     cache = fresh_cache(tmp_path / "cache", shared_cache)
@@ -305,12 +401,18 @@ def test_fleet_on_both_channel_forms(fleet: Fleet, registry_server: Registry, tm
             times[f"setup {form}"] = time.monotonic() - t0
     finally:
         server.close()
-    lists = [json.loads(tool("setup", "--list", "--channel", ch, "--json", cache=cache).stdout)["packages"]
-             for ch in (tmp_path / "channel", oci)]
+    lists = [
+        json.loads(tool("setup", "--list", "--channel", ch, "--json", cache=cache).stdout)["packages"]
+        for ch in (tmp_path / "channel", oci)
+    ]
     assert lists[0] == lists[1] and len(lists[0]) == N_MODELS + 1
-    installed = [json.loads((tmp_path / f"area-{f}" / "tfaot" / "installed.json").read_text())["packages"]
-                 for f in ("http", "oci")]
-    assert {k: v["sha256"] for k, v in installed[0].items()} == {k: v["sha256"] for k, v in installed[1].items()}
+    installed = [
+        json.loads((tmp_path / f"area-{f}" / "tfaot" / "installed.json").read_text())["packages"]
+        for f in ("http", "oci")
+    ]
+    assert {k: v["sha256"] for k, v in installed[0].items()} == {
+        k: v["sha256"] for k, v in installed[1].items()
+    }
     print(f"\n{N_MODELS} models: " + ", ".join(f"{k} {v:.2f} s" for k, v in times.items()), file=sys.stderr)
 
 
@@ -329,10 +431,29 @@ class TokenService:
         from urllib.parse import parse_qs, urlsplit
 
         self.key, self.cert = root / "token.key", root / "token.pem"
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", self.key, "-out",
-                        self.cert, "-days", "2", "-subj", "/CN=tfaot-test-token"], check=True, capture_output=True)
-        der = subprocess.run(["openssl", "x509", "-in", self.cert, "-outform", "DER"], check=True,
-                             capture_output=True).stdout
+        subprocess.run(
+            [
+                "openssl",
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                self.key,
+                "-out",
+                self.cert,
+                "-days",
+                "2",
+                "-subj",
+                "/CN=tfaot-test-token",
+            ],
+            check=True,
+            capture_output=True,
+        )
+        der = subprocess.run(
+            ["openssl", "x509", "-in", self.cert, "-outform", "DER"], check=True, capture_output=True
+        ).stdout
         expected = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
         owner = self
         self.requests: list[str] = []
@@ -350,8 +471,12 @@ class TokenService:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
                 conn = http.client.HTTPConnection("127.0.0.1", owner.upstream_port, timeout=60)
-                conn.request(self.command, self.path, body=body,
-                             headers={k: v for k, v in self.headers.items() if k.lower() != "connection"})
+                conn.request(
+                    self.command,
+                    self.path,
+                    body=body,
+                    headers={k: v for k, v in self.headers.items() if k.lower() != "connection"},
+                )
                 resp = conn.getresponse()
                 data = resp.read()
                 conn.close()
@@ -359,8 +484,10 @@ class TokenService:
                 for key, value in resp.getheaders():
                     if key.lower() not in ("transfer-encoding", "connection", "content-length"):
                         self.send_header(key, value)
-                self.send_header("Content-Length", resp.getheader("Content-Length", "0") if self.command == "HEAD"
-                                 else str(len(data)))
+                self.send_header(
+                    "Content-Length",
+                    resp.getheader("Content-Length", "0") if self.command == "HEAD" else str(len(data)),
+                )
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(data)
@@ -379,12 +506,31 @@ class TokenService:
                     kind, name, actions = scope.split(":")
                     access.append({"type": kind, "name": name, "actions": actions.split(",")})
                 now = int(time.time())
-                head = b64(json.dumps({"typ": "JWT", "alg": "RS256", "x5c": [base64.b64encode(der).decode()]}).encode())
-                claims = b64(json.dumps({"iss": owner.ISSUER, "sub": user if granted else "", "aud": owner.SERVICE,
-                                         "exp": now + 300, "nbf": now - 10, "iat": now, "jti": os.urandom(8).hex(),
-                                         "access": access}).encode())
-                signature = subprocess.run(["openssl", "dgst", "-sha256", "-sign", str(owner.key)],
-                                           input=f"{head}.{claims}".encode(), check=True, capture_output=True).stdout
+                head = b64(
+                    json.dumps(
+                        {"typ": "JWT", "alg": "RS256", "x5c": [base64.b64encode(der).decode()]}
+                    ).encode()
+                )
+                claims = b64(
+                    json.dumps(
+                        {
+                            "iss": owner.ISSUER,
+                            "sub": user if granted else "",
+                            "aud": owner.SERVICE,
+                            "exp": now + 300,
+                            "nbf": now - 10,
+                            "iat": now,
+                            "jti": os.urandom(8).hex(),
+                            "access": access,
+                        }
+                    ).encode()
+                )
+                signature = subprocess.run(
+                    ["openssl", "dgst", "-sha256", "-sign", str(owner.key)],
+                    input=f"{head}.{claims}".encode(),
+                    check=True,
+                    capture_output=True,
+                ).stdout
                 body = json.dumps({"token": f"{head}.{claims}.{b64(signature)}"}).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -401,8 +547,10 @@ class TokenService:
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def config(self) -> str:
-        return (f"auth:\n  token:\n    realm: http://127.0.0.1:{self.httpd.server_address[1]}/token\n"
-                f"    service: {self.SERVICE}\n    issuer: {self.ISSUER}\n    rootcertbundle: {self.cert}\n")
+        return (
+            f"auth:\n  token:\n    realm: http://127.0.0.1:{self.httpd.server_address[1]}/token\n"
+            f"    service: {self.SERVICE}\n    issuer: {self.ISSUER}\n    rootcertbundle: {self.cert}\n"
+        )
 
     def close(self) -> None:
         self.httpd.shutdown()
@@ -419,14 +567,20 @@ def test_bearer_tokens_from_a_token_service(built: Path, tmp_path: Path, cache: 
     channel = f"oci://127.0.0.1:{tokens.port}/{NAMESPACE}"  # the registry, through the token service's origin
     env = {k: v for k, v in os.environ.items() if k not in (TOKEN_ENV, USERNAME_ENV)}
     try:
+
         def cli(*args: object, extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-            return subprocess.run([sys.executable, "-m", "tfaot_dist", *map(str, args)], capture_output=True,
-                                  text=True, check=False,
-                                  env={**env, "TFAOT_DIST_CACHE": str(cache), **(extra or {})})
+            return subprocess.run(
+                [sys.executable, "-m", "tfaot_dist", *map(str, args)],
+                capture_output=True,
+                text=True,
+                check=False,
+                env={**env, "TFAOT_DIST_CACHE": str(cache), **(extra or {})},
+            )
 
         missing = cli("publish", "--channel", channel, "--dist", built / "dist")
-        assert missing.returncode == 4 and f"requires authentication: set {TOKEN_ENV}" in missing.stderr, \
+        assert missing.returncode == 4 and f"requires authentication: set {TOKEN_ENV}" in missing.stderr, (
             missing.stderr
+        )
         given = {TOKEN_ENV: secret, USERNAME_ENV: "ci"}
         published = cli("publish", "--channel", channel, "--dist", built / "dist", extra=given)
         assert published.returncode == 0, published.stderr
@@ -454,15 +608,22 @@ def test_yank_on_a_registry(run: Cli, registry_server: Registry, tmp_path: Path)
     dist = hand_built_dist(tmp_path / "dist", models=("a",))
     run("publish", "--channel", channel, "--dist", dist)
     run("yank", "a==1.0", "--reason", "bad weights", "--channel", channel)
-    rows = {p["name"]: p for p in json.loads(run("setup", "--list", "--channel", channel, "--json")[0])["packages"]}
+    rows = {
+        p["name"]: p
+        for p in json.loads(run("setup", "--list", "--channel", channel, "--json")[0])["packages"]
+    }
     assert rows["tfaot-model-a"]["yanked"] == "bad weights" and rows["tfaot-model-a"]["revision"] == 1
     run("publish", "--channel", channel, "--dist", dist)
-    assert "(available: 1.0 (yanked))" in run.error("setup", "a", "--channel", channel, "--area", tmp_path / "area",
-                                                    expect=3)
+    assert "(available: 1.0 (yanked))" in run.error(
+        "setup", "a", "--channel", channel, "--area", tmp_path / "area", expect=3
+    )
     _, err = run("setup", "a==1.0", "--channel", channel, "--area", tmp_path / "area")
     assert "warning: tfaot-model-a 1.0 is yanked" in err and "bad weights" in err
     run("yank", "a==1.0", "--undo", "--channel", channel)
-    rows = {p["name"]: p for p in json.loads(run("setup", "--list", "--channel", channel, "--json")[0])["packages"]}
+    rows = {
+        p["name"]: p
+        for p in json.loads(run("setup", "--list", "--channel", channel, "--json")[0])["packages"]
+    }
     assert "yanked" not in rows["tfaot-model-a"] and rows["tfaot-model-a"]["revision"] == 2
 
 
@@ -496,8 +657,12 @@ class FlakyProxy:
                     self.wfile.write(data)
                     return
                 conn = http.client.HTTPConnection("127.0.0.1", upstream_port, timeout=60)
-                conn.request(self.command, self.path, body=body,
-                             headers={k: v for k, v in self.headers.items() if k.lower() != "connection"})
+                conn.request(
+                    self.command,
+                    self.path,
+                    body=body,
+                    headers={k: v for k, v in self.headers.items() if k.lower() != "connection"},
+                )
                 resp = conn.getresponse()
                 data = resp.read()
                 conn.close()
@@ -506,8 +671,10 @@ class FlakyProxy:
                     if key.lower() not in ("transfer-encoding", "connection", "content-length"):
                         value = value.replace(f"127.0.0.1:{upstream_port}", f"127.0.0.1:{owner.port}")
                         self.send_header(key, value)
-                self.send_header("Content-Length", resp.getheader("Content-Length", "0") if self.command == "HEAD"
-                                 else str(len(data)))
+                self.send_header(
+                    "Content-Length",
+                    resp.getheader("Content-Length", "0") if self.command == "HEAD" else str(len(data)),
+                )
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(data)
@@ -525,7 +692,14 @@ class FlakyProxy:
 
 
 @pytest.mark.parametrize("fails, code", [(2, 0), (3, 4)])
-def test_5xx_answers_are_retried_with_backoff(run: Cli, registry_server: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: int, code: int) -> None:
+def test_5xx_answers_are_retried_with_backoff(
+    run: Cli,
+    registry_server: Registry,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    fails: int,
+    code: int,
+) -> None:
     """Two 500s per path: publish and setup succeed, each retry logged. Three (the default of three
     attempts): exit 4 with one line naming the answer."""
     from hostile import hand_built_dist

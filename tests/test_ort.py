@@ -26,7 +26,9 @@ def ort_env(toolchain: Toolchain, shared_cache: Path) -> Toolchain:
     return ort_engine.environment(toolchain, shared_cache, print)
 
 
-def test_gelu_model_converts_and_matches_tensorflow(ort_env: Toolchain, transformer: Path, tmp_path: Path) -> None:
+def test_gelu_model_converts_and_matches_tensorflow(
+    ort_env: Toolchain, transformer: Path, tmp_path: Path
+) -> None:
     model = ort_engine.convert(ort_env, transformer, "serving_default", tmp_path / "convert")
     c = model.conversion
     assert c["versions"]["onnxruntime"] == "1.31.1" and c["versions"]["tf2onnx"] == "1.17.0"
@@ -47,11 +49,21 @@ def test_gelu_model_converts_and_matches_tensorflow(ort_env: Toolchain, transfor
     assert one["vm_hwm_kb"] > empty["vm_hwm_kb"] > 1000 and one["heap_bytes"] > empty["heap_bytes"]
 
 
-def test_without_the_erfc_rewrite_the_model_is_refused(ort_env: Toolchain, transformer: Path, tmp_path: Path) -> None:
+def test_without_the_erfc_rewrite_the_model_is_refused(
+    ort_env: Toolchain, transformer: Path, tmp_path: Path
+) -> None:
     # What the rewrite is for: tf2onnx 1.17 leaves Erfc unconverted and ONNX Runtime refuses the model.
     work = tmp_path / "plain"
     with pytest.raises(ort_engine.OrtUnavailable, match="Erfc"):
-        ort_engine.request(ort_env, {"op": "convert", "saved_model": str(transformer),
-                                     "serving_key": "serving_default", "onnx": str(tmp_path / "m.onnx"),
-                                     "rewrite_erfc": False}, work)
+        ort_engine.request(
+            ort_env,
+            {
+                "op": "convert",
+                "saved_model": str(transformer),
+                "serving_key": "serving_default",
+                "onnx": str(tmp_path / "m.onnx"),
+                "rewrite_erfc": False,
+            },
+            work,
+        )
     assert json.loads((work / "result.json").read_text())["ok"] is False

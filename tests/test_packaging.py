@@ -12,14 +12,18 @@ import pytest
 from conftest import REPO, DataRepo
 
 # Where the repository keeps what the wheel carries under tfaot_dist/ (pyproject's package-dir).
-PACKAGE_DIRS = {"tfaot_dist": "tfaot_dist", "spec_templates": "tfaot_dist/spec_templates",
-                "package_templates": "tfaot_dist/package_templates"}
+PACKAGE_DIRS = {
+    "tfaot_dist": "tfaot_dist",
+    "spec_templates": "tfaot_dist/spec_templates",
+    "package_templates": "tfaot_dist/package_templates",
+}
 
 
 def tracked_package_files() -> set[str]:
     """Every file of the package in git, named as the wheel names it."""
-    out = subprocess.run(["git", "ls-files", "-z", *PACKAGE_DIRS], cwd=REPO, capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        ["git", "ls-files", "-z", *PACKAGE_DIRS], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
     files = set()
     for name in filter(None, out.split("\0")):
         top, _, rest = name.partition("/")
@@ -33,13 +37,20 @@ def distributions(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work tree would otherwise tell setuptools about files the package configuration forgets."""
     root = tmp_path_factory.mktemp("packaging")
     tree, out = root / "tree", root / "dist"
-    listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    listed = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
     for name in filter(None, listed.split("\0")):
         if (REPO / name).is_file():
             (tree / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / name, tree / name)
-    subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(tree)], check=True,
-                   capture_output=True, text=True, timeout=900)
+    subprocess.run(
+        [sys.executable, "-m", "build", "--outdir", str(out), str(tree)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     return out
 
 
@@ -53,21 +64,33 @@ def test_the_wheel_carries_every_file_of_the_package(distributions: Path) -> Non
 
 
 @pytest.mark.slow
-def test_installed_wheel_runs_the_first_steps(distributions: Path, example_models: Path, tmp_path: Path, shared_cache: Path) -> None:
+def test_installed_wheel_runs_the_first_steps(
+    distributions: Path, example_models: Path, tmp_path: Path, shared_cache: Path
+) -> None:
     """--version, init, add-model and a compile from the installed wheel: its templates, headers,
     kernel sources and worker are all there (the compile reuses the shared cache's runtime,
     which is keyed by the content of those sources)."""
     (wheel,) = distributions.glob("tfaot_dist-*.whl")
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
-    subprocess.run([env_dir / "bin" / "python", "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                    str(wheel)], check=True, capture_output=True, timeout=900)
+    subprocess.run(
+        [env_dir / "bin" / "python", "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheel)],
+        check=True,
+        capture_output=True,
+        timeout=900,
+    )
     tool = env_dir / "bin" / "tfaot-dist"
     from tfaot_dist import __version__
 
     def run(*args: object, cwd: Path = tmp_path) -> str:
-        proc = subprocess.run([str(tool), *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=900,
-                              env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TFAOT_DIST_CACHE": str(shared_cache)})
+        proc = subprocess.run(
+            [str(tool), *map(str, args)],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TFAOT_DIST_CACHE": str(shared_cache)},
+        )
         assert proc.returncode == 0, proc.stderr
         return proc.stdout
 
@@ -76,9 +99,30 @@ def test_installed_wheel_runs_the_first_steps(distributions: Path, example_model
     repo = DataRepo(tmp_path / "data")
     shutil.copytree(example_models / "simple", repo.work / "simple")
     repo.commit()
-    run("--registry", "registry", "add-model", "simple", "--source", repo.url, "--aot-config",
-        "simple/aot_config.yaml", "--batch-sizes", "1")
-    out = run("compile", "--aot-config", repo.work / "simple" / "aot_config.yaml", "--output-directory", "out",
-              "--batch-sizes", "1", "--cpu-levels", "x86-64")
+    run(
+        "--registry",
+        "registry",
+        "add-model",
+        "simple",
+        "--source",
+        repo.url,
+        "--aot-config",
+        "simple/aot_config.yaml",
+        "--batch-sizes",
+        "1",
+    )
+    out = run(
+        "compile",
+        "--aot-config",
+        repo.work / "simple" / "aot_config.yaml",
+        "--output-directory",
+        "out",
+        "--batch-sizes",
+        "1",
+        "--cpu-levels",
+        "x86-64",
+    )
     assert "compiled tfaot-model-simple 1.0.0" in out
-    assert (tmp_path / "out" / "tfaot-model-simple-1.0.0" / "include" / "tfaot-model-simple" / "model.h").is_file()
+    assert (
+        tmp_path / "out" / "tfaot-model-simple-1.0.0" / "include" / "tfaot-model-simple" / "model.h"
+    ).is_file()

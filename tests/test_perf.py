@@ -33,8 +33,9 @@ def study(toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Pat
 
 
 def nm_defined(path: Path) -> dict[str, tuple[str, str]]:
-    out = subprocess.run(["nm", "-S", "--defined-only", str(path)], check=True, capture_output=True,
-                         text=True).stdout
+    out = subprocess.run(
+        ["nm", "-S", "--defined-only", str(path)], check=True, capture_output=True, text=True
+    ).stdout
     return {p[3]: (p[0], p[1]) for p in (line.split() for line in out.splitlines()) if len(p) == 4}
 
 
@@ -57,26 +58,57 @@ def test_each_constant_buffer_is_defined_once(built: Path) -> None:
     # The payload keeps the alignment tfcompile gave it (64 bytes after a 64 byte aligned symbol).
     for symbol, (_address, _) in nm_defined(root / "lib" / "simple_bs2_constants.o").items():
         if symbol.endswith("_constant_buffer_contents"):
-            readelf = subprocess.run(["readelf", "-SW", str(root / "lib" / "simple_bs2_constants.o")],
-                                     check=True, capture_output=True, text=True).stdout
+            readelf = subprocess.run(
+                ["readelf", "-SW", str(root / "lib" / "simple_bs2_constants.o")],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
             assert re.search(rf"\.rodata\.{symbol} .* 64$", readelf, re.MULTILINE), symbol
 
 
 def test_six_batch_sizes_cost_two_copies_of_the_weights(run: Cli, study: Path, tmp_path: Path) -> None:
     """Goal: a package for 1, 2, 4, 8, 16, 32 links into a binary whose model data is <= 2.2 x the weights."""
     cfg = tmp_path / "aot_config.yaml"
-    cfg.write_text(f"model:\n  name: study_l12_u128\n  version: '1.0.0'\n  saved_model: {study / 'saved_model'}\n"
-                   "compilation:\n  batch_sizes: [1, 2, 4, 8, 16, 32]\n")
+    cfg.write_text(
+        f"model:\n  name: study_l12_u128\n  version: '1.0.0'\n  saved_model: {study / 'saved_model'}\n"
+        "compilation:\n  batch_sizes: [1, 2, 4, 8, 16, 32]\n"
+    )
     # --engines aot: only the AOT program runs; TensorFlow still reports the SavedModel's weights.
-    out, _ = run("bench", cfg, "--dist", tmp_path / "dist", "--out", tmp_path / "bench", "--engines", "aot",
-                 "--batch-sizes", "1,32", "--warmup", "1", "--calls", "2", "--instances", "1", "--no-plots", "--json")
+    out, _ = run(
+        "bench",
+        cfg,
+        "--dist",
+        tmp_path / "dist",
+        "--out",
+        tmp_path / "bench",
+        "--engines",
+        "aot",
+        "--batch-sizes",
+        "1,32",
+        "--warmup",
+        "1",
+        "--calls",
+        "2",
+        "--instances",
+        "1",
+        "--no-plots",
+        "--json",
+    )
     six = json.loads(out)
     assert six["compiled_batch_sizes"] == [1, 2, 4, 8, 16, 32]
     weights = six["weights"]["bytes"]
     assert weights > 700_000  # 773 kB: the study's 768 kB of trainable weights plus BatchNorm statistics
     assert six["binary"]["bytes"] <= 2.2 * weights, six["binary"]
-    manifest = json.loads((tmp_path / "dist" / "tfaot-model-study-l12-u128-1.0.0" / "manifest.json").read_text())
-    assert [manifest["constants"]["per_batch_size"][str(bs)]["defined"] for bs in (4, 8, 16, 32)] == [0, 0, 0, 0]
+    manifest = json.loads(
+        (tmp_path / "dist" / "tfaot-model-study-l12-u128-1.0.0" / "manifest.json").read_text()
+    )
+    assert [manifest["constants"]["per_batch_size"][str(bs)]["defined"] for bs in (4, 8, 16, 32)] == [
+        0,
+        0,
+        0,
+        0,
+    ]
 
 
 # ---------------------------------------------------------------- bench
@@ -86,11 +118,29 @@ def test_bench_against_tensorflow(run: Cli, study: Path, tmp_path: Path) -> None
     # Two levels: the baseline and the one this machine runs best. From batch size 64 on the
     # generated code calls the runtime's matrix product, so the runtime's kernels are in the program.
     cfg = tmp_path / "aot_config.yaml"
-    cfg.write_text(f"model:\n  name: study_l12_u128\n  version: '1.0.0'\n  saved_model: {study / 'saved_model'}\n"
-                   "compilation:\n  batch_sizes: [1, 2, 64]\n  cpu_levels: [x86-64, x86-64-v3]\n")
-    out, _ = run("bench", cfg, "--dist", tmp_path / "dist", "--out", tmp_path / "bench",
-                 "--batch-sizes", "1,2,8,64", "--warmup", "3", "--calls", "20", "--rounds", "2",
-                 "--instances", "1,2", "--json")
+    cfg.write_text(
+        f"model:\n  name: study_l12_u128\n  version: '1.0.0'\n  saved_model: {study / 'saved_model'}\n"
+        "compilation:\n  batch_sizes: [1, 2, 64]\n  cpu_levels: [x86-64, x86-64-v3]\n"
+    )
+    out, _ = run(
+        "bench",
+        cfg,
+        "--dist",
+        tmp_path / "dist",
+        "--out",
+        tmp_path / "bench",
+        "--batch-sizes",
+        "1,2,8,64",
+        "--warmup",
+        "3",
+        "--calls",
+        "20",
+        "--rounds",
+        "2",
+        "--instances",
+        "1,2",
+        "--json",
+    )
     result = json.loads(out)
     assert result["engines"] == ["aot", "tf-capi", "ort", "tf-python"]
     for engine in result["engines"]:
@@ -111,17 +161,20 @@ def test_bench_against_tensorflow(run: Cli, study: Path, tmp_path: Path) -> None
     package_levels = ["x86-64", "x86-64-v3"]
     assert sorted(result["peak_gflops"]) == levels and all(p > 0.5 for p in result["peak_gflops"].values())
     assert {(r["cpu_level"], r["runtime_cpu_level"]) for r in result["time"]["aot"]} == {
-        (best(package_levels, levels[-1]), levels[-1])}
+        (best(package_levels, levels[-1]), levels[-1])
+    }
     for level in levels[:-1]:
         assert {(r["cpu_level"], r["runtime_cpu_level"]) for r in result["time"][f"aot:{level}"]} == {
-            (best(package_levels, level), level)}
+            (best(package_levels, level), level)
+        }
         assert f"time_tf-capi_over_aot:{level}" in result["ratios"]
     # GFLOP/s from the profiler's count (the study model: about 385 kFLOP per event), below the measured peak.
     assert 370_000 < result["flops_per_event"] < 400_000
     for series in (s for s in result["time"] if s.startswith("aot")):
         for row in result["time"][series]:
-            assert row["gflops"] == pytest.approx(result["flops_per_event"] * row["batch_size"]
-                                                  / row["seconds_per_call"] / 1e9)
+            assert row["gflops"] == pytest.approx(
+                result["flops_per_event"] * row["batch_size"] / row["seconds_per_call"] / 1e9
+            )
             assert 0 < row["peak_fraction"] < 1.2
     # Wide margins only: about 10x at batch size 1, about 75x in peak RSS on the build machines.
     assert result["ratios"]["time_tf-capi_over_aot"]["1"] > 2
@@ -137,7 +190,11 @@ def test_bench_against_tensorflow(run: Cli, study: Path, tmp_path: Path) -> None
     # ONNX Runtime: the model converted from the same SavedModel, checked against TensorFlow, timed and measured.
     ort = result["ort"]
     assert ort["outputs_match"] and ort["rewritten"] == {"Erfc": 0} and "MatMul" in ort["op_types"]
-    assert 0 < ort["call_overhead_us"] < min(r["us_per_event"] for r in result["time"]["ort"] if r["batch_size"] == 1)
+    assert (
+        0
+        < ort["call_overhead_us"]
+        < min(r["us_per_event"] for r in result["time"]["ort"] if r["batch_size"] == 1)
+    )
     assert set(result["ratios"]["time_ort_over_aot"]) == {"1", "2", "8", "64"}
     assert result["ratios"]["peak_rss_ort_over_aot"]["1"] > 2  # a Python process with ONNX Runtime
     assert [r["instances"] for r in result["memory"]["ort"]] == [1, 2]
@@ -145,22 +202,41 @@ def test_bench_against_tensorflow(run: Cli, study: Path, tmp_path: Path) -> None
     for plot in result["plots"]:
         assert Path(plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert sorted(Path(p).name for p in result["plots"]) == [
-        "study-l12-u128_gflops.png", "study-l12-u128_memory.png", "study-l12-u128_time.png"]
+        "study-l12-u128_gflops.png",
+        "study-l12-u128_memory.png",
+        "study-l12-u128_time.png",
+    ]
 
 
 def test_bench_table_shows_levels_peak_fraction_and_peer_ratios() -> None:
     def row(bs: int, us: float, **extra: object) -> JsonObject:
         return {"batch_size": bs, "us_per_event": us, **extra}
 
-    result = {"time": {"tf-capi": [row(1, 40.0), row(4, 2000.0)], "ort": [row(1, 30.0)],
-                       "aot:x86-64": [row(1, 25.0, cpu_level="x86-64"), row(4, 12.0, cpu_level="x86-64")],
-                       "aot": [row(1, 10.0, cpu_level="x86-64-v3", peak_fraction=0.25),
-                               row(4, 8.0, cpu_level="x86-64-v3", peak_fraction=0.5)]},
-              "ratios": {"time_tf-capi_over_aot": {"1": 4.0, "4": 250.0}, "time_ort_over_aot": {"1": 3.0}},
-              "ort": {"error": "tf2onnx: no converter for op Foo"}}
+    result = {
+        "time": {
+            "tf-capi": [row(1, 40.0), row(4, 2000.0)],
+            "ort": [row(1, 30.0)],
+            "aot:x86-64": [row(1, 25.0, cpu_level="x86-64"), row(4, 12.0, cpu_level="x86-64")],
+            "aot": [
+                row(1, 10.0, cpu_level="x86-64-v3", peak_fraction=0.25),
+                row(4, 8.0, cpu_level="x86-64-v3", peak_fraction=0.5),
+            ],
+        },
+        "ratios": {"time_tf-capi_over_aot": {"1": 4.0, "4": 250.0}, "time_ort_over_aot": {"1": 3.0}},
+        "ort": {"error": "tf2onnx: no converter for op Foo"},
+    }
     lines = bench.table(result, [1, 4])
-    assert lines[0].split() == ["batch", "aot", "x86-64-v3", "aot:x86-64", "tf-capi", "ort", "peak", "tf-capi/aot",
-                                "ort/aot"]
+    assert lines[0].split() == [
+        "batch",
+        "aot",
+        "x86-64-v3",
+        "aot:x86-64",
+        "tf-capi",
+        "ort",
+        "peak",
+        "tf-capi/aot",
+        "ort/aot",
+    ]
     assert lines[1].split() == ["1", "10", "25", "40", "30", "0.25", "4", "3"]
     assert lines[2].split() == ["4", "8", "12", "2000", "nan", "0.5", "250", "nan"]
     assert lines[3] == "ort: not timed: tf2onnx: no converter for op Foo"
@@ -173,24 +249,41 @@ TILE_OPTION = "--xla_backend_extra_options=xla_llvm_ir_gemm_tile_size="
 
 def gemm_tiles(obj: Path) -> set[str]:
     """The "ROWS_DEPTH" tiles of XLA's small-matrix product kernels (gemm_F32_MxKxN_W_W_ROWS_DEPTH) in obj."""
-    return {"_".join(name.split(".")[0].split("_")[-2:]) for name in nm_defined(obj) if name.startswith("gemm_F32_")}
+    return {
+        "_".join(name.split(".")[0].split("_")[-2:])
+        for name in nm_defined(obj)
+        if name.startswith("gemm_F32_")
+    }
 
 
 @pytest.mark.parametrize("xla_flags, tiles", [([], "4_8"), ([TILE_OPTION + "11:9:1*vectwidth"], "11_9")])
-def test_small_matrix_products_take_our_tiles_and_match_tensorflow(run: Cli, study: Path, tmp_path: Path,
-                                                                    xla_flags: list[str], tiles: str) -> None:
+def test_small_matrix_products_take_our_tiles_and_match_tensorflow(
+    run: Cli, study: Path, tmp_path: Path, xla_flags: list[str], tiles: str
+) -> None:
     """Batch size 2 runs XLA's tiled small-matrix product: by default with 4-row x 2-vector tiles
     (XLA's own 11 x 1 left two dependent FMA chains: batch size 2 was slower per event than 1);
     a config's flag wins. The flags are in the manifest and the package verifies against TensorFlow."""
     cfg = tmp_path / "aot_config.yaml"
-    cfg.write_text(json.dumps({"model": {"name": "study_l12_u128", "version": "1.0.0",
-                                         "saved_model": str(study / "saved_model")},
-                               "compilation": {"batch_sizes": [2], "cpu_levels": ["x86-64"], "xla_flags": xla_flags}}))
+    cfg.write_text(
+        json.dumps(
+            {
+                "model": {
+                    "name": "study_l12_u128",
+                    "version": "1.0.0",
+                    "saved_model": str(study / "saved_model"),
+                },
+                "compilation": {"batch_sizes": [2], "cpu_levels": ["x86-64"], "xla_flags": xla_flags},
+            }
+        )
+    )
     run("compile", "--aot-config", cfg, "--output-directory", tmp_path / "out")
     root = tmp_path / "out" / "tfaot-model-study-l12-u128-1.0.0"
     manifest = json.loads((root / "manifest.json").read_text())
     flags = manifest["compilation"]["tfcompile_xla_flags"]
-    assert flags[: 1 + len(xla_flags)] == [TILE_OPTION + "4:8:2*vectwidth", *xla_flags]  # the config's come after ours
+    assert flags[: 1 + len(xla_flags)] == [
+        TILE_OPTION + "4:8:2*vectwidth",
+        *xla_flags,
+    ]  # the config's come after ours
     assert "--xla_cpu_multi_thread_eigen=false" in flags
     assert gemm_tiles(root / "lib" / "study_l12_u128_bs2.o") == {tiles}
     verification = manifest["verification"]
@@ -227,8 +320,21 @@ def test_tune_writes_rules_the_package_applies(built: Path, run: Cli, tmp_path: 
     registry = tmp_path / "tuned-registry"
     shutil.copytree(built / "registry", registry)
     run.registry = registry
-    out, _ = run("tune", "test-simple", "--targets", "1-12", "--warmup", "5", "--calls", "30", "--dist",
-                 tmp_path / "dist", "--out", tmp_path / "bench", "--json")
+    out, _ = run(
+        "tune",
+        "test-simple",
+        "--targets",
+        "1-12",
+        "--warmup",
+        "5",
+        "--calls",
+        "30",
+        "--dist",
+        tmp_path / "dist",
+        "--out",
+        tmp_path / "bench",
+        "--json",
+    )
     report = json.loads(out)
     kept = [e for e in report["targets"].values() if e["kept"]]
     assert len(kept) == len(report["rules"])
@@ -237,10 +343,14 @@ def test_tune_writes_rules_the_package_applies(built: Path, run: Cli, tmp_path: 
             assert entry["measured_seconds"] < entry["measured_default_seconds"]
         else:
             assert entry["speedup"] == 1.0
-    manifest = json.loads((Path(report["package_dir"]) / "manifest.json").read_text()) if report["rules"] else None
+    manifest = (
+        json.loads((Path(report["package_dir"]) / "manifest.json").read_text()) if report["rules"] else None
+    )
     if manifest:
         assert manifest["compilation"]["batch_rules"] == report["rules"]
-        model_h = (Path(report["package_dir"]) / "include" / "tfaot-model-test-simple" / "model.h").read_text()
+        model_h = (
+            Path(report["package_dir"]) / "include" / "tfaot-model-test-simple" / "model.h"
+        ).read_text()
         assert all(f'"{r}"' in model_h for r in report["rules"])
         assert manifest["verification"]["batch_sizes"] == [1, 2, 3, 4, 7]
     entry = yaml.safe_load((registry / "models" / "test-simple.yaml").read_text())
@@ -253,8 +363,10 @@ def test_tune_writes_rules_the_package_applies(built: Path, run: Cli, tmp_path: 
 
 
 def test_cpu_target_check() -> None:
-    flags = ("fpu cx8 cmov mmx fxsr syscall sse sse2 pni ssse3 sse4_1 sse4_2 popcnt cx16 lahf_lm avx avx2 bmi1 bmi2 "
-             "fma f16c movbe abm xsave")
+    flags = (
+        "fpu cx8 cmov mmx fxsr syscall sse sse2 pni ssse3 sse4_1 sse4_2 popcnt cx16 lahf_lm avx avx2 bmi1 bmi2 "
+        "fma f16c movbe abm xsave"
+    )
     cpuinfo = f"processor : 0\nflags\t\t: {flags}\n"
     assert cpu_target.check_host("", cpuinfo).ok
     assert cpu_target.check_host("x86-64-v3", cpuinfo).ok
@@ -265,14 +377,18 @@ def test_cpu_target_check() -> None:
     assert not unknown.ok and unknown.unknown
     compiled_for = Compilation(target_triple="x86_64-pc-linux", target_cpu="x86-64-v4")
     assert not cpu_target.check_package(compiled_for, cpuinfo).ok
-    assert cpu_target.check_package(Compilation(target_triple="x86_64-pc-linux", target_cpu="x86-64-v3"), cpuinfo).ok
+    assert cpu_target.check_package(
+        Compilation(target_triple="x86_64-pc-linux", target_cpu="x86-64-v3"), cpuinfo
+    ).ok
     assert cpu_target.check_package(None, cpuinfo).ok  # a runtime package: no target CPU
 
 
 # ---------------------------------------------------------------- compile path
 
 
-def test_compile_helpers_write_the_same_files(toolchain: Toolchain, example_models: Path, tmp_path: Path) -> None:
+def test_compile_helpers_write_the_same_files(
+    toolchain: Toolchain, example_models: Path, tmp_path: Path
+) -> None:
     """tfcompile in helper processes (jobs=3) gives the bytes of the in-process compile (jobs=1)."""
     from tfaot_dist.toolchain import run_worker
 
@@ -280,10 +396,22 @@ def test_compile_helpers_write_the_same_files(toolchain: Toolchain, example_mode
     for jobs in (1, 3):
         work = tmp_path / f"jobs{jobs}"
         (work / "out").mkdir(parents=True)
-        answer = run_worker(toolchain, {
-            "op": "compile", "saved_model": str(example_models / "multi" / "saved_model"),
-            "serving_key": "serving_default", "batch_sizes": [1, 2, 4], "namespace": "ns", "class_name": "multi",
-            "output_dir": str(work / "out"), "target_triple": "x86_64-pc-linux", "target_cpu": "", "jobs": jobs}, work)
+        answer = run_worker(
+            toolchain,
+            {
+                "op": "compile",
+                "saved_model": str(example_models / "multi" / "saved_model"),
+                "serving_key": "serving_default",
+                "batch_sizes": [1, 2, 4],
+                "namespace": "ns",
+                "class_name": "multi",
+                "output_dir": str(work / "out"),
+                "target_triple": "x86_64-pc-linux",
+                "target_cpu": "",
+                "jobs": jobs,
+            },
+            work,
+        )
         assert answer["timings"].get("helpers", 0) == jobs - 1
         outputs[jobs] = {p.name: p.read_bytes() for p in sorted((work / "out").iterdir())}
     assert sorted(outputs[1]) == sorted(outputs[3]) and len(outputs[1]) == 9
@@ -299,11 +427,16 @@ def _fake_size(include: Path, lib: Path, bs: int, buffers: dict[str, bytes]) -> 
     for name, payload in buffers.items():
         blob = len(payload).to_bytes(8, "little") + bytes(56) + payload
         blob += bytes(max(128, 1 << (len(blob) - 1).bit_length()) - len(blob))  # power-of-two padding
-        src.append(f'extern "C" __attribute__((aligned(64))) const unsigned char {name}[{len(blob)}] = '
-                   + "{" + ",".join(str(b) for b in blob) + "};")
+        src.append(
+            f'extern "C" __attribute__((aligned(64))) const unsigned char {name}[{len(blob)}] = '
+            + "{"
+            + ",".join(str(b) for b in blob)
+            + "};"
+        )
     (lib / f"m_bs{bs}.cc").write_text("\n".join(src) + "\n")
-    subprocess.run(["g++", "-c", "-O0", str(lib / f"m_bs{bs}.cc"), "-o", str(lib / f"m_bs{bs}_constants.o")],
-                   check=True)
+    subprocess.run(
+        ["g++", "-c", "-O0", str(lib / f"m_bs{bs}.cc"), "-o", str(lib / f"m_bs{bs}_constants.o")], check=True
+    )
 
 
 def test_share_constants_on_synthetic_objects(tmp_path: Path) -> None:
@@ -313,27 +446,52 @@ def test_share_constants_on_synthetic_objects(tmp_path: Path) -> None:
     include.mkdir()
     lib.mkdir()
     weights, bias = bytes(range(200)) * 5, b"\x01\x02\x03\x04"
-    _fake_size(include, lib, 1, {"a1_constant_buffer_contents": weights[::-1],
-                                 "b1_constant_buffer_contents": bias})
-    _fake_size(include, lib, 2, {"a2_constant_buffer_contents": weights, "b2_constant_buffer_contents": bias,
-                                 "c2_constant_buffer_contents": weights})
+    _fake_size(
+        include, lib, 1, {"a1_constant_buffer_contents": weights[::-1], "b1_constant_buffer_contents": bias}
+    )
+    _fake_size(
+        include,
+        lib,
+        2,
+        {
+            "a2_constant_buffer_contents": weights,
+            "b2_constant_buffer_contents": bias,
+            "c2_constant_buffer_contents": weights,
+        },
+    )
     _fake_size(include, lib, 4, {"a4_constant_buffer_contents": weights, "b4_constant_buffer_contents": bias})
     report = weight_sharing.share_constants(include, lib, "m", [1, 2, 4]).as_dict()
-    assert report["per_batch_size"] == {"1": {"defined": 2, "shared": 0}, "2": {"defined": 1, "shared": 2},
-                                        "4": {"defined": 0, "shared": 2}}
+    assert report["per_batch_size"] == {
+        "1": {"defined": 2, "shared": 0},
+        "2": {"defined": 1, "shared": 2},
+        "4": {"defined": 0, "shared": 2},
+    }
     h4 = (include / "m_bs4.h").read_text()
     assert 'a4_constant_buffer_contents[] asm("a2_constant_buffer_contents")' in h4
     assert 'b4_constant_buffer_contents[] asm("b1_constant_buffer_contents")' in h4
-    assert 'c2_constant_buffer_contents[] asm("a2_constant_buffer_contents")' in (include / "m_bs2.h").read_text()
+    assert (
+        'c2_constant_buffer_contents[] asm("a2_constant_buffer_contents")'
+        in (include / "m_bs2.h").read_text()
+    )
     defined = nm_defined(lib / "m_bs2_constants.o")
     assert int(defined["a2_constant_buffer_contents"][1], 16) == 64 + len(weights)  # padding cut
     # A consumer sees the same bytes through every label.
-    (tmp_path / "main.cc").write_text((include / "m_bs4.h").read_text().replace("return {buffer_size, buffer + 64};", "")
-                                      + "#include <cstdio>\nint main(){std::printf(\"%d %d\\n\", a4_constant_buffer_contents[64 + 7],"
-                                      " b4_constant_buffer_contents[64 + 2]); return 0;}\n")
+    (tmp_path / "main.cc").write_text(
+        (include / "m_bs4.h").read_text().replace("return {buffer_size, buffer + 64};", "")
+        + '#include <cstdio>\nint main(){std::printf("%d %d\\n", a4_constant_buffer_contents[64 + 7],'
+        " b4_constant_buffer_contents[64 + 2]); return 0;}\n"
+    )
     exe = tmp_path / "main"
-    subprocess.run(["g++", str(tmp_path / "main.cc"), *(str(p) for p in sorted(lib.glob("*_constants.o"))), "-o",
-                    str(exe)], check=True)
+    subprocess.run(
+        [
+            "g++",
+            str(tmp_path / "main.cc"),
+            *(str(p) for p in sorted(lib.glob("*_constants.o"))),
+            "-o",
+            str(exe),
+        ],
+        check=True,
+    )
     assert subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split() == ["7", "3"]
 
 
@@ -344,7 +502,9 @@ def test_share_constants_leaves_unknown_forms_alone(tmp_path: Path) -> None:
     include.mkdir()
     lib.mkdir()
     _fake_size(include, lib, 1, {"a1_constant_buffer_contents": b"x" * 100})
-    (include / "m_bs1.h").write_text((include / "m_bs1.h").read_text().replace(' asm("a1_constant_buffer_contents")', ""))
+    (include / "m_bs1.h").write_text(
+        (include / "m_bs1.h").read_text().replace(' asm("a1_constant_buffer_contents")', "")
+    )
     before = (lib / "m_bs1_constants.o").read_bytes()
     report = weight_sharing.share_constants(include, lib, "m", [1]).as_dict()
     assert "left as compiled" in report["per_batch_size"]["1"]["note"]

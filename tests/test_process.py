@@ -17,24 +17,32 @@ def log_of(message: str) -> Path:
 
 
 def test_success_returns_stdout(tmp_path: Path) -> None:
-    out = process.run([PY, "-c", "import os; print(os.getcwd()); print('é')"], what="print", cwd=tmp_path,
-                      log_dir=tmp_path / "logs")
+    out = process.run(
+        [PY, "-c", "import os; print(os.getcwd()); print('é')"],
+        what="print",
+        cwd=tmp_path,
+        log_dir=tmp_path / "logs",
+    )
     assert out == f"{tmp_path}\né\n"
     assert not (tmp_path / "logs").exists()  # no log for a success
 
 
 def test_failure_is_one_line_naming_the_log_which_holds_everything(tmp_path: Path) -> None:
-    script = ("import sys\n"
-              "for i in range(50): print(f'out {i}')\n"
-              "for i in range(40): print(f'noise {i}', file=sys.stderr)\n"
-              "print('x.cc:3:5: error: first real problem', file=sys.stderr)\n"
-              "print('x.cc:9:1: error: second', file=sys.stderr)\n"
-              "sys.exit(3)\n")
+    script = (
+        "import sys\n"
+        "for i in range(50): print(f'out {i}')\n"
+        "for i in range(40): print(f'noise {i}', file=sys.stderr)\n"
+        "print('x.cc:3:5: error: first real problem', file=sys.stderr)\n"
+        "print('x.cc:9:1: error: second', file=sys.stderr)\n"
+        "sys.exit(3)\n"
+    )
     with pytest.raises(ToolchainError) as info:
         process.run([PY, "-c", script], what="compile x.cc", error=ToolchainError, log_dir=tmp_path / "logs")
     message = str(info.value)
     assert "\n" not in message and len(message) < 500, message
-    assert message.startswith("compile x.cc failed (exit 3): x.cc:3:5: error: first real problem (log: "), message
+    assert message.startswith("compile x.cc failed (exit 3): x.cc:3:5: error: first real problem (log: "), (
+        message
+    )
     log = log_of(message)
     assert log.parent == tmp_path / "logs" and log.name.startswith("compile-x.cc-")
     text = log.read_text()
@@ -63,9 +71,12 @@ def test_two_failures_get_two_logs(tmp_path: Path) -> None:
 
 def test_a_missing_program_is_one_line_and_no_log(tmp_path: Path) -> None:
     with pytest.raises(CompileFailed) as info:
-        process.run([tmp_path / "no-such-compiler", "--version"], what="compiler version", log_dir=tmp_path / "logs")
-    assert str(info.value) == (f"compiler version: cannot run {tmp_path / 'no-such-compiler'}: "
-                               "No such file or directory")
+        process.run(
+            [tmp_path / "no-such-compiler", "--version"], what="compiler version", log_dir=tmp_path / "logs"
+        )
+    assert str(info.value) == (
+        f"compiler version: cannot run {tmp_path / 'no-such-compiler'}: No such file or directory"
+    )
     assert not (tmp_path / "logs").exists()
 
 
@@ -79,8 +90,11 @@ def test_a_timeout_is_a_failure_with_what_was_written(tmp_path: Path) -> None:
 
 def test_a_signal_is_named(tmp_path: Path) -> None:
     with pytest.raises(CompileFailed, match=r"^harness failed \(killed by SIGSEGV\)"):
-        process.run([PY, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"], what="harness",
-                    log_dir=tmp_path)
+        process.run(
+            [PY, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"],
+            what="harness",
+            log_dir=tmp_path,
+        )
 
 
 def test_probe_reports_instead_of_raising(tmp_path: Path) -> None:
@@ -108,19 +122,24 @@ def test_an_unwritable_log_dir_falls_back_and_still_fails(tmp_path: Path) -> Non
 
 
 def test_stream_writes_both_streams_to_the_file_in_order(tmp_path: Path) -> None:
-    script = ("import sys\n"
-              "print('one', flush=True)\n"
-              "print('two', file=sys.stderr, flush=True)\n"
-              "print('three', flush=True)\n"
-              "sys.exit(4)\n")
+    script = (
+        "import sys\n"
+        "print('one', flush=True)\n"
+        "print('two', file=sys.stderr, flush=True)\n"
+        "print('three', flush=True)\n"
+        "sys.exit(4)\n"
+    )
     finished = process.stream([PY, "-c", script], tmp_path / "worker.log", cwd=tmp_path)
     assert (finished.status, finished.stdout, finished.describe_status()) == (4, "", "exit 4")
     assert (tmp_path / "worker.log").read_text() == "one\ntwo\nthree\n"
 
 
 def test_stream_reports_a_timeout_and_a_program_that_cannot_run(tmp_path: Path) -> None:
-    slow = process.stream([PY, "-c", "import time; print('started', flush=True); time.sleep(30)"],
-                          tmp_path / "slow.log", timeout=1)
+    slow = process.stream(
+        [PY, "-c", "import time; print('started', flush=True); time.sleep(30)"],
+        tmp_path / "slow.log",
+        timeout=1,
+    )
     assert slow.status == process.TIMED_OUT and slow.describe_status() == "timed out after 1 s"
     assert (tmp_path / "slow.log").read_text() == "started\n"  # what it wrote before it was stopped
     missing = process.stream([tmp_path / "no-such-program"], tmp_path / "missing.log")

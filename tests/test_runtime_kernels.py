@@ -178,13 +178,19 @@ def runtime(toolchain: Toolchain, shared_cache: Path) -> xla_runtime.XlaRuntime:
 
 
 @pytest.fixture(scope="module")
-def part(runtime: xla_runtime.XlaRuntime, toolchain: Toolchain, shared_cache: Path) -> runtime_parts.BuiltPart:
-    [built] = xla_runtime.ensure_parts(runtime, ["dot_lib_f32"], toolchain.python, shared_cache, lambda m: None)
+def part(
+    runtime: xla_runtime.XlaRuntime, toolchain: Toolchain, shared_cache: Path
+) -> runtime_parts.BuiltPart:
+    [built] = xla_runtime.ensure_parts(
+        runtime, ["dot_lib_f32"], toolchain.python, shared_cache, lambda m: None
+    )
     return built
 
 
 @pytest.fixture(scope="module")
-def program(runtime: xla_runtime.XlaRuntime, part: runtime_parts.BuiltPart, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def program(
+    runtime: xla_runtime.XlaRuntime, part: runtime_parts.BuiltPart, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
     work = tmp_path_factory.mktemp("kernels")
     (work / "matmul.cc").write_text(PROGRAM)
     xla_runtime.compile_consumer(runtime, [work / "matmul.cc"], [], part.objects, work / "matmul")
@@ -192,15 +198,21 @@ def program(runtime: xla_runtime.XlaRuntime, part: runtime_parts.BuiltPart, tmp_
 
 
 @pytest.fixture(scope="module")
-def conv_part(runtime: xla_runtime.XlaRuntime, toolchain: Toolchain, shared_cache: Path) -> runtime_parts.BuiltPart:
-    [built] = xla_runtime.ensure_parts(runtime, ["convolution_lib_f32_2d"], toolchain.python, shared_cache,
-                                       lambda m: None)
+def conv_part(
+    runtime: xla_runtime.XlaRuntime, toolchain: Toolchain, shared_cache: Path
+) -> runtime_parts.BuiltPart:
+    [built] = xla_runtime.ensure_parts(
+        runtime, ["convolution_lib_f32_2d"], toolchain.python, shared_cache, lambda m: None
+    )
     return built
 
 
 @pytest.fixture(scope="module")
-def conv_program(runtime: xla_runtime.XlaRuntime, conv_part: runtime_parts.BuiltPart,
-                 tmp_path_factory: pytest.TempPathFactory) -> Path:
+def conv_program(
+    runtime: xla_runtime.XlaRuntime,
+    conv_part: runtime_parts.BuiltPart,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Path:
     work = tmp_path_factory.mktemp("conv")
     (work / "conv.cc").write_text(CONV_PROGRAM)
     xla_runtime.compile_consumer(runtime, [work / "conv.cc"], [], conv_part.objects, work / "conv")
@@ -273,8 +285,12 @@ def test_each_level_uses_its_instructions(part: runtime_parts.BuiltPart) -> None
     objects = part.root / "obj"
     registers = {}
     for lv in runtime_kernels.LEVELS:
-        text = subprocess.run(["objdump", "-d", objects / f"tfaot_kernels_{lv.suffix}.o"], capture_output=True,
-                              text=True, check=True).stdout
+        text = subprocess.run(
+            ["objdump", "-d", objects / f"tfaot_kernels_{lv.suffix}.o"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         registers[lv.name] = {r for r in ("xmm", "ymm", "zmm") if f"%{r}" in text}, "vfmadd" in text
     assert registers["x86-64"] == ({"xmm"}, False)  # SSE2 only: runs on any x86-64 CPU
     assert registers["x86-64-v3"][0] >= {"ymm"} and "zmm" not in registers["x86-64-v3"][0]
@@ -283,40 +299,62 @@ def test_each_level_uses_its_instructions(part: runtime_parts.BuiltPart) -> None
 
 
 @pytest.mark.parametrize("kind", ["matmul", "conv"])
-def test_level_objects_define_no_shared_symbols(part: runtime_parts.BuiltPart, conv_part: runtime_parts.BuiltPart,
-                                               kind: str) -> None:
+def test_level_objects_define_no_shared_symbols(
+    part: runtime_parts.BuiltPart, conv_part: runtime_parts.BuiltPart, kind: str
+) -> None:
     """No Eigen or std function compiled for v3/v4 can be merged by the linker into baseline code."""
     objects = (part if kind == "matmul" else conv_part).root / "obj"
     stem = {"matmul": "tfaot_kernels", "conv": "tfaot_conv_kernels"}[kind]
     for lv in runtime_kernels.LEVELS:
-        out = subprocess.run(["nm", "--defined-only", "-P", objects / f"{stem}_{lv.suffix}.o"],
-                             capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            ["nm", "--defined-only", "-P", objects / f"{stem}_{lv.suffix}.o"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         exported = [line.split()[0] for line in out.splitlines() if re.match(r"\S+ [A-Zuvw] ", line)]
         namespace = f"tfaot_eigen_{lv.suffix}"
         entry = f"tfaot_{kind}{'_f32' if kind == 'matmul' else '2d_f32'}_{lv.suffix}"
         assert entry in exported
         # DW.ref.__gxx_personality_v0: a pointer to the C++ runtime's personality routine, data only
-        assert all(name in (entry, "DW.ref.__gxx_personality_v0")
-                   or f"{len(namespace)}{namespace}" in name for name in exported), exported
+        assert all(
+            name in (entry, "DW.ref.__gxx_personality_v0") or f"{len(namespace)}{namespace}" in name
+            for name in exported
+        ), exported
 
 
-def test_wheel_convolution_is_replaced(runtime: xla_runtime.XlaRuntime, conv_part: runtime_parts.BuiltPart) -> None:
-    out = subprocess.run(["nm", "-A", "--defined-only", *conv_part.objects], capture_output=True, text=True,
-                         check=True).stdout
-    conv = [line for line in out.splitlines() if re.search(r" _ZN3xla3cpu8internal11EigenConv2DIfEEv\S+E$", line)]
+def test_wheel_convolution_is_replaced(
+    runtime: xla_runtime.XlaRuntime, conv_part: runtime_parts.BuiltPart
+) -> None:
+    out = subprocess.run(
+        ["nm", "-A", "--defined-only", *conv_part.objects], capture_output=True, text=True, check=True
+    ).stdout
+    conv = [
+        line for line in out.splitlines() if re.search(r" _ZN3xla3cpu8internal11EigenConv2DIfEEv\S+E$", line)
+    ]
     assert len(conv) == 1 and "/tfaot_dispatch_thunk_conv2d.o:" in conv[0] and " T " in conv[0], conv
     assert re.search(r"convolution_lib_f32_2d\.o:\w+ [TW] tfaot_xla_eigen_conv2d_f32$", out, re.MULTILINE)
 
 
-def test_wheel_entry_point_is_replaced(runtime: xla_runtime.XlaRuntime, part: runtime_parts.BuiltPart) -> None:
+def test_wheel_entry_point_is_replaced(
+    runtime: xla_runtime.XlaRuntime, part: runtime_parts.BuiltPart
+) -> None:
     """The part defines the generated code's matmul once (ours), and XLA's original under its new name;
     the core library defines neither."""
-    out = subprocess.run(["nm", "-A", "--defined-only", *part.objects], capture_output=True, text=True,
-                         check=True).stdout
-    typed = [line for line in out.splitlines() if re.search(r" _ZN3xla3cpu8internal11TypedMatMulIfffEEv\S+E$", line)]
+    out = subprocess.run(
+        ["nm", "-A", "--defined-only", *part.objects], capture_output=True, text=True, check=True
+    ).stdout
+    typed = [
+        line
+        for line in out.splitlines()
+        if re.search(r" _ZN3xla3cpu8internal11TypedMatMulIfffEEv\S+E$", line)
+    ]
     assert len(typed) == 1 and "/tfaot_dispatch_thunk_dot.o:" in typed[0] and " T " in typed[0], typed
-    assert re.search(r"xla__backends__cpu__runtime__dot_lib_f32\.o:\w+ [TW] tfaot_xla_typed_matmul_f32$", out,
-                     re.MULTILINE)
-    core = subprocess.run(["nm", "--defined-only", runtime.libs[0]], capture_output=True, text=True, check=True).stdout
+    assert re.search(
+        r"xla__backends__cpu__runtime__dot_lib_f32\.o:\w+ [TW] tfaot_xla_typed_matmul_f32$", out, re.MULTILINE
+    )
+    core = subprocess.run(
+        ["nm", "--defined-only", runtime.libs[0]], capture_output=True, text=True, check=True
+    ).stdout
     assert "tfaot_xla_typed_matmul_f32" not in core and "TypedMatMulIfffE" not in core
     assert "tfaot_runtime_force_cpu_level" in core  # the level choice the interface's hooks call

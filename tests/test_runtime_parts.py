@@ -40,15 +40,17 @@ def test_entry_points_are_claimed_by_their_own_part() -> None:
     }
     for symbol, part in cases.items():
         assert [p.name for p in available.values() if p.claims(symbol)] == [part], symbol
-    wanted, unclaimed = runtime_parts.claimed(list(available.values()), {*cases, "memset", "floorf",
-                                                                         "xla::cpu::NewThing(int)"})
+    wanted, unclaimed = runtime_parts.claimed(
+        list(available.values()), {*cases, "memset", "floorf", "xla::cpu::NewThing(int)"}
+    )
     assert sorted(p.name for p in wanted) == sorted(set(cases.values()))
     assert unclaimed == {"xla::cpu::NewThing(int)"}  # XLA's, claimed by none: all parts are built then
 
 
 @pytest.fixture(scope="module", params=["2.21", "2.12"])
-def all_parts(request: pytest.FixtureRequest, shared_cache: Path
-              ) -> tuple[XlaRuntime, dict[str, runtime_parts.Part], list[runtime_parts.BuiltPart]]:
+def all_parts(
+    request: pytest.FixtureRequest, shared_cache: Path
+) -> tuple[XlaRuntime, dict[str, runtime_parts.Part], list[runtime_parts.BuiltPart]]:
     """Every part of the runtime of one TensorFlow version, built (cached across runs)."""
     toolchain = request.getfixturevalue("toolchain" if request.param == "2.21" else "toolchain212")
     runtime = xla_runtime.ensure_runtime(toolchain.python, shared_cache, lambda m: None)
@@ -56,12 +58,17 @@ def all_parts(request: pytest.FixtureRequest, shared_cache: Path
     built = xla_runtime.ensure_parts(runtime, names, toolchain.python, shared_cache, lambda m: None)
     # 2.21: dot products of 7 types, convolutions of 2 types and ranks, sort; 2.12: 8 runtime_*.cc
     assert len(built) == {"2.21": 12, "2.12": 8}[request.param]
-    return runtime, {p.name: p for p in runtime_parts.parts(
-        xla_runtime.part_source(runtime, toolchain.python).sources)}, built
+    return (
+        runtime,
+        {p.name: p for p in runtime_parts.parts(xla_runtime.part_source(runtime, toolchain.python).sources)},
+        built,
+    )
 
 
 @pytest.mark.slow
-def test_each_part_defines_what_the_table_says_and_nothing_another_part_claims(all_parts: tuple[XlaRuntime, dict[str, runtime_parts.Part], list[runtime_parts.BuiltPart]]) -> None:
+def test_each_part_defines_what_the_table_says_and_nothing_another_part_claims(
+    all_parts: tuple[XlaRuntime, dict[str, runtime_parts.Part], list[runtime_parts.BuiltPart]],
+) -> None:
     runtime, available, built = all_parts
     for part in built:
         defined = runtime_parts.defined_symbols(part.objects)
@@ -71,7 +78,9 @@ def test_each_part_defines_what_the_table_says_and_nothing_another_part_claims(a
     core = runtime_parts.defined_symbols(runtime.libs[:1])
     assert not [s for s in core if any(p.claims(s) for p in available.values())]
     # The heavy sources are not in the core library.
-    members = subprocess.run(["ar", "t", runtime.libs[0]], capture_output=True, text=True, check=True).stdout.split()
+    members = subprocess.run(
+        ["ar", "t", runtime.libs[0]], capture_output=True, text=True, check=True
+    ).stdout.split()
     assert not [m for m in members if any(m.endswith(f"__{name}.o") for name in available)], members
 
 
@@ -82,26 +91,42 @@ def study(toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Pat
     return out / "study_l12_u128"
 
 
-def compile_study(run: Cli, study: Path, out: Path, batch_sizes: list[int]) -> tuple[Path, dict[str, Any], str]:
+def compile_study(
+    run: Cli, study: Path, out: Path, batch_sizes: list[int]
+) -> tuple[Path, dict[str, Any], str]:
     cfg = out / "aot_config.yaml"
     out.mkdir(parents=True, exist_ok=True)
-    cfg.write_text(json.dumps({"model": {"name": "study_l12_u128", "version": "1.0.0",
-                                         "saved_model": str(study / "saved_model")},
-                               "compilation": {"batch_sizes": batch_sizes,
-                                               "cpu_levels": ["x86-64", "x86-64-v3"]}}))
+    cfg.write_text(
+        json.dumps(
+            {
+                "model": {
+                    "name": "study_l12_u128",
+                    "version": "1.0.0",
+                    "saved_model": str(study / "saved_model"),
+                },
+                "compilation": {"batch_sizes": batch_sizes, "cpu_levels": ["x86-64", "x86-64-v3"]},
+            }
+        )
+    )
     _, err = run("compile", "--aot-config", cfg, "--output-directory", out / "dist")
     root = out / "dist" / "tfaot-model-study-l12-u128-1.0.0"
     return root, json.loads((root / "manifest.json").read_text()), err
 
 
 def archive_members(root: Path) -> list[str]:
-    out = subprocess.run(["ar", "t", root / "lib" / "libtfaot-model-study-l12-u128.a"], capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run(
+        ["ar", "t", root / "lib" / "libtfaot-model-study-l12-u128.a"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return out.split()
 
 
 @pytest.mark.slow
-def test_a_model_calling_the_product_carries_its_part_and_verifies(run: Cli, study: Path, tmp_path: Path) -> None:
+def test_a_model_calling_the_product_carries_its_part_and_verifies(
+    run: Cli, study: Path, tmp_path: Path
+) -> None:
     """128-unit layers at batch size 64 call the runtime's matrix product (Eigen): the package's archive
     holds the dot_lib_f32 part (the per-level kernels, the dispatcher, XLA's renamed product)."""
     root, manifest, log = compile_study(run, study, tmp_path / "a", [1, 64])
@@ -109,8 +134,12 @@ def test_a_model_calling_the_product_carries_its_part_and_verifies(run: Cli, stu
     assert "runtime parts the model calls: dot_lib_f32" in log
     assert "building all parts" not in log  # found through the table, not the fallback
     members = archive_members(root)
-    for obj in ("tfaot_kernels_x86_64.o", "tfaot_kernels_x86_64_v3.o", "tfaot_dispatch_thunk_dot.o",
-                "xla__backends__cpu__runtime__dot_lib_f32.o"):
+    for obj in (
+        "tfaot_kernels_x86_64.o",
+        "tfaot_kernels_x86_64_v3.o",
+        "tfaot_dispatch_thunk_dot.o",
+        "xla__backends__cpu__runtime__dot_lib_f32.o",
+    ):
         assert obj in members, members
     # Only in the archive: lib/ holds the model's own objects.
     assert not [p for p in (root / "lib").iterdir() if p.name.startswith(("tfaot_", "xla__"))]
@@ -128,8 +157,9 @@ def test_a_model_calling_no_runtime_code_carries_no_part(run: Cli, study: Path, 
 
 
 @pytest.mark.slow
-def test_an_unlisted_entry_point_builds_every_part_and_takes_the_one_defining_it(run: Cli, study: Path, tmp_path: Path,
-                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unlisted_entry_point_builds_every_part_and_takes_the_one_defining_it(
+    run: Cli, study: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Should the table miss an entry point (a new TensorFlow), the symbols of the built parts decide
     (they are cached once the test above has run)."""
     source = "xla/backends/cpu/runtime/dot_lib_f32.cc"

@@ -11,8 +11,15 @@ from tfaot_dist.cxx.xla_runtime import XlaRuntime
 
 
 def runtime_with_key(key: str) -> XlaRuntime:
-    return XlaRuntime(root=Path("/nonexistent"), include_dir=Path("/nonexistent"), libs=[], cxxflags=[],
-                      ldflags=[], tensorflow_version="2.21.0", key=f"tf2.21.0-gcc12.2.0-{key}")
+    return XlaRuntime(
+        root=Path("/nonexistent"),
+        include_dir=Path("/nonexistent"),
+        libs=[],
+        cxxflags=[],
+        ldflags=[],
+        tensorflow_version="2.21.0",
+        key=f"tf2.21.0-gcc12.2.0-{key}",
+    )
 
 
 def test_version_is_normalized_pep440_with_build_and_packaging_labels() -> None:
@@ -21,11 +28,13 @@ def test_version_is_normalized_pep440_with_build_and_packaging_labels() -> None:
         assert names.version(version, "runtime version") == version
         build, packaging = version.split("+")[1].split(".")
         assert build == key.lstrip("0")
-        assert packaging == "p" + runtime_package.packaging_digest()[:runtime_package.PACKAGING_DIGITS]
+        assert packaging == "p" + runtime_package.packaging_digest()[: runtime_package.PACKAGING_DIGITS]
 
 
 @pytest.mark.parametrize("change", ["interface header", "template"])
-def test_changed_packaging_is_a_new_version(change: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_changed_packaging_is_a_new_version(
+    change: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     before = runtime_package.packaging_digest.__wrapped__()
     if change == "interface header":
         copy = tmp_path / "include"

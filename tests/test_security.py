@@ -44,12 +44,21 @@ def one_error(err: str) -> str:
     return lines[0]
 
 
-def package_tar(name: str="tfaot-model-x", version: str="1.0", files: dict[str, bytes] | None = None,
-                manifest_extra: dict[str, Any] | None = None, members: Iterable[tarfile.TarInfo] = ()) -> bytes:
+def package_tar(
+    name: str = "tfaot-model-x",
+    version: str = "1.0",
+    files: dict[str, bytes] | None = None,
+    manifest_extra: dict[str, Any] | None = None,
+    members: Iterable[tarfile.TarInfo] = (),
+) -> bytes:
     """A package archive as publish expects it: PACKAGE-VERSION/ with files and a manifest listing them."""
     files = files if files is not None else {"include/tfaot-model-x/model.h": b"// x\n"}
-    manifest: dict[str, Any] = {"package": name, "version": version, "kind": "model",
-                "files": {rel: {"sha256": hashlib.sha256(b).hexdigest(), "size": len(b)} for rel, b in files.items()}}
+    manifest: dict[str, Any] = {
+        "package": name,
+        "version": version,
+        "kind": "model",
+        "files": {rel: {"sha256": hashlib.sha256(b).hexdigest(), "size": len(b)} for rel, b in files.items()},
+    }
     manifest.update(manifest_extra or {})
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
@@ -119,7 +128,10 @@ def test_zip_link_chain_leaving_the_tree_is_refused(tmp_path: Path) -> None:
     outside.mkdir()
     depth = len(tmp_path.parts)
     # a -> b/c ; b -> d ; d/c -> ../../.. * (text inside d, real path climbs out through the links)
-    entries = [("t/d/", b"", 0o40755), ("t/d/c", ("../" * depth + str(outside).lstrip("/")).encode(), 0o120777)]
+    entries = [
+        ("t/d/", b"", 0o40755),
+        ("t/d/c", ("../" * depth + str(outside).lstrip("/")).encode(), 0o120777),
+    ]
     archive = tmp_path / "src.zip"
     archive.write_bytes(zip_bytes(entries))
     before = snapshot(outside)
@@ -128,8 +140,12 @@ def test_zip_link_chain_leaving_the_tree_is_refused(tmp_path: Path) -> None:
     assert "t/d/c" in str(exc.value) and "leaves the tree" in str(exc.value)
     assert not (tmp_path / "dest").exists() and snapshot(outside) == before
     # A chain: l1 -> l2 (inside, lexically fine), l2 -> d (fine), d/x written through a link: refused.
-    entries = [("t/d/", b"", 0o40755), ("t/l2", b"d", 0o120777), ("t/l1", b"l2", 0o120777),
-               ("t/l1/x", b"data", 0o100644)]
+    entries = [
+        ("t/d/", b"", 0o40755),
+        ("t/l2", b"d", 0o120777),
+        ("t/l1", b"l2", 0o120777),
+        ("t/l1/x", b"data", 0o100644),
+    ]
     archive.write_bytes(zip_bytes(entries))
     with pytest.raises(IntegrityError, match="below the link"):
         extract(archive, tmp_path / "dest", "src.zip", kind=ZIP)
@@ -165,12 +181,18 @@ def test_symlink_leaving_a_data_repository_is_a_clear_error(tmp_path: Path) -> N
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     (repo / "model.txt").write_text("m")
     os.symlink("/etc/passwd", repo / "escape")
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
     subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
     subprocess.run(["git", "-C", str(repo), "commit", "-qm", "x"], check=True, env=env)
-    data = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", "HEAD"], check=True,
-                          capture_output=True).stdout
+    data = subprocess.run(
+        ["git", "-C", str(repo), "archive", "--format=tar", "HEAD"], check=True, capture_output=True
+    ).stdout
     staged = tmp_path / "staged"
     staged.mkdir()
     with pytest.raises(IntegrityError) as exc:
@@ -197,12 +219,15 @@ def registry_entry(run: Cli, text: str) -> None:
     (run.registry / "models" / "x.yaml").write_text(text)
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n", "aliases"),
-    ("name: x\nname: y\n", "duplicate key"),
-    ("name: " + "9" * 5000 + "\n", "integer of 5000 digits"),
-    ("name: " + "[" * 10000 + "]" * 10000 + "\n", "nested deeper"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n", "aliases"),
+        ("name: x\nname: y\n", "duplicate key"),
+        ("name: " + "9" * 5000 + "\n", "integer of 5000 digits"),
+        ("name: " + "[" * 10000 + "]" * 10000 + "\n", "nested deeper"),
+    ],
+)
 def test_hostile_yaml(run: Cli, text: str, expected: str, capsys: pytest.CaptureFixture[str]) -> None:
     registry_entry(run, text)
     out, err = run("list", expect=3)
@@ -223,20 +248,40 @@ def write_channel(root: Path, doc: str | dict[str, Any]) -> Path:
 
 
 def index_row(**fields: object) -> dict[str, Any]:
-    row: dict[str, Any] = {"name": "tfaot-model-x", "version": "1.0", "kind": "model", "archive": "packages/a.tar.gz",
-           "size": 1, "sha256": "0" * 64, "manifest": "packages/m.json", "manifest_sha256": "0" * 64,
-           "requires": [], "tensorflow_version": "2.21.0", "batch_sizes": [1], "signature": None}
+    row: dict[str, Any] = {
+        "name": "tfaot-model-x",
+        "version": "1.0",
+        "kind": "model",
+        "archive": "packages/a.tar.gz",
+        "size": 1,
+        "sha256": "0" * 64,
+        "manifest": "packages/m.json",
+        "manifest_sha256": "0" * 64,
+        "requires": [],
+        "tensorflow_version": "2.21.0",
+        "batch_sizes": [1],
+        "signature": None,
+    }
     row.update(fields)
     return row
 
 
-@pytest.mark.parametrize("doc, expected", [
-    ('{"format": "tfaot-dist-channel/1", "packages": ' + "[" * 100000 + "]" * 100000 + "}", "nested deeper"),
-    ({"format": "tfaot-dist-channel/1", "packages": [index_row(requires=["x"])]}, "requires[0]: expected an object"),
-    ({"format": "tfaot-dist-channel/1", "packages": [index_row(size="1")]}, "size: expected an integer"),
-    ({"format": "tfaot-dist-channel/1", "packages": [index_row(version="../../x")]}, "version"),
-    ({"format": "\x1b[31mred", "packages": []}, "\\x1b[31mred"),
-])
+@pytest.mark.parametrize(
+    "doc, expected",
+    [
+        (
+            '{"format": "tfaot-dist-channel/1", "packages": ' + "[" * 100000 + "]" * 100000 + "}",
+            "nested deeper",
+        ),
+        (
+            {"format": "tfaot-dist-channel/1", "packages": [index_row(requires=["x"])]},
+            "requires[0]: expected an object",
+        ),
+        ({"format": "tfaot-dist-channel/1", "packages": [index_row(size="1")]}, "size: expected an integer"),
+        ({"format": "tfaot-dist-channel/1", "packages": [index_row(version="../../x")]}, "version"),
+        ({"format": "\x1b[31mred", "packages": []}, "\\x1b[31mred"),
+    ],
+)
 def test_hostile_index(run: Cli, tmp_path: Path, doc: str | dict[str, Any], expected: str) -> None:
     channel = write_channel(tmp_path / "channel", doc)
     _, err = run("setup", "--list", "--channel", channel, expect=3)
@@ -249,13 +294,21 @@ def test_file_url_with_a_host_is_refused(run: Cli) -> None:
     assert "host" in one_error(err)
 
 
-@pytest.mark.parametrize("extra, expected", [
-    ({"requires": [1]}, "requires[0]: expected an object"),
-    ({"files": []}, "files: expected an object"),
-    ({"compilation": {"batch_sizes": "1"}}, "batch_sizes: expected a list"),
-    ({"package": ["x"]}, "package: expected a string"),
-])
-def test_manifest_with_wrong_types(run: Cli, tmp_path: Path, extra: dict[str, dict[str, str]] | dict[str, list[int]] | dict[str, list[object]] | dict[str, list[str]], expected: str) -> None:
+@pytest.mark.parametrize(
+    "extra, expected",
+    [
+        ({"requires": [1]}, "requires[0]: expected an object"),
+        ({"files": []}, "files: expected an object"),
+        ({"compilation": {"batch_sizes": "1"}}, "batch_sizes: expected a list"),
+        ({"package": ["x"]}, "package: expected a string"),
+    ],
+)
+def test_manifest_with_wrong_types(
+    run: Cli,
+    tmp_path: Path,
+    extra: dict[str, dict[str, str]] | dict[str, list[int]] | dict[str, list[object]] | dict[str, list[str]],
+    expected: str,
+) -> None:
     dist = tmp_path / "dist"
     dist.mkdir()
     (dist / "tfaot-model-x-1.0.tar.gz").write_bytes(package_tar(manifest_extra=extra))
@@ -268,16 +321,31 @@ def test_manifest_with_wrong_types(run: Cli, tmp_path: Path, extra: dict[str, di
 
 
 def installed_doc(**row: object) -> dict[str, Any]:
-    base: dict[str, Any] = {"version": "1.0", "kind": "model", "sha256": "0" * 64, "path": "tfaot-model-x/1.0", "requires": [],
-            "tool_files": [], "channel": "/c"}
+    base: dict[str, Any] = {
+        "version": "1.0",
+        "kind": "model",
+        "sha256": "0" * 64,
+        "path": "tfaot-model-x/1.0",
+        "requires": [],
+        "tool_files": [],
+        "channel": "/c",
+    }
     base.update(row)
     return {"format": "tfaot-dist-area/1", "packages": {"tfaot-model-x": base}}
 
 
-@pytest.mark.parametrize("row", [
-    {"version": "../../etc"}, {"tool_files": ["scram.d/a b.xml"]}, {"requires": "x"}, {"scram": "yes"},
-])
-def test_bad_installed_row_is_repairable(run: Cli, tmp_path: Path, row: dict[str, list[str]] | dict[str, str]) -> None:
+@pytest.mark.parametrize(
+    "row",
+    [
+        {"version": "../../etc"},
+        {"tool_files": ["scram.d/a b.xml"]},
+        {"requires": "x"},
+        {"scram": "yes"},
+    ],
+)
+def test_bad_installed_row_is_repairable(
+    run: Cli, tmp_path: Path, row: dict[str, list[str]] | dict[str, str]
+) -> None:
     area = tmp_path / "area"
     (area / "tfaot").mkdir(parents=True)
     (area / "tfaot" / "installed.json").write_text(json.dumps(installed_doc(**row)))
@@ -304,9 +372,21 @@ def test_refused_setup_leaves_no_trace(run: Cli, tmp_path: Path) -> None:
         assert f is not None
         manifest = f.read()
     (channel / "packages/tfaot-model-x/1.0/manifest.json").write_bytes(manifest)
-    write_channel(channel, {"format": "tfaot-dist-channel/1", "packages": [index_row(
-        archive=rel, size=len(data), sha256=hashlib.sha256(data).hexdigest(),
-        manifest="packages/tfaot-model-x/1.0/manifest.json", manifest_sha256=hashlib.sha256(manifest).hexdigest())]})
+    write_channel(
+        channel,
+        {
+            "format": "tfaot-dist-channel/1",
+            "packages": [
+                index_row(
+                    archive=rel,
+                    size=len(data),
+                    sha256=hashlib.sha256(data).hexdigest(),
+                    manifest="packages/tfaot-model-x/1.0/manifest.json",
+                    manifest_sha256=hashlib.sha256(manifest).hexdigest(),
+                )
+            ],
+        },
+    )
     area = tmp_path / "area"
     area.mkdir()
     before = snapshot(tmp_path)
@@ -380,7 +460,9 @@ def test_a_download_deadline_covers_every_attempt(trickle: str, monkeypatch: pyt
     monkeypatch.setenv(DEADLINE_ENV, "3")
     monkeypatch.setenv("TFAOT_DIST_HTTP_RETRIES", "3")
     start = time.monotonic()
-    with pytest.raises(SourceUnavailable, match=r"deadline of 3 s \(TFAOT_DIST_HTTP_DEADLINE, all attempts\)"):
+    with pytest.raises(
+        SourceUnavailable, match=r"deadline of 3 s \(TFAOT_DIST_HTTP_DEADLINE, all attempts\)"
+    ):
         get_bytes(trickle + "/slow")
     assert time.monotonic() - start < 5
 
@@ -410,9 +492,26 @@ def _mutate(rng: random.Random, doc: object) -> object:
         return {**doc, key: _mutate(rng, doc[key])}
     if isinstance(doc, list) and doc and rng.random() < 0.7:
         i = rng.randrange(len(doc))
-        return [*doc[:i], _mutate(rng, doc[i]), *doc[i + 1:]]
-    return rng.choice([None, True, -1, 10**80, "", "../..", "\x1b[2J", "x" * 5000, [], {}, [[[]]], {"a": 1},
-                       "tfaot-model-x", "1.0", 1.5])
+        return [*doc[:i], _mutate(rng, doc[i]), *doc[i + 1 :]]
+    return rng.choice(
+        [
+            None,
+            True,
+            -1,
+            10**80,
+            "",
+            "../..",
+            "\x1b[2J",
+            "x" * 5000,
+            [],
+            {},
+            [[[]]],
+            {"a": 1},
+            "tfaot-model-x",
+            "1.0",
+            1.5,
+        ]
+    )
 
 
 def test_fuzz_documents(run: Cli, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -422,13 +521,26 @@ def test_fuzz_documents(run: Cli, tmp_path: Path, capsys: pytest.CaptureFixture[
     channel, area, dist = tmp_path / "channel", tmp_path / "area", tmp_path / "dist"
     (area / "tfaot").mkdir(parents=True)
     dist.mkdir()
-    index = {"format": "tfaot-dist-channel/1", "packages": [index_row(), index_row(name="tfaot-xla-runtime",
-                                                                                   kind="runtime")]}
+    index = {
+        "format": "tfaot-dist-channel/1",
+        "packages": [index_row(), index_row(name="tfaot-xla-runtime", kind="runtime")],
+    }
     installed = installed_doc()
-    manifest = {"package": "tfaot-model-x", "version": "1.0", "kind": "model", "requires": [],
-                "compilation": {"batch_sizes": [1]}, "toolchain": {"tensorflow_version": "2"}, "signature": {}}
-    entry = {"name": "x", "version": "1.0", "source": {"git": "https://h/r.git", "ref": "main", "commit": "0" * 40},
-             "aot_config": "a/aot_config.yaml"}
+    manifest = {
+        "package": "tfaot-model-x",
+        "version": "1.0",
+        "kind": "model",
+        "requires": [],
+        "compilation": {"batch_sizes": [1]},
+        "toolchain": {"tensorflow_version": "2"},
+        "signature": {},
+    }
+    entry = {
+        "name": "x",
+        "version": "1.0",
+        "source": {"git": "https://h/r.git", "ref": "main", "commit": "0" * 40},
+        "aot_config": "a/aot_config.yaml",
+    }
     codes = []
     for i in range(300):
         which = i % 4
@@ -442,8 +554,9 @@ def test_fuzz_documents(run: Cli, tmp_path: Path, capsys: pytest.CaptureFixture[
             for old in dist.iterdir():
                 old.unlink()
             mutated = _mutate(rng, manifest)
-            (dist / "tfaot-model-x-1.0.tar.gz").write_bytes(package_tar(manifest_extra=mutated)
-                                                            if isinstance(mutated, dict) else package_tar())
+            (dist / "tfaot-model-x-1.0.tar.gz").write_bytes(
+                package_tar(manifest_extra=mutated) if isinstance(mutated, dict) else package_tar()
+            )
             argv = ["publish", "--channel", str(tmp_path / f"pub{i}"), "--dist", str(dist)]
         else:
             import yaml

@@ -24,7 +24,6 @@ from tfaot_dist.toolchain import Toolchain
 pytestmark = [pytest.mark.slow]
 
 
-
 @pytest.fixture(scope="session")
 def examples212(toolchain212: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("examples212")
@@ -39,13 +38,24 @@ def compiled212(examples212: Path, shared_cache: Path, tmp_path_factory: pytest.
     cache = fresh_cache(root / "cache", shared_cache)
     registry = root / "registry"
     registry.mkdir()
-    (registry / "registry.yaml").write_text(f'toolchain:\n  requirements: ["{TF212[0]}"]\ncpu_levels: [x86-64]\n')
+    (registry / "registry.yaml").write_text(
+        f'toolchain:\n  requirements: ["{TF212[0]}"]\ncpu_levels: [x86-64]\n'
+    )
     mp = pytest.MonkeyPatch()
     mp.setenv("TFAOT_DIST_CACHE", str(cache))
     try:
         for name in ("simple", "multi"):
-            code = cli.main(["--registry", str(registry), "compile", "--aot-config",
-                             str(examples212 / name / "aot_config.yaml"), "--output-directory", str(root / "out")])
+            code = cli.main(
+                [
+                    "--registry",
+                    str(registry),
+                    "compile",
+                    "--aot-config",
+                    str(examples212 / name / "aot_config.yaml"),
+                    "--output-directory",
+                    str(root / "out"),
+                ]
+            )
             assert code == 0, name
     finally:
         mp.undo()
@@ -70,13 +80,16 @@ def test_examples_compile_and_verify_with_212(compiled212: Path, name: str) -> N
     notes = {bs: v.get("note", "") for bs, v in manifest["constants"]["per_batch_size"].items()}
     assert all("inside the kernels object" in n for n in notes.values()), notes
     # The weights are in the kernels object: a large read-only section.
-    size = subprocess.run(["size", "-A", str(pkg_dir / "lib" / f"{name}_bs1.o")], capture_output=True,
-                          text=True, check=True).stdout
+    size = subprocess.run(
+        ["size", "-A", str(pkg_dir / "lib" / f"{name}_bs1.o")], capture_output=True, text=True, check=True
+    ).stdout
     rodata = sum(int(line.split()[1]) for line in size.splitlines() if line.startswith(".rodata"))
     assert rodata > (100_000 if name == "simple" else 1_000), size
 
 
-def test_runtime_212_uses_the_matching_abseil(compiled212: Path, shared_cache: Path, toolchain212: Toolchain) -> None:
+def test_runtime_212_uses_the_matching_abseil(
+    compiled212: Path, shared_cache: Path, toolchain212: Toolchain
+) -> None:
     from tfaot_dist.cxx import xla_runtime
 
     runtime = xla_runtime.ensure_runtime(toolchain212.python, shared_cache, lambda m: None)
@@ -90,19 +103,23 @@ def test_runtime_212_uses_the_matching_abseil(compiled212: Path, shared_cache: P
     # The models' single-threaded matmul is tfaot-dist's per-level dispatcher; the wheel's is renamed away.
     assert meta["cpu_levels"] == ["x86-64", "x86-64-v3", "x86-64-v4"]
     # Both are in the runtime part of runtime_single_threaded_matmul.cc, none in the core library.
-    [part] = xla_runtime.ensure_parts(runtime, ["runtime_single_threaded_matmul"], toolchain212.python,
-                                      shared_cache, lambda m: None)
+    [part] = xla_runtime.ensure_parts(
+        runtime, ["runtime_single_threaded_matmul"], toolchain212.python, shared_cache, lambda m: None
+    )
     assert definers(part.objects, "__xla_cpu_runtime_EigenSingleThreadedMatMulF32") == [
-        ("tfaot_dispatch_legacy_matmul.o", "T")]
+        ("tfaot_dispatch_legacy_matmul.o", "T")
+    ]
     assert definers(part.objects, "tfaot_xla_single_threaded_matmul_f32") == [
-        ("tensorflow__compiler__xla__service__cpu__runtime_single_threaded_matmul.o", "T")]
+        ("tensorflow__compiler__xla__service__cpu__runtime_single_threaded_matmul.o", "T")
+    ]
     assert definers([runtime.libs[0]], "__xla_cpu_runtime_EigenSingleThreadedMatMulF32") == []
 
 
 def definers(files: list[Path], symbol: str) -> list[tuple[str, str]]:
     """(object or archive member, nm type) of everything in files that defines symbol."""
-    out = subprocess.run(["nm", "-A", "--defined-only", *map(str, files)], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        ["nm", "-A", "--defined-only", *map(str, files)], capture_output=True, text=True, check=True
+    ).stdout
     found = []
     for line in out.splitlines():
         head, kind, name = line.rsplit(" ", 2)  # head: [ARCHIVE:]OBJECT:ADDRESS
@@ -111,8 +128,15 @@ def definers(files: list[Path], symbol: str) -> list[tuple[str, str]]:
     return found
 
 
-def test_existing_python_and_installed_runtime(compiled212: Path, examples212: Path, toolchain212: Toolchain, shared_cache: Path, tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_existing_python_and_installed_runtime(
+    compiled212: Path,
+    examples212: Path,
+    toolchain212: Toolchain,
+    shared_cache: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """--toolchain-python and --runtime: nothing installed or built, same package, both recorded."""
     from tfaot_dist.cxx import xla_runtime
 
@@ -120,12 +144,23 @@ def test_existing_python_and_installed_runtime(compiled212: Path, examples212: P
     cache = tmp_path / "empty-cache"  # shares nothing: any toolchain or runtime build would land here
     monkeypatch.setenv("TFAOT_DIST_CACHE", str(cache))
     out = tmp_path / "out"
-    args = ["--registry", str(tmp_path / "no-registry"), "compile", "--aot-config",
-            str(examples212 / "simple" / "aot_config.yaml"), "--output-directory", str(out), "--cpu-levels", "x86-64"]
+    args = [
+        "--registry",
+        str(tmp_path / "no-registry"),
+        "compile",
+        "--aot-config",
+        str(examples212 / "simple" / "aot_config.yaml"),
+        "--output-directory",
+        str(out),
+        "--cpu-levels",
+        "x86-64",
+    ]
     assert cli.main([*args, "--toolchain-python", str(tmp_path / "nope" / "python")]) == 8
     assert "--toolchain-python" in capsys.readouterr().err
     assert not out.exists() or not [p for p in out.iterdir() if not p.name.endswith(".lock")]
-    assert cli.main([*args, "--toolchain-python", str(toolchain212.python), "--runtime", str(runtime.root)]) == 0
+    assert (
+        cli.main([*args, "--toolchain-python", str(toolchain212.python), "--runtime", str(runtime.root)]) == 0
+    )
     assert not (cache / "toolchains").exists() and not (cache / "runtime").exists()
     assert not (cache / "abseil").exists()
     pkg_dir = out / "tfaot-model-simple-1.0.0"

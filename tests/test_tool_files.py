@@ -42,7 +42,7 @@ def read_as_scram(text: str) -> ET.Element:
 def resolve(value: str, variables: dict[str, str]) -> str:
     """$VAR and ${VAR} replaced from the tool's own variables, as SCRAM's ToolFile does."""
     while m := re.search(r"\$\{(\w+)\}|\$(\w+)", value):
-        value = value[:m.start()] + variables[m.group(1) or m.group(2)] + value[m.end():]
+        value = value[: m.start()] + variables[m.group(1) or m.group(2)] + value[m.end() :]
     return value
 
 
@@ -71,27 +71,37 @@ def check_conventions(text: str, file_name: str, root: Path | None = None) -> sc
 
 
 def test_rendered_tool_files_follow_the_conventions() -> None:
-    model = check_conventions(scram_tool.render_model_tool("tfaot-model-test-simple", "1.0.0",
-                                                           "https://git.example.org/ml/data.git"),
-                              "tfaot-model-test-simple.xml")
+    model = check_conventions(
+        scram_tool.render_model_tool(
+            "tfaot-model-test-simple", "1.0.0", "https://git.example.org/ml/data.git"
+        ),
+        "tfaot-model-test-simple.xml",
+    )
     assert model.uses == ["tfaot-xla-runtime"] and model.libs == ["tfaot-model-test-simple"]
     assert model.url == "https://git.example.org/ml/data.git"
     assert scram_tool.base_variable("tfaot-model-test-simple") == "TFAOT_MODEL_TEST_SIMPLE_BASE"
-    runtime = check_conventions(scram_tool.render_runtime_tool("2.21.0", ["libtf_xla_runtime.a", "libtfaot_absl.a"],
-                                                               ["-lpthread", "-lm"]), "tfaot-xla-runtime.xml")
+    runtime = check_conventions(
+        scram_tool.render_runtime_tool(
+            "2.21.0", ["libtf_xla_runtime.a", "libtfaot_absl.a"], ["-lpthread", "-lm"]
+        ),
+        "tfaot-xla-runtime.xml",
+    )
     assert runtime.name != "tensorflow-xla-runtime"  # never the release's tool (see cxx/scram_tool.py)
     assert runtime.libs == ["tf_xla_runtime", "tfaot_absl", "pthread", "m"]
     assert runtime.flags["SYSTEM_INCLUDE"] == ["1"]
     assert runtime.version == "2.21.0"  # as cmsdist versions its tensorflow-xla-runtime: TensorFlow's version
 
 
-@pytest.mark.parametrize("text, message", [
-    ('<?xml version="1.0"?>\n<tool name="x" version="1"/>', "not a tool file SCRAM can read"),
-    ('<tool name="x" version="1"/><tool name="y" version="1"/>', "expected one <tool> element"),
-    ('<tool name="x" version="1"><evil/></tool>', "unexpected element <evil>"),
-    ('<tool name="x" version="1" revision="1"/>', "unexpected attributes ['revision']"),
-    ('<tool name="X" version="1"/>', "not a lower-case scram tool name"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('<?xml version="1.0"?>\n<tool name="x" version="1"/>', "not a tool file SCRAM can read"),
+        ('<tool name="x" version="1"/><tool name="y" version="1"/>', "expected one <tool> element"),
+        ('<tool name="x" version="1"><evil/></tool>', "unexpected element <evil>"),
+        ('<tool name="x" version="1" revision="1"/>', "unexpected attributes ['revision']"),
+        ('<tool name="X" version="1"/>', "not a lower-case scram tool name"),
+    ],
+)
 def test_what_scram_would_refuse_is_refused(text: str, message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
         scram_tool.parse(text)
@@ -119,7 +129,9 @@ def test_every_shipped_tool_file_reads_as_scram_reads_it(built: Path, tmp_path: 
     assert sorted(seen) == ["tfaot-model-test-multi", "tfaot-model-test-simple", "tfaot-xla-runtime"]
 
 
-def test_setup_next_to_a_release_runtime_tool(built: Path, run: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_setup_next_to_a_release_runtime_tool(
+    built: Path, run: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An area whose release already has a tensorflow-xla-runtime tool: ours comes next to it under its
     own name, models use ours, the release's tool file is untouched; an area that already has our
     runtime tool (the same version) is left exactly as it was."""
@@ -136,7 +148,11 @@ def test_setup_next_to_a_release_runtime_tool(built: Path, run: Cli, tmp_path: P
     assert {r["status"] for r in json.loads(out)["results"]} == {"installed", "already installed"}
     assert snapshot(area / "config") == release_before
     installed = {p.name: p.read_text() for p in (area / "tfaot" / "scram.d").glob("*.xml")}
-    assert sorted(installed) == ["tfaot-model-test-multi.xml", "tfaot-model-test-simple.xml", "tfaot-xla-runtime.xml"]
+    assert sorted(installed) == [
+        "tfaot-model-test-multi.xml",
+        "tfaot-model-test-simple.xml",
+        "tfaot-xla-runtime.xml",
+    ]
     release = {scram_tool.parse(RELEASE_RUNTIME_TOOL).name}
     tools = {name: scram_tool.parse(text) for name, text in installed.items()}
     assert not {t.name for t in tools.values()} & release
@@ -144,7 +160,10 @@ def test_setup_next_to_a_release_runtime_tool(built: Path, run: Cli, tmp_path: P
         assert tools[name].uses == [scram_tool.RUNTIME_TOOL]
     runtime = tools["tfaot-xla-runtime.xml"]
     runtime_root = Path(runtime.environment["TFAOT_XLA_RUNTIME_BASE"])
-    assert runtime_root.is_relative_to(area / "tfaot") and (runtime_root / "lib" / "libtf_xla_runtime.a").is_file()
+    assert (
+        runtime_root.is_relative_to(area / "tfaot")
+        and (runtime_root / "lib" / "libtf_xla_runtime.a").is_file()
+    )
 
     before = snapshot(area)
     out, _ = run("setup", "test-simple", "--channel", channel, "--area", area, "--json")

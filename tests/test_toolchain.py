@@ -13,7 +13,9 @@ SMALL = ("numpy",)  # a real, quick environment; the TensorFlow one is tested ev
 
 
 @pytest.mark.tf  # creates a toolchain (with numpy only)
-def test_created_reused_rebuilt_when_broken_and_listed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_created_reused_rebuilt_when_broken_and_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("TFAOT_DIST_CACHE", str(tmp_path))
     assert cli.main(["--registry", str(tmp_path / "none"), "toolchain", "--list"]) == 0
     assert capsys.readouterr().out.strip() == "no toolchain cached"
@@ -29,18 +31,24 @@ def test_created_reused_rebuilt_when_broken_and_listed(tmp_path: Path, monkeypat
     (first.root / "bin" / "python").unlink()  # broken, e.g. the base Python was upgraded
     rebuilt = ensure_toolchain(tmp_path, SMALL, log.append)
     assert len(log) == 2
-    out = subprocess.run([str(rebuilt.python), "-I", "-c", "import numpy; print(numpy.__name__)"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [str(rebuilt.python), "-I", "-c", "import numpy; print(numpy.__name__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert out.strip() == "numpy"
     # Only the finished environment and its lock are left behind, no half-made sibling.
     assert sorted(p.name for p in (tmp_path / "toolchains").iterdir()) == sorted(
-        [first.root.name, f"{first.root.name}.lock"])
+        [first.root.name, f"{first.root.name}.lock"]
+    )
 
     (tmp_path / "toolchains" / ".half-made.tmp").mkdir()  # a dead writer's sibling: not listed
     assert [t.key for t in list_toolchains(tmp_path)] == [first.key]
     assert cli.main(["--registry", str(tmp_path / "none"), "toolchain", "--list", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == [
-        {"key": first.key, "root": str(first.root), "requirements": list(SMALL), "tensorflow": "unknown"}]
+        {"key": first.key, "root": str(first.root), "requirements": list(SMALL), "tensorflow": "unknown"}
+    ]
     assert len(log) == 2  # listing created nothing
 
 
@@ -62,8 +70,18 @@ def test_worker_environment_is_sanitized(tmp_path: Path, monkeypatch: pytest.Mon
 
 def _venv_works_as_a_venv(root: Path) -> None:
     """Its scripts run and its activate script names the directory it lives in."""
-    shell = subprocess.run(["bash", "-c", '. "$1/bin/activate" && echo "$VIRTUAL_ENV" && command -v python',
-                            "activate", str(root)], capture_output=True, text=True, check=True).stdout.split()
+    shell = subprocess.run(
+        [
+            "bash",
+            "-c",
+            '. "$1/bin/activate" && echo "$VIRTUAL_ENV" && command -v python',
+            "activate",
+            str(root),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert shell == [str(root), str(root / "bin" / "python")]
     for script in (root / "bin").iterdir():
         if script.is_file() and not script.is_symlink() and script.read_bytes().startswith(b"#!"):
@@ -87,7 +105,13 @@ def test_scripts_and_activate_point_at_the_final_directory(tmp_path: Path) -> No
 
 def test_tensorflow_toolchain_scripts_run(toolchain: Toolchain) -> None:
     _venv_works_as_a_venv(toolchain.root)
-    out = subprocess.run([str(toolchain.root / "bin" / "saved_model_cli"), "--help"], capture_output=True,
-                         text=True, timeout=300)
+    out = subprocess.run(
+        [str(toolchain.root / "bin" / "saved_model_cli"), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     # absl's --help exits 1 after printing its usage; a script whose interpreter is gone exits 127.
-    assert out.returncode in (0, 1) and "USAGE:" in out.stdout and "saved_model_cli" in out.stdout, out.stderr[-500:]
+    assert out.returncode in (0, 1) and "USAGE:" in out.stdout and "saved_model_cli" in out.stdout, (
+        out.stderr[-500:]
+    )

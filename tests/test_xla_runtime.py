@@ -22,7 +22,8 @@ pytestmark = pytest.mark.slow
 # Shared libraries a consumer may need at run time: the C and C++ runtimes.
 ALLOWED_NEEDED = re.compile(
     r"^(libstdc\+\+\.so\.\d+|libm\.so\.\d+|libgcc_s\.so\.\d+|libc\.so\.\d+|libpthread\.so\.\d+"
-    r"|ld-linux[-\w.]*\.so\.\d+)$")
+    r"|ld-linux[-\w.]*\.so\.\d+)$"
+)
 
 # Generic driver: reads every argument buffer from a file, runs, writes every
 # result buffer to a file. The model is chosen with -DMODEL_HEADER/-DMODEL_CLASS.
@@ -96,7 +97,9 @@ def simple_package(built: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def simple_consumer(runtime: xla_runtime.XlaRuntime, simple_package: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def simple_consumer(
+    runtime: xla_runtime.XlaRuntime, simple_package: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
     """The bs1 class of the built simple package, linked from its kernel and constants objects only."""
     lib = simple_package / "lib"
     work = tmp_path_factory.mktemp("consumer")
@@ -104,9 +107,13 @@ def simple_consumer(runtime: xla_runtime.XlaRuntime, simple_package: Path, tmp_p
     src.write_text(CONSUMER_CC)
     exe = work / "simple_bs1_consumer"
     xla_runtime.compile_consumer(
-        runtime, [src], [simple_package / "include" / "tfaot-model-test-simple"],
-        [lib / "simple_bs1.o", lib / "simple_bs1_constants.o"], exe,
-        extra_flags=['-DMODEL_HEADER="simple_bs1.h"', "-DMODEL_CLASS=tfaot_model::simple_bs1"])
+        runtime,
+        [src],
+        [simple_package / "include" / "tfaot-model-test-simple"],
+        [lib / "simple_bs1.o", lib / "simple_bs1_constants.o"],
+        exe,
+        extra_flags=['-DMODEL_HEADER="simple_bs1.h"', "-DMODEL_CLASS=tfaot_model::simple_bs1"],
+    )
     return exe
 
 
@@ -118,8 +125,9 @@ def _floats(path: Path) -> list[float]:
 def test_simple_model_matches_tensorflow(simple_consumer: Path, simple_package: Path, tmp_path: Path) -> None:
     ref = simple_package / "share" / "tfaot-model-test-simple" / "reference" / "bs1"
     result = tmp_path / "output_0.bin"
-    proc = subprocess.run([str(simple_consumer), str(ref / "input_0.bin"), str(result)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [str(simple_consumer), str(ref / "input_0.bin"), str(result)], capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stderr
     got, want = _floats(result), _floats(ref / "output_0.bin")
     assert len(got) == len(want) == 2
@@ -127,14 +135,16 @@ def test_simple_model_matches_tensorflow(simple_consumer: Path, simple_package: 
 
 
 def test_consumer_needs_no_tensorflow_library(simple_consumer: Path) -> None:
-    dynamic = subprocess.run(["readelf", "-d", str(simple_consumer)],
-                             capture_output=True, text=True, check=True).stdout
+    dynamic = subprocess.run(
+        ["readelf", "-d", str(simple_consumer)], capture_output=True, text=True, check=True
+    ).stdout
     needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dynamic)
     assert needed, dynamic
     assert [n for n in needed if not ALLOWED_NEEDED.match(n)] == [], needed
     # ldd also shows what the needed libraries pull in.
-    resolved = subprocess.run(["ldd", str(simple_consumer)], capture_output=True, text=True,
-                              check=True).stdout
+    resolved = subprocess.run(
+        ["ldd", str(simple_consumer)], capture_output=True, text=True, check=True
+    ).stdout
     assert "tensorflow" not in resolved, resolved
 
 
@@ -162,7 +172,9 @@ def test_tree_is_self_contained(runtime: xla_runtime.XlaRuntime, toolchain_pytho
     assert not (runtime.include_dir / "tensorflow/core/framework").exists()
 
 
-def test_second_call_is_a_cache_hit(runtime: xla_runtime.XlaRuntime, toolchain_python: Path, cache_dir: Path) -> None:
+def test_second_call_is_a_cache_hit(
+    runtime: xla_runtime.XlaRuntime, toolchain_python: Path, cache_dir: Path
+) -> None:
     log = _Log()
     t0 = time.monotonic()
     again = xla_runtime.ensure_runtime(toolchain_python, cache_dir, log=log)
@@ -187,7 +199,8 @@ def test_moved_tree_compiles_and_links(runtime: xla_runtime.XlaRuntime, tmp_path
         + "  absl::BlockingCounter counter(1);\n"
         + "  counter.DecrementCount();\n"
         + "  counter.Wait();\n"
-        + "  return 0;\n}\n")
+        + "  return 0;\n}\n"
+    )
     exe = tmp_path / "headers"
     xla_runtime.compile_consumer(rt, [src], [], [], exe)
     subprocess.run([str(exe)], check=True)

@@ -29,19 +29,37 @@ from tfaot_dist.toolchain import WORKER, Toolchain, ensure_toolchain, worker_env
 
 pytestmark = [pytest.mark.slow]
 
-ZOO = ["deepjet", "deeptau", "particlenet", "transformer", "gru_tagger", "regression64", "conv3d", "pooling",
-       "recurrent"]
+ZOO = [
+    "deepjet",
+    "deeptau",
+    "particlenet",
+    "transformer",
+    "gru_tagger",
+    "regression64",
+    "conv3d",
+    "pooling",
+    "recurrent",
+]
 # Inputs that hold sequences padded with zeros at the end (masking, the LSTM branches of DeepJet), and the
 # token ids of the tagger (0 is its padding id; its vocabulary has 20 ids at test size).
-PADDED = {("recurrent", "sequence"), ("deepjet", "cpf"), ("deepjet", "npf"), ("deepjet", "sv"),
-          ("gru_tagger", "ids")}
+PADDED = {
+    ("recurrent", "sequence"),
+    ("deepjet", "cpf"),
+    ("deepjet", "npf"),
+    ("deepjet", "sv"),
+    ("gru_tagger", "ids"),
+}
 VOCABULARY = 20
 TOLERANCE = 1e-5  # max abs deviation, relative to the output's scale (max(1, max |TensorFlow output|))
 ROWS = 5  # batch of the consumer: compiled sizes 1 and 4, stitched
 
 # dtype -> (tfaot arrays type, C++ element type, array typecode)
-CXX_TYPES = {"float32": ("FloatArrays", "float", "f"), "float64": ("DoubleArrays", "double", "d"),
-             "int32": ("Int32Arrays", "std::int32_t", "i"), "int64": ("Int64Arrays", "std::int64_t", "q")}
+CXX_TYPES = {
+    "float32": ("FloatArrays", "float", "f"),
+    "float64": ("DoubleArrays", "double", "d"),
+    "int32": ("Int32Arrays", "std::int32_t", "i"),
+    "int64": ("Int64Arrays", "std::int64_t", "q"),
+}
 
 # Reads each input (raw little-endian rows), runs the model through tfaot::Model::run, writes each output.
 CONSUMER = """\
@@ -99,7 +117,9 @@ def consumer_source(package: str, cpp_class: str, signature: dict[str, Any]) -> 
     declarations, inputs = [], []
     for i, t in enumerate(signature["inputs"]):
         element = CXX_TYPES[t["dtype"]][1]
-        declarations.append(f'  auto in{i} = load<{element}>(dir + "/input_{i}.bin", n, {math.prod(t["shape"])});')
+        declarations.append(
+            f'  auto in{i} = load<{element}>(dir + "/input_{i}.bin", n, {math.prod(t["shape"])});'
+        )
         inputs.append(f"in{i}")
     outputs, types, saves = [], [], []
     for i, t in enumerate(signature["outputs"]):
@@ -108,9 +128,15 @@ def consumer_source(package: str, cpp_class: str, signature: dict[str, Any]) -> 
         outputs.append(f"out{i}")
         types.append(f"tfaot::{arrays}")
         saves.append(f'  save(dir + "/output_{i}.bin", out{i});')
-    return CONSUMER.format(package=package, cpp_class=cpp_class, declarations="\n".join(declarations),
-                           outputs=", ".join(outputs), output_types=", ".join(types), inputs=", ".join(inputs),
-                           saves="\n".join(saves))
+    return CONSUMER.format(
+        package=package,
+        cpp_class=cpp_class,
+        declarations="\n".join(declarations),
+        outputs=", ".join(outputs),
+        output_types=", ".join(types),
+        inputs=", ".join(inputs),
+        saves="\n".join(saves),
+    )
 
 
 def fresh_inputs(model: str, signature: dict[str, Any], rows: int, rng: random.Random) -> "list[array[Any]]":
@@ -143,14 +169,18 @@ def make_zoo(toolchain: Toolchain, out: Path, names: list[str], *options: str) -
     return out
 
 
-def build_area(root: Path, models: Path, names: list[str], shared_cache: Path,
-               requirements: Sequence[str] | None = None) -> Path:
+def build_area(
+    root: Path, models: Path, names: list[str], shared_cache: Path, requirements: Sequence[str] | None = None
+) -> Path:
     """Models registered from a git data repository, built with `build --all` at the registry's default CPU
     levels (with the toolchain of requirements, else the default) and unpacked into an area; returns it."""
     repo = DataRepo(root / "data")
     for name in names:
-        repo.add_model(name, models / name / "saved_model",
-                       yaml.safe_load((models / name / "aot_config.yaml").read_text()))
+        repo.add_model(
+            name,
+            models / name / "saved_model",
+            yaml.safe_load((models / name / "aot_config.yaml").read_text()),
+        )
     repo.commit("zoo")
     registry = root / "registry"
     (registry / "models").mkdir(parents=True)
@@ -162,8 +192,21 @@ def build_area(root: Path, models: Path, names: list[str], shared_cache: Path,
     mp.setenv("TFAOT_DIST_CACHE", str(fresh_cache(root / "cache", shared_cache)))
     try:
         for name in names:
-            assert cli.main(["--registry", str(registry), "add-model", package_name(name), "--source", repo.url,
-                             "--aot-config", f"{name}/aot_config.yaml"]) == 0, name
+            assert (
+                cli.main(
+                    [
+                        "--registry",
+                        str(registry),
+                        "add-model",
+                        package_name(name),
+                        "--source",
+                        repo.url,
+                        "--aot-config",
+                        f"{name}/aot_config.yaml",
+                    ]
+                )
+                == 0
+            ), name
         assert cli.main(["--registry", str(registry), "build", "--all", "--dist", str(root / "dist")]) == 0
     finally:
         mp.undo()
@@ -206,13 +249,29 @@ def check_consumer(area: Path, model: str, saved_model: Path, toolchain: Toolcha
     signature = manifest["signature"]
     compilation = manifest["compilation"]
     src = tmp_path / "consumer.cc"
-    src.write_text(consumer_source(pkg.name.rsplit("-", 1)[0], f"{compilation['namespace']}::"
-                                   f"{compilation['class_name']}", signature))
+    src.write_text(
+        consumer_source(
+            pkg.name.rsplit("-", 1)[0], f"{compilation['namespace']}::{compilation['class_name']}", signature
+        )
+    )
     exe = tmp_path / "consumer"
-    subprocess.run(["g++", *runtime_manifest["cxxflags"], "-O1", "-Wall", f"-I{pkg / 'include'}",
-                    f"-I{runtime / 'include'}", str(src), *map(str, sorted((pkg / "lib").glob("*.a"))),
-                    *(str(runtime / lib) for lib in runtime_manifest["libs"]), *runtime_manifest["system_libs"],
-                    "-o", str(exe)], check=True)
+    subprocess.run(
+        [
+            "g++",
+            *runtime_manifest["cxxflags"],
+            "-O1",
+            "-Wall",
+            f"-I{pkg / 'include'}",
+            f"-I{runtime / 'include'}",
+            str(src),
+            *map(str, sorted((pkg / "lib").glob("*.a"))),
+            *(str(runtime / lib) for lib in runtime_manifest["libs"]),
+            *runtime_manifest["system_libs"],
+            "-o",
+            str(exe),
+        ],
+        check=True,
+    )
     ldd = subprocess.run(["ldd", str(exe)], check=True, capture_output=True, text=True).stdout
     assert "tensorflow" not in ldd and "libtf" not in ldd, ldd
 
@@ -257,7 +316,9 @@ def test_zoo_model_verifies_at_every_level(zoo_area: Path, model: str) -> None:
 
 
 @pytest.mark.parametrize("model", ZOO)
-def test_zoo_consumer_matches_tensorflow(zoo_area: Path, zoo_models: Path, toolchain: Toolchain, tmp_path: Path, model: str) -> None:
+def test_zoo_consumer_matches_tensorflow(
+    zoo_area: Path, zoo_models: Path, toolchain: Toolchain, tmp_path: Path, model: str
+) -> None:
     check_consumer(zoo_area, model, zoo_models / model / "saved_model", toolchain, tmp_path)
 
 
@@ -281,7 +342,9 @@ def keras2_area(keras2_models: Path, shared_cache: Path, tmp_path_factory: pytes
 
 
 @pytest.mark.parametrize("model", KERAS2)
-def test_keras2_export_verifies_and_matches_tensorflow(keras2_area: Path, keras2_models: Path, toolchain: Toolchain, tmp_path: Path, model: str) -> None:
+def test_keras2_export_verifies_and_matches_tensorflow(
+    keras2_area: Path, keras2_models: Path, toolchain: Toolchain, tmp_path: Path, model: str
+) -> None:
     check_levels(keras2_area, model)
     check_consumer(keras2_area, model, keras2_models / model / "saved_model", toolchain, tmp_path)
 
@@ -302,7 +365,9 @@ def zoo212_area(zoo212_models: Path, shared_cache: Path, tmp_path_factory: pytes
 
 
 @pytest.mark.parametrize("model", ZOO212)
-def test_zoo_with_tf212_verifies_and_matches_tensorflow(zoo212_area: Path, zoo212_models: Path, toolchain212: Toolchain, tmp_path: Path, model: str) -> None:
+def test_zoo_with_tf212_verifies_and_matches_tensorflow(
+    zoo212_area: Path, zoo212_models: Path, toolchain212: Toolchain, tmp_path: Path, model: str
+) -> None:
     manifest = json.loads((package_dir(zoo212_area, model) / "manifest.json").read_text())
     assert manifest["toolchain"]["tensorflow_version"] == "2.12.0"
     check_levels(zoo212_area, model)
@@ -351,8 +416,13 @@ def test_conv3d_rewrite_equals_tensorflows_conv3d(toolchain: Toolchain, tmp_path
     of 1 to 3 per axis, kernels deeper and shallower than wide (the zoo's conv3d model compiles through it)."""
     script = tmp_path / "conv3d.py"
     script.write_text(CONV3D_SCRIPT)
-    proc = subprocess.run([str(toolchain.python), "-I", str(script), str(WORKER)], env=worker_env(tmp_path),
-                          check=True, capture_output=True, text=True)
+    proc = subprocess.run(
+        [str(toolchain.python), "-I", str(script), str(WORKER)],
+        env=worker_env(tmp_path),
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     cases, worst = proc.stdout.split()
     assert int(cases) == 24
     assert float(worst) <= TOLERANCE, worst

@@ -85,7 +85,9 @@ def build_entry(entry: ModelEntry, session: Session, dist: Path) -> BuildResult:
     if current:
         return BuildResult(entry.name, current, "up to date", key)
 
-    _refuse_other_build(dest, key, entry.package, entry.version)  # before any work: that version may be published already
+    _refuse_other_build(
+        dest, key, entry.package, entry.version
+    )  # before any work: that version may be published already
     cached_dir = session.cache.builds / key
     # Fetched before the lock is taken: a source that cannot be had leaves the build cache as it was.
     src = None if _existing(cached_dir / dest.name, key) else fetch_source(entry.source, cache, offline)
@@ -103,8 +105,14 @@ def build_entry(entry: ModelEntry, session: Session, dist: Path) -> BuildResult:
         _compile(config, Target(entry.package, entry.version, source, key), tools, staged)
 
     # No marker: the package's manifest names its build key; a failed build's log is kept.
-    ensure_entry(cached_dir, build, marker=None, is_complete=lambda d: _existing(d / dest.name, key) is not None,
-                 lock=session.cache.build_lock(key), keep_failed=True)
+    ensure_entry(
+        cached_dir,
+        build,
+        marker=None,
+        is_complete=lambda d: _existing(d / dest.name, key) is not None,
+        lock=session.cache.build_lock(key),
+        keep_failed=True,
+    )
     status: pkg.Status = "built" if built else "cached"
     found = _existing(cached_dir / dest.name, key)
     if found is None:
@@ -115,10 +123,17 @@ def build_entry(entry: ModelEntry, session: Session, dist: Path) -> BuildResult:
     return BuildResult(entry.name, package, status, key)
 
 
-def compile_config(config_path: Path, output_dir: Path, session: Session,
-                   name: str | None = None, version: str | None = None,
-                   batch_sizes: tuple[int, ...] | None = None, toolchain_python: Path | None = None,
-                   runtime_dir: Path | None = None, cpu_levels: tuple[str, ...] | None = None) -> pkg.Package:
+def compile_config(
+    config_path: Path,
+    output_dir: Path,
+    session: Session,
+    name: str | None = None,
+    version: str | None = None,
+    batch_sizes: tuple[int, ...] | None = None,
+    toolchain_python: Path | None = None,
+    runtime_dir: Path | None = None,
+    cpu_levels: tuple[str, ...] | None = None,
+) -> pkg.Package:
     """`tfaot-dist compile`: a package from a local AOT config, no registry or git involved.
 
     name (the package is tfaot-model-NAME), version, batch_sizes and cpu_levels default to the
@@ -138,8 +153,10 @@ def compile_config(config_path: Path, output_dir: Path, session: Session,
         config = config.with_overrides({"cpu_levels": cpu_levels, "target_cpu": ""})
     package = f"tfaot-model-{name or config.name.lower().replace('_', '-')}"
     if not version and config.version != config.model_version:
-        session.log(f"note: model.version {config.model_version!r} is not a PEP 440 version; "
-            f"the package version is {config.version} (--version sets another)")
+        session.log(
+            f"note: model.version {config.model_version!r} is not a PEP 440 version; "
+            f"the package version is {config.version} (--version sets another)"
+        )
     version = version or config.version
     source = {"aot_config": config_path.name, "saved_model_sha256": tree_digest(config.saved_model)}
     dest = output_dir / pkg.dir_name(package, version)
@@ -212,90 +229,134 @@ def _request(config: AotConfig, work: Path) -> CompileRequest:
     )
 
 
-def _run_compile(request: CompileRequest, config: AotConfig, target: Target, tools: Tools,
-                 work: Path) -> CompileAnswer:
+def _run_compile(
+    request: CompileRequest, config: AotConfig, target: Target, tools: Tools, work: Path
+) -> CompileAnswer:
     """Run the worker in the toolchain; its TensorFlow must be the runtime's."""
     comp = config.compilation
     levels = f" and CPU levels {list(comp.cpu_levels)}" if comp.cpu_levels else ""
-    tools.session.log(f"compiling {target.package} {target.version} for batch sizes {list(comp.batch_sizes)}{levels}")
-    answer = CompileAnswer.from_json(run_worker(tools.toolchain, request.to_json(), work, comp.tf_xla_flags,
-                                                comp.xla_flags), "TensorFlow worker answer")
+    tools.session.log(
+        f"compiling {target.package} {target.version} for batch sizes {list(comp.batch_sizes)}{levels}"
+    )
+    answer = CompileAnswer.from_json(
+        run_worker(tools.toolchain, request.to_json(), work, comp.tf_xla_flags, comp.xla_flags),
+        "TensorFlow worker answer",
+    )
     if answer.tensorflow_version != tools.runtime.tensorflow_version:
-        raise CompileFailed(f"the model was compiled with TensorFlow {answer.tensorflow_version}, "
-                            f"the XLA runtime was built from TensorFlow {tools.runtime.tensorflow_version}")
+        raise CompileFailed(
+            f"the model was compiled with TensorFlow {answer.tensorflow_version}, "
+            f"the XLA runtime was built from TensorFlow {tools.runtime.tensorflow_version}"
+        )
     return answer
 
 
-def _assemble(config: AotConfig, target: Target, tools: Tools, answer: CompileAnswer, work: Path,
-              root: Path) -> documents.ModelManifest:
+def _assemble(
+    config: AotConfig, target: Target, tools: Tools, answer: CompileAnswer, work: Path, root: Path
+) -> documents.ModelManifest:
     """The package directory at root and its manifest (not written yet: verification goes in first)."""
     comp, runtime, log = config.compilation, tools.runtime, tools.session.log
     compiled, reference = work / "compiled", work / "reference"
     tf_version = answer.tensorflow_version
     if tools.python:  # recorded without its path: manifests hold no paths of the build machine
-        used = documents.ToolchainRecord(tensorflow_version=tf_version, environment="existing",
-                                         installed=tools.toolchain.installed)
+        used = documents.ToolchainRecord(
+            tensorflow_version=tf_version, environment="existing", installed=tools.toolchain.installed
+        )
     else:
-        used = documents.ToolchainRecord(tensorflow_version=tf_version,
-                                         requirements=tools.session.defaults.requirements)
+        used = documents.ToolchainRecord(
+            tensorflow_version=tf_version, requirements=tools.session.defaults.requirements
+        )
     if tools.runtime_dir:
         used = replace(used, runtime=runtime_origin(runtime))
-    model = CompiledModel(objects=[compiled / obj for files in answer.files.values() for obj in files.objects],
-                          headers=[compiled / files.header for files in answer.files.values()],
-                          namespace=comp.namespace, work=work / "runtime-calls")
-    parts = runtime_parts_for(runtime, model, tools.toolchain.python, tools.session.cache.root, log,
-                              path_environment=tools.toolchain.path_environment)
+    model = CompiledModel(
+        objects=[compiled / obj for files in answer.files.values() for obj in files.objects],
+        headers=[compiled / files.header for files in answer.files.values()],
+        namespace=comp.namespace,
+        work=work / "runtime-calls",
+    )
+    parts = runtime_parts_for(
+        runtime,
+        model,
+        tools.toolchain.python,
+        tools.session.cache.root,
+        log,
+        path_environment=tools.toolchain.path_environment,
+    )
     if parts:
         log(f"runtime parts the model calls: {', '.join(part.name for part in parts)}")
     return pkg.assemble(
-        compiled, reference, answer, root,
+        compiled,
+        reference,
+        answer,
+        root,
         package=target.package,
         version=target.version,
         build_key=target.key,
         source=target.source,
         digests={"aot_config": sha256_file(config.path), "saved_model": tree_digest(config.saved_model)},
-        model=documents.ModelInfo(author=config.author, description=config.description,
-                                  serving_key=config.serving_key),
+        model=documents.ModelInfo(
+            author=config.author, description=config.description, serving_key=config.serving_key
+        ),
         toolchain=used,
         compilation=documents.Compilation(
-            batch_sizes=comp.batch_sizes, target_triple=comp.target_triple, target_cpu=comp.target_cpu,
-            namespace=comp.namespace, class_name=config.name, tf_xla_flags=comp.tf_xla_flags,
-            xla_flags=comp.xla_flags, batch_rules=comp.batch_rules, cpu_levels=comp.cpu_levels or (),
-            tfcompile_xla_flags=answer.xla_flags, activation_formulas=comp.activation_formulas,
-            rewritten_activations=answer.rewritten_activations, rewritten_ops=answer.rewritten_ops),
+            batch_sizes=comp.batch_sizes,
+            target_triple=comp.target_triple,
+            target_cpu=comp.target_cpu,
+            namespace=comp.namespace,
+            class_name=config.name,
+            tf_xla_flags=comp.tf_xla_flags,
+            xla_flags=comp.xla_flags,
+            batch_rules=comp.batch_rules,
+            cpu_levels=comp.cpu_levels or (),
+            tfcompile_xla_flags=answer.xla_flags,
+            activation_formulas=comp.activation_formulas,
+            rewritten_activations=answer.rewritten_activations,
+            rewritten_ops=answer.rewritten_ops,
+        ),
         requires=(runtime_package.requirement(runtime),),
         runtime_parts=parts,
     )
 
 
-def _verify(root: Path, manifest: documents.ModelManifest, runtime: XlaRuntime, work: Path,
-            session: Session) -> None:
+def _verify(
+    root: Path, manifest: documents.ModelManifest, runtime: XlaRuntime, work: Path, session: Session
+) -> None:
     """Every output against TensorFlow's (harness.py); the manifest is written with the result."""
     verification = harness.verify_package(root, manifest, runtime, work / "verify", session.cache.root)
     pkg.write_manifest(root, replace(manifest, verification=verification).to_json())
-    session.log(f"verified {manifest.package} against TensorFlow at batch sizes {list(verification.batch_sizes)}")
+    session.log(
+        f"verified {manifest.package} against TensorFlow at batch sizes {list(verification.batch_sizes)}"
+    )
     for level, check in (verification.cpu_levels or {}).items():
-        session.log(f"  CPU level {level}: " + ("verified" if check.verified else f"not verified: {check.note}"))
+        session.log(
+            f"  CPU level {level}: " + ("verified" if check.verified else f"not verified: {check.note}")
+        )
 
 
 def runtime_origin(runtime: XlaRuntime) -> documents.RuntimeOrigin:
     """How the manifest records an installed runtime (the release's: its TensorFlow and library digest)."""
     if runtime.kind == RELEASE_KIND:
-        return documents.RuntimeOrigin(origin="installed", key=runtime.key, kind=RELEASE_KIND,
-                                       tensorflow_version=runtime.tensorflow_version,
-                                       library_sha256=runtime.library_sha256)
+        return documents.RuntimeOrigin(
+            origin="installed",
+            key=runtime.key,
+            kind=RELEASE_KIND,
+            tensorflow_version=runtime.tensorflow_version,
+            library_sha256=runtime.library_sha256,
+        )
     return documents.RuntimeOrigin(origin="installed", key=runtime.key)
 
 
-def ensure_runtime_packages(packages: list[pkg.Package], session: Session,
-                            dist: Path) -> list[tuple[pkg.Package, pkg.Status]]:
+def ensure_runtime_packages(
+    packages: list[pkg.Package], session: Session, dist: Path
+) -> list[tuple[pkg.Package, pkg.Status]]:
     """Place in dist the runtime package each model package requires.
 
     A runtime package already in dist is not looked at twice; only a missing
     one needs the toolchain and the (cached) runtime build.
     """
     out: list[tuple[pkg.Package, pkg.Status]] = []
-    wanted = {req.version for p in packages for req in p.model_manifest.requires if req.name == runtime_package.NAME}
+    wanted = {
+        req.version for p in packages for req in p.model_manifest.requires if req.name == runtime_package.NAME
+    }
     for version in sorted(wanted):
         root = dist / pkg.dir_name(runtime_package.NAME, version)
         archive = root.parent / f"{root.name}.tar.gz"
@@ -304,16 +365,19 @@ def ensure_runtime_packages(packages: list[pkg.Package], session: Session,
             continue
         runtime = session.resolve().runtime
         if runtime_package.runtime_version(runtime) != version:
-            raise CompileFailed(f"packages require {runtime_package.NAME} {version}, but this machine builds "
-                                f"{runtime_package.runtime_version(runtime)}; rebuild them here")
+            raise CompileFailed(
+                f"packages require {runtime_package.NAME} {version}, but this machine builds "
+                f"{runtime_package.runtime_version(runtime)}; rebuild them here"
+            )
         out.append(runtime_package.ensure_runtime_package(runtime, dist))
     return out
 
 
 def _load(root: Path) -> pkg.Package:
     manifest = pkg.read_manifest(root)
-    return pkg.Package(manifest.package, manifest.version, root,
-                       root.parent / f"{root.name}.tar.gz", manifest)
+    return pkg.Package(
+        manifest.package, manifest.version, root, root.parent / f"{root.name}.tar.gz", manifest
+    )
 
 
 def _existing(root: Path, key: str) -> pkg.Package | None:
@@ -369,7 +433,9 @@ def _publish_copy(built: pkg.Package, dest: Path, key: str | None) -> pkg.Packag
         return _load(dest)
 
 
-def _refuse_other_build(dest: Path, key: str, package: str, version: str, built: pkg.Package | None = None) -> None:
+def _refuse_other_build(
+    dest: Path, key: str, package: str, version: str, built: pkg.Package | None = None
+) -> None:
     """A registry build never replaces another build of the same package version in the output
     directory: that version may be published already, and a published version never changes.
 
@@ -381,16 +447,21 @@ def _refuse_other_build(dest: Path, key: str, package: str, version: str, built:
         other = dest
     elif archive.exists():
         if built is not None:
-            same = archive.stat().st_size == built.archive.stat().st_size and sha256_file(archive) == built.archive_sha256
+            same = (
+                archive.stat().st_size == built.archive.stat().st_size
+                and sha256_file(archive) == built.archive_sha256
+            )
         else:
             same = _archive_key(archive, dest.name) == key
         other = None if same else archive
     if other is None:
         return
     name = package.removeprefix("tfaot-model-")
-    raise IntegrityError(f"{other}: holds another build of {package} {version}; a version never changes once "
-                         f"built: give the entry a new build number (tfaot-dist update {name} --new-build) or "
-                         "version, or move the old package out of the directory")
+    raise IntegrityError(
+        f"{other}: holds another build of {package} {version}; a version never changes once "
+        f"built: give the entry a new build number (tfaot-dist update {name} --new-build) or "
+        "version, or move the old package out of the directory"
+    )
 
 
 def _key_of(root: Path) -> str | None:

@@ -97,12 +97,16 @@ def trusted_root(root: Path) -> Path:
 
 def _check_owned(path: Path, st: os.stat_result, what: str) -> None:
     if st.st_uid != os.geteuid():
-        raise IntegrityError(f"{path}: {what} belongs to uid {st.st_uid}, not to you (uid {os.geteuid()}); "
-                             "refusing to use what another user could have put there (TFAOT_DIST_CACHE: use a "
-                             "directory of your own)")
+        raise IntegrityError(
+            f"{path}: {what} belongs to uid {st.st_uid}, not to you (uid {os.geteuid()}); "
+            "refusing to use what another user could have put there (TFAOT_DIST_CACHE: use a "
+            "directory of your own)"
+        )
     if st.st_mode & 0o022 and not stat.S_ISLNK(st.st_mode):
-        raise IntegrityError(f"{path}: {what} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o}); "
-                             f"refusing to use it (chmod go-w it, or use another TFAOT_DIST_CACHE)")
+        raise IntegrityError(
+            f"{path}: {what} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o}); "
+            f"refusing to use it (chmod go-w it, or use another TFAOT_DIST_CACHE)"
+        )
 
 
 def listing_digest(entry: Path) -> str:
@@ -272,9 +276,17 @@ def has_marker(marker: str) -> Callable[[Path], bool]:
     return lambda entry: (entry / marker).is_file()
 
 
-def ensure_entry(final: Path, build: Callable[[Path], object], *, marker: str | None = COMPLETE,
-                 is_complete: Callable[[Path], bool] | None = None, lock: Path | None = None,
-                 log: Callable[[str], None] | None = None, keep_failed: bool = False, sealed: bool = True) -> Path:
+def ensure_entry(
+    final: Path,
+    build: Callable[[Path], object],
+    *,
+    marker: str | None = COMPLETE,
+    is_complete: Callable[[Path], bool] | None = None,
+    lock: Path | None = None,
+    log: Callable[[str], None] | None = None,
+    keep_failed: bool = False,
+    sealed: bool = True,
+) -> Path:
     """The complete directory entry final, made by build(staged) if it is not.
 
     build fills the empty directory staged, a temporary sibling of final (the name
@@ -291,6 +303,7 @@ def ensure_entry(final: Path, build: Callable[[Path], object], *, marker: str | 
         if marker is None:
             raise ValueError("ensure_entry needs a marker or is_complete")
         is_complete = has_marker(marker)
+
     def usable(entry: Path) -> bool:
         return (not sealed or check_entry(entry)) and is_complete(entry)
 

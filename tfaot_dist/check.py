@@ -62,8 +62,9 @@ def refusal(answer: CheckAnswer) -> str | None:
     """Why the model cannot be compiled, in one line (each op with its first node and what to change), or None."""
     bad = [row for row in answer.ops if not row.xla_cpu]
     if bad:
-        where = "; ".join(f"{row.op} at {_node_list(row.nodes)}: {row.advice}" if row.nodes else row.op
-                          for row in bad)
+        where = "; ".join(
+            f"{row.op} at {_node_list(row.nodes)}: {row.advice}" if row.nodes else row.op for row in bad
+        )
         return f"ops XLA cannot compile on CPU: {', '.join(row.op for row in bad)} ({where})"
     if answer.compile_error:
         return f"tfcompile cannot compile the model: {compile_error_line(answer.compile_error)}"
@@ -71,7 +72,11 @@ def refusal(answer: CheckAnswer) -> str | None:
 
 
 def _node_list(nodes: tuple[str, ...]) -> str:
-    return "node " + ", ".join(shown(n) for n in nodes[:2]) + (f" and {len(nodes) - 2} more" if len(nodes) > 2 else "")
+    return (
+        "node "
+        + ", ".join(shown(n) for n in nodes[:2])
+        + (f" and {len(nodes) - 2} more" if len(nodes) > 2 else "")
+    )
 
 
 def compile_error_line(text: str) -> str:
@@ -80,13 +85,19 @@ def compile_error_line(text: str) -> str:
     return one_line(lines[0] if lines else text, limit=600)
 
 
-def op_check(saved_model: Path, serving_key: str, session: Session, work: Path,
-             batch_sizes: tuple[int, ...] = ()) -> CheckAnswer:
+def op_check(
+    saved_model: Path, serving_key: str, session: Session, work: Path, batch_sizes: tuple[int, ...] = ()
+) -> CheckAnswer:
     check_saved_model_files(saved_model)
     toolchain = session.toolchain()
     work.mkdir(parents=True, exist_ok=True)
-    request = CheckRequest(saved_model=str(saved_model), serving_key=serving_key, batch_sizes=batch_sizes,
-                           max_row_elements=limits.max_row_elements(), max_batch_bytes=limits.max_batch_bytes())
+    request = CheckRequest(
+        saved_model=str(saved_model),
+        serving_key=serving_key,
+        batch_sizes=batch_sizes,
+        max_row_elements=limits.max_row_elements(),
+        max_batch_bytes=limits.max_batch_bytes(),
+    )
     try:
         answer = run_worker(toolchain, request.to_json(), work)
     finally:
@@ -107,10 +118,12 @@ def check_saved_model_files(saved_model: Path) -> None:
         except OSError:
             continue
         if head == LFS_POINTER:
-            raise InvalidInput(f"{path}: a git LFS pointer, not the file: the data repository stores it with git "
-                               "LFS, whose objects tfaot-dist does not fetch; commit the file itself (`git lfs "
-                               "untrack PATTERN` and `git add --renormalize .` in the data repository) or, for a "
-                               "local directory, run `git lfs pull` there first")
+            raise InvalidInput(
+                f"{path}: a git LFS pointer, not the file: the data repository stores it with git "
+                "LFS, whose objects tfaot-dist does not fetch; commit the file itself (`git lfs "
+                "untrack PATTERN` and `git add --renormalize .` in the data repository) or, for a "
+                "local directory, run `git lfs pull` there first"
+            )
 
 
 def describe_signature(signature: Signature) -> str:

@@ -57,7 +57,9 @@ def emit(o: Options, data: Any, text: str) -> None:
         print(terminal(text))  # registry fields and channel rows may hold escape sequences
 
 
-EXIT_CODES = "exit codes:\n" + "\n".join(f"  {code}  {meaning}" for code, meaning in errors.EXIT_CODES.items())
+EXIT_CODES = "exit codes:\n" + "\n".join(
+    f"  {code}  {meaning}" for code, meaning in errors.EXIT_CODES.items()
+)
 
 
 def session_of(o: Options, offline: bool = False) -> Session:
@@ -96,9 +98,12 @@ def cmd_init(o: InitOptions) -> int:
     if not init_registry(root):
         emit(o, {"registry": str(root), "status": "exists"}, f"{root}: already a registry, left as it was")
         return 0
-    emit(o, {"registry": str(root), "status": "created"},
-         f"created registry {root} (registry.yaml, models/); next: tfaot-dist --registry {o.directory or root} "
-         "add-model NAME --source REPO --aot-config PATH")
+    emit(
+        o,
+        {"registry": str(root), "status": "created"},
+        f"created registry {root} (registry.yaml, models/); next: tfaot-dist --registry {o.directory or root} "
+        "add-model NAME --source REPO --aot-config PATH",
+    )
     return 0
 
 
@@ -119,11 +124,22 @@ def cmd_add_model(o: AddModelOptions) -> int:
     overrides: dict[str, object] = {"batch_sizes": sizes} if sizes else {}
     if not o.registry.exists():
         log(f"creating registry {o.registry}")
-    entry = intake.add_model(Registry(o.registry), session_of(o), o.name, source_url(o.source), o.ref,
-                             o.aot_config, o.model_version, overrides)
+    entry = intake.add_model(
+        Registry(o.registry),
+        session_of(o),
+        o.name,
+        source_url(o.source),
+        o.ref,
+        o.aot_config,
+        o.model_version,
+        overrides,
+    )
     path = Registry(o.registry).entry_path(entry.name)
-    emit(o, {"entry": entry.as_dict(), "path": str(path)},
-         f"registered {entry.package} {entry.version} at {entry.source.pin[:12]} ({path})")
+    emit(
+        o,
+        {"entry": entry.as_dict(), "path": str(path)},
+        f"registered {entry.package} {entry.version} at {entry.source.pin[:12]} ({path})",
+    )
     return 0
 
 
@@ -143,19 +159,38 @@ def cmd_update(o: UpdateOptions) -> int:
 
     sizes = _batch_sizes(o.batch_sizes)
     overrides: dict[str, object] = {"batch_sizes": sizes} if sizes else {}
-    update = intake.update_model(Registry.existing(o.registry), session_of(o), o.name,
-                                 url=source_url(o.source) if o.source else None, ref=o.ref,
-                                 aot_config=o.aot_config, version=o.model_version, overrides=overrides,
-                                 new_build=o.new_build)
+    update = intake.update_model(
+        Registry.existing(o.registry),
+        session_of(o),
+        o.name,
+        url=source_url(o.source) if o.source else None,
+        ref=o.ref,
+        aot_config=o.aot_config,
+        version=o.model_version,
+        overrides=overrides,
+        new_build=o.new_build,
+    )
     new = update.new
     if update.changes:
         width = max(len(field) for field, _, _ in update.changes)
-        text = "\n".join([f"updated {new.package} {update.old.version} -> {new.version} ({new.path})",
-                          *(f"  {field:{width}}  {a} -> {b}" for field, a, b in update.changes)])
+        text = "\n".join(
+            [
+                f"updated {new.package} {update.old.version} -> {new.version} ({new.path})",
+                *(f"  {field:{width}}  {a} -> {b}" for field, a, b in update.changes),
+            ]
+        )
     else:
         text = f"{new.package} {new.version}: up to date at {new.source.pin[:12]} (nothing changed)"
-    emit(o, {"entry": new.as_dict(), "path": str(new.path), "status": "updated" if update.changes else "up to date",
-             "changes": [{"field": f, "old": a, "new": b} for f, a, b in update.changes]}, text)
+    emit(
+        o,
+        {
+            "entry": new.as_dict(),
+            "path": str(new.path),
+            "status": "updated" if update.changes else "up to date",
+            "changes": [{"field": f, "old": a, "new": b} for f, a, b in update.changes],
+        },
+        text,
+    )
     return 0
 
 
@@ -164,7 +199,8 @@ def cmd_list(o: Options) -> int:
     entries = reg.load_all()
     rows = [e.as_dict() for e in entries]
     text = "\n".join(f"{e.name:30} {e.version:12} {e.source.pin[:12]} {e.source.url}" for e in entries) or (
-        f"no models in {reg.root} (add one with tfaot-dist add-model)")
+        f"no models in {reg.root} (add one with tfaot-dist add-model)"
+    )
     emit(o, {"models": rows}, text)
     return 0
 
@@ -177,8 +213,12 @@ class ShowOptions(Options):
 def cmd_show(o: ShowOptions) -> int:
     reg = Registry.existing(o.registry)
     entry = reg.entry(o.name)
-    data = {"entry": entry.as_dict(), "path": str(entry.path), "package": entry.package,
-            "build_key": builder.build_key(entry, reg.defaults())}
+    data = {
+        "entry": entry.as_dict(),
+        "path": str(entry.path),
+        "package": entry.package,
+        "build_key": builder.build_key(entry, reg.defaults()),
+    }
     emit(o, data, "\n".join(f"{k}: {v}" for k, v in data.items()))
     return 0
 
@@ -202,14 +242,36 @@ def cmd_build(o: BuildOptions) -> int:
         raise UsageError("build: name models or give --all (not both)")
     reg = Registry.existing(o.registry)
     shard = scheduler.parse_shard(o.shard) if o.shard else None
-    summary = scheduler.build_selected(reg, None if o.all else o.names, shard, session_of(o, o.offline),
-                                       o.dist.absolute(), make_reporter, jobs=o.jobs, fail_fast=o.fail_fast)
+    summary = scheduler.build_selected(
+        reg,
+        None if o.all else o.names,
+        shard,
+        session_of(o, o.offline),
+        o.dist.absolute(),
+        make_reporter,
+        jobs=o.jobs,
+        fail_fast=o.fail_fast,
+    )
     results = summary.results
-    data = {"results": [_result_json(r) for r in results],
-            "runtime": [{"package": p.name, "version": p.version, "status": status, "dir": str(p.root),
-                         "archive": str(p.archive), "sha256": p.archive_sha256} for p, status in summary.runtimes],
-            "failures": [{"name": f.name, "message": f.message, "exit_code": f.exit_code} for f in summary.failures],
-            "not_started": summary.skipped, "shard": str(shard) if shard else None}
+    data = {
+        "results": [_result_json(r) for r in results],
+        "runtime": [
+            {
+                "package": p.name,
+                "version": p.version,
+                "status": status,
+                "dir": str(p.root),
+                "archive": str(p.archive),
+                "sha256": p.archive_sha256,
+            }
+            for p, status in summary.runtimes
+        ],
+        "failures": [
+            {"name": f.name, "message": f.message, "exit_code": f.exit_code} for f in summary.failures
+        ],
+        "not_started": summary.skipped,
+        "shard": str(shard) if shard else None,
+    }
     lines = [f"{r.package.name} {r.package.version}: {r.status} ({r.package.archive})" for r in results]
     lines += [f"{p.name} {p.version}: {status} ({p.archive})" for p, status in summary.runtimes]
     emit(o, data, "\n".join(lines))
@@ -222,9 +284,16 @@ def cmd_build(o: BuildOptions) -> int:
 
 
 def _result_json(r: builder.BuildResult) -> dict[str, str]:
-    return {"name": r.name, "package": r.package.name, "version": r.package.version, "status": r.status,
-            "build_key": r.key, "dir": str(r.package.root), "archive": str(r.package.archive),
-            "sha256": r.package.archive_sha256}
+    return {
+        "name": r.name,
+        "package": r.package.name,
+        "version": r.package.version,
+        "status": r.status,
+        "build_key": r.key,
+        "dir": str(r.package.root),
+        "archive": str(r.package.archive),
+        "sha256": r.package.archive_sha256,
+    }
 
 
 @dataclass(frozen=True)
@@ -238,8 +307,11 @@ def cmd_publish(o: PublishOptions) -> int:
     from tfaot_dist.channels import channel
 
     published = channel.publish(o.dist.absolute(), o.channel, o.cache, log, o.packages)
-    emit(o, {"channel": o.channel, "packages": [vars(p) for p in published]},
-         "\n".join(f"{p.name} {p.version}: {p.status} ({p.sha256[:12]})" for p in published))
+    emit(
+        o,
+        {"channel": o.channel, "packages": [vars(p) for p in published]},
+        "\n".join(f"{p.name} {p.version}: {p.status} ({p.sha256[:12]})" for p in published),
+    )
     return 0
 
 
@@ -258,9 +330,17 @@ def cmd_yank(o: YankOptions) -> int:
         raise UsageError("yank: give --reason TEXT (or --undo to take a yank back)")
     row, changed = channel.yank(o.channel, o.cache, o.requirement, None if o.undo else o.reason, log)
     state = f"yanked ({row.yanked})" if row.yanked else "not yanked"
-    emit(o, {"channel": o.channel, "name": row.name, "version": row.version, "yanked": row.yanked,
-             "changed": changed},
-         f"{row.name} {row.version}: {state}{'' if changed else ', as it was'} in {o.channel}")
+    emit(
+        o,
+        {
+            "channel": o.channel,
+            "name": row.name,
+            "version": row.version,
+            "yanked": row.yanked,
+            "changed": changed,
+        },
+        f"{row.name} {row.version}: {state}{'' if changed else ', as it was'} in {o.channel}",
+    )
     return 0
 
 
@@ -281,11 +361,20 @@ def cmd_remove(o: RemoveOptions) -> int:
         raise UsageError("remove: give --area (or set CMSSW_BASE)")
     removed = setup_area.remove(o.packages, area, log, shutil.which("scram"), dry_run=o.dry_run)
     verb = "would remove" if o.dry_run else "removed"
-    emit(o, {"area": str(area.absolute()), "dry_run": o.dry_run,
-             "removed": [{"name": r.name, "version": r.version, "path": str(r.path), "scram": r.scram}
-                         for r in removed]},
-         "\n".join(f"{verb} {r.name} {r.version} ({r.path}){' and its scram tool' if r.scram else ''}"
-                   for r in removed))
+    emit(
+        o,
+        {
+            "area": str(area.absolute()),
+            "dry_run": o.dry_run,
+            "removed": [
+                {"name": r.name, "version": r.version, "path": str(r.path), "scram": r.scram} for r in removed
+            ],
+        },
+        "\n".join(
+            f"{verb} {r.name} {r.version} ({r.path}){' and its scram tool' if r.scram else ''}"
+            for r in removed
+        ),
+    )
     return 0
 
 
@@ -300,8 +389,12 @@ class SetupOptions(Options):
     repair: bool
 
 
-SETUP_WORDS = {"install": "would install", "upgrade": "would upgrade", "replace": "would replace",
-               "keep": "already installed:"}
+SETUP_WORDS = {
+    "install": "would install",
+    "upgrade": "would upgrade",
+    "replace": "would replace",
+    "keep": "already installed:",
+}
 
 
 def cmd_setup(o: SetupOptions) -> int:
@@ -316,21 +409,34 @@ def cmd_setup(o: SetupOptions) -> int:
         if o.requirements or o.listing or area is None:
             raise UsageError("setup --repair takes only --area (or CMSSW_BASE)")
         dropped = setup_area.repair(area, log)
-        emit(o, {"area": str(area.absolute()), "dropped": dropped},
-             f"repaired {area}: " + (f"dropped {', '.join(dropped)}" if dropped else "nothing to drop"))
+        emit(
+            o,
+            {"area": str(area.absolute()), "dropped": dropped},
+            f"repaired {area}: " + (f"dropped {', '.join(dropped)}" if dropped else "nothing to drop"),
+        )
         return 0
     if o.listing:
         if o.requirements:
             raise UsageError("setup --list takes no package names")
         if area is not None:
             rows = setup_area.list_installed(area)
-            emit(o, {"area": str(area.absolute()), "packages": rows},
-                 "\n".join(f"{r['name']:40} {r['version']:28} {r['path']}" for r in rows) or "nothing installed")
+            emit(
+                o,
+                {"area": str(area.absolute()), "packages": rows},
+                "\n".join(f"{r['name']:40} {r['version']:28} {r['path']}" for r in rows)
+                or "nothing installed",
+            )
         elif location:
             available = open_channel(location, o.cache, o.offline).index.rows
-            emit(o, {"channel": location, "packages": [p.as_dict() for p in available]},
-                 "\n".join(f"{p.name:40} {p.version:28} {p.sha256[:12]}" + (f"  yanked: {p.yanked}" if p.yanked else "")
-                           for p in available))
+            emit(
+                o,
+                {"channel": location, "packages": [p.as_dict() for p in available]},
+                "\n".join(
+                    f"{p.name:40} {p.version:28} {p.sha256[:12]}"
+                    + (f"  yanked: {p.yanked}" if p.yanked else "")
+                    for p in available
+                ),
+            )
         else:
             raise UsageError("setup --list: give --area (installed packages) or --channel (available ones)")
         return 0
@@ -343,25 +449,53 @@ def cmd_setup(o: SetupOptions) -> int:
     ch = open_channel(location, o.cache, o.offline, log)
     if o.dry_run:
         steps = setup_area.plan_setup(o.requirements, ch, area)
-        emit(o, {"area": str(area.absolute()), "channel": location, "dry_run": True,
-                 "plan": [dataclasses.asdict(step) for step in steps]},
-             "\n".join(f"{SETUP_WORDS[s.action]} {s.name} {s.version}"
-                       + (f" (removes {s.previous})" if s.previous else "")
-                       + (f" (yanked: {s.yanked})" if s.yanked else "") for s in steps))
+        emit(
+            o,
+            {
+                "area": str(area.absolute()),
+                "channel": location,
+                "dry_run": True,
+                "plan": [dataclasses.asdict(step) for step in steps],
+            },
+            "\n".join(
+                f"{SETUP_WORDS[s.action]} {s.name} {s.version}"
+                + (f" (removes {s.previous})" if s.previous else "")
+                + (f" (yanked: {s.yanked})" if s.yanked else "")
+                for s in steps
+            ),
+        )
         return 0
     report = setup_area.setup(o.requirements, ch, area, o.cache, o.offline, log, shutil.which("scram"))
-    lines = [f"{r.name} {r.version}: {r.status}{f' (was {r.previous})' if r.previous else ''} ({r.path})"
-             for r in report.results]
+    lines = [
+        f"{r.name} {r.version}: {r.status}{f' (was {r.previous})' if r.previous else ''} ({r.path})"
+        for r in report.results
+    ]
     if report.scram:
         lines.append(f"registered with scram: {', '.join(Path(t).name for t in report.scram)}")
     elif report.environment:
         lines.append("scram is not on the PATH; for CMake, pkg-config or plain compilers add:")
         lines += [f"  {line}" for line in setup_area.export_lines(report.environment)]
         lines.append(f"  (or: source {setup_area.area_root(area) / 'env.sh'})")
-    emit(o, {"area": str(area.absolute()), "channel": location,
-             "results": [{"name": r.name, "version": r.version, "status": r.status, "path": str(r.path),
-                          "previous": r.previous} for r in report.results],
-             "scram": report.scram, "environment": report.environment}, "\n".join(lines))
+    emit(
+        o,
+        {
+            "area": str(area.absolute()),
+            "channel": location,
+            "results": [
+                {
+                    "name": r.name,
+                    "version": r.version,
+                    "status": r.status,
+                    "path": str(r.path),
+                    "previous": r.previous,
+                }
+                for r in report.results
+            ],
+            "scram": report.scram,
+            "environment": report.environment,
+        },
+        "\n".join(lines),
+    )
     return 0
 
 
@@ -383,12 +517,28 @@ def cmd_compile(o: CompileOptions) -> int:
 
     sizes = _batch_sizes(o.batch_sizes)
     levels = names.cpu_levels(o.cpu_levels.split(","), "--cpu-levels") if o.cpu_levels else None
-    package = builder.compile_config(o.aot_config.absolute(), o.output_directory.absolute(),
-                                     session_of(o, o.offline), o.name, o.model_version, sizes,
-                                     o.toolchain_python, o.runtime, cpu_levels=levels)
-    emit(o, {"package": package.name, "version": package.version, "dir": str(package.root),
-             "archive": str(package.archive), "sha256": package.archive_sha256},
-         f"compiled {package.name} {package.version} into {package.root}")
+    package = builder.compile_config(
+        o.aot_config.absolute(),
+        o.output_directory.absolute(),
+        session_of(o, o.offline),
+        o.name,
+        o.model_version,
+        sizes,
+        o.toolchain_python,
+        o.runtime,
+        cpu_levels=levels,
+    )
+    emit(
+        o,
+        {
+            "package": package.name,
+            "version": package.version,
+            "dir": str(package.root),
+            "archive": str(package.archive),
+            "sha256": package.archive_sha256,
+        },
+        f"compiled {package.name} {package.version} into {package.root}",
+    )
     return 0
 
 
@@ -404,9 +554,18 @@ def cmd_runtime(o: RuntimeOptions) -> int:
 
     tools = session_of(o, o.offline).resolve(o.toolchain_python)
     package, status = runtime_package.ensure_runtime_package(tools.runtime, o.output_directory.absolute())
-    emit(o, {"package": package.name, "version": package.version, "status": status, "dir": str(package.root),
-             "archive": str(package.archive), "sha256": package.archive_sha256},
-         f"{package.name} {package.version}: {status} ({package.archive})")
+    emit(
+        o,
+        {
+            "package": package.name,
+            "version": package.version,
+            "status": status,
+            "dir": str(package.root),
+            "archive": str(package.archive),
+            "sha256": package.archive_sha256,
+        },
+        f"{package.name} {package.version}: {status} ({package.archive})",
+    )
     return 0
 
 
@@ -431,8 +590,17 @@ def cmd_check(o: CheckOptions) -> int:
     lines.append("cpu: all ops compatible" if not bad else f"cpu: incompatible ops: {', '.join(bad)}")
     if not bad:
         lines.append("compile: ok (batch size 1, x86-64)" if not answer.compile_error else "compile: FAILED")
-    emit(o, {"saved_model": str(checked.saved_model), "signature": answer.signature.to_json(), "ops": ops,
-             "incompatible": bad, "compile_error": answer.compile_error}, "\n".join(lines))
+    emit(
+        o,
+        {
+            "saved_model": str(checked.saved_model),
+            "signature": answer.signature.to_json(),
+            "ops": ops,
+            "incompatible": bad,
+            "compile_error": answer.compile_error,
+        },
+        "\n".join(lines),
+    )
     refused = check.refusal(answer)
     if refused:
         raise InvalidInput(f"{checked.saved_model}: {refused}")
@@ -453,14 +621,23 @@ class InitConfigOptions(Options):
 def cmd_init_config(o: InitConfigOptions) -> int:
     from tfaot_dist import starter
 
-    result = starter.init_config(o.saved_model, session_of(o), o.output, name=o.name, version=o.model_version,
-                                 serving_key=o.serving_key,
-                                 batch_sizes=_batch_sizes(o.batch_sizes) or starter.DEFAULT_BATCH_SIZES,
-                                 force=o.force)
+    result = starter.init_config(
+        o.saved_model,
+        session_of(o),
+        o.output,
+        name=o.name,
+        version=o.model_version,
+        serving_key=o.serving_key,
+        batch_sizes=_batch_sizes(o.batch_sizes) or starter.DEFAULT_BATCH_SIZES,
+        force=o.force,
+    )
     if result.refused:
         log(f"warning: check will refuse the model until this is changed: {result.refused}")
-    emit(o, {"aot_config": str(result.path), "name": result.name, "refused": result.refused},
-         f"wrote {result.path} (model.name {result.name}); next: tfaot-dist check {result.path}")
+    emit(
+        o,
+        {"aot_config": str(result.path), "name": result.name, "refused": result.refused},
+        f"wrote {result.path} (model.name {result.name}); next: tfaot-dist check {result.path}",
+    )
     return 0
 
 
@@ -483,11 +660,17 @@ def cmd_verify(o: VerifyOptions) -> int:
         package = verify.check_installed(entry, o.dist.absolute())
         verification = verify.check_numbers(package, session_of(o))
         report = verification.to_json()
-        data = {"package": package.name, "version": package.version, "files": len(package.model_manifest.files),
-                "verification": report}
+        data = {
+            "package": package.name,
+            "version": package.version,
+            "files": len(package.model_manifest.files),
+            "verification": report,
+        }
         worst = max((d.max_abs for d in verification.outputs.values()), default=0.0)
-        text = (f"{package.name} {package.version}: {data['files']} files match the manifest; outputs agree with "
-                f"TensorFlow at batch sizes {report['batch_sizes']} (max abs deviation {worst:.3g})")
+        text = (
+            f"{package.name} {package.version}: {data['files']} files match the manifest; outputs agree with "
+            f"TensorFlow at batch sizes {report['batch_sizes']} (max abs deviation {worst:.3g})"
+        )
     emit(o, data, text)
     return 0
 
@@ -503,18 +686,39 @@ def cmd_toolchain(o: ToolchainOptions) -> int:
 
     if o.listing:
         found = list_toolchains(o.cache)
-        emit(o, [{"key": t.key, "root": str(t.root), "requirements": list(t.requirements),
-                  "tensorflow": t.tensorflow_version} for t in found],
-             "\n".join(f"{t.key} tensorflow {t.tensorflow_version} ({' '.join(t.requirements)}) {t.root}"
-                       for t in found) or "no toolchain cached")
+        emit(
+            o,
+            [
+                {
+                    "key": t.key,
+                    "root": str(t.root),
+                    "requirements": list(t.requirements),
+                    "tensorflow": t.tensorflow_version,
+                }
+                for t in found
+            ],
+            "\n".join(
+                f"{t.key} tensorflow {t.tensorflow_version} ({' '.join(t.requirements)}) {t.root}"
+                for t in found
+            )
+            or "no toolchain cached",
+        )
         return 0
     toolchain = session_of(o).toolchain()
     if o.python:
         print(toolchain.python)
         return 0
-    emit(o, {"key": toolchain.key, "root": str(toolchain.root), "python": str(toolchain.python),
-             "requirements": list(toolchain.requirements), "installed": list(toolchain.installed)},
-         f"{toolchain.key} {toolchain.root} (tensorflow {toolchain.tensorflow_version})")
+    emit(
+        o,
+        {
+            "key": toolchain.key,
+            "root": str(toolchain.root),
+            "python": str(toolchain.python),
+            "requirements": list(toolchain.requirements),
+            "installed": list(toolchain.installed),
+        },
+        f"{toolchain.key} {toolchain.root} (tensorflow {toolchain.tensorflow_version})",
+    )
     return 0
 
 
@@ -530,8 +734,15 @@ class SpecsOptions(Options):
 def cmd_specs(o: SpecsOptions) -> int:
     from tfaot_dist.specs import flavors
 
-    result = flavors.generate(Registry.existing(o.registry), o.flavor, o.out.absolute(), check=o.check,
-                              sources=o.sources.absolute() if o.sources else None, log=log, channel=o.channel)
+    result = flavors.generate(
+        Registry.existing(o.registry),
+        o.flavor,
+        o.out.absolute(),
+        check=o.check,
+        sources=o.sources.absolute() if o.sources else None,
+        log=log,
+        channel=o.channel,
+    )
     if o.check:
         text = "\n".join(f"stale: {o.out / rel}" for rel in result.stale) or f"{o.out}: up to date"
     else:
@@ -566,18 +777,38 @@ class BenchOptions(Options):
 def cmd_bench(o: BenchOptions) -> int:
     from tfaot_dist.perf import bench
 
-    protocol = bench.Protocol(warmup=o.warmup, calls=o.calls, batch_sizes=o.batch_sizes,
-                              instances=o.instances, engines=tuple(o.engines.split(",")), rounds=o.rounds,
-                              tf_onednn=not o.tf_no_onednn)
-    result = bench.bench_command(o.target, Registry(o.registry), session_of(o), o.dist, protocol,
-                                 o.out.absolute(), o.saved_model, plots=not o.no_plots)
-    lines = [f"{result['package']} {result['version']}: per-event time [us] (compiled: "
-             f"{','.join(map(str, result['compiled_batch_sizes']))})", *bench.table(result, o.batch_sizes)]
+    protocol = bench.Protocol(
+        warmup=o.warmup,
+        calls=o.calls,
+        batch_sizes=o.batch_sizes,
+        instances=o.instances,
+        engines=tuple(o.engines.split(",")),
+        rounds=o.rounds,
+        tf_onednn=not o.tf_no_onednn,
+    )
+    result = bench.bench_command(
+        o.target,
+        Registry(o.registry),
+        session_of(o),
+        o.dist,
+        protocol,
+        o.out.absolute(),
+        o.saved_model,
+        plots=not o.no_plots,
+    )
+    lines = [
+        f"{result['package']} {result['version']}: per-event time [us] (compiled: "
+        f"{','.join(map(str, result['compiled_batch_sizes']))})",
+        *bench.table(result, o.batch_sizes),
+    ]
     for engine, rows in result["memory"].items():
         base = result["memory_baseline"][engine]["vm_hwm_kb"]
-        lines += [f"memory {engine}: {r['instances']} instance(s): peak RSS {r['vm_hwm_kb']} kB "
-                  f"({r['model_kb']} kB above the same program without a model, {base} kB), "
-                  f"heap {r['heap_bytes'] / 1024:.0f} kB" for r in rows]
+        lines += [
+            f"memory {engine}: {r['instances']} instance(s): peak RSS {r['vm_hwm_kb']} kB "
+            f"({r['model_kb']} kB above the same program without a model, {base} kB), "
+            f"heap {r['heap_bytes'] / 1024:.0f} kB"
+            for r in rows
+        ]
     lines.append(f"results: {result['json']}" + "".join(f"\nplot: {p}" for p in result.get("plots", [])))
     emit(o, result, "\n".join(lines))
     return 0
@@ -597,15 +828,27 @@ class TuneOptions(Options):
 def cmd_tune(o: TuneOptions) -> int:
     from tfaot_dist.perf import tune
 
-    report = tune.tune_command(o.target, Registry(o.registry), session_of(o), o.dist,
-                               tune.parse_targets(o.targets), o.warmup, o.calls, o.out.absolute(),
-                               write=not o.dry_run)
+    report = tune.tune_command(
+        o.target,
+        Registry(o.registry),
+        session_of(o),
+        o.dist,
+        tune.parse_targets(o.targets),
+        o.warmup,
+        o.calls,
+        o.out.absolute(),
+        write=not o.dry_run,
+    )
     lines = ["target  default rule -> tuned rule: measured speed-up"]
     for t, e in sorted(report["targets"].items(), key=lambda kv: int(kv[0])):
         if e.get("kept"):
-            lines.append(f"{t:>6}  {tune.short(e['default_rule'])} -> {tune.short(e['tuned_rule'])}: "
-                         f"{e['speedup']:.2f}x")
-    lines.append(f"{len(report['rules'])} tuned rules; other targets keep the default rule ({report['json']})")
+            lines.append(
+                f"{t:>6}  {tune.short(e['default_rule'])} -> {tune.short(e['tuned_rule'])}: "
+                f"{e['speedup']:.2f}x"
+            )
+    lines.append(
+        f"{len(report['rules'])} tuned rules; other targets keep the default rule ({report['json']})"
+    )
     emit(o, report, "\n".join(lines))
     return 0
 
@@ -613,15 +856,28 @@ def cmd_tune(o: TuneOptions) -> int:
 Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
-def _command(sub: Subcommands, common: argparse.ArgumentParser, name: str, summary: str, description: str,
-             examples: list[str]) -> argparse.ArgumentParser:
+def _command(
+    sub: Subcommands,
+    common: argparse.ArgumentParser,
+    name: str,
+    summary: str,
+    description: str,
+    examples: list[str],
+) -> argparse.ArgumentParser:
     """A subcommand whose --help has a description, examples, the exit codes and the cache location."""
     import textwrap
 
-    epilog = "examples:\n" + "\n".join(f"  {e}" for e in examples) + "\n\n" + EXIT_CODES + "\n\n" + cache_note()
-    return sub.add_parser(name, parents=[common], help=summary, description=textwrap.fill(description, 79),
-                          epilog=epilog,
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    epilog = (
+        "examples:\n" + "\n".join(f"  {e}" for e in examples) + "\n\n" + EXIT_CODES + "\n\n" + cache_note()
+    )
+    return sub.add_parser(
+        name,
+        parents=[common],
+        help=summary,
+        description=textwrap.fill(description, 79),
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
 
 # Measured: the README's main job on a fresh clone with an empty cache (the table "On a fresh machine").
@@ -629,45 +885,85 @@ FIRST_RUN = "about 4 minutes on 2 cores"
 
 
 def cache_note() -> str:
-    return (f"cache: {default_cache()}\n  ($TFAOT_DIST_CACHE, default ~/.cache/tfaot-dist): TensorFlow toolchains, the "
-            "XLA runtime,\n  fetched sources and finished builds. Shared safely by concurrent runs (file locks);\n"
-            f"  deleting it costs the first-run build again ({FIRST_RUN}).")
+    return (
+        f"cache: {default_cache()}\n  ($TFAOT_DIST_CACHE, default ~/.cache/tfaot-dist): TensorFlow toolchains, the "
+        "XLA runtime,\n  fetched sources and finished builds. Shared safely by concurrent runs (file locks);\n"
+        f"  deleting it costs the first-run build again ({FIRST_RUN})."
+    )
 
 
 def _add_performance_commands(sub: Subcommands, common: argparse.ArgumentParser) -> None:
-    s = _command(sub, common, "bench", "time and memory of a package against TensorFlow",
-                 "Time a package's compiled model per batch size against a TensorFlow C API session of the same "
-                 "wheel and the Python call, and measure peak memory with several instances. Writes "
-                 "OUT/NAME.json and NAME_time.png / NAME_memory.png.",
-                 ["tfaot-dist bench test-simple", "tfaot-dist bench dist/tfaot-model-test-simple-1.0.0 "
-                  "--saved-model data/simple/saved_model", "tfaot-dist bench my/aot_config.yaml --calls 50 "
-                  "--warmup 10 --batch-sizes 1,8 --engines aot,tf-capi --no-plots"])
-    s.add_argument("target", metavar="NAME-OR-PATH", help="registry name, package directory or aot_config.yaml")
+    s = _command(
+        sub,
+        common,
+        "bench",
+        "time and memory of a package against TensorFlow",
+        "Time a package's compiled model per batch size against a TensorFlow C API session of the same "
+        "wheel and the Python call, and measure peak memory with several instances. Writes "
+        "OUT/NAME.json and NAME_time.png / NAME_memory.png.",
+        [
+            "tfaot-dist bench test-simple",
+            "tfaot-dist bench dist/tfaot-model-test-simple-1.0.0 --saved-model data/simple/saved_model",
+            "tfaot-dist bench my/aot_config.yaml --calls 50 "
+            "--warmup 10 --batch-sizes 1,8 --engines aot,tf-capi --no-plots",
+        ],
+    )
+    s.add_argument(
+        "target", metavar="NAME-OR-PATH", help="registry name, package directory or aot_config.yaml"
+    )
     s.add_argument("--out", type=Path, default=Path("bench"), help="results directory (default: ./bench)")
-    s.add_argument("--dist", type=Path, default=Path("dist"), help="where packages are built (default: ./dist)")
+    s.add_argument(
+        "--dist", type=Path, default=Path("dist"), help="where packages are built (default: ./dist)"
+    )
     s.add_argument("--warmup", type=int, default=100, help="warm-up calls per batch size (default: 100)")
     s.add_argument("--calls", type=int, default=500, help="timed calls per batch size (default: 500)")
-    s.add_argument("--batch-sizes", type=_int_tuple_arg, default=tuple(2**i for i in range(11)),
-                   help="batch sizes to time (default: 1,2,4,...,1024)")
-    s.add_argument("--instances", type=_int_tuple_arg, default=(1, 4, 12),
-                   help="model instances per process for the memory measurement (default: 1,4,12)")
-    s.add_argument("--engines", default="aot,tf-capi,ort,tf-python", help="subset of aot,tf-capi,ort,tf-python")
+    s.add_argument(
+        "--batch-sizes",
+        type=_int_tuple_arg,
+        default=tuple(2**i for i in range(11)),
+        help="batch sizes to time (default: 1,2,4,...,1024)",
+    )
+    s.add_argument(
+        "--instances",
+        type=_int_tuple_arg,
+        default=(1, 4, 12),
+        help="model instances per process for the memory measurement (default: 1,4,12)",
+    )
+    s.add_argument(
+        "--engines", default="aot,tf-capi,ort,tf-python", help="subset of aot,tf-capi,ort,tf-python"
+    )
     s.add_argument("--rounds", type=int, default=1, help="repeat the timings, keep the fastest (default: 1)")
-    s.add_argument("--saved-model", type=Path, help="the SavedModel of a package directory (TensorFlow engines)")
+    s.add_argument(
+        "--saved-model", type=Path, help="the SavedModel of a package directory (TensorFlow engines)"
+    )
     s.add_argument("--tf-no-onednn", action="store_true", help="run TensorFlow with TF_ENABLE_ONEDNN_OPTS=0")
     s.add_argument("--no-plots", action="store_true", help="write the JSON only")
     s.set_defaults(func=command(cmd_bench, BenchOptions))
 
-    s = _command(sub, common, "tune", "measure and set the batch rules of a model",
-                 "Time each compiled batch size, pick the cheapest composition for every target batch size and "
-                 "keep only rules measured faster than the default. For a registry entry the rules are written "
-                 "to its overrides: batch_rules and the package is rebuilt.",
-                 ["tfaot-dist tune test-simple --targets 1-64", "tfaot-dist tune test-simple --targets 3,5,9-12 "
-                  "--dry-run", "tfaot-dist tune my/aot_config.yaml --calls 100 --warmup 10"])
-    s.add_argument("target", metavar="NAME-OR-PATH", help="registry name, package directory or aot_config.yaml")
-    s.add_argument("--targets", default="1-64", help="target batch sizes, e.g. 1-64 or 3,5,9-12 (default: 1-64)")
+    s = _command(
+        sub,
+        common,
+        "tune",
+        "measure and set the batch rules of a model",
+        "Time each compiled batch size, pick the cheapest composition for every target batch size and "
+        "keep only rules measured faster than the default. For a registry entry the rules are written "
+        "to its overrides: batch_rules and the package is rebuilt.",
+        [
+            "tfaot-dist tune test-simple --targets 1-64",
+            "tfaot-dist tune test-simple --targets 3,5,9-12 --dry-run",
+            "tfaot-dist tune my/aot_config.yaml --calls 100 --warmup 10",
+        ],
+    )
+    s.add_argument(
+        "target", metavar="NAME-OR-PATH", help="registry name, package directory or aot_config.yaml"
+    )
+    s.add_argument(
+        "--targets", default="1-64", help="target batch sizes, e.g. 1-64 or 3,5,9-12 (default: 1-64)"
+    )
     s.add_argument("--out", type=Path, default=Path("bench"), help="report directory (default: ./bench)")
-    s.add_argument("--dist", type=Path, default=Path("dist"), help="where packages are built (default: ./dist)")
+    s.add_argument(
+        "--dist", type=Path, default=Path("dist"), help="where packages are built (default: ./dist)"
+    )
     s.add_argument("--warmup", type=int, default=100, help="warm-up calls per measurement (default: 100)")
     s.add_argument("--calls", type=int, default=500, help="timed calls per measurement (default: 500)")
     s.add_argument("--dry-run", action="store_true", help="report only; leave the registry entry as it is")
@@ -677,93 +973,159 @@ def _add_performance_commands(sub: Subcommands, common: argparse.ArgumentParser)
 def parser() -> argparse.ArgumentParser:
     # --registry and --json go before or after the command; the top level holds the defaults.
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--registry", type=Path, default=argparse.SUPPRESS,
-                        help="registry directory (default: ./registry)")
-    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                        help="print results as JSON on stdout")
+    common.add_argument(
+        "--registry", type=Path, default=argparse.SUPPRESS, help="registry directory (default: ./registry)"
+    )
+    common.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print results as JSON on stdout"
+    )
 
     p = argparse.ArgumentParser(
-        prog="tfaot-dist", formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="tfaot-dist",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Build, verify and distribute AOT compiled TensorFlow models as C++ packages.\n"
-                    "`tfaot-dist COMMAND --help` explains each command with examples.",
+        "`tfaot-dist COMMAND --help` explains each command with examples.",
         epilog="a first session:\n  tfaot-dist init registry\n  tfaot-dist add-model my-model --source "
-               "https://host/org/data.git --aot-config my/aot_config.yaml\n  tfaot-dist build --all\n"
-               "  tfaot-dist publish --channel /srv/channel\n  tfaot-dist setup my-model --channel "
-               "http://host/channel/ --area $CMSSW_BASE\n\n" + EXIT_CODES + "\n\n" + cache_note())
+        "https://host/org/data.git --aot-config my/aot_config.yaml\n  tfaot-dist build --all\n"
+        "  tfaot-dist publish --channel /srv/channel\n  tfaot-dist setup my-model --channel "
+        "http://host/channel/ --area $CMSSW_BASE\n\n" + EXIT_CODES + "\n\n" + cache_note(),
+    )
     p.add_argument("--version", action="version", version=f"tfaot-dist {__version__}")
-    p.add_argument("--registry", type=Path, default=Path("registry"), help="registry directory (default: ./registry)")
+    p.add_argument(
+        "--registry", type=Path, default=Path("registry"), help="registry directory (default: ./registry)"
+    )
     p.add_argument("--json", action="store_true", help="print results as JSON on stdout")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    s = _command(sub, common, "init", "create an empty registry",
-                 "Create a registry directory: registry.yaml with the defaults (TensorFlow requirements, "
-                 "generic x86-64 target) and an empty models/. An existing registry is left as it is.",
-                 ["tfaot-dist init", "tfaot-dist init my-registry", "tfaot-dist --registry my-registry init"])
-    s.add_argument("directory", metavar="DIR", nargs="?", type=Path,
-                   help="where to create it (default: --registry, i.e. ./registry)")
+    s = _command(
+        sub,
+        common,
+        "init",
+        "create an empty registry",
+        "Create a registry directory: registry.yaml with the defaults (TensorFlow requirements, "
+        "generic x86-64 target) and an empty models/. An existing registry is left as it is.",
+        ["tfaot-dist init", "tfaot-dist init my-registry", "tfaot-dist --registry my-registry init"],
+    )
+    s.add_argument(
+        "directory",
+        metavar="DIR",
+        nargs="?",
+        type=Path,
+        help="where to create it (default: --registry, i.e. ./registry)",
+    )
     s.set_defaults(func=command(cmd_init, InitOptions))
 
-    s = _command(sub, common, "add-model", "register a model from a git data repository",
-                 "Resolve --ref to a commit, read the AOT config there, load the SavedModel with TensorFlow to "
-                 "check its signature and ops, and write models/NAME.yaml pinned to that commit. Creates the "
-                 "registry if it does not exist. Nothing is compiled yet (see build).",
-                 ["tfaot-dist add-model my-model --source https://github.com/org/data.git --ref v1 "
-                  "--aot-config my/aot_config.yaml", "tfaot-dist add-model my-model --source ../data-repo "
-                  "--aot-config my/aot_config.yaml --batch-sizes 1,2,4", "tfaot-dist add-model my-model "
-                  "--source git@host:org/data.git --aot-config cfg.yaml --version 1.1.0"])
-    s.add_argument("name", metavar="NAME", help="model name (lower case, digits, - and _): the package is "
-                   "tfaot-model-NAME")
-    s.add_argument("--source", required=True, metavar="URL-OR-PATH",
-                   help="git repository: https://, ssh://, git://, file://, user@host:path, or a local path "
-                   "(recorded as file:// with its absolute path)")
+    s = _command(
+        sub,
+        common,
+        "add-model",
+        "register a model from a git data repository",
+        "Resolve --ref to a commit, read the AOT config there, load the SavedModel with TensorFlow to "
+        "check its signature and ops, and write models/NAME.yaml pinned to that commit. Creates the "
+        "registry if it does not exist. Nothing is compiled yet (see build).",
+        [
+            "tfaot-dist add-model my-model --source https://github.com/org/data.git --ref v1 "
+            "--aot-config my/aot_config.yaml",
+            "tfaot-dist add-model my-model --source ../data-repo "
+            "--aot-config my/aot_config.yaml --batch-sizes 1,2,4",
+            "tfaot-dist add-model my-model "
+            "--source git@host:org/data.git --aot-config cfg.yaml --version 1.1.0",
+        ],
+    )
+    s.add_argument(
+        "name",
+        metavar="NAME",
+        help="model name (lower case, digits, - and _): the package is tfaot-model-NAME",
+    )
+    s.add_argument(
+        "--source",
+        required=True,
+        metavar="URL-OR-PATH",
+        help="git repository: https://, ssh://, git://, file://, user@host:path, or a local path "
+        "(recorded as file:// with its absolute path)",
+    )
     s.add_argument("--ref", default="HEAD", help="branch, tag or commit to pin (default: HEAD)")
-    s.add_argument("--aot-config", required=True, metavar="PATH",
-                   help="path of aot_config.yaml inside the repository")
-    s.add_argument("--version", dest="model_version", help="package version, PEP 440 (default: model.version "
-                   "of the AOT config)")
+    s.add_argument(
+        "--aot-config", required=True, metavar="PATH", help="path of aot_config.yaml inside the repository"
+    )
+    s.add_argument(
+        "--version",
+        dest="model_version",
+        help="package version, PEP 440 (default: model.version of the AOT config)",
+    )
     s.add_argument("--batch-sizes", help="override compilation.batch_sizes, e.g. 1,2,4")
     s.set_defaults(func=command(cmd_add_model, AddModelOptions))
 
-    s = _command(sub, common, "update", "re-pin a registered model (new commit, version or settings)",
-                 "Resolve the entry's ref again (or --ref), check the model there as add-model does, and "
-                 "rewrite models/NAME.yaml, printing each field that changed. The version is --version, else "
-                 "the AOT config's model.version when it is higher than the entry's, else the entry's with "
-                 "the next build number (1.0.0 -> 1.0.0.post1) when anything the package is built from "
-                 "changed: a published version never changes. A new build must keep the signature. Nothing "
-                 "changed: the entry is left as it is.",
-                 ["tfaot-dist update my-model                    # the branch's new head",
-                  "tfaot-dist update my-model --ref v2 --version 2.0.0",
-                  "tfaot-dist update my-model --new-build        # same inputs, built anew (e.g. new TensorFlow)"])
+    s = _command(
+        sub,
+        common,
+        "update",
+        "re-pin a registered model (new commit, version or settings)",
+        "Resolve the entry's ref again (or --ref), check the model there as add-model does, and "
+        "rewrite models/NAME.yaml, printing each field that changed. The version is --version, else "
+        "the AOT config's model.version when it is higher than the entry's, else the entry's with "
+        "the next build number (1.0.0 -> 1.0.0.post1) when anything the package is built from "
+        "changed: a published version never changes. A new build must keep the signature. Nothing "
+        "changed: the entry is left as it is.",
+        [
+            "tfaot-dist update my-model                    # the branch's new head",
+            "tfaot-dist update my-model --ref v2 --version 2.0.0",
+            "tfaot-dist update my-model --new-build        # same inputs, built anew (e.g. new TensorFlow)",
+        ],
+    )
     s.add_argument("name", metavar="NAME", help="registered model name (see list)")
     s.add_argument("--ref", help="branch, tag or commit to pin (default: the entry's ref)")
     s.add_argument("--source", metavar="URL-OR-PATH", help="another git repository (default: the entry's)")
     s.add_argument("--aot-config", metavar="PATH", help="another AOT config path inside the repository")
-    s.add_argument("--version", dest="model_version", help="package version, PEP 440, higher than the entry's")
+    s.add_argument(
+        "--version", dest="model_version", help="package version, PEP 440, higher than the entry's"
+    )
     s.add_argument("--batch-sizes", help="override compilation.batch_sizes, e.g. 1,2,4")
-    s.add_argument("--new-build", action="store_true",
-                   help="the next build number even if the inputs are the same (registry.yaml changed)")
+    s.add_argument(
+        "--new-build",
+        action="store_true",
+        help="the next build number even if the inputs are the same (registry.yaml changed)",
+    )
     s.set_defaults(func=command(cmd_update, UpdateOptions))
 
-    s = _command(sub, common, "list", "list registered models",
-                 "One line per registry entry: name, version, pinned commit (or archive digest), source.",
-                 ["tfaot-dist list", "tfaot-dist --registry other/registry list --json"])
+    s = _command(
+        sub,
+        common,
+        "list",
+        "list registered models",
+        "One line per registry entry: name, version, pinned commit (or archive digest), source.",
+        ["tfaot-dist list", "tfaot-dist --registry other/registry list --json"],
+    )
     s.set_defaults(func=command(cmd_list, Options))
 
-    s = _command(sub, common, "show", "show one registry entry",
-                 "The entry as the registry holds it, its package name and its build key (a digest of "
-                 "everything that goes into the package: a changed key means a rebuild).",
-                 ["tfaot-dist show test-simple", "tfaot-dist show test-simple --json"])
+    s = _command(
+        sub,
+        common,
+        "show",
+        "show one registry entry",
+        "The entry as the registry holds it, its package name and its build key (a digest of "
+        "everything that goes into the package: a changed key means a rebuild).",
+        ["tfaot-dist show test-simple", "tfaot-dist show test-simple --json"],
+    )
     s.add_argument("name", metavar="NAME", help="registered model name (see list)")
     s.set_defaults(func=command(cmd_show, ShowOptions))
 
-    s = _command(sub, common, "build", "compile and package models that changed",
-                 "Compile each named model (or --all) with XLA AOT for its batch sizes, verify the result "
-                 "against TensorFlow, and write tfaot-model-NAME-VERSION/ and its .tar.gz to --dist, together "
-                 "with the XLA runtime package. Unchanged models (same build key) come from the cache. The "
-                 "first build on a machine creates the TensorFlow toolchain and builds Abseil and the XLA "
-                 f"runtime ({FIRST_RUN}, network needed).",
-                 ["tfaot-dist build test-simple", "tfaot-dist build --all --jobs 2",
-                  "tfaot-dist build --all --shard 2/8 --dist out/"])
+    s = _command(
+        sub,
+        common,
+        "build",
+        "compile and package models that changed",
+        "Compile each named model (or --all) with XLA AOT for its batch sizes, verify the result "
+        "against TensorFlow, and write tfaot-model-NAME-VERSION/ and its .tar.gz to --dist, together "
+        "with the XLA runtime package. Unchanged models (same build key) come from the cache. The "
+        "first build on a machine creates the TensorFlow toolchain and builds Abseil and the XLA "
+        f"runtime ({FIRST_RUN}, network needed).",
+        [
+            "tfaot-dist build test-simple",
+            "tfaot-dist build --all --jobs 2",
+            "tfaot-dist build --all --shard 2/8 --dist out/",
+        ],
+    )
     s.add_argument("names", nargs="*", metavar="NAME", help="registered models to build (or --all)")
     s.add_argument("--all", action="store_true", help="every registered model")
     s.add_argument("--dist", type=Path, default=Path("dist"), help="output directory (default: ./dist)")
@@ -773,181 +1135,364 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--offline", action="store_true", help="use the cache only; fail naming what is missing")
     s.set_defaults(func=command(cmd_build, BuildOptions))
 
-    s = _command(sub, common, "publish", "add the package archives of a dist directory to a channel",
-                 "Verify every archive in --dist against its manifest and add it to the channel directory: "
-                 "packages/NAME/VERSION/, index.json and a browsable catalogue (index.html, one page per "
-                 "version). A published version never changes: the same bytes again are a no-op, other bytes "
-                 "exit 7. Serve the directory with any static HTTP server. An oci://HOST/NAMESPACE channel pushes "
-                 "each package as an OCI artifact and keeps the index as one (credentials: "
-                 "TFAOT_DIST_OCI_TOKEN, TFAOT_DIST_OCI_USERNAME).",
-                 ["tfaot-dist publish --channel /srv/channel --dist _work/dist", "python3 -m http.server -d /srv/channel 8000   # then open "
-                  "http://127.0.0.1:8000/", "tfaot-dist publish --channel oci://ghcr.io/OWNER/tfaot"])
-    s.add_argument("--channel", required=True, metavar="DIR|oci://HOST/NS",
-                   help="channel directory (serve it over HTTP as is) or oci://HOST[:PORT]/NAMESPACE")
-    s.add_argument("--dist", type=Path, default=Path("dist"), help="directory of built packages (default: ./dist)")
-    s.add_argument("packages", nargs="*", metavar="PACKAGE",
-                   help="only these archives of --dist (NAME or a specifier, e.g. 'my-model>=1.1'), with the "
-                   "runtimes they require (default: every archive)")
+    s = _command(
+        sub,
+        common,
+        "publish",
+        "add the package archives of a dist directory to a channel",
+        "Verify every archive in --dist against its manifest and add it to the channel directory: "
+        "packages/NAME/VERSION/, index.json and a browsable catalogue (index.html, one page per "
+        "version). A published version never changes: the same bytes again are a no-op, other bytes "
+        "exit 7. Serve the directory with any static HTTP server. An oci://HOST/NAMESPACE channel pushes "
+        "each package as an OCI artifact and keeps the index as one (credentials: "
+        "TFAOT_DIST_OCI_TOKEN, TFAOT_DIST_OCI_USERNAME).",
+        [
+            "tfaot-dist publish --channel /srv/channel --dist _work/dist",
+            "python3 -m http.server -d /srv/channel 8000   # then open http://127.0.0.1:8000/",
+            "tfaot-dist publish --channel oci://ghcr.io/OWNER/tfaot",
+        ],
+    )
+    s.add_argument(
+        "--channel",
+        required=True,
+        metavar="DIR|oci://HOST/NS",
+        help="channel directory (serve it over HTTP as is) or oci://HOST[:PORT]/NAMESPACE",
+    )
+    s.add_argument(
+        "--dist", type=Path, default=Path("dist"), help="directory of built packages (default: ./dist)"
+    )
+    s.add_argument(
+        "packages",
+        nargs="*",
+        metavar="PACKAGE",
+        help="only these archives of --dist (NAME or a specifier, e.g. 'my-model>=1.1'), with the "
+        "runtimes they require (default: every archive)",
+    )
     s.set_defaults(func=command(cmd_publish, PublishOptions))
 
-    s = _command(sub, common, "yank", "mark a published version as yanked (or take the mark back)",
-                 "Mark one version in the channel's index as yanked, with the reason: setup skips it for names "
-                 "and ranges and installs it only when it is pinned exactly (NAME==VERSION), with a warning "
-                 "naming the reason; the catalogue shows it struck through. The archive stays, so areas and "
-                 "builds that use it keep working. Directory and OCI channels.",
-                 ["tfaot-dist yank 'my-model==1.0.0' --reason 'wrong normalisation, use 1.0.1' --channel /srv/channel",
-                  "tfaot-dist yank my-model==1.0.0 --undo --channel oci://ghcr.io/OWNER/tfaot"])
+    s = _command(
+        sub,
+        common,
+        "yank",
+        "mark a published version as yanked (or take the mark back)",
+        "Mark one version in the channel's index as yanked, with the reason: setup skips it for names "
+        "and ranges and installs it only when it is pinned exactly (NAME==VERSION), with a warning "
+        "naming the reason; the catalogue shows it struck through. The archive stays, so areas and "
+        "builds that use it keep working. Directory and OCI channels.",
+        [
+            "tfaot-dist yank 'my-model==1.0.0' --reason 'wrong normalisation, use 1.0.1' --channel /srv/channel",
+            "tfaot-dist yank my-model==1.0.0 --undo --channel oci://ghcr.io/OWNER/tfaot",
+        ],
+    )
     s.add_argument("requirement", metavar="NAME==VERSION", help="the version to yank")
     s.add_argument("--channel", required=True, metavar="DIR|oci://HOST/NS", help="the channel")
     s.add_argument("--reason", metavar="TEXT", help="why (one line, shown by setup and the catalogue)")
     s.add_argument("--undo", action="store_true", help="take the yank back")
     s.set_defaults(func=command(cmd_yank, YankOptions))
 
-    s = _command(sub, common, "remove", "take packages out of a user area",
-                 "Remove installed packages from AREA/tfaot: their directories, tool files, CMake and "
-                 "pkg-config files, their lines in env.sh and installed.json, and, with scram on the PATH, "
-                 "`scram tool remove NAME` for tools scram had taken. A runtime an installed model still "
-                 "needs is refused.",
-                 ["tfaot-dist remove my-model --area $CMSSW_BASE", "tfaot-dist remove my-model --dry-run --area ~/area",
-                  "tfaot-dist remove my-model tfaot-xla-runtime --area ~/area"])
-    s.add_argument("packages", nargs="+", metavar="NAME", help="installed model name or package name "
-                   "(a specifier such as 'my-model==1.0' must match the installed version)")
+    s = _command(
+        sub,
+        common,
+        "remove",
+        "take packages out of a user area",
+        "Remove installed packages from AREA/tfaot: their directories, tool files, CMake and "
+        "pkg-config files, their lines in env.sh and installed.json, and, with scram on the PATH, "
+        "`scram tool remove NAME` for tools scram had taken. A runtime an installed model still "
+        "needs is refused.",
+        [
+            "tfaot-dist remove my-model --area $CMSSW_BASE",
+            "tfaot-dist remove my-model --dry-run --area ~/area",
+            "tfaot-dist remove my-model tfaot-xla-runtime --area ~/area",
+        ],
+    )
+    s.add_argument(
+        "packages",
+        nargs="+",
+        metavar="NAME",
+        help="installed model name or package name "
+        "(a specifier such as 'my-model==1.0' must match the installed version)",
+    )
     s.add_argument("--area", type=Path, help="user area (default: $CMSSW_BASE)")
     s.add_argument("--dry-run", action="store_true", help="print what would be removed, change nothing")
     s.set_defaults(func=command(cmd_remove, RemoveOptions))
 
-    s = _command(sub, common, "setup", "install models (and their runtime) from a channel",
-                 "Download the newest matching version of each model and the runtime it was verified with, "
-                 "check every file against the manifest, and install them under AREA/tfaot/ with SCRAM tool "
-                 "files, CMake configs, pkg-config files and env.sh.",
-                 ["tfaot-dist setup test-simple --channel http://127.0.0.1:8000/ --area $CMSSW_BASE",
-                  "tfaot-dist setup 'test-simple>=1.0,<2' --channel /srv/channel --area ~/area",
-                  "tfaot-dist setup --list --channel http://127.0.0.1:8000/   # what is available"])
-    s.add_argument("requirements", nargs="*", metavar="NAME", help="model name with optional PEP 440 version "
-                   "specifiers, e.g. test-simple or 'test-simple>=1.0,<2'")
-    s.add_argument("--channel", metavar="URL-OR-DIR", help="channel: directory, file://, http(s):// "
-                   "(default: $TFAOT_DIST_CHANNEL)")
+    s = _command(
+        sub,
+        common,
+        "setup",
+        "install models (and their runtime) from a channel",
+        "Download the newest matching version of each model and the runtime it was verified with, "
+        "check every file against the manifest, and install them under AREA/tfaot/ with SCRAM tool "
+        "files, CMake configs, pkg-config files and env.sh.",
+        [
+            "tfaot-dist setup test-simple --channel http://127.0.0.1:8000/ --area $CMSSW_BASE",
+            "tfaot-dist setup 'test-simple>=1.0,<2' --channel /srv/channel --area ~/area",
+            "tfaot-dist setup --list --channel http://127.0.0.1:8000/   # what is available",
+        ],
+    )
+    s.add_argument(
+        "requirements",
+        nargs="*",
+        metavar="NAME",
+        help="model name with optional PEP 440 version specifiers, e.g. test-simple or 'test-simple>=1.0,<2'",
+    )
+    s.add_argument(
+        "--channel",
+        metavar="URL-OR-DIR",
+        help="channel: directory, file://, http(s):// (default: $TFAOT_DIST_CHANNEL)",
+    )
     s.add_argument("--area", type=Path, help="user area (default: $CMSSW_BASE)")
-    s.add_argument("--list", dest="listing", action="store_true",
-                   help="list installed packages (--area) or available (--channel)")
+    s.add_argument(
+        "--list",
+        dest="listing",
+        action="store_true",
+        help="list installed packages (--area) or available (--channel)",
+    )
     s.add_argument("--offline", action="store_true", help="use the cache only; fail naming what is missing")
-    s.add_argument("--dry-run", action="store_true",
-                   help="print what would be installed, upgraded or replaced (from the index), change nothing")
-    s.add_argument("--repair", action="store_true",
-                   help="drop invalid rows of the area's installed.json and tidy the area to what it lists")
+    s.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print what would be installed, upgraded or replaced (from the index), change nothing",
+    )
+    s.add_argument(
+        "--repair",
+        action="store_true",
+        help="drop invalid rows of the area's installed.json and tidy the area to what it lists",
+    )
     s.set_defaults(func=command(cmd_setup, SetupOptions))
 
-    s = _command(sub, common, "compile", "compile a local aot_config.yaml, no registry",
-                 "Compile and verify the model an AOT config describes, without a registry or git: the "
-                 "package directory tfaot-model-NAME-VERSION/ and its .tar.gz go to --output-directory. "
-                 "Registry defaults (TensorFlow version, target) are used when ./registry exists.",
-                 ["tfaot-dist compile --aot-config simple/aot_config.yaml --output-directory out/",
-                  "tfaot-dist compile --aot-config cfg.yaml --output-directory out/ --batch-sizes 1,8 "
-                  "--name my-model --version 0.1"])
-    s.add_argument("--aot-config", type=Path, required=True, metavar="FILE",
-                   help="the model's aot_config.yaml; the paths in it are relative to its directory")
-    s.add_argument("--output-directory", type=Path, required=True, metavar="DIR",
-                   help="where the package directory and archive are written (created if missing)")
+    s = _command(
+        sub,
+        common,
+        "compile",
+        "compile a local aot_config.yaml, no registry",
+        "Compile and verify the model an AOT config describes, without a registry or git: the "
+        "package directory tfaot-model-NAME-VERSION/ and its .tar.gz go to --output-directory. "
+        "Registry defaults (TensorFlow version, target) are used when ./registry exists.",
+        [
+            "tfaot-dist compile --aot-config simple/aot_config.yaml --output-directory out/",
+            "tfaot-dist compile --aot-config cfg.yaml --output-directory out/ --batch-sizes 1,8 "
+            "--name my-model --version 0.1",
+        ],
+    )
+    s.add_argument(
+        "--aot-config",
+        type=Path,
+        required=True,
+        metavar="FILE",
+        help="the model's aot_config.yaml; the paths in it are relative to its directory",
+    )
+    s.add_argument(
+        "--output-directory",
+        type=Path,
+        required=True,
+        metavar="DIR",
+        help="where the package directory and archive are written (created if missing)",
+    )
     s.add_argument("--name", help="package is tfaot-model-NAME (default: model.name)")
     s.add_argument("--version", dest="model_version", help="package version (default: model.version)")
     s.add_argument("--batch-sizes", help="override compilation.batch_sizes, e.g. 1,2,4")
-    s.add_argument("--cpu-levels", help="override compilation.cpu_levels (and clear target_cpu), "
-                   "e.g. x86-64,x86-64-v3")
-    s.add_argument("--toolchain-python", type=Path, metavar="PATH",
-                   help="an existing Python with TensorFlow (installs nothing; default: the registry's "
-                   "toolchain.python)")
-    s.add_argument("--runtime", type=Path, metavar="DIR", help="an installed XLA runtime, builds none: a "
-                   "tfaot-xla-runtime package, a runtime tree or a release's tensorflow-xla-runtime "
-                   "(lib/libtf_xla_runtime.so; Abseil from $ABSEIL_CPP_ROOT); default: the registry's "
-                   "toolchain.runtime")
-    s.add_argument("--offline", action="store_true", help="download nothing: the cached toolchain and runtime, "
-                   "or --toolchain-python and --runtime (as the cmsBuild specs' %%build does); what is missing is "
-                   "named (exit 4)")
+    s.add_argument(
+        "--cpu-levels", help="override compilation.cpu_levels (and clear target_cpu), e.g. x86-64,x86-64-v3"
+    )
+    s.add_argument(
+        "--toolchain-python",
+        type=Path,
+        metavar="PATH",
+        help="an existing Python with TensorFlow (installs nothing; default: the registry's "
+        "toolchain.python)",
+    )
+    s.add_argument(
+        "--runtime",
+        type=Path,
+        metavar="DIR",
+        help="an installed XLA runtime, builds none: a "
+        "tfaot-xla-runtime package, a runtime tree or a release's tensorflow-xla-runtime "
+        "(lib/libtf_xla_runtime.so; Abseil from $ABSEIL_CPP_ROOT); default: the registry's "
+        "toolchain.runtime",
+    )
+    s.add_argument(
+        "--offline",
+        action="store_true",
+        help="download nothing: the cached toolchain and runtime, "
+        "or --toolchain-python and --runtime (as the cmsBuild specs' %%build does); what is missing is "
+        "named (exit 4)",
+    )
     s.set_defaults(func=command(cmd_compile, CompileOptions))
 
-    s = _command(sub, common, "runtime", "place the XLA runtime package in a directory",
-                 "Build (once, cached) the XLA AOT runtime library of the registry's TensorFlow version and "
-                 "write its package tfaot-xla-runtime-VERSION/ and .tar.gz. build does this too.",
-                 ["tfaot-dist runtime --output-directory dist/", "tfaot-dist --registry my-registry runtime "
-                  "--output-directory out/ --json"])
-    s.add_argument("--output-directory", type=Path, required=True, metavar="DIR",
-                   help="where the runtime package and archive are written")
-    s.add_argument("--toolchain-python", type=Path, metavar="PATH",
-                   help="an existing Python with TensorFlow (installs nothing)")
-    s.add_argument("--offline", action="store_true", help="download nothing: the cached toolchain (or "
-                   "--toolchain-python) and the Abseil sdist in the cache's downloads/ (as the cmsBuild spec puts "
-                   "it there); what is missing is named (exit 4)")
+    s = _command(
+        sub,
+        common,
+        "runtime",
+        "place the XLA runtime package in a directory",
+        "Build (once, cached) the XLA AOT runtime library of the registry's TensorFlow version and "
+        "write its package tfaot-xla-runtime-VERSION/ and .tar.gz. build does this too.",
+        [
+            "tfaot-dist runtime --output-directory dist/",
+            "tfaot-dist --registry my-registry runtime --output-directory out/ --json",
+        ],
+    )
+    s.add_argument(
+        "--output-directory",
+        type=Path,
+        required=True,
+        metavar="DIR",
+        help="where the runtime package and archive are written",
+    )
+    s.add_argument(
+        "--toolchain-python",
+        type=Path,
+        metavar="PATH",
+        help="an existing Python with TensorFlow (installs nothing)",
+    )
+    s.add_argument(
+        "--offline",
+        action="store_true",
+        help="download nothing: the cached toolchain (or "
+        "--toolchain-python) and the Abseil sdist in the cache's downloads/ (as the cmsBuild spec puts "
+        "it there); what is missing is named (exit 4)",
+    )
     s.set_defaults(func=command(cmd_runtime, RuntimeOptions))
 
-    s = _command(sub, common, "check", "list the ops of a model and whether XLA compiles them",
-                 "Load the SavedModel's serving function with TensorFlow and report, op by op, whether XLA "
-                 "can compile it for CPU. Exit 3 if any cannot.",
-                 ["tfaot-dist check path/to/saved_model --table", "tfaot-dist check my/aot_config.yaml",
-                  "tfaot-dist check test-simple   # a registered model"])
+    s = _command(
+        sub,
+        common,
+        "check",
+        "list the ops of a model and whether XLA compiles them",
+        "Load the SavedModel's serving function with TensorFlow and report, op by op, whether XLA "
+        "can compile it for CPU. Exit 3 if any cannot.",
+        [
+            "tfaot-dist check path/to/saved_model --table",
+            "tfaot-dist check my/aot_config.yaml",
+            "tfaot-dist check test-simple   # a registered model",
+        ],
+    )
     s.add_argument("target", metavar="PATH-OR-NAME", help="SavedModel dir, aot_config.yaml or registry name")
-    s.add_argument("--serving-key", default="serving_default",
-                   help="signature of a SavedModel directory (default: serving_default)")
+    s.add_argument(
+        "--serving-key",
+        default="serving_default",
+        help="signature of a SavedModel directory (default: serving_default)",
+    )
     s.add_argument("--table", action="store_true", help="print every op")
     s.set_defaults(func=command(cmd_check, CheckOptions))
 
-    s = _command(sub, common, "init-config", "write a starter aot_config.yaml for a SavedModel",
-                 "Load the SavedModel's signature with TensorFlow and write an aot_config.yaml next to it: "
-                 "model name and version, the signature's inputs and outputs (in the C++ order) as comments, "
-                 "and batch sizes 1, 2, 4 and 8. An existing file is kept unless --force.",
-                 ["tfaot-dist init-config models/tagger/saved_model",
-                  "tfaot-dist init-config sm/ --name tagger --batch-sizes 1,16 --output sm/../aot_config.yaml"])
+    s = _command(
+        sub,
+        common,
+        "init-config",
+        "write a starter aot_config.yaml for a SavedModel",
+        "Load the SavedModel's signature with TensorFlow and write an aot_config.yaml next to it: "
+        "model name and version, the signature's inputs and outputs (in the C++ order) as comments, "
+        "and batch sizes 1, 2, 4 and 8. An existing file is kept unless --force.",
+        [
+            "tfaot-dist init-config models/tagger/saved_model",
+            "tfaot-dist init-config sm/ --name tagger --batch-sizes 1,16 --output sm/../aot_config.yaml",
+        ],
+    )
     s.add_argument("saved_model", metavar="SAVED_MODEL", type=Path, help="the SavedModel directory")
     s.add_argument("--name", help="model.name, the C++ class (default: from the directory name)")
     s.add_argument("--version", dest="model_version", default="1.0.0", help="model.version (default: 1.0.0)")
-    s.add_argument("--serving-key", default="serving_default", help="the signature (default: serving_default)")
+    s.add_argument(
+        "--serving-key", default="serving_default", help="the signature (default: serving_default)"
+    )
     s.add_argument("--batch-sizes", help="compilation.batch_sizes (default: 1,2,4,8)")
-    s.add_argument("--output", type=Path, metavar="FILE",
-                   help="where to write it (default: aot_config.yaml beside the SavedModel directory)")
+    s.add_argument(
+        "--output",
+        type=Path,
+        metavar="FILE",
+        help="where to write it (default: aot_config.yaml beside the SavedModel directory)",
+    )
     s.add_argument("--force", action="store_true", help="replace an existing file")
     s.set_defaults(func=command(cmd_init_config, InitConfigOptions))
 
-    s = _command(sub, common, "verify", "check a built package's files and numbers, or rebuild it and compare",
-                 "Without --rebuild: every file of the built package against its manifest, and its objects "
-                 "linked again into the verification harness to compare with TensorFlow. With --rebuild: build "
-                 "the entry again in a fresh cache and name the first file that differs.",
-                 ["tfaot-dist verify test-simple", "tfaot-dist verify test-simple --rebuild"])
+    s = _command(
+        sub,
+        common,
+        "verify",
+        "check a built package's files and numbers, or rebuild it and compare",
+        "Without --rebuild: every file of the built package against its manifest, and its objects "
+        "linked again into the verification harness to compare with TensorFlow. With --rebuild: build "
+        "the entry again in a fresh cache and name the first file that differs.",
+        ["tfaot-dist verify test-simple", "tfaot-dist verify test-simple --rebuild"],
+    )
     s.add_argument("name", metavar="NAME", help="registered model name")
     s.add_argument("--dist", type=Path, default=Path("dist"), help="output directory (default: ./dist)")
     s.add_argument("--rebuild", action="store_true", help="rebuild from scratch and compare file by file")
     s.set_defaults(func=command(cmd_verify, VerifyOptions))
 
-    s = _command(sub, common, "toolchain", "create (if needed) and show the TensorFlow toolchain",
-                 "The isolated venv with TensorFlow that compiles models (TensorFlow is never installed into "
-                 "tfaot-dist's own environment). Created on first use under CACHE/toolchains/KEY (about "
-                 "1.6 GB, a few minutes, network needed); KEY digests the requirements and the Python.",
-                 ["tfaot-dist toolchain", "$(tfaot-dist toolchain --python) -c 'import tensorflow'",
-                  ". \"$(dirname \"$(tfaot-dist toolchain --python)\")/activate\"; saved_model_cli --help"])
+    s = _command(
+        sub,
+        common,
+        "toolchain",
+        "create (if needed) and show the TensorFlow toolchain",
+        "The isolated venv with TensorFlow that compiles models (TensorFlow is never installed into "
+        "tfaot-dist's own environment). Created on first use under CACHE/toolchains/KEY (about "
+        "1.6 GB, a few minutes, network needed); KEY digests the requirements and the Python.",
+        [
+            "tfaot-dist toolchain",
+            "$(tfaot-dist toolchain --python) -c 'import tensorflow'",
+            '. "$(dirname "$(tfaot-dist toolchain --python)")/activate"; saved_model_cli --help',
+        ],
+    )
     s.add_argument("--python", action="store_true", help="print only the path of its Python")
-    s.add_argument("--list", dest="listing", action="store_true", help="list the cached toolchains (creates none)")
+    s.add_argument(
+        "--list", dest="listing", action="store_true", help="list the cached toolchains (creates none)"
+    )
     s.set_defaults(func=command(cmd_toolchain, ToolchainOptions))
 
-    s = _command(sub, common, "specs", "render cmsBuild or rpm specs of the registry",
-                 "Render the packaging specs of every registry entry from spec_templates/ (byte-identical for "
-                 "the same registry and history).",
-                 ["tfaot-dist specs --out specs/   # with --check: exit 1 if stale",
-                  "tfaot-dist specs --flavor rpm --out rpm-specs/ --sources dist/",
-                  "tfaot-dist specs --flavor cmsbuild-prebuilt --channel https://host/channel/ --out specs/"])
+    s = _command(
+        sub,
+        common,
+        "specs",
+        "render cmsBuild or rpm specs of the registry",
+        "Render the packaging specs of every registry entry from spec_templates/ (byte-identical for "
+        "the same registry and history).",
+        [
+            "tfaot-dist specs --out specs/   # with --check: exit 1 if stale",
+            "tfaot-dist specs --flavor rpm --out rpm-specs/ --sources dist/",
+            "tfaot-dist specs --flavor cmsbuild-prebuilt --channel https://host/channel/ --out specs/",
+        ],
+    )
     s.add_argument("--out", type=Path, required=True, help="output directory of the specs")
-    s.add_argument("--flavor", choices=["cmsbuild", "rpm", "cmsbuild-prebuilt"], default="cmsbuild",
-                   help="cmsbuild: CMSDIST specs (default); rpm: standard rpm specs; cmsbuild-prebuilt: "
-                        "CMSDIST specs that install the verified archives of a channel (--channel)")
-    s.add_argument("--channel", metavar="URL",
-                   help="cmsbuild-prebuilt: the http(s) URL of the channel the packages were published to")
+    s.add_argument(
+        "--flavor",
+        choices=["cmsbuild", "rpm", "cmsbuild-prebuilt"],
+        default="cmsbuild",
+        help="cmsbuild: CMSDIST specs (default); rpm: standard rpm specs; cmsbuild-prebuilt: "
+        "CMSDIST specs that install the verified archives of a channel (--channel)",
+    )
+    s.add_argument(
+        "--channel",
+        metavar="URL",
+        help="cmsbuild-prebuilt: the http(s) URL of the channel the packages were published to",
+    )
     s.add_argument("--check", action="store_true", help="write nothing; exit 1 and list files that are stale")
-    s.add_argument("--sources", type=Path, metavar="DIST",
-                   help="rpm: verify the package archives in DIST and copy them into OUT/SOURCES")
+    s.add_argument(
+        "--sources",
+        type=Path,
+        metavar="DIST",
+        help="rpm: verify the package archives in DIST and copy them into OUT/SOURCES",
+    )
     s.set_defaults(func=command(cmd_specs, SpecsOptions))
     _add_performance_commands(sub, common)
     return p
 
 
 # Commands that keep things in the cache (what is there is run, compiled in or installed).
-USES_CACHE = {"add-model", "build", "setup", "compile", "runtime", "check", "verify", "toolchain", "bench", "tune"}
+USES_CACHE = {
+    "add-model",
+    "build",
+    "setup",
+    "compile",
+    "runtime",
+    "check",
+    "verify",
+    "toolchain",
+    "bench",
+    "tune",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     from tfaot_dist.cache import trusted_root
 
@@ -963,7 +1508,11 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except TfaotError as exc:
         # One line, whatever the message quotes (a line break in a value would start another).
-        line = shown(f"tfaot-dist: error: {exc}", MAX_ERROR, quote=False).replace("\r", "\\r").replace("\n", "\\n")
+        line = (
+            shown(f"tfaot-dist: error: {exc}", MAX_ERROR, quote=False)
+            .replace("\r", "\\r")
+            .replace("\n", "\\n")
+        )
         print(terminal(line), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:

@@ -90,20 +90,24 @@ class AotConfig:
         comp = self.compilation
         target_cpu = comp.target_cpu if comp.target_cpu is not None else cpu
         cpu_levels = comp.cpu_levels if comp.cpu_levels is not None else levels
-        return replace(self, compilation=replace(
-            comp,
-            target_triple=comp.target_triple if comp.target_triple is not None else triple,
-            target_cpu=target_cpu,
-            cpu_levels=() if target_cpu else cpu_levels,
-        ))
+        return replace(
+            self,
+            compilation=replace(
+                comp,
+                target_triple=comp.target_triple if comp.target_triple is not None else triple,
+                target_cpu=target_cpu,
+                cpu_levels=() if target_cpu else cpu_levels,
+            ),
+        )
 
 
 def batch_sizes(value: object, where: str) -> tuple[int, ...]:
     if not isinstance(value, list) or not value:
         raise InvalidInput(f"{where}: expected a non-empty list of positive integers, got {shown(value)}")
     if len(value) > (most := limits.max_batch_sizes()):
-        raise InvalidInput(f"{where}: {len(value)} batch sizes, at most {most} ({limits.BATCH_SIZES_ENV} raises "
-                           "the bound)")
+        raise InvalidInput(
+            f"{where}: {len(value)} batch sizes, at most {most} ({limits.BATCH_SIZES_ENV} raises the bound)"
+        )
     for bs in value:
         if isinstance(bs, bool) or not isinstance(bs, int):
             raise InvalidInput(f"{where}: batch size {bs!r} is not an integer")
@@ -115,8 +119,6 @@ def batch_sizes(value: object, where: str) -> tuple[int, ...]:
     if duplicates:
         raise InvalidInput(f"{where}: duplicate batch sizes {duplicates}")
     return tuple(sorted(value))
-
-
 
 
 def batch_rules(value: object, where: str) -> tuple[str, ...]:
@@ -131,11 +133,15 @@ def batch_rules(value: object, where: str) -> tuple[str, ...]:
     for rule in value:
         m = names.BATCH_RULE.fullmatch(rule) if isinstance(rule, str) else None
         if not m:
-            raise InvalidInput(f"{where}: invalid batch rule {rule!r} (expected 'TARGET:SIZE[,SIZE...]', e.g. '5:4,1')")
+            raise InvalidInput(
+                f"{where}: invalid batch rule {rule!r} (expected 'TARGET:SIZE[,SIZE...]', e.g. '5:4,1')"
+            )
         target, sizes = int(m.group(1)), [int(x) for x in m.group(2).split(",")]
         if not 0 <= sum(sizes) - target < sizes[-1]:
-            raise InvalidInput(f"{where}: batch rule {rule!r}: the sizes must cover {target} with padding only "
-                               "in the last evaluation")
+            raise InvalidInput(
+                f"{where}: batch rule {rule!r}: the sizes must cover {target} with padding only "
+                "in the last evaluation"
+            )
         if target in targets:
             raise InvalidInput(f"{where}: two batch rules for target {target}")
         targets.add(target)
@@ -168,12 +174,22 @@ def _drop_empty(f: Fields, keys: tuple[str, ...]) -> None:
             del f.data[key]
 
 
-COMPILATION_KEYS = ("batch_sizes", "namespace", "target_triple", "target_cpu", "cpu_levels", "tf_xla_flags",
-                    "xla_flags", "batch_rules", "activation_formulas")
+COMPILATION_KEYS = (
+    "batch_sizes",
+    "namespace",
+    "target_triple",
+    "target_cpu",
+    "cpu_levels",
+    "tf_xla_flags",
+    "xla_flags",
+    "batch_rules",
+    "activation_formulas",
+)
 
 
-def parse_compilation(data: object, file: Path | str, prefix: str, partial: bool,
-                      ignored: list[str] | None = None) -> Overrides:
+def parse_compilation(
+    data: object, file: Path | str, prefix: str, partial: bool, ignored: list[str] | None = None
+) -> Overrides:
     """Validated compilation settings as a dict of Compilation fields.
 
     partial=True parses registry overrides, where every field is optional. ignored: unknown keys
@@ -182,8 +198,19 @@ def parse_compilation(data: object, file: Path | str, prefix: str, partial: bool
     f = Fields(data, file, prefix)
     f.ignored = list(ignored or [])
     if not partial:  # an upstream AOT config: null/empty means the default
-        _drop_empty(f, ("namespace", "target_triple", "target_cpu", "cpu_levels", "tf_xla_flags", "xla_flags",
-                        "batch_rules", "activation_formulas"))
+        _drop_empty(
+            f,
+            (
+                "namespace",
+                "target_triple",
+                "target_cpu",
+                "cpu_levels",
+                "tf_xla_flags",
+                "xla_flags",
+                "batch_rules",
+                "activation_formulas",
+            ),
+        )
     out: Overrides = {}
     if "batch_sizes" in f.data or not partial:
         out["batch_sizes"] = batch_sizes(f.take("batch_sizes", list, required=True), f.at("batch_sizes"))
@@ -202,7 +229,9 @@ def parse_compilation(data: object, file: Path | str, prefix: str, partial: bool
             out[key] = check(f.take(key, kind), f.at(key))
     f.done()
     if out.get("target_cpu") and "cpu_levels" in out:
-        raise InvalidInput(f"{f.at('cpu_levels')}: give target_cpu (one CPU) or cpu_levels (several), not both")
+        raise InvalidInput(
+            f"{f.at('cpu_levels')}: give target_cpu (one CPU) or cpu_levels (several), not both"
+        )
     return out
 
 
@@ -216,7 +245,9 @@ def load_aot_config(path: Path, label: str | None = None, within: Path | None = 
     top = Fields(data, where)
     unknown = top.ignore_unknown(("model", "compilation"))
     model = Fields(top.take("model", dict, required=True), where, "model")
-    unknown += model.ignore_unknown(("name", "version", "saved_model", "serving_key", "author", "description"))
+    unknown += model.ignore_unknown(
+        ("name", "version", "saved_model", "serving_key", "author", "description")
+    )
     _drop_empty(model, ("saved_model", "serving_key", "author", "description"))
     comp = Fields(top.take("compilation", dict, required=True), where, "compilation")
     unknown += comp.ignore_unknown(COMPILATION_KEYS)
@@ -229,7 +260,9 @@ def load_aot_config(path: Path, label: str | None = None, within: Path | None = 
     if not model_version:
         raise InvalidInput(f"{model.at('version')}: expected a non-empty version")
     saved_model_rel = model.take("saved_model", str, "./saved_model")
-    serving_key = names.serving_key(model.take("serving_key", str, "serving_default"), model.at("serving_key"))
+    serving_key = names.serving_key(
+        model.take("serving_key", str, "serving_default"), model.at("serving_key")
+    )
     author = names.free_text(model.take("author", str, ""), model.at("author"))
     description = names.free_text(model.take("description", str, ""), model.at("description"))
     model.done()

@@ -88,7 +88,9 @@ def _depth(doc: Any) -> int:
 
 def _package_name(value: str, where: str) -> str:
     if not names.PACKAGE_NAME.fullmatch(value):
-        raise InvalidInput(f"{where}: invalid package name {shown(value)} (expected tfaot-model-NAME or {RUNTIME})")
+        raise InvalidInput(
+            f"{where}: invalid package name {shown(value)} (expected tfaot-model-NAME or {RUNTIME})"
+        )
     return value
 
 
@@ -104,6 +106,7 @@ def _one_of(*allowed: str) -> Callable[[str, str], str]:
         if value not in allowed:
             raise InvalidInput(f"{where}: expected one of {', '.join(allowed)}, got {shown(value)}")
         return value
+
     return check
 
 
@@ -138,7 +141,9 @@ MAX_YANK_REASON = 500
 def yank_reason(value: str, where: str) -> str:
     names.free_text(value, where)
     if not value.strip() or len(value) > MAX_YANK_REASON:
-        raise InvalidInput(f"{where}: expected a reason of 1 to {MAX_YANK_REASON} characters, got {shown(value)}")
+        raise InvalidInput(
+            f"{where}: expected a reason of 1 to {MAX_YANK_REASON} characters, got {shown(value)}"
+        )
     return value
 
 
@@ -197,8 +202,15 @@ def _hints(cls: Any) -> dict[str, Any]:
 def _plan(cls: Any) -> tuple[tuple[str, bool, Check, Check | None], ...]:
     """(name, required, converter, check) of each field of a document class, worked out once."""
     hints = _hints(cls)
-    return tuple((f.name, f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
-                  _converter(hints[f.name]), f.metadata.get("check")) for f in _fields(cls))
+    return tuple(
+        (
+            f.name,
+            f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+            _converter(hints[f.name]),
+            f.metadata.get("check"),
+        )
+        for f in _fields(cls)
+    )
 
 
 def _convert(kind: Any, value: Any, where: str) -> Any:
@@ -225,6 +237,7 @@ def _converter(kind: Any) -> Check:
             if not isinstance(value, list):
                 raise InvalidInput(f"{where}: expected a list, got {shown(value)}")
             return tuple(element(v, f"{where}[{i}]") for i, v in enumerate(value))
+
         return to_tuple
     if origin is dict:
         item = _converter(args[1])
@@ -233,16 +246,20 @@ def _converter(kind: Any) -> Check:
             if not isinstance(value, dict):
                 raise InvalidInput(f"{where}: expected an object, got {shown(value)}")
             return {k: item(v, f"{where}.{k}") for k, v in value.items()}
+
         return to_dict
+
     def plain(value: Any, where: str) -> Any:
         if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
             raise InvalidInput(f"{where}: expected an integer, got {shown(value)}")
         if kind is float and (isinstance(value, bool) or not isinstance(value, int | float)):
             raise InvalidInput(f"{where}: expected a number, got {shown(value)}")
         if kind in (str, bool) and not isinstance(value, kind):
-            raise InvalidInput(f"{where}: expected {'a string' if kind is str else 'true or false'}, "
-                               f"got {shown(value)}")
+            raise InvalidInput(
+                f"{where}: expected {'a string' if kind is str else 'true or false'}, got {shown(value)}"
+            )
         return value
+
     return plain
 
 
@@ -288,7 +305,9 @@ class IndexRow(Document):
     requires: tuple[Requirement, ...]
     tensorflow_version: str
     batch_sizes: tuple[int, ...]  # () for the runtime
-    signature: JsonObject | None = field(metadata=check(_signature))  # inputs and outputs; None for the runtime
+    signature: JsonObject | None = field(
+        metadata=check(_signature)
+    )  # inputs and outputs; None for the runtime
     # Yanked (PEP 592's sense): the reason. setup takes the version only when it is pinned exactly.
     yanked: str | None = field(default=None, metadata=check(yank_reason, omit_default=True))
     # Raised by each change of a listed row (a yank, its undoing): OCI readers merge index parts by it.
@@ -358,10 +377,15 @@ def _file_name(value: str, where: str) -> str:
 
 def _each(fn: Check) -> Check:
     """A check of every element of a tuple (or every key of an object) with fn."""
+
     def check_all(values: Any, where: str) -> Any:
         for i, value in enumerate(values):
-            fn(value, f"{where}[{i}]" if isinstance(values, tuple) else f"{where}.{shown(value, quote=False)}")
+            fn(
+                value,
+                f"{where}[{i}]" if isinstance(values, tuple) else f"{where}.{shown(value, quote=False)}",
+            )
         return values
+
     return check_all
 
 
@@ -436,8 +460,9 @@ class Verification(Document):
     outputs: dict[str, Deviation]
     paths: tuple[str, ...]
     # Multi-level packages: each level of compilation.cpu_levels, verified or not (and why).
-    cpu_levels: dict[str, LevelCheck] | None = field(default=None, metadata={**OMIT_NONE,
-                                                                              "check": _each(_cpu_level)})
+    cpu_levels: dict[str, LevelCheck] | None = field(
+        default=None, metadata={**OMIT_NONE, "check": _each(_cpu_level)}
+    )
 
 
 @dataclass(frozen=True)
@@ -500,13 +525,16 @@ class Compilation(Document):
     batch_rules: tuple[str, ...] = field(default=(), metadata={"omit_default": True})  # set by `tune` only
     # The x86-64 levels compiled, lowest first; () for a single-target package (target_cpu alone).
     # The lowest has the classes CLASS_bsN, the others CLASS_bsN_LEVEL (x86_64_v3, ...).
-    cpu_levels: tuple[str, ...] = field(default=(), metadata={"omit_default": True, "check": _each(_cpu_level)})
+    cpu_levels: tuple[str, ...] = field(
+        default=(), metadata={"omit_default": True, "check": _each(_cpu_level)}
+    )
     # Every XLA flag tfcompile ran with: ours (small-matrix tiles), then xla_flags, then saved_model_cli's.
     tfcompile_xla_flags: tuple[str, ...] = field(default=(), metadata={"omit_default": True})
     # How Selu and Elu were compiled: "tensorflow" (TensorFlow's CPU formula, exp(x) - 1) or "xla"
     # (XLA's expm1); absent in packages made before the choice existed (they have XLA's).
-    activation_formulas: str | None = field(default=None, metadata=check(_one_of(*names.ACTIVATION_FORMULAS),
-                                                                          omit_default=True))
+    activation_formulas: str | None = field(
+        default=None, metadata=check(_one_of(*names.ACTIVATION_FORMULAS), omit_default=True)
+    )
     # op -> nodes compiled with TensorFlow's formula, in each batch size's graph.
     rewritten_activations: dict[str, int] = field(default_factory=dict, metadata={"omit_default": True})
     # op -> nodes written with other ops that tfcompile writes (Conv3D as Conv2D over depth slices, TF 2.21).
@@ -590,7 +618,9 @@ class ModelManifest(Document):
     files: dict[str, FileDigest] = field(metadata=check(_each(_rel_path)))
     verification: Verification | None  # None only between assembly and verification
     # The XLA runtime parts (cxx/runtime_parts.py) the package's archive carries: those its objects call.
-    runtime_parts: tuple[str, ...] = field(default=(), metadata=check(_each(_runtime_part), omit_default=True))
+    runtime_parts: tuple[str, ...] = field(
+        default=(), metadata=check(_each(_runtime_part), omit_default=True)
+    )
 
 
 def _runtime_levels(levels: tuple[str, ...], where: str) -> tuple[str, ...]:
@@ -667,8 +697,12 @@ class CompileAnswer(Document):
     reference: tuple[ReferenceCase, ...]
     tensorflow_version: str
     timings: dict[str, float] = field(default_factory=dict)  # stage -> seconds, for --verbose readers
-    xla_flags: tuple[str, ...] = ()  # every XLA flag tfcompile ran with (our defaults, the config's, saved_model_cli's)
-    rewritten_activations: dict[str, int] = field(default_factory=dict)  # op -> nodes given TensorFlow's formula
+    xla_flags: tuple[
+        str, ...
+    ] = ()  # every XLA flag tfcompile ran with (our defaults, the config's, saved_model_cli's)
+    rewritten_activations: dict[str, int] = field(
+        default_factory=dict
+    )  # op -> nodes given TensorFlow's formula
     rewritten_ops: dict[str, int] = field(default_factory=dict)  # op -> nodes written with other ops (Conv3D)
 
 

@@ -42,8 +42,9 @@ def padded_rule(target: int, sizes: Sequence[int]) -> str | None:
     return f"{target}:{','.join([str(largest)] * calls)}"
 
 
-def verify_package(root: Path, manifest: ModelManifest, runtime: XlaRuntime, work: Path,
-                   cache: Path | None = None) -> Verification:
+def verify_package(
+    root: Path, manifest: ModelManifest, runtime: XlaRuntime, work: Path, cache: Path | None = None
+) -> Verification:
     """Build and run the harness against the package in root; returns the deviation report.
 
     cache: where the precompiled interface headers live (tfaot_dist.cxx.pch); None compiles without.
@@ -68,26 +69,46 @@ def verify_package(root: Path, manifest: ModelManifest, runtime: XlaRuntime, wor
         run_harness(harness, reference, cases, sizes, out, level)
         used = (out / "cpu_level.txt").read_text().strip()
         if used != level:
-            raise VerificationFailed(f"{package}: TFAOT_CPU_LEVEL={level}, but the harness ran level {used!r}")
+            raise VerificationFailed(
+                f"{package}: TFAOT_CPU_LEVEL={level}, but the harness ran level {used!r}"
+            )
         label = package if len(manifest.compilation.cpu_levels) == 1 else f"{package} (CPU level {level})"
         found.append(compare(label, manifest.signature, reference, cases, out))
         checks[level] = LevelCheck(verified=True)
     if not found:
-        raise VerificationFailed(f"{package}: this machine runs none of the CPU levels "
-                                 f"{', '.join(manifest.compilation.cpu_levels)}")
-    worst = {name: Deviation(max_abs=max(v.outputs[name].max_abs for v in found),
-                             max_rel=max(v.outputs[name].max_rel for v in found)) for name in found[0].outputs}
-    return Verification(tolerance=TOLERANCE, batch_sizes=found[0].batch_sizes, outputs=worst,
-                        paths=found[0].paths, cpu_levels=checks)
+        raise VerificationFailed(
+            f"{package}: this machine runs none of the CPU levels "
+            f"{', '.join(manifest.compilation.cpu_levels)}"
+        )
+    worst = {
+        name: Deviation(
+            max_abs=max(v.outputs[name].max_abs for v in found),
+            max_rel=max(v.outputs[name].max_rel for v in found),
+        )
+        for name in found[0].outputs
+    }
+    return Verification(
+        tolerance=TOLERANCE,
+        batch_sizes=found[0].batch_sizes,
+        outputs=worst,
+        paths=found[0].paths,
+        cpu_levels=checks,
+    )
 
 
-def build_harness(root: Path, manifest: ModelManifest, runtime: XlaRuntime, work: Path,
-                  cache: Path | None = None) -> Path:
+def build_harness(
+    root: Path, manifest: ModelManifest, runtime: XlaRuntime, work: Path, cache: Path | None = None
+) -> Path:
     """The verification harness of the package in root, linked from its archive, as work/harness."""
     write_harness(manifest, work / "harness.cc")
-    compile_consumer(runtime, [work / "harness.cc"], [root / "include", INTERFACE_INCLUDE],
-                     [root / "lib" / f"lib{manifest.package}.a"], work / "harness",
-                     pch.flags(runtime, cache) if cache else ())
+    compile_consumer(
+        runtime,
+        [work / "harness.cc"],
+        [root / "include", INTERFACE_INCLUDE],
+        [root / "lib" / f"lib{manifest.package}.a"],
+        work / "harness",
+        pch.flags(runtime, cache) if cache else (),
+    )
     return work / "harness"
 
 
@@ -99,19 +120,27 @@ def read_array(path: Path, dtype: str) -> "array.array[Any]":
 
 def write_harness(manifest: ModelManifest, path: Path) -> None:
     comp = manifest.compilation
-    path.write_text(render(
-        "verify_harness.cc.j2",
-        package=manifest.package,
-        namespace=comp.namespace,
-        class_name=comp.class_name,
-        inputs=[t.to_json() for t in manifest.signature.inputs],
-        outputs=[t.to_json() for t in manifest.signature.outputs],
-        cpu_levels=list(comp.cpu_levels),
-    ))
+    path.write_text(
+        render(
+            "verify_harness.cc.j2",
+            package=manifest.package,
+            namespace=comp.namespace,
+            class_name=comp.class_name,
+            inputs=[t.to_json() for t in manifest.signature.inputs],
+            outputs=[t.to_json() for t in manifest.signature.outputs],
+            cpu_levels=list(comp.cpu_levels),
+        )
+    )
 
 
-def run_harness(harness: Path, reference: Path, cases: Sequence[ReferenceCase], sizes: Sequence[int],
-                out: Path, level: str | None = None) -> None:
+def run_harness(
+    harness: Path,
+    reference: Path,
+    cases: Sequence[ReferenceCase],
+    sizes: Sequence[int],
+    out: Path,
+    level: str | None = None,
+) -> None:
     """level: the CPU level to force (TFAOT_CPU_LEVEL); None leaves the environment as it is."""
     args = [str(harness), str(out)]
     for case in cases:
@@ -123,8 +152,9 @@ def run_harness(harness: Path, reference: Path, cases: Sequence[ReferenceCase], 
     process.run(args, what=what, error=VerificationFailed, timeout=600, env=env)
 
 
-def compare(model: str, signature: Signature, reference: Path, cases: Sequence[ReferenceCase],
-            out: Path) -> Verification:
+def compare(
+    model: str, signature: Signature, reference: Path, cases: Sequence[ReferenceCase], out: Path
+) -> Verification:
     """Maximum deviations per output; raises VerificationFailed at the first element out of tolerance."""
     outputs: dict[str, Deviation] = {}
     for k, t in enumerate(signature.outputs):
@@ -138,8 +168,10 @@ def compare(model: str, signature: Signature, reference: Path, cases: Sequence[R
                     continue
                 got = read_array(path, t.dtype)
                 if len(got) != len(expected):
-                    raise VerificationFailed(f"{model}: batch size {bs}, output {t.name} ({mode}): "
-                                             f"{len(got)} elements, TensorFlow gave {len(expected)}")
+                    raise VerificationFailed(
+                        f"{model}: batch size {bs}, output {t.name} ({mode}): "
+                        f"{len(got)} elements, TensorFlow gave {len(expected)}"
+                    )
                 for i, (a, b) in enumerate(zip(got, expected, strict=True)):
                     diff = abs(a - b)
                     rel = diff / abs(b) if b else (0.0 if diff == 0 else math.inf)
@@ -148,9 +180,14 @@ def compare(model: str, signature: Signature, reference: Path, cases: Sequence[R
                     if bad or math.isnan(a) != math.isnan(b):
                         raise VerificationFailed(
                             f"{model}: batch size {bs}, output {t.name} ({mode}), element {i}: "
-                            f"compiled {a!r}, TensorFlow {b!r}")
+                            f"compiled {a!r}, TensorFlow {b!r}"
+                        )
                     worst_abs = max(worst_abs, diff)
                     worst_rel = max(worst_rel, rel if math.isfinite(rel) else 0.0)
         outputs[t.name] = Deviation(max_abs=worst_abs, max_rel=worst_rel)
-    return Verification(tolerance=TOLERANCE, batch_sizes=tuple(c.batch_size for c in cases), outputs=outputs,
-                        paths=("run() nested vectors", "runFlat()", "runFlat() with a zero-padding rule"))
+    return Verification(
+        tolerance=TOLERANCE,
+        batch_sizes=tuple(c.batch_size for c in cases),
+        outputs=outputs,
+        paths=("run() nested vectors", "runFlat()", "runFlat() with a zero-padding rule"),
+    )

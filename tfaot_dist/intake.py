@@ -1,8 +1,8 @@
 """Taking models into the registry: everything about an entry (new or updated) is validated before it is written.
 
-    add_model()     a new entry, pinned to the commit --ref names
-    update_model()  re-pin an entry, checked the same way; a changed build of the same version gets
-                    the next build number (PEP 440 post-release: 1.0.0 -> 1.0.0.post1 -> .post2)
+add_model()     a new entry, pinned to the commit --ref names
+update_model()  re-pin an entry, checked the same way; a changed build of the same version gets
+                the next build number (PEP 440 post-release: 1.0.0 -> 1.0.0.post1 -> .post2)
 """
 
 import shutil
@@ -32,8 +32,16 @@ from tfaot_dist.sources import (
 )
 
 
-def add_model(registry: Registry, session: Session, name: str, url: str, ref: str, aot_config: str,
-              version: str | None = None, overrides: Overrides | None = None) -> ModelEntry:
+def add_model(
+    registry: Registry,
+    session: Session,
+    name: str,
+    url: str,
+    ref: str,
+    aot_config: str,
+    version: str | None = None,
+    overrides: Overrides | None = None,
+) -> ModelEntry:
     """session: its defaults are registry's (cli builds it so)."""
     names.model_name(name, "NAME")
     check_git_url(url, "--source")
@@ -42,14 +50,17 @@ def add_model(registry: Registry, session: Session, name: str, url: str, ref: st
     if version is not None:
         names.version(version, "--version")
     if registry.entry_path(name).exists():
-        raise InvalidInput(f"{name}: already registered ({registry.entry_path(name)}); change it with "
-                           f"`tfaot-dist update {name}`")
+        raise InvalidInput(
+            f"{name}: already registered ({registry.entry_path(name)}); change it with "
+            f"`tfaot-dist update {name}`"
+        )
 
     def entry_of(source: GitSource | ArchiveSource, config: AotConfig, signature: Signature) -> ModelEntry:
         return ModelEntry(name, version or config.version, source, aot_config, overrides or {})
 
-    entry = _checked(session, lambda sources: _git_pin(sources, url, ref, session), aot_config, overrides or {},
-                     entry_of)
+    entry = _checked(
+        session, lambda sources: _git_pin(sources, url, ref, session), aot_config, overrides or {}, entry_of
+    )
     registry.save(entry)
     return entry
 
@@ -61,9 +72,18 @@ class Update:
     changes: tuple[tuple[str, str, str], ...]  # (field, old value, new value) in the entry's YAML
 
 
-def update_model(registry: Registry, session: Session, name: str, *, url: str | None = None,
-                 ref: str | None = None, aot_config: str | None = None, version: str | None = None,
-                 overrides: Overrides | None = None, new_build: bool = False) -> Update:
+def update_model(
+    registry: Registry,
+    session: Session,
+    name: str,
+    *,
+    url: str | None = None,
+    ref: str | None = None,
+    aot_config: str | None = None,
+    version: str | None = None,
+    overrides: Overrides | None = None,
+    new_build: bool = False,
+) -> Update:
     """Re-pin the entry NAME and check it as add_model does; write it only if it changed.
 
     ref defaults to the entry's (a branch moves on to its new head), url and aot_config too;
@@ -80,8 +100,10 @@ def update_model(registry: Registry, session: Session, name: str, *, url: str | 
     merged = {**old.overrides, **(overrides or {})}
     if isinstance(old.source, ArchiveSource):
         if url is not None or ref is not None:
-            raise InvalidInput(f"{old.path}: source: an archive pinned by its sha256; change source.archive and "
-                               "source.sha256 there (--source and --ref re-pin git sources)")
+            raise InvalidInput(
+                f"{old.path}: source: an archive pinned by its sha256; change source.archive and "
+                "source.sha256 there (--source and --ref re-pin git sources)"
+            )
         archive = old.source
 
         def pin(sources: Path) -> tuple[GitSource | ArchiveSource, ResolvedSource]:
@@ -106,12 +128,16 @@ def update_model(registry: Registry, session: Session, name: str, *, url: str | 
         else:
             chosen = old.version
         if Version(chosen) < Version(old.version):
-            raise InvalidInput(f"--version: {chosen} is lower than the entry's {old.version} (setup installs the "
-                               "highest version: a release is never replaced by a lower one)")
+            raise InvalidInput(
+                f"--version: {chosen} is lower than the entry's {old.version} (setup installs the "
+                "highest version: a release is never replaced by a lower one)"
+            )
         if chosen == old.version and (changed or new_build):
-            raise InvalidInput(f"{name}: version {old.version} would stay while what it is built from changed; "
-                               f"leave --version out for its next build ({next_build(old.version)}) or give a "
-                               "higher version")
+            raise InvalidInput(
+                f"{name}: version {old.version} would stay while what it is built from changed; "
+                f"leave --version out for its next build ({next_build(old.version)}) or give a "
+                "higher version"
+            )
         return ModelEntry(name, chosen, source, aot_config, merged)
 
     asked_for_nothing = version is None and not new_build
@@ -130,7 +156,9 @@ def next_build(version: str) -> str:
     """
     parsed = Version(version)
     if parsed.dev is not None or parsed.local is not None:
-        raise InvalidInput(f"version {version}: a development or local version has no next build; give --version")
+        raise InvalidInput(
+            f"version {version}: a development or local version has no next build; give --version"
+        )
     base = version.split(".post")[0]
     return str(Version(f"{base}.post{(parsed.post or 0) + 1}"))
 
@@ -149,9 +177,14 @@ def _git_pin(sources: Path, url: str, ref: str, session: Session) -> tuple[GitSo
     return GitSource(url, ref, commit, branch), git_sources.fetch(url, commit)
 
 
-def _checked(session: Session, pin: Pin, aot_config: str, overrides: Overrides,
-             entry_of: Callable[[GitSource | ArchiveSource, AotConfig, Signature], ModelEntry],
-             unchanged: ModelEntry | None = None) -> ModelEntry:
+def _checked(
+    session: Session,
+    pin: Pin,
+    aot_config: str,
+    overrides: Overrides,
+    entry_of: Callable[[GitSource | ArchiveSource, AotConfig, Signature], ModelEntry],
+    unchanged: ModelEntry | None = None,
+) -> ModelEntry:
     """Pin the source, load its AOT config, check the model in TensorFlow, and make the entry.
 
     Everything is fetched into a scratch cache first: a source that fails validation leaves the
@@ -165,13 +198,18 @@ def _checked(session: Session, pin: Pin, aot_config: str, overrides: Overrides,
         for warning in config.warnings:
             session.log(f"warning: {warning}")
         if unchanged is not None and (source.as_dict(), aot_config, overrides) == (
-                unchanged.source.as_dict(), unchanged.aot_config, unchanged.overrides):
+            unchanged.source.as_dict(),
+            unchanged.aot_config,
+            unchanged.overrides,
+        ):
             return unchanged
         signature = check_model(config, session, scratch / "check")
         session.log(f"signature: {describe_signature(signature)}")
         entry = entry_of(source, config, signature)
         # Copied, not renamed: the scratch dir may be on another file system.
-        tree = session.cache.sources / (src.commit if isinstance(source, GitSource) else f"sha256-{source.sha256}")
+        tree = session.cache.sources / (
+            src.commit if isinstance(source, GitSource) else f"sha256-{source.sha256}"
+        )
         ensure_entry(tree, lambda staged: shutil.copytree(src.root, staged / "tree"), marker=SOURCE_COMPLETE)
     return entry
 
@@ -183,9 +221,11 @@ def _same_signature(old: ModelEntry, signature: Signature, build: str, session: 
         config = load_source_config(src, old.aot_config).with_overrides(old.overrides)
         before = op_check(config.saved_model, config.serving_key, session, Path(work)).signature
     if before != signature:
-        raise InvalidInput(f"{old.name}: the signature changed ({describe_signature(before)} became "
-                           f"{describe_signature(signature)}); a new build ({build}) keeps the signature of "
-                           f"{old.version}: give a higher --version")
+        raise InvalidInput(
+            f"{old.name}: the signature changed ({describe_signature(before)} became "
+            f"{describe_signature(signature)}); a new build ({build}) keeps the signature of "
+            f"{old.version}: give a higher --version"
+        )
 
 
 def _changes(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[tuple[str, str, str]]:

@@ -54,7 +54,9 @@ GIT_URL = re.compile(
 )
 # oci://HOST[:PORT]/NAMESPACE channels; a tag is a version with "+" as "_" and "!" as "-".
 OCI_HOST = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?")
-OCI_NAMESPACE = re.compile(r"[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*")  # lowercase components
+OCI_NAMESPACE = re.compile(
+    r"[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*"
+)  # lowercase components
 OCI_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
 
 # What may sit in a CMake string or a pkg-config field without meaning anything there.
@@ -78,7 +80,102 @@ COMMIT_LIKE = re.compile(r"[0-9a-f]{7,40}")  # a ref that may be an abbreviated 
 
 # C++ keywords that cannot name a class or namespace.
 CPP_KEYWORDS = frozenset(
-    ["alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch", "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval", "constexpr", "constinit", "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype", "default", "delete", "do", "double", "dynamic_cast", "else", "enum", "explicit", "export", "extern", "false", "float", "for", "friend", "goto", "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq", "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register", "reinterpret_cast", "requires", "return", "short", "signed", "sizeof", "static", "static_assert", "static_cast", "struct", "switch", "template", "this", "thread_local", "throw", "true", "try", "typedef", "typeid", "typename", "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq", "std", "tfaot"]
+    [
+        "alignas",
+        "alignof",
+        "and",
+        "and_eq",
+        "asm",
+        "auto",
+        "bitand",
+        "bitor",
+        "bool",
+        "break",
+        "case",
+        "catch",
+        "char",
+        "char8_t",
+        "char16_t",
+        "char32_t",
+        "class",
+        "compl",
+        "concept",
+        "const",
+        "consteval",
+        "constexpr",
+        "constinit",
+        "const_cast",
+        "continue",
+        "co_await",
+        "co_return",
+        "co_yield",
+        "decltype",
+        "default",
+        "delete",
+        "do",
+        "double",
+        "dynamic_cast",
+        "else",
+        "enum",
+        "explicit",
+        "export",
+        "extern",
+        "false",
+        "float",
+        "for",
+        "friend",
+        "goto",
+        "if",
+        "inline",
+        "int",
+        "long",
+        "mutable",
+        "namespace",
+        "new",
+        "noexcept",
+        "not",
+        "not_eq",
+        "nullptr",
+        "operator",
+        "or",
+        "or_eq",
+        "private",
+        "protected",
+        "public",
+        "register",
+        "reinterpret_cast",
+        "requires",
+        "return",
+        "short",
+        "signed",
+        "sizeof",
+        "static",
+        "static_assert",
+        "static_cast",
+        "struct",
+        "switch",
+        "template",
+        "this",
+        "thread_local",
+        "throw",
+        "true",
+        "try",
+        "typedef",
+        "typeid",
+        "typename",
+        "union",
+        "unsigned",
+        "using",
+        "virtual",
+        "void",
+        "volatile",
+        "wchar_t",
+        "while",
+        "xor",
+        "xor_eq",
+        "std",
+        "tfaot",
+    ]
 )
 
 
@@ -102,10 +199,14 @@ def no_credentials(value: object, where: str, how: str = "git") -> None:
     if isinstance(value, str) and has_credentials(value):
         scheme, _, rest = value.partition("://")
         shown_url = f"{scheme}://***@{rest.split('@', 1)[1][:100]}"
-        helpers = {"git": "a git credential helper (git config credential.helper), GIT_ASKPASS, or a ~/.netrc entry",
-                   "oci": "TFAOT_DIST_OCI_TOKEN (and TFAOT_DIST_OCI_USERNAME)"}.get(how, "a ~/.netrc entry for the host")
-        raise InvalidInput(f"{where}: {shown_url}: credentials in a URL are refused (they would be printed and "
-                           f"written into packages); give them through {helpers}")
+        helpers = {
+            "git": "a git credential helper (git config credential.helper), GIT_ASKPASS, or a ~/.netrc entry",
+            "oci": "TFAOT_DIST_OCI_TOKEN (and TFAOT_DIST_OCI_USERNAME)",
+        }.get(how, "a ~/.netrc entry for the host")
+        raise InvalidInput(
+            f"{where}: {shown_url}: credentials in a URL are refused (they would be printed and "
+            f"written into packages); give them through {helpers}"
+        )
 
 
 def model_name(value: object, where: str) -> str:
@@ -174,11 +275,14 @@ CPU_LEVELS = ("x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4")
 def cpu_levels(value: object, where: str) -> tuple[str, ...]:
     """A non-empty list of distinct psABI level names, returned lowest first."""
     if not isinstance(value, list) or not value:
-        raise InvalidInput(f"{where}: expected a non-empty list of CPU levels ({', '.join(CPU_LEVELS)}), "
-                           f"got {value!r}")
+        raise InvalidInput(
+            f"{where}: expected a non-empty list of CPU levels ({', '.join(CPU_LEVELS)}), got {value!r}"
+        )
     for level in value:
         if level not in CPU_LEVELS:
-            raise InvalidInput(f"{where}: unknown CPU level {level!r} (expected one of {', '.join(CPU_LEVELS)})")
+            raise InvalidInput(
+                f"{where}: unknown CPU level {level!r} (expected one of {', '.join(CPU_LEVELS)})"
+            )
     if len(set(value)) != len(value):
         raise InvalidInput(f"{where}: duplicate CPU levels in {value!r}")
     return tuple(sorted(value, key=CPU_LEVELS.index))

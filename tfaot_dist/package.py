@@ -44,7 +44,13 @@ from tfaot_dist.util.render import render_model_header
 MANIFEST = "manifest.json"
 MAX_MANIFEST = 64 << 20  # bytes read of a manifest inside an archive
 # Templates whose output is part of a model package (and so of its build key).
-TEMPLATES = ("model.h.j2", "scram_tool.xml.j2", "verify_harness.cc.j2", "cmake_config.cmake.j2", "pkgconfig.pc.j2")
+TEMPLATES = (
+    "model.h.j2",
+    "scram_tool.xml.j2",
+    "verify_harness.cc.j2",
+    "cmake_config.cmake.j2",
+    "pkgconfig.pc.j2",
+)
 # Part of the build key: bump it when the same inputs give other package bytes.
 # 2: the .pc file Requires the exact runtime the package was verified with (was a version range).
 # 3: the archive holds the runtime parts its objects call (cxx/runtime_parts.py).
@@ -76,10 +82,23 @@ def dir_name(package: str, version: str) -> str:
     return f"{package}-{version}"
 
 
-def assemble(compiled: Path, reference: Path, answer: CompileAnswer, root: Path, *, package: str, version: str,
-             build_key: str | None, source: dict[str, str], digests: dict[str, str], model: ModelInfo,
-             toolchain: ToolchainRecord, compilation: Compilation, requires: tuple[Requirement, ...],
-             runtime_parts: Sequence[BuiltPart] = ()) -> ModelManifest:
+def assemble(
+    compiled: Path,
+    reference: Path,
+    answer: CompileAnswer,
+    root: Path,
+    *,
+    package: str,
+    version: str,
+    build_key: str | None,
+    source: dict[str, str],
+    digests: dict[str, str],
+    model: ModelInfo,
+    toolchain: ToolchainRecord,
+    compilation: Compilation,
+    requires: tuple[Requirement, ...],
+    runtime_parts: Sequence[BuiltPart] = (),
+) -> ModelManifest:
     """Lay out a package in root from the worker's output; returns its manifest, not yet verified
     (verification None) and not written. runtime_parts: the XLA runtime parts the objects call, which
     go into the package's archive with them."""
@@ -99,24 +118,32 @@ def assemble(compiled: Path, reference: Path, answer: CompileAnswer, root: Path,
             shutil.copyfile(compiled / obj, lib / obj)
             objects.append(obj)
     # Weights once: identical constant buffers of several batch sizes and levels are defined by one object.
-    shared = weight_sharing.share_constants(include, lib, class_name, list(compilation.batch_sizes),
-                                       other_levels=levels[1:])
-    build_kit.archive(lib / f"lib{package}.a", [lib / obj for obj in objects] +
-                      [obj for part in runtime_parts for obj in part.objects], CompileFailed)
+    shared = weight_sharing.share_constants(
+        include, lib, class_name, list(compilation.batch_sizes), other_levels=levels[1:]
+    )
+    build_kit.archive(
+        lib / f"lib{package}.a",
+        [lib / obj for obj in objects] + [obj for part in runtime_parts for obj in part.objects],
+        CompileFailed,
+    )
 
     signature = answer.signature
-    (include / "model.h").write_text(render_model_header({
-        "package": package,
-        "namespace": compilation.namespace,
-        "class_name": class_name,
-        "batch_sizes": list(compilation.batch_sizes),
-        "inputs": [t.to_json() for t in signature.inputs],
-        "outputs": [t.to_json() for t in signature.outputs],
-        "default_rules": list(compilation.batch_rules),  # tuned rules (tfaot-dist tune)
-        "cpu_levels": list(levels),
-        "target_cpu": compilation.target_cpu or "",
-        "tfaot_dist_version": __version__,
-    }))
+    (include / "model.h").write_text(
+        render_model_header(
+            {
+                "package": package,
+                "namespace": compilation.namespace,
+                "class_name": class_name,
+                "batch_sizes": list(compilation.batch_sizes),
+                "inputs": [t.to_json() for t in signature.inputs],
+                "outputs": [t.to_json() for t in signature.outputs],
+                "default_rules": list(compilation.batch_rules),  # tuned rules (tfaot-dist tune)
+                "cpu_levels": list(levels),
+                "target_cpu": compilation.target_cpu or "",
+                "tfaot_dist_version": __version__,
+            }
+        )
+    )
     # Built against a release's tensorflow-xla-runtime: its tool is the one used, and the package
     # carries the interface headers model.h includes, which that runtime does not have; no CMake
     # config (the release has none for that runtime to depend on).
@@ -125,13 +152,21 @@ def assemble(compiled: Path, reference: Path, answer: CompileAnswer, root: Path,
         shutil.copytree(INTERFACE_INCLUDE / "tfaot", root / "include" / "tfaot")
     tool = root / "etc" / "scram.d" / f"{package}.xml"
     tool.parent.mkdir(parents=True)
-    tool.write_text(scram_tool.render_model_tool(
-        package, version, source.get("url", ""),
-        names.RELEASE_RUNTIME_PACKAGE if release else scram_tool.RUNTIME_TOOL))
+    tool.write_text(
+        scram_tool.render_model_tool(
+            package,
+            version,
+            source.get("url", ""),
+            names.RELEASE_RUNTIME_PACKAGE if release else scram_tool.RUNTIME_TOOL,
+        )
+    )
     # buildsys checks every value it is given: the same fields as in a manifest read from elsewhere.
-    facts = Manifest(package=package, version=version, files={}, model=model.to_json(), source=source,
-                     requires=requires)
-    build_files = [] if release else [(buildsys.cmake_config_path(package), buildsys.render_cmake_config(facts))]
+    facts = Manifest(
+        package=package, version=version, files={}, model=model.to_json(), source=source, requires=requires
+    )
+    build_files = (
+        [] if release else [(buildsys.cmake_config_path(package), buildsys.render_cmake_config(facts))]
+    )
     for rel, text in (*build_files, (buildsys.pkgconfig_path(package), buildsys.render_pkgconfig(facts))):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
@@ -153,8 +188,10 @@ def assemble(compiled: Path, reference: Path, answer: CompileAnswer, root: Path,
         reference=Reference(dir=f"share/{package}/reference", cases=answer.reference),
         tool=ToolInfo(name="tfaot-dist", version=__version__),
         constants=SharedConstants.from_json(shared.as_dict(), "constants"),
-        files={rel: FileDigest(sha256=sha256_file(root / rel), size=(root / rel).stat().st_size)
-               for rel in tree_files(root)},
+        files={
+            rel: FileDigest(sha256=sha256_file(root / rel), size=(root / rel).stat().st_size)
+            for rel in tree_files(root)
+        },
         verification=None,
         runtime_parts=tuple(part.name for part in runtime_parts),
     )

@@ -69,14 +69,27 @@ class Finished:
         return f"exit {self.status}"
 
 
-def probe(argv: Sequence[str | Path], *, cwd: Path | None = None, env: Mapping[str, str] | None = None,
-          timeout: float | None = None) -> Finished:
+def probe(
+    argv: Sequence[str | Path],
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+) -> Finished:
     """Run argv and return how it ended, whatever that was: for programs whose exit status is an
     answer (git asked about a path, a compiler asked about a flag). Raises nothing of its own."""
     args = tuple(str(a) for a in argv)
     try:
-        proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, errors="replace",
-                              timeout=timeout, check=False)
+        proc = subprocess.run(
+            args,
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+            check=False,
+        )
     except subprocess.TimeoutExpired as exc:  # run() has killed it; exc holds what it wrote so far
         return Finished(args, cwd, TIMED_OUT, _text(exc.stdout), _text(exc.stderr), timeout)
     except OSError as exc:  # not found, not executable, no such cwd
@@ -84,15 +97,22 @@ def probe(argv: Sequence[str | Path], *, cwd: Path | None = None, env: Mapping[s
     return Finished(args, cwd, proc.returncode, proc.stdout, proc.stderr, timeout)
 
 
-def stream(argv: Sequence[str | Path], output: Path, *, cwd: Path | None = None,
-           env: Mapping[str, str] | None = None, timeout: float | None = None) -> Finished:
+def stream(
+    argv: Sequence[str | Path],
+    output: Path,
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+) -> Finished:
     """Run argv with stdout and stderr going to the file output as they are written (not captured:
     Finished's stdout is empty); how it ended, whatever that was, like probe()."""
     args = tuple(str(a) for a in argv)
     with open(output, "wb") as log:
         try:
-            proc = subprocess.run(args, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout,
-                                  check=False)
+            proc = subprocess.run(
+                args, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout, check=False
+            )
         except subprocess.TimeoutExpired:  # run() has killed it
             return Finished(args, cwd, TIMED_OUT, "", "", timeout)
         except OSError as exc:  # not found, not executable, no such cwd
@@ -100,9 +120,16 @@ def stream(argv: Sequence[str | Path], output: Path, *, cwd: Path | None = None,
     return Finished(args, cwd, proc.returncode, "", "", timeout)
 
 
-def run(argv: Sequence[str | Path], *, what: str, error: type[TfaotError] = CompileFailed,
-        cwd: Path | None = None, env: Mapping[str, str] | None = None, timeout: float | None = None,
-        log_dir: Path | None = None) -> str:
+def run(
+    argv: Sequence[str | Path],
+    *,
+    what: str,
+    error: type[TfaotError] = CompileFailed,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    log_dir: Path | None = None,
+) -> str:
     """Run argv to success and return its stdout; otherwise raise failure()'s error.
 
     what: the step in words ("compile absl/base/log_severity.cc"), the error's first words.
@@ -114,14 +141,17 @@ def run(argv: Sequence[str | Path], *, what: str, error: type[TfaotError] = Comp
     return finished.stdout
 
 
-def failure(finished: Finished, *, what: str, error: type[TfaotError] = CompileFailed,
-            log_dir: Path | None = None) -> TfaotError:
+def failure(
+    finished: Finished, *, what: str, error: type[TfaotError] = CompileFailed, log_dir: Path | None = None
+) -> TfaotError:
     """The one-line error for a program that failed, after writing its full output to a log file."""
     if finished.status == NOT_RUN:  # nothing ran, so nothing to log
         return error(f"{what}: {one_line(finished.stderr, _HINT_LIMIT)}")
     where = _write_log(finished, what, log_dir)
     why = hint(finished)
-    return error(f"{what} failed ({finished.describe_status()})" + (f": {why}" if why else "") + f" ({where})")
+    return error(
+        f"{what} failed ({finished.describe_status()})" + (f": {why}" if why else "") + f" ({where})"
+    )
 
 
 def hint(finished: Finished) -> str:
@@ -147,14 +177,19 @@ def _write_log(finished: Finished, what: str, log_dir: Path | None) -> str:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", what).strip("-.")[:60] or "command"
     name = f"{slug}-{stamp}-{os.getpid()}-{next(_numbers)}.log"
-    text = "\n".join([
-        f"what: {what}",
-        f"command: {shlex.join(finished.argv)}",
-        f"directory: {finished.cwd or os.getcwd()}",
-        f"status: {finished.describe_status()}",
-        "---- stdout ----", finished.stdout.rstrip("\n"),
-        "---- stderr ----", finished.stderr.rstrip("\n"), "",
-    ])
+    text = "\n".join(
+        [
+            f"what: {what}",
+            f"command: {shlex.join(finished.argv)}",
+            f"directory: {finished.cwd or os.getcwd()}",
+            f"status: {finished.describe_status()}",
+            "---- stdout ----",
+            finished.stdout.rstrip("\n"),
+            "---- stderr ----",
+            finished.stderr.rstrip("\n"),
+            "",
+        ]
+    )
     problems = []
     for folder in (log_dir or default_log_dir(), Path(tempfile.gettempdir()) / "tfaot-dist-logs"):
         try:

@@ -1,30 +1,30 @@
 """The model registry: registry/registry.yaml (defaults) and registry/models/NAME.yaml (entries).
 
-    # registry/models/test-simple.yaml
-    name: test-simple
-    version: "1.0.0"
-    source:
-      git: https://host/org/data-repo.git
-      ref: main
-      commit: 0123...                       # full SHA that ref resolved to
-    aot_config: simple/aot_config.yaml      # inside the source
-    overrides:                              # optional, compilation settings
-      batch_sizes: [1, 2, 4, 8]
+# registry/models/test-simple.yaml
+name: test-simple
+version: "1.0.0"
+source:
+  git: https://host/org/data-repo.git
+  ref: main
+  commit: 0123...                       # full SHA that ref resolved to
+aot_config: simple/aot_config.yaml      # inside the source
+overrides:                              # optional, compilation settings
+  batch_sizes: [1, 2, 4, 8]
 
-    # or, instead of git, a tar.gz or zip over http(s) pinned by its digest
-    # (a single top-level directory in the archive is the source root):
-    source:
-      archive: https://host/models/data-1.0.tar.gz
-      sha256: 0123...                       # 64 hex digits
+# or, instead of git, a tar.gz or zip over http(s) pinned by its digest
+# (a single top-level directory in the archive is the source root):
+source:
+  archive: https://host/models/data-1.0.tar.gz
+  sha256: 0123...                       # 64 hex digits
 
-    # registry/registry.yaml
-    toolchain:
-      requirements: ["tensorflow-cpu==2.21.0"]
-      python: /path/bin/python3             # optional: an existing Python with TensorFlow, no venv made
-      runtime: /path/tensorflow-xla-runtime # optional: an installed XLA runtime (absolute paths)
-    target_triple: x86_64-pc-linux
-    target_cpu: ""                          # non-empty: single-target packages for that CPU
-    cpu_levels: [x86-64, x86-64-v3, x86-64-v4]   # when target_cpu is "": code for each level
+# registry/registry.yaml
+toolchain:
+  requirements: ["tensorflow-cpu==2.21.0"]
+  python: /path/bin/python3             # optional: an existing Python with TensorFlow, no venv made
+  runtime: /path/tensorflow-xla-runtime # optional: an installed XLA runtime (absolute paths)
+target_triple: x86_64-pc-linux
+target_cpu: ""                          # non-empty: single-target packages for that CPU
+cpu_levels: [x86-64, x86-64-v3, x86-64-v4]   # when target_cpu is "": code for each level
 """
 
 from dataclasses import dataclass, field
@@ -127,7 +127,9 @@ class ModelEntry:
         if isinstance(self.source, GitSource) and self.source.branch:
             data["source"]["branch"] = self.source.branch
         if self.overrides:
-            data["overrides"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.overrides.items()}
+            data["overrides"] = {
+                k: (list(v) if isinstance(v, tuple) else v) for k, v in self.overrides.items()
+            }
         return data
 
 
@@ -170,8 +172,10 @@ class Registry:
     def existing(cls, root: Path) -> "Registry":
         """The --registry directory, which must exist (only add-model and init create one)."""
         if not root.is_dir():
-            raise InvalidInput(f"--registry: {root} is not a registry directory (it does not exist; "
-                               f"create one with `tfaot-dist init {root}`)")
+            raise InvalidInput(
+                f"--registry: {root} is not a registry directory (it does not exist; "
+                f"create one with `tfaot-dist init {root}`)"
+            )
         return cls(root)
 
     def defaults(self) -> Defaults:
@@ -188,7 +192,9 @@ class Registry:
         for req in requirements:
             if not isinstance(req, str) or not names.REQUIREMENT_CHARS.fullmatch(req):
                 raise InvalidInput(f"{toolchain.at('requirements')}: invalid requirement {req!r}")
-        triple = names.target_triple(f.take("target_triple", str, DEFAULT_TARGET_TRIPLE), f.at("target_triple"))
+        triple = names.target_triple(
+            f.take("target_triple", str, DEFAULT_TARGET_TRIPLE), f.at("target_triple")
+        )
         cpu = names.target_cpu(f.take("target_cpu", str, ""), f.at("target_cpu"))
         levels = names.cpu_levels(f.take("cpu_levels", list, list(DEFAULT_CPU_LEVELS)), f.at("cpu_levels"))
         f.done()
@@ -213,8 +219,10 @@ class Registry:
         """The entry a command names (NAME); an unknown name gets the closest registered names as a suggestion."""
         names.model_name(name, "NAME")
         if not self.entry_path(name).exists():
-            raise InvalidInput(f"{name}: no such model in {self.models_dir}" + did_you_mean(name, self.names(),
-                                                                                           "tfaot-dist list"))
+            raise InvalidInput(
+                f"{name}: no such model in {self.models_dir}"
+                + did_you_mean(name, self.names(), "tfaot-dist list")
+            )
         return self.load(name)
 
     def load_all(self) -> list[ModelEntry]:
@@ -231,8 +239,10 @@ def _absolute_path(fields: Fields, key: str) -> Path | None:
     if value is None:
         return None
     if not names.AREA_PATH.fullmatch(value) or "/../" in f"{value}/":
-        raise InvalidInput(f"{fields.at(key)}: expected an absolute path (letters, digits and ._/+,=@~%-), "
-                           f"got {shown(value)}")
+        raise InvalidInput(
+            f"{fields.at(key)}: expected an absolute path (letters, digits and ._/+,=@~%-), "
+            f"got {shown(value)}"
+        )
     return Path(value)
 
 
@@ -256,8 +266,10 @@ def parse_source(src: Fields) -> GitSource | ArchiveSource:
     if "archive" in src.data:
         from tfaot_dist.util.download import check_sha256, check_url  # here: requests only when needed
 
-        archive = ArchiveSource(url=check_url(src.take("archive", str, required=True), src.at("archive")),
-                                sha256=check_sha256(src.take("sha256", str, required=True), src.at("sha256")))
+        archive = ArchiveSource(
+            url=check_url(src.take("archive", str, required=True), src.at("archive")),
+            sha256=check_sha256(src.take("sha256", str, required=True), src.at("sha256")),
+        )
         src.done()
         return archive
     url = src.take("git", str, required=True)

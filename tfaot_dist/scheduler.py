@@ -75,12 +75,15 @@ def failed(summary: Summary) -> BuildFailed:
         return BuildFailed(failures[0].message, failures[0].exit_code)
     parts = [f"{f.name} ({f.message})" for f in failures]
     skipped = f", {len(summary.skipped)} not started" if summary.skipped else ""
-    return BuildFailed(f"{len(failures)} of {summary.total} models failed{skipped}: {'; '.join(parts)}",
-                       failures[0].exit_code)
+    return BuildFailed(
+        f"{len(failures)} of {summary.total} models failed{skipped}: {'; '.join(parts)}",
+        failures[0].exit_code,
+    )
 
 
-def load_selected(registry: Registry, names: list[str] | None, shard: Shard | None
-                  ) -> tuple[list[ModelEntry], list[Failure]]:
+def load_selected(
+    registry: Registry, names: list[str] | None, shard: Shard | None
+) -> tuple[list[ModelEntry], list[Failure]]:
     """Entries to build: the named ones (each must load), or every entry of the shard.
 
     With every entry (names None) a malformed entry is that model's failure, not everyone's.
@@ -99,23 +102,47 @@ def load_selected(registry: Registry, names: list[str] | None, shard: Shard | No
     return entries, failures
 
 
-def build_selected(registry: Registry, names: list[str] | None, shard: Shard | None, session: Session, dist: Path,
-                   reporter: Callable[[int], Reporter], jobs: int = 1, fail_fast: bool = False) -> Summary:
+def build_selected(
+    registry: Registry,
+    names: list[str] | None,
+    shard: Shard | None,
+    session: Session,
+    dist: Path,
+    reporter: Callable[[int], Reporter],
+    jobs: int = 1,
+    fail_fast: bool = False,
+) -> Summary:
     """`tfaot-dist build`: the named entries (None: every one of the shard), `jobs` at a time, then the
     runtime package each built package requires. reporter(n): the progress display of n models."""
     entries, failed_before = load_selected(registry, names, shard)
     if shard:
         session.log(f"shard {shard}: {len(entries) + len(failed_before)} models")
     if not entries and not failed_before:
-        session.log(f"nothing to build: no models in {registry.root}" + (f" for shard {shard}" if shard else ""))
-    summary = build_many(entries, session, dist, reporter(len(entries) + len(failed_before)), jobs=jobs,
-                         fail_fast=fail_fast, failed_before=failed_before)
+        session.log(
+            f"nothing to build: no models in {registry.root}" + (f" for shard {shard}" if shard else "")
+        )
+    summary = build_many(
+        entries,
+        session,
+        dist,
+        reporter(len(entries) + len(failed_before)),
+        jobs=jobs,
+        fail_fast=fail_fast,
+        failed_before=failed_before,
+    )
     summary.runtimes = builder.ensure_runtime_packages([r.package for r in summary.results], session, dist)
     return summary
 
 
-def build_many(entries: list[ModelEntry], session: Session, dist: Path, reporter: Reporter,
-               jobs: int = 1, fail_fast: bool = False, failed_before: Sequence[Failure] = ()) -> Summary:
+def build_many(
+    entries: list[ModelEntry],
+    session: Session,
+    dist: Path,
+    reporter: Reporter,
+    jobs: int = 1,
+    fail_fast: bool = False,
+    failed_before: Sequence[Failure] = (),
+) -> Summary:
     """Build every entry, `jobs` at a time; a failure is recorded and the others go on (unless fail_fast).
 
     failed_before: models that failed before building (entries that did not load).
@@ -134,7 +161,8 @@ def build_many(entries: list[ModelEntry], session: Session, dist: Path, reporter
         reporter.start(entry.name)
         try:
             result = builder.build_entry(
-                entry, session.logging_to(lambda message: reporter.log(entry.name, message)), dist)
+                entry, session.logging_to(lambda message: reporter.log(entry.name, message)), dist
+            )
         except TfaotError as exc:
             outcome[entry.name] = Failure(entry.name, _one_line(str(exc)), exc.exit_code)
             reporter.finish(entry.name, "failed", _one_line(str(exc)))

@@ -33,10 +33,13 @@ class Session:
     log: Log = print
     # Tools by (python, runtime): each session (a copy made by logging_to too) resolves its own.
     _tools: dict[tuple[Path | None, Path | None], "Tools"] = field(
-        default_factory=dict, init=False, repr=False, compare=False)
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @classmethod
-    def of_registry(cls, registry: Path, cache: Path, *, offline: bool = False, log: Log = print) -> "Session":
+    def of_registry(
+        cls, registry: Path, cache: Path, *, offline: bool = False, log: Log = print
+    ) -> "Session":
         """The defaults of the registry at registry (the built-in ones where it has no registry.yaml)."""
         return cls(Cache(cache), Registry(registry).defaults(), offline, log)
 
@@ -94,5 +97,10 @@ class Tools:
         s = self.session
         if self.runtime_dir:
             return installed_runtime(self.runtime_dir, self.toolchain, s.origin("runtime", self.runtime_dir))
-        return ensure_runtime(self.toolchain.python, s.cache.root, s.log, offline=s.offline,
-                              path_environment=self.toolchain.path_environment)
+        return ensure_runtime(
+            self.toolchain.python,
+            s.cache.root,
+            s.log,
+            offline=s.offline,
+            path_environment=self.toolchain.path_environment,
+        )

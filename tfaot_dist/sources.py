@@ -40,8 +40,10 @@ ALLOWED_PROTOCOLS = "file:git:http:https:ssh"
 def check_git_url(url: object, where: str) -> str:
     names.no_credentials(url, where)
     if not isinstance(url, str) or "::" in url or url.startswith("-") or not names.GIT_URL.fullmatch(url):
-        raise InvalidInput(f"{where}: unsupported git URL {url!r} (use https://, ssh://, git://, file://, "
-                           "user@host:path or an absolute path)")
+        raise InvalidInput(
+            f"{where}: unsupported git URL {url!r} (use https://, ssh://, git://, file://, "
+            "user@host:path or an absolute path)"
+        )
     return url
 
 
@@ -52,8 +54,10 @@ def source_url(text: str) -> str:
         return text
     path = Path(text)
     if not path.is_dir():
-        raise SourceUnavailable(f"--source: {text}: no such directory (a relative --source is a path to a local "
-                                "git repository; remote ones need https://, ssh://, git:// or user@host:path)")
+        raise SourceUnavailable(
+            f"--source: {text}: no such directory (a relative --source is a path to a local "
+            "git repository; remote ones need https://, ssh://, git:// or user@host:path)"
+        )
     return path.resolve().as_uri()
 
 
@@ -148,7 +152,13 @@ class GitSources:
         for line in out.splitlines():
             sha, name = line.split("\t", 1)
             refs[name] = sha
-        for candidate in (f"{ref}^{{}}", f"refs/tags/{ref}^{{}}", f"refs/heads/{ref}", f"refs/tags/{ref}", ref):
+        for candidate in (
+            f"{ref}^{{}}",
+            f"refs/tags/{ref}^{{}}",
+            f"refs/heads/{ref}",
+            f"refs/tags/{ref}",
+            ref,
+        ):
             if candidate in refs:
                 return refs[candidate]
         if names.COMMIT_SHA.fullmatch(ref):
@@ -183,8 +193,9 @@ class GitSources:
             except git.GitCommandError:
                 # Servers that refuse fetching by SHA: take everything, then look.
                 try:
-                    repo.git.fetch("--no-tags", "--", url, "+refs/heads/*:refs/remotes/src/*",
-                                   "+refs/tags/*:refs/tags/*")
+                    repo.git.fetch(
+                        "--no-tags", "--", url, "+refs/heads/*:refs/remotes/src/*", "+refs/tags/*:refs/tags/*"
+                    )
                 except git.GitCommandError as exc:
                     raise SourceUnavailable(f"{url}: cannot fetch: {_last_line(exc.stderr)}") from None
             if not _has_commit(repo, commit):
@@ -214,8 +225,10 @@ class ArchiveSources:
         downloaded = None
         if cached is None:
             if self.offline:
-                raise SourceUnavailable(f"offline: source archive {url} (sha256 {sha256}) is not in the cache "
-                                        f"{cached_archive(self.cache, sha256).parent}")
+                raise SourceUnavailable(
+                    f"offline: source archive {url} (sha256 {sha256}) is not in the cache "
+                    f"{cached_archive(self.cache, sha256).parent}"
+                )
             downloaded = download(url, self.cache, sha256).path
         try:
             with owned_temp_dir(self.cache, ".source-") as staged:

@@ -22,8 +22,13 @@ from tfaot_dist.util.fs import write_atomic
 DEFAULT_BATCH_SIZES = (1, 2, 4, 8)  # other sizes are combined from these (batch rules)
 DEFAULT_VERSION = "1.0.0"
 # tfaot::Model's argument types per dtype (the runtime interface, tfaot/Util.h).
-ARRAYS = {"float32": "FloatArrays", "float64": "DoubleArrays", "int32": "Int32Arrays", "int64": "Int64Arrays",
-          "bool": "BoolArrays"}
+ARRAYS = {
+    "float32": "FloatArrays",
+    "float64": "DoubleArrays",
+    "int32": "Int32Arrays",
+    "int64": "Int64Arrays",
+    "bool": "BoolArrays",
+}
 
 
 @dataclass(frozen=True)
@@ -45,9 +50,17 @@ def class_name_for(saved_model: Path) -> str:
         return f"{name}_model"
 
 
-def init_config(saved_model: Path, session: Session, output: Path | None = None, *, name: str | None = None,
-                version: str = DEFAULT_VERSION, serving_key: str = "serving_default",
-                batch_sizes: tuple[int, ...] = DEFAULT_BATCH_SIZES, force: bool = False) -> Starter:
+def init_config(
+    saved_model: Path,
+    session: Session,
+    output: Path | None = None,
+    *,
+    name: str | None = None,
+    version: str = DEFAULT_VERSION,
+    serving_key: str = "serving_default",
+    batch_sizes: tuple[int, ...] = DEFAULT_BATCH_SIZES,
+    force: bool = False,
+) -> Starter:
     """Check the options, read the signature with TensorFlow, write the config (output: default
     aot_config.yaml beside the SavedModel directory; an existing file is kept unless force)."""
     saved_model = saved_model.absolute()
@@ -61,16 +74,37 @@ def init_config(saved_model: Path, session: Session, output: Path | None = None,
         raise InvalidInput(f"{output}: exists (give --force to replace it, or --output another file)")
     with tempfile.TemporaryDirectory(prefix="tfaot-init-config-") as work:
         answer = op_check(saved_model, serving_key, session, Path(work))
-    return write_starter(saved_model, answer, output, name=name, version=version, serving_key=serving_key,
-                         batch_sizes=batch_sizes)
+    return write_starter(
+        saved_model,
+        answer,
+        output,
+        name=name,
+        version=version,
+        serving_key=serving_key,
+        batch_sizes=batch_sizes,
+    )
 
 
-def write_starter(saved_model: Path, answer: CheckAnswer, output: Path, *, name: str, version: str,
-                  serving_key: str, batch_sizes: tuple[int, ...]) -> Starter:
+def write_starter(
+    saved_model: Path,
+    answer: CheckAnswer,
+    output: Path,
+    *,
+    name: str,
+    version: str,
+    serving_key: str,
+    batch_sizes: tuple[int, ...],
+) -> Starter:
     """Write output and read it back as an AOT config (the checked values of init_config)."""
     relative = Path(_relative(saved_model, output.parent))
-    text = render_starter(answer, name=name, version=version, saved_model=relative, serving_key=serving_key,
-                          batch_sizes=batch_sizes)
+    text = render_starter(
+        answer,
+        name=name,
+        version=version,
+        saved_model=relative,
+        serving_key=serving_key,
+        batch_sizes=batch_sizes,
+    )
     # Read back before writing: what we write must load as written (a temporary sibling, same paths).
     probe = output.with_name(f".{output.name}.check")
     write_atomic(probe, text)
@@ -82,8 +116,15 @@ def write_starter(saved_model: Path, answer: CheckAnswer, output: Path, *, name:
     return Starter(output, name, refusal(answer))
 
 
-def render_starter(answer: CheckAnswer, *, name: str, version: str, saved_model: Path, serving_key: str,
-                   batch_sizes: tuple[int, ...]) -> str:
+def render_starter(
+    answer: CheckAnswer,
+    *,
+    name: str,
+    version: str,
+    saved_model: Path,
+    serving_key: str,
+    batch_sizes: tuple[int, ...],
+) -> str:
     sig = answer.signature
     tensors = (*sig.inputs, *sig.outputs)
     width = (max((len(t.name) for t in tensors), default=0), max((len(_type(t)) for t in tensors), default=0))
@@ -101,7 +142,9 @@ def render_starter(answer: CheckAnswer, *, name: str, version: str, saved_model:
     ]
     bad = [row.op for row in answer.ops if not row.xla_cpu]
     if bad:
-        lines.append(f"# Ops XLA cannot compile on CPU (`check` refuses the model until they are gone): {', '.join(bad)}")
+        lines.append(
+            f"# Ops XLA cannot compile on CPU (`check` refuses the model until they are gone): {', '.join(bad)}"
+        )
     lines += [
         "model:",
         f"  name: {name}                 # the C++ class name",

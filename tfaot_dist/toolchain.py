@@ -73,8 +73,9 @@ def toolchain_key(requirements: tuple[str, ...]) -> str:
     return sha256_bytes(json.dumps(spec, sort_keys=True).encode())[:20]
 
 
-def ensure_toolchain(cache: Path, requirements: tuple[str, ...], log: Callable[[str], None] = print,
-                     offline: bool = False) -> Toolchain:
+def ensure_toolchain(
+    cache: Path, requirements: tuple[str, ...], log: Callable[[str], None] = print, offline: bool = False
+) -> Toolchain:
     """The cached venv of requirements, created (pip, network) if missing; offline: never created."""
     key = toolchain_key(requirements)
     toolchains = Cache(cache).toolchains
@@ -88,8 +89,10 @@ def ensure_toolchain(cache: Path, requirements: tuple[str, ...], log: Callable[[
     # Before its Python runs: ours alone (else refused), as it was made (else made again below).
     as_made = check_entry(root)
     if offline and not (as_made and usable(root)):  # said before any lock or directory is made
-        raise errors.SourceUnavailable(f"offline: toolchain {key} ({' '.join(requirements)}) is not in the cache "
-                                       f"{Cache(cache).root} (run once without --offline to create it)")
+        raise errors.SourceUnavailable(
+            f"offline: toolchain {key} ({' '.join(requirements)}) is not in the cache "
+            f"{Cache(cache).root} (run once without --offline to create it)"
+        )
     if as_made and not usable(root) and _load(root, requirements):
         with file_lock(entry_lock(root)):  # environments made before the scripts were fixed
             if _load(root, requirements):
@@ -100,11 +103,17 @@ def ensure_toolchain(cache: Path, requirements: tuple[str, ...], log: Callable[[
         log(f"creating toolchain {key}: {' '.join(requirements)}")
         _run([sys.executable, "-m", "venv", str(staged)], "create venv")
         py = str(staged / "bin" / "python")
-        _run([py, "-m", "pip", "install", "--disable-pip-version-check", "-q", *requirements],
-             f"pip install {' '.join(requirements)}")
+        _run(
+            [py, "-m", "pip", "install", "--disable-pip-version-check", "-q", *requirements],
+            f"pip install {' '.join(requirements)}",
+        )
         frozen = _run([py, "-m", "pip", "freeze", "--all"], "pip freeze").split()
-        write_atomic(staged / READY, json.dumps(
-            {"key": key, "requirements": list(requirements), "installed": sorted(frozen)}, indent=1))
+        write_atomic(
+            staged / READY,
+            json.dumps(
+                {"key": key, "requirements": list(requirements), "installed": sorted(frozen)}, indent=1
+            ),
+        )
         _point_scripts_at(staged, str(staged), real)  # its scripts name where it is renamed to
 
     # READY is the marker (it holds what pip installed); a venv whose Python does not run is made again.
@@ -136,9 +145,15 @@ def existing_toolchain(python: Path, where: str = "--toolchain-python") -> Toolc
     if not python.is_file():
         raise errors.ToolchainError(f"{where} {python}: no such file")
     paths = tuple((name, os.environ[name]) for name in RELEASE_PATH_VARIABLES if os.environ.get(name))
-    found = process.run([python, "-I", "-c", RELEASE_PATHS + _TF_VERSION_QUERY],
-                        what=f"{where} {python}", error=errors.ToolchainError, timeout=120).strip()
-    return Toolchain("existing", python.parent.parent, (), (found,), executable=python, path_environment=paths)
+    found = process.run(
+        [python, "-I", "-c", RELEASE_PATHS + _TF_VERSION_QUERY],
+        what=f"{where} {python}",
+        error=errors.ToolchainError,
+        timeout=120,
+    ).strip()
+    return Toolchain(
+        "existing", python.parent.parent, (), (found,), executable=python, path_environment=paths
+    )
 
 
 def list_toolchains(cache: Path) -> list[Toolchain]:
@@ -147,8 +162,9 @@ def list_toolchains(cache: Path) -> list[Toolchain]:
     for ready in sorted(Cache(cache).toolchains.glob(f"*/{READY}")):
         try:
             data = json.loads(ready.read_text())
-            found.append(Toolchain(data["key"], ready.parent, tuple(data["requirements"]),
-                                   tuple(data["installed"])))
+            found.append(
+                Toolchain(data["key"], ready.parent, tuple(data["requirements"]), tuple(data["installed"]))
+            )
         except (OSError, ValueError, KeyError, TypeError):
             continue  # unreadable: not listed, rebuilt when used
     return found
@@ -201,7 +217,9 @@ def _run(cmd: list[str], what: str) -> str:
     return process.run(cmd, what=what, error=errors.ToolchainError)
 
 
-def worker_env(tmpdir: Path, tf_xla_flags: Sequence[str] = (), xla_flags: Sequence[str] = ()) -> dict[str, str]:
+def worker_env(
+    tmpdir: Path, tf_xla_flags: Sequence[str] = (), xla_flags: Sequence[str] = ()
+) -> dict[str, str]:
     """A clean environment for TensorFlow: nothing inherited that changes its results."""
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -222,8 +240,14 @@ def worker_env(tmpdir: Path, tf_xla_flags: Sequence[str] = (), xla_flags: Sequen
     return env
 
 
-def run_worker(toolchain: Toolchain, request: dict[str, Any], work_dir: Path, tf_xla_flags: Sequence[str] = (),
-               xla_flags: Sequence[str] = (), timeout: float = 3600) -> dict[str, Any]:
+def run_worker(
+    toolchain: Toolchain,
+    request: dict[str, Any],
+    work_dir: Path,
+    tf_xla_flags: Sequence[str] = (),
+    xla_flags: Sequence[str] = (),
+    timeout: float = 3600,
+) -> dict[str, Any]:
     """Run one worker request in the toolchain; returns its answer or raises its error."""
     tmp = work_dir / "tmp"
     tmp.mkdir(parents=True, exist_ok=True)
@@ -231,9 +255,13 @@ def run_worker(toolchain: Toolchain, request: dict[str, Any], work_dir: Path, tf
     req_path = work_dir / "request.json"
     req_path.write_text(json.dumps(request, indent=1))
     log_path = work_dir / "worker.log"  # written while it runs; kept in the work directory of a failed build
-    finished = process.stream([toolchain.python, "-I", WORKER, req_path], log_path, cwd=work_dir,
-                              env={**worker_env(tmp, tf_xla_flags, xla_flags), **dict(toolchain.path_environment)},
-                              timeout=timeout)
+    finished = process.stream(
+        [toolchain.python, "-I", WORKER, req_path],
+        log_path,
+        cwd=work_dir,
+        env={**worker_env(tmp, tf_xla_flags, xla_flags), **dict(toolchain.path_environment)},
+        timeout=timeout,
+    )
     if finished.status == process.TIMED_OUT:
         raise errors.CompileFailed(f"TensorFlow worker did not finish in {timeout:.0f} s (log: {log_path})")
     if finished.status == process.NOT_RUN:

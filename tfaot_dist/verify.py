@@ -37,8 +37,9 @@ def check_numbers(package: pkg.Package, session: Session) -> Verification:
     with the reference TensorFlow outputs in the package; VerificationFailed names the first miss."""
     runtime = session.resolve().runtime
     with tempfile.TemporaryDirectory(prefix="tfaot-verify-") as tmp_dir:
-        return harness.verify_package(package.root, package.model_manifest, runtime, Path(tmp_dir) / "work",
-                                     session.cache.root)
+        return harness.verify_package(
+            package.root, package.model_manifest, runtime, Path(tmp_dir) / "work", session.cache.root
+        )
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,9 @@ def rebuild_and_compare(entry: ModelEntry, session: Session, dist: Path) -> Rebu
             raise VerificationFailed(f"{entry.package} {entry.version} is not reproducible: {difference}")
         a, b = existing.archive_sha256, rebuilt.archive_sha256
         if a != b:
-            raise VerificationFailed(f"{entry.package} {entry.version}: archives differ ({a} vs {b}) "
-                                     "although every file is equal")
+            raise VerificationFailed(
+                f"{entry.package} {entry.version}: archives differ ({a} vs {b}) although every file is equal"
+            )
         shutil.rmtree(tmp / "dist")
     return Rebuilt(entry.package, entry.version, a, len(existing.model_manifest.files) + 1)
 

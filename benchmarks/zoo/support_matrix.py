@@ -29,9 +29,24 @@ COMBOS = {
     "K2-TF2.21": (("tensorflow-cpu==2.21.0", "tf-keras==2.21.0"), 2, "tensorflow-cpu==2.21.0"),
     "K2-TF2.12": (("tensorflow-cpu==2.12.0",), 2, "tensorflow-cpu==2.12.0"),
 }
-MODELS = ["rnn_lstm", "rnn_gru", "rnn_simple", "rnn_stacked", "rnn_bidirectional", "rnn_sequences", "rnn_masking",
-          "recurrent", "deepjet", "deeptau", "particlenet", "transformer", "gru_tagger", "regression64", "conv3d",
-          "pooling"]
+MODELS = [
+    "rnn_lstm",
+    "rnn_gru",
+    "rnn_simple",
+    "rnn_stacked",
+    "rnn_bidirectional",
+    "rnn_sequences",
+    "rnn_masking",
+    "recurrent",
+    "deepjet",
+    "deeptau",
+    "particlenet",
+    "transformer",
+    "gru_tagger",
+    "regression64",
+    "conv3d",
+    "pooling",
+]
 
 
 def export(combo: str, models: list[str], out: Path) -> None:
@@ -39,9 +54,22 @@ def export(combo: str, models: list[str], out: Path) -> None:
     toolchain = ensure_toolchain(default_cache(), requirements, lambda m: print(m, file=sys.stderr))
     tmp = out / ".tmp"
     tmp.mkdir(parents=True, exist_ok=True)
-    subprocess.run([str(toolchain.python), "-I", str(REPO / "examples" / "make_zoo.py"), str(out), "--keras",
-                    str(keras), "--batch-sizes", "1,2", *models], env=worker_env(tmp), check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            str(toolchain.python),
+            "-I",
+            str(REPO / "examples" / "make_zoo.py"),
+            str(out),
+            "--keras",
+            str(keras),
+            "--batch-sizes",
+            "1,2",
+            *models,
+        ],
+        env=worker_env(tmp),
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
 
 
 def compile_one(combo: str, model_dir: Path, out: Path) -> dict[str, Any]:
@@ -49,19 +77,42 @@ def compile_one(combo: str, model_dir: Path, out: Path) -> dict[str, Any]:
     registry.mkdir(parents=True, exist_ok=True)
     (registry / "registry.yaml").write_text(f'toolchain:\n  requirements: ["{COMBOS[combo][2]}"]\n')
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "tfaot_dist", "--registry", str(registry), "compile",
-                           "--aot-config", str(model_dir / "aot_config.yaml"), "--output-directory",
-                           str(out / "packages"), "--cpu-levels", "x86-64", "--json"],
-                          capture_output=True, text=True, env={**os.environ}, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tfaot_dist",
+            "--registry",
+            str(registry),
+            "compile",
+            "--aot-config",
+            str(model_dir / "aot_config.yaml"),
+            "--output-directory",
+            str(out / "packages"),
+            "--cpu-levels",
+            "x86-64",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ},
+        check=False,
+    )
     seconds = round(time.perf_counter() - start, 1)
     if proc.returncode != 0:
-        errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("tfaot-dist: error:")] or proc.stderr[-300:]
+        errors = [
+            ln for ln in proc.stderr.splitlines() if ln.startswith("tfaot-dist: error:")
+        ] or proc.stderr[-300:]
         return {"ok": False, "seconds": seconds, "error": errors[0] if isinstance(errors, list) else errors}
     package = Path(json.loads(proc.stdout)["dir"])
     manifest = json.loads((package / "manifest.json").read_text())
     deviation = max(o["max_abs"] for o in manifest["verification"]["outputs"].values())
-    return {"ok": True, "seconds": seconds, "max_abs": deviation,
-            "tensorflow": manifest["toolchain"]["tensorflow_version"]}
+    return {
+        "ok": True,
+        "seconds": seconds,
+        "max_abs": deviation,
+        "tensorflow": manifest["toolchain"]["tensorflow_version"],
+    }
 
 
 def main(argv: list[str]) -> int:
@@ -84,8 +135,10 @@ def main(argv: list[str]) -> int:
     print("| model | " + " | ".join(combos) + " |")
     print("|---|" + "---|" * len(combos))
     for model, row in results.items():
-        cells = [f"ok ({r['max_abs']:.0e}, {r['seconds']} s)" if r["ok"] else f"**no**: {r['error']}"
-                 for r in (row[c] for c in combos)]
+        cells = [
+            f"ok ({r['max_abs']:.0e}, {r['seconds']} s)" if r["ok"] else f"**no**: {r['error']}"
+            for r in (row[c] for c in combos)
+        ]
         print(f"| {model} | " + " | ".join(cells) + " |")
     return 0
 

@@ -31,15 +31,21 @@ def rows(result: dict[str, Any], batch_sizes: list[int]) -> list[dict[str, Any]]
     for bs in batch_sizes:
         if bs not in aot:
             continue
-        row = {"model": result["package"].removeprefix("tfaot-model-"), "batch": bs,
-               "level": aot[bs].get("cpu_level", ""), "aot": aot[bs]["us_per_event"],
-               "compiled": aot[bs].get("compiled", True), "peak": aot[bs].get("peak_fraction"),
-               "forced": {lv: r[bs]["us_per_event"] for lv, r in forced.items() if bs in r}}
+        row = {
+            "model": result["package"].removeprefix("tfaot-model-"),
+            "batch": bs,
+            "level": aot[bs].get("cpu_level", ""),
+            "aot": aot[bs]["us_per_event"],
+            "compiled": aot[bs].get("compiled", True),
+            "peak": aot[bs].get("peak_fraction"),
+            "forced": {lv: r[bs]["us_per_event"] for lv, r in forced.items() if bs in r},
+        }
         row["levels"] = {row["level"]: row["aot"], **row["forced"]}
         for peer, times in peers.items():
             row[peer] = times[bs]["us_per_event"] if bs in times else None
-            row[f"{peer}_over_aot"] = {lv: times[bs]["us_per_event"] / t for lv, t in row["levels"].items()
-                                       if bs in times}
+            row[f"{peer}_over_aot"] = {
+                lv: times[bs]["us_per_event"] / t for lv, t in row["levels"].items() if bs in times
+            }
         out.append(row)
     return out
 
@@ -59,17 +65,25 @@ def main(argv: list[str]) -> int:
     sizes = [int(n) for n in args.batch_sizes.split(",")]
     results = [json.loads(p.read_text()) for p in sorted(args.results.glob("*.json"))]
     table = [row for result in results for row in rows(result, sizes)]
-    print("| model | batch | AOT (level) | peak | AOT v3 | AOT x86-64 | TF C API | ORT "
-          "| TF/AOT, ORT/AOT: v4 | v3 | x86-64 |")
+    print(
+        "| model | batch | AOT (level) | peak | AOT v3 | AOT x86-64 | TF C API | ORT "
+        "| TF/AOT, ORT/AOT: v4 | v3 | x86-64 |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in table:
         level = r["level"].replace("x86-64-", "")
         emulated = "" if r["compiled"] else "*"
-        ratios = " | ".join(f"{fmt(r['tf-capi_over_aot'].get(lv), 2)}, {fmt(r['ort_over_aot'].get(lv), 2)}"
-                            if lv in r["levels"] else "-" for lv in reversed(LEVELS))
-        print(f"| {r['model']} | {r['batch']}{emulated} | {fmt(r['aot'])} ({level}) | {fmt(r['peak'], 2)} "
-              f"| {fmt(r['forced'].get('x86-64-v3'))} | {fmt(r['forced'].get('x86-64'))} | {fmt(r['tf-capi'])} "
-              f"| {fmt(r['ort'])} | {ratios} |")
+        ratios = " | ".join(
+            f"{fmt(r['tf-capi_over_aot'].get(lv), 2)}, {fmt(r['ort_over_aot'].get(lv), 2)}"
+            if lv in r["levels"]
+            else "-"
+            for lv in reversed(LEVELS)
+        )
+        print(
+            f"| {r['model']} | {r['batch']}{emulated} | {fmt(r['aot'])} ({level}) | {fmt(r['peak'], 2)} "
+            f"| {fmt(r['forced'].get('x86-64-v3'))} | {fmt(r['forced'].get('x86-64'))} | {fmt(r['tf-capi'])} "
+            f"| {fmt(r['ort'])} | {ratios} |"
+        )
     print("\n| model | peak RSS AOT | TF C API | ORT (Python) | TF / AOT | ORT / AOT | ORT Run() overhead |")
     print("|---|---|---|---|---|---|---|")
     for result in results:
@@ -79,13 +93,19 @@ def main(argv: list[str]) -> int:
         overhead = result.get("ort", {}).get("call_overhead_us")
         name = result["package"].removeprefix("tfaot-model-")
 
-        ratio = {e: f"{kb[e] / kb['aot']:.1f}" if e in kb and "aot" in kb else "-" for e in ("tf-capi", "ort")}
-        print(f"| {name} | {fmt(kb.get('aot', 0) / 1024)} MB | {fmt(kb.get('tf-capi', 0) / 1024)} MB "
-              f"| {fmt(kb.get('ort', 0) / 1024)} MB | {ratio['tf-capi']} | {ratio['ort']} "
-              f"| {fmt(overhead, 2)} us |")
+        ratio = {
+            e: f"{kb[e] / kb['aot']:.1f}" if e in kb and "aot" in kb else "-" for e in ("tf-capi", "ort")
+        }
+        print(
+            f"| {name} | {fmt(kb.get('aot', 0) / 1024)} MB | {fmt(kb.get('tf-capi', 0) / 1024)} MB "
+            f"| {fmt(kb.get('ort', 0) / 1024)} MB | {ratio['tf-capi']} | {ratio['ort']} "
+            f"| {fmt(overhead, 2)} us |"
+        )
     loads = sorted({round(x, 1) for result in results for x in result["host"]["load_average"][:1]})
-    print(f"\n{len(results)} runs; host {results[0]['host']['cpu'] if results else '?'}, load average at the "
-          f"start of the runs {loads}. * emulated batch size (batch rules).")
+    print(
+        f"\n{len(results)} runs; host {results[0]['host']['cpu'] if results else '?'}, load average at the "
+        f"start of the runs {loads}. * emulated batch size (batch rules)."
+    )
     if args.json:
         args.json.write_text(json.dumps(table, indent=1) + "\n")
     return 0

@@ -1,15 +1,15 @@
 """SavedModels for the tests, each broken or special in one way. Run in a toolchain:
 
-    python make_test_models.py OUT_DIR
+python make_test_models.py OUT_DIR
 
-    two_inputs   feats f32[5], ids i32[3] -> two outputs (argument order tests, as in FACTS.md)
-    static       input with a static batch dimension [2, 4]
-    nonleading   input [None, None]: a dynamic non-leading dimension
-    string_op    uses StringToNumber, which XLA cannot compile
-    no_batch     a scalar input (rank 0)
-    activations  x f32[16], d f64[16] -> Selu and Elu of each, and a Selu between other ops
-    value_shape  tf.range of a length computed from the input: every op has an XLA kernel, but XLA needs
-                 the length at compile time, so tfcompile refuses it
+two_inputs   feats f32[5], ids i32[3] -> two outputs (argument order tests, as in FACTS.md)
+static       input with a static batch dimension [2, 4]
+nonleading   input [None, None]: a dynamic non-leading dimension
+string_op    uses StringToNumber, which XLA cannot compile
+no_batch     a scalar input (rank 0)
+activations  x f32[16], d f64[16] -> Selu and Elu of each, and a Selu between other ops
+value_shape  tf.range of a length computed from the input: every op has an XLA kernel, but XLA needs
+             the length at compile time, so tfcompile refuses it
 """
 
 import os
@@ -57,20 +57,35 @@ def value_shape(m: Any, x: Any) -> dict[str, Any]:
 
 
 def activations(m: Any, x: Any, d: Any) -> dict[str, Any]:
-    return {"elu_f32": tf.nn.elu(x), "selu_f32": tf.nn.selu(x), "elu_f64": tf.nn.elu(d),
-            "selu_f64": tf.nn.selu(d), "selu_between": tf.nn.selu(x * m.w[4]) + m.w[5]}
+    return {
+        "elu_f32": tf.nn.elu(x),
+        "selu_f32": tf.nn.selu(x),
+        "elu_f64": tf.nn.elu(d),
+        "selu_f64": tf.nn.selu(d),
+        "selu_between": tf.nn.selu(x * m.w[4]) + m.w[5],
+    }
 
 
 MODELS = {
-    "two_inputs": (two_inputs, {"feats": tf.TensorSpec([None, 5], tf.float32, name="feats"),
-                                "ids": tf.TensorSpec([None, 3], tf.int32, name="ids")}),
+    "two_inputs": (
+        two_inputs,
+        {
+            "feats": tf.TensorSpec([None, 5], tf.float32, name="feats"),
+            "ids": tf.TensorSpec([None, 3], tf.int32, name="ids"),
+        },
+    ),
     "static": (simple_linear, {"x": tf.TensorSpec([2, 4], tf.float32, name="x")}),
     "nonleading": (simple_linear, {"x": tf.TensorSpec([None, None], tf.float32, name="x")}),
     "string_op": (string_op, {"x": tf.TensorSpec([None, 4], tf.float32, name="x")}),
     "no_batch": (no_batch, {"x": tf.TensorSpec([], tf.float32, name="x")}),
     "value_shape": (value_shape, {"x": tf.TensorSpec([None, 8], tf.float32, name="x")}),
-    "activations": (activations, {"x": tf.TensorSpec([None, 16], tf.float32, name="x"),
-                                  "d": tf.TensorSpec([None, 16], tf.float64, name="d")}),
+    "activations": (
+        activations,
+        {
+            "x": tf.TensorSpec([None, 16], tf.float32, name="x"),
+            "d": tf.TensorSpec([None, 16], tf.float64, name="d"),
+        },
+    ),
 }
 
 

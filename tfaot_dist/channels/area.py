@@ -51,12 +51,18 @@ class AreaWriter:
 
     def _failed(self, rel: str, exc: OSError) -> TfaotError:
         path = self.root / rel if rel else self.root
-        if exc.errno in (errno.ELOOP, errno.EMLINK) or (exc.errno == errno.ENOTDIR and self._is_link_on_way(rel)):
-            return IntegrityError(f"{self._link_on_way(rel) or path}: a symbolic link inside the area; tfaot-dist "
-                                  "never follows or removes links there (remove it yourself, then run setup again)")
+        if exc.errno in (errno.ELOOP, errno.EMLINK) or (
+            exc.errno == errno.ENOTDIR and self._is_link_on_way(rel)
+        ):
+            return IntegrityError(
+                f"{self._link_on_way(rel) or path}: a symbolic link inside the area; tfaot-dist "
+                "never follows or removes links there (remove it yourself, then run setup again)"
+            )
         if exc.errno == errno.ENOTDIR:
-            return InvalidInput(f"{path}: something on the way is not a directory (remove it, then run "
-                                f"`tfaot-dist setup --repair --area {self.root.parent}`)")
+            return InvalidInput(
+                f"{path}: something on the way is not a directory (remove it, then run "
+                f"`tfaot-dist setup --repair --area {self.root.parent}`)"
+            )
         return InvalidInput(f"{path}: {exc.strerror or exc}")
 
     def _link_on_way(self, rel: str) -> Path | None:
@@ -100,7 +106,7 @@ class AreaWriter:
             yield fd, parts[-1]
 
     def kind(self, rel: str) -> str | None:
-        """"file", "dir", "link", "other", or None when nothing is there (links are not followed)."""
+        """ "file", "dir", "link", "other", or None when nothing is there (links are not followed)."""
         try:
             with self._parent(rel) as (fd, name):
                 st = os.lstat(name, dir_fd=fd)
@@ -119,8 +125,15 @@ class AreaWriter:
                 out = []
                 for name in sorted(os.listdir(fd)):
                     st = os.lstat(name, dir_fd=fd)
-                    kind = ("link" if stat.S_ISLNK(st.st_mode) else "dir" if stat.S_ISDIR(st.st_mode)
-                            else "file" if stat.S_ISREG(st.st_mode) else "other")
+                    kind = (
+                        "link"
+                        if stat.S_ISLNK(st.st_mode)
+                        else "dir"
+                        if stat.S_ISDIR(st.st_mode)
+                        else "file"
+                        if stat.S_ISREG(st.st_mode)
+                        else "other"
+                    )
                     out.append((name, kind))
                 return out
         except FileNotFoundError:
@@ -269,10 +282,14 @@ def open_area(root: Path, create: bool = True) -> Iterator[AreaWriter]:
         fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError as exc:
         if root.is_symlink():
-            raise IntegrityError(f"{root}: a symbolic link; tfaot-dist writes only into a real AREA/tfaot "
-                                 "directory (remove the link or use another --area)") from None
+            raise IntegrityError(
+                f"{root}: a symbolic link; tfaot-dist writes only into a real AREA/tfaot "
+                "directory (remove the link or use another --area)"
+            ) from None
         if exc.errno == errno.ENOTDIR or (root.exists() and not root.is_dir()):
-            raise InvalidInput(f"{root}: exists and is not a directory (move it away or use another --area)") from None
+            raise InvalidInput(
+                f"{root}: exists and is not a directory (move it away or use another --area)"
+            ) from None
         raise InvalidInput(f"{root}: cannot use it as an area ({exc.strerror or exc})") from None
     try:
         try:

@@ -45,8 +45,13 @@ INDEX_PAGE = "index.html"
 STYLE = "catalogue.css"
 DESCRIPTIONS = ".catalogue.json"  # the listing's description of each package's newest version
 DESCRIPTIONS_FORMAT = "tfaot-dist-catalogue/1"
-CXX_TYPES = {"float32": "tfaot::FloatArrays", "float64": "tfaot::DoubleArrays", "int32": "tfaot::Int32Arrays",
-             "int64": "tfaot::Int64Arrays", "bool": "tfaot::BoolArrays"}
+CXX_TYPES = {
+    "float32": "tfaot::FloatArrays",
+    "float64": "tfaot::DoubleArrays",
+    "int32": "tfaot::Int32Arrays",
+    "int64": "tfaot::Int64Arrays",
+    "bool": "tfaot::BoolArrays",
+}
 
 
 def page_path(name: str, version: str) -> str:
@@ -89,8 +94,13 @@ def render(rows: Iterable[ChannelPackage], manifests: Manifests) -> dict[str, st
     return pages
 
 
-def write_pages(channel: Path, rows: Iterable[ChannelPackage], changed: Iterable[ChannelPackage], manifests: Manifests,
-                read_manifest: ReadManifest) -> None:
+def write_pages(
+    channel: Path,
+    rows: Iterable[ChannelPackage],
+    changed: Iterable[ChannelPackage],
+    manifests: Manifests,
+    read_manifest: ReadManifest,
+) -> None:
     """Before index.json (under the publish lock): the style sheet, the pages of the changed rows and
     of listed rows that have none (a channel from before the catalogue). Other pages are never
     rendered again, so a publish costs the same in a channel of any size.
@@ -105,7 +115,9 @@ def write_pages(channel: Path, rows: Iterable[ChannelPackage], changed: Iterable
             _write_if_differs(path, _version_page(row, manifest))
 
 
-def write_listing(channel: Path, rows: Iterable[ChannelPackage], manifests: Manifests, read_manifest: ReadManifest) -> None:
+def write_listing(
+    channel: Path, rows: Iterable[ChannelPackage], manifests: Manifests, read_manifest: ReadManifest
+) -> None:
     """After index.json: index.html from the same rows. The description of each version shown is
     kept in DESCRIPTIONS, so only the manifests of versions new to the listing are read."""
     kept = _read_descriptions(channel / DESCRIPTIONS)
@@ -117,9 +129,17 @@ def write_listing(channel: Path, rows: Iterable[ChannelPackage], manifests: Mani
             wanted[row.key] = kept[key]
         else:
             wanted[row.key] = description(manifests[row.key] if row.key in manifests else read_manifest(row))
-    text = json.dumps({"format": DESCRIPTIONS_FORMAT, "descriptions": {f"{n} {v}": d for (n, v), d in
-                                                                        sorted(wanted.items())}},
-                      indent=0, sort_keys=True) + "\n"
+    text = (
+        json.dumps(
+            {
+                "format": DESCRIPTIONS_FORMAT,
+                "descriptions": {f"{n} {v}": d for (n, v), d in sorted(wanted.items())},
+            },
+            indent=0,
+            sort_keys=True,
+        )
+        + "\n"
+    )
     _write_if_differs(channel / DESCRIPTIONS, text)
     _write_if_differs(channel / INDEX_PAGE, _index_page(rows, wanted))
 
@@ -135,7 +155,11 @@ def _read_descriptions(path: Path) -> dict[str, str]:
         doc = load_json(path.read_bytes(), str(path))
     except (OSError, InvalidInput):
         return {}
-    found = doc.get("descriptions") if isinstance(doc, dict) and doc.get("format") == DESCRIPTIONS_FORMAT else None
+    found = (
+        doc.get("descriptions")
+        if isinstance(doc, dict) and doc.get("format") == DESCRIPTIONS_FORMAT
+        else None
+    )
     if not isinstance(found, dict):
         return {}
     return {k: v for k, v in found.items() if isinstance(k, str) and isinstance(v, str)}
@@ -170,17 +194,34 @@ def _index_page(rows: Iterable[ChannelPackage], descriptions: Mapping[Key, str])
     for name in sorted(by_name):
         versions = sorted(by_name[name], key=lambda r: Version(r.version), reverse=True)
         newest = next((r for r in versions if r.yanked is None), versions[0])
-        text = descriptions.get(newest.key, "") if newest.kind == "model" else (
-            "XLA runtime library the models link against")
+        text = (
+            descriptions.get(newest.key, "")
+            if newest.kind == "model"
+            else ("XLA runtime library the models link against")
+        )
         model = name.removeprefix("tfaot-model-")
-        listing.append(Row(
-            name=name, model=model, kind=newest.kind, latest=newest.version, yanked=newest.yanked,
-            older=tuple((r.version, r.yanked) for r in versions if r is not newest), description=text,
-            tensorflow=newest.tensorflow_version, batch_sizes=", ".join(map(str, newest.batch_sizes)),
-            size=_size(newest.size), search=f"{name} {text}".lower()))
-    return _template("index").render(rows=listing, models=sum(r.kind == "model" for r in listing),
-                                     runtimes=sum(r.kind == "runtime" for r in listing), style=STYLE,
-                                     page_path=page_path)
+        listing.append(
+            Row(
+                name=name,
+                model=model,
+                kind=newest.kind,
+                latest=newest.version,
+                yanked=newest.yanked,
+                older=tuple((r.version, r.yanked) for r in versions if r is not newest),
+                description=text,
+                tensorflow=newest.tensorflow_version,
+                batch_sizes=", ".join(map(str, newest.batch_sizes)),
+                size=_size(newest.size),
+                search=f"{name} {text}".lower(),
+            )
+        )
+    return _template("index").render(
+        rows=listing,
+        models=sum(r.kind == "model" for r in listing),
+        runtimes=sum(r.kind == "runtime" for r in listing),
+        style=STYLE,
+        page_path=page_path,
+    )
 
 
 def _listed(value: object) -> str:
@@ -193,7 +234,9 @@ def _listed(value: object) -> str:
 
 
 def _version_page(row: ChannelPackage, manifest: Manifest | None) -> str:
-    manifest = manifest or Manifest(package=row.name, version=row.version, files={})  # unreadable: the row alone
+    manifest = manifest or Manifest(
+        package=row.name, version=row.version, files={}
+    )  # unreadable: the row alone
     signature = manifest.signature or {}
     inputs = [_tensor(t) for t in _objects(signature.get("inputs"))]
     outputs = [_tensor(t) for t in _objects(signature.get("outputs"))]
@@ -205,28 +248,45 @@ def _version_page(row: ChannelPackage, manifest: Manifest | None) -> str:
     order = signature.get("order")
     order = order if isinstance(order, str) else ""
     context = {
-        "row": row, "model": model, "style": STYLE, "depth": "../../../",
+        "row": row,
+        "model": model,
+        "style": STYLE,
+        "depth": "../../../",
         "description": _text(manifest.text("model", "description")),
         "author": _text(manifest.text("model", "author")),
-        "inputs": inputs, "outputs": outputs,
+        "inputs": inputs,
+        "outputs": outputs,
         "order": _text(order[:1].upper() + order[1:]),
-        "compilation": {k: _text(_listed(v)) for k, v in sorted(compilation.items()) if v not in ("", [], {}, None)},
+        "compilation": {
+            k: _text(_listed(v)) for k, v in sorted(compilation.items()) if v not in ("", [], {}, None)
+        },
         "verification": {
             "tolerance": verification.get("tolerance"),
             "batch_sizes": ", ".join(map(str, verification.get("batch_sizes", []))),
             "paths": [_text(p) for p in verification.get("paths", [])],
-            "outputs": [(_text(k), _num(v.get("max_abs")), _num(v.get("max_rel")))
-                        for k, v in sorted(verification.get("outputs", {}).items()) if isinstance(v, dict)],
+            "outputs": [
+                (_text(k), _num(v.get("max_abs")), _num(v.get("max_rel")))
+                for k, v in sorted(verification.get("outputs", {}).items())
+                if isinstance(v, dict)
+            ],
             # multi-level packages: each CPU level run by the verification, or why not
-            "cpu_levels": [(_text(k), "verified" if v.get("verified") is True else
-                            _text(f"not verified: {v.get('note', '')}"))
-                           for k, v in (verification.get("cpu_levels") or {}).items() if isinstance(v, dict)],
+            "cpu_levels": [
+                (
+                    _text(k),
+                    "verified" if v.get("verified") is True else _text(f"not verified: {v.get('note', '')}"),
+                )
+                for k, v in (verification.get("cpu_levels") or {}).items()
+                if isinstance(v, dict)
+            ],
         },
         "source": [(_text(k), _text(str(v)), _link(v)) for k, v in sorted(source.items()) if v],
-        "digests": [("archive sha256", row.sha256), ("archive size", f"{row.size} bytes ({_size(row.size)})"),
-                    ("manifest sha256", row.manifest_sha256)]
-                   + [(f"{_text(k)} sha256", _text(str(v))) for k, v in sorted((manifest.digests or {}).items())]
-                   + ([("build key", _text(manifest.build_key))] if manifest.build_key else []),
+        "digests": [
+            ("archive sha256", row.sha256),
+            ("archive size", f"{row.size} bytes ({_size(row.size)})"),
+            ("manifest sha256", row.manifest_sha256),
+        ]
+        + [(f"{_text(k)} sha256", _text(str(v))) for k, v in sorted((manifest.digests or {}).items())]
+        + ([("build key", _text(manifest.build_key))] if manifest.build_key else []),
         "requires": [f"{_text(r.name)} {_text(r.version)}" for r in row.requires],
         "cpp_class": _text(cls),
         "cpp_call": _cpp_call(cls, inputs, outputs),
@@ -241,17 +301,22 @@ def _objects(value: object) -> list[JsonObject]:
 
 def _tensor(t: JsonObject) -> dict[str, str]:
     shape = t.get("shape", [])
-    return {"name": _text(str(t.get("name", ""))), "dtype": _text(str(t.get("dtype", ""))),
-            "shape": "[" + ", ".join(["batch", *map(str, shape)]) + "]",
-            "cxx": CXX_TYPES.get(str(t.get("dtype", "")), "?")}
+    return {
+        "name": _text(str(t.get("name", ""))),
+        "dtype": _text(str(t.get("dtype", ""))),
+        "shape": "[" + ", ".join(["batch", *map(str, shape)]) + "]",
+        "cxx": CXX_TYPES.get(str(t.get("dtype", "")), "?"),
+    }
 
 
 def _cpp_call(cls: str, inputs: list[dict[str, str]], outputs: list[dict[str, str]]) -> str:
     """The tfaot::Model call with its argument and result types in positional order."""
     results = ", ".join(o["cxx"] for o in outputs)
     lines = [f"tfaot::Model<{cls}> model;", "const int batchSize = ...;  // rows of every input"]
-    lines += [f"{i['cxx']} {_ident(i['name'])} = ...;  // input {n}: {i['dtype']} {i['shape']}"
-              for n, i in enumerate(inputs)]
+    lines += [
+        f"{i['cxx']} {_ident(i['name'])} = ...;  // input {n}: {i['dtype']} {i['shape']}"
+        for n, i in enumerate(inputs)
+    ]
     args = ", ".join(["batchSize", *(_ident(i["name"]) for i in inputs)])
     lines.append(f"auto [{', '.join(_ident(o['name']) for o in outputs)}] = model.run<{results}>({args});")
     return _text("\n".join(lines), limit=4000, keep_lines=True)

@@ -65,7 +65,9 @@ MAX_TOOL_FILE = 1 << 20
 
 def package_name(value: object, where: str) -> str:
     if not isinstance(value, str) or not names.PACKAGE_NAME.fullmatch(value):
-        raise InvalidInput(f"{where}: invalid package name {value!r} (expected tfaot-model-NAME or {RUNTIME})")
+        raise InvalidInput(
+            f"{where}: invalid package name {value!r} (expected tfaot-model-NAME or {RUNTIME})"
+        )
     return value
 
 
@@ -139,14 +141,17 @@ def verify_archive(path: Path, label: str | None = None) -> VerifiedArchive:
     if manifest_bytes is None:
         raise IntegrityError(f"{label}: no {MANIFEST} in the archive")
     try:
-        manifest = Manifest.from_json(load_json(manifest_bytes, f"{label}: {MANIFEST}", MAX_MANIFEST),
-                                      f"{label}: {MANIFEST}")
+        manifest = Manifest.from_json(
+            load_json(manifest_bytes, f"{label}: {MANIFEST}", MAX_MANIFEST), f"{label}: {MANIFEST}"
+        )
     except InvalidInput as exc:
         raise IntegrityError(str(exc)) from None
     package, version = manifest.package, manifest.version
     if tops != {f"{package}-{version}"}:
-        raise IntegrityError(f"{label}: expected the single top directory {package}-{version}/, "
-                             f"found {', '.join(sorted(tops))}")
+        raise IntegrityError(
+            f"{label}: expected the single top directory {package}-{version}/, "
+            f"found {', '.join(sorted(tops))}"
+        )
     listed = manifest.files
     for rel in sorted(found.keys() - listed.keys()):
         raise IntegrityError(f"{label}: {rel} is not listed in the manifest")
@@ -156,8 +161,9 @@ def verify_archive(path: Path, label: str | None = None) -> VerifiedArchive:
             raise IntegrityError(f"{label}: {rel} is listed in the manifest but missing")
         if found[rel] != (meta.sha256, meta.size):
             raise IntegrityError(f"{label}: {rel}: sha256 or size differs from the manifest")
-    return VerifiedArchive(path, sha256_file(path), path.stat().st_size, manifest, manifest_bytes, label,
-                           tuple(sorted(tools)))
+    return VerifiedArchive(
+        path, sha256_file(path), path.stat().st_size, manifest, manifest_bytes, label, tuple(sorted(tools))
+    )
 
 
 def index_line(archive: VerifiedArchive) -> ChannelPackage:
@@ -176,15 +182,19 @@ def index_line(archive: VerifiedArchive) -> ChannelPackage:
         manifest=f"{base}/{MANIFEST}",
         manifest_sha256=sha256_bytes(archive.manifest_bytes),
         requires=tuple(Requirement(r.name, r.version) for r in m.requires),
-        tensorflow_version=str(m.tensorflow_version if runtime else (m.toolchain.tensorflow_version
-                                                                     if m.toolchain else "")),
+        tensorflow_version=str(
+            m.tensorflow_version if runtime else (m.toolchain.tensorflow_version if m.toolchain else "")
+        ),
         batch_sizes=() if runtime or not m.compilation else m.compilation.batch_sizes,
-        signature=None if runtime or not sig else {"inputs": sig.get("inputs", []),
-                                                   "outputs": sig.get("outputs", [])},
+        signature=None
+        if runtime or not sig
+        else {"inputs": sig.get("inputs", []), "outputs": sig.get("outputs", [])},
     )
 
 
-def verified_dist(dist: Path, copies: Path, selection: list[str] | tuple[str, ...] = ()) -> list[VerifiedArchive]:
+def verified_dist(
+    dist: Path, copies: Path, selection: list[str] | tuple[str, ...] = ()
+) -> list[VerifiedArchive]:
     """The package archives of dist (selection: those matching one of these requirements, NAME or
     NAME>=1.0, and the runtimes the chosen models require), copied into copies and verified."""
     if not dist.is_dir():
@@ -202,8 +212,10 @@ def verified_dist(dist: Path, copies: Path, selection: list[str] | tuple[str, ..
         shutil.copyfile(path, copy)
         archive = verify_archive(copy, str(path))
         if path.name != f"{archive.name}-{archive.version}.tar.gz":
-            raise IntegrityError(f"{path}: holds {archive.name} {archive.version}; expected the file name "
-                                 f"{archive.name}-{archive.version}.tar.gz")
+            raise IntegrityError(
+                f"{path}: holds {archive.name} {archive.version}; expected the file name "
+                f"{archive.name}-{archive.version}.tar.gz"
+            )
         verified.append(archive)
     if selection:  # the runtimes the chosen models require, where dist has them
         chosen = {(a.name, a.version) for a in verified}
@@ -231,8 +243,13 @@ def _selected(found: list[Path], selection: list[str] | tuple[str, ...], dist: P
     out: dict[Path, None] = {}
     for text in selection:
         package, specifier = parse_requirement(text)
-        hits = [path for name, version, path in named if name == package and matches(specifier, version)
-                and specifier.contains(version, prereleases=True)]
+        hits = [
+            path
+            for name, version, path in named
+            if name == package
+            and matches(specifier, version)
+            and specifier.contains(version, prereleases=True)
+        ]
         if not hits:
             have = ", ".join(f"{n} {v}" for n, v, _ in named if n == package) or "none"
             raise InvalidInput(f"{text!r}: no archive of {package} in {dist} matches (there: {have})")
@@ -278,7 +295,9 @@ def parse_requirement(text: str) -> tuple[str, SpecifierSet]:
     except InvalidRequirement as exc:
         raise InvalidInput(f"{text!r}: invalid requirement ({exc})") from None
     if req.extras or req.url or req.marker:
-        raise InvalidInput(f"{text!r}: only NAME and version specifiers are allowed (e.g. 'test-simple>=1.0,<2')")
+        raise InvalidInput(
+            f"{text!r}: only NAME and version specifiers are allowed (e.g. 'test-simple>=1.0,<2')"
+        )
     name = req.name.lower()
     if name == RUNTIME or name.startswith("tfaot-model-"):
         package = name
@@ -292,8 +311,12 @@ def matches(specifier: SpecifierSet, version: str) -> bool:
     1.0+local (PEP 440 lets 1.0+anything match it, so a later local build would shadow the pin)."""
     local = Version(version).local is not None
     for spec in specifier:
-        if (local and spec.operator == "==" and not spec.version.endswith(".*")
-                and Version(spec.version).local is None):
+        if (
+            local
+            and spec.operator == "=="
+            and not spec.version.endswith(".*")
+            and Version(spec.version).local is None
+        ):
             return False
     return True
 
@@ -317,8 +340,11 @@ class Index:
         """The newest version matching (pre-releases only when the specifier names one; see matches()).
         A yanked version only for an exact pin (`==1.0`), as PEP 592 has it for pip."""
         pinned = exact_pin(specifier)
-        candidates = {p.version: p for p in self.versions(name)
-                      if matches(specifier, p.version) and (p.yanked is None or pinned)}
+        candidates = {
+            p.version: p
+            for p in self.versions(name)
+            if matches(specifier, p.version) and (p.yanked is None or pinned)
+        }
         matching = list(specifier.filter(candidates))
         if not matching:
             return None
@@ -376,7 +402,9 @@ class Channel(Protocol):
         """The channel opened for writing (a read-only channel refuses with a UsageError)."""
 
 
-def open_channel(location: str, cache: Path, offline: bool = False, log: Callable[[str], None] | None = None) -> Channel:
+def open_channel(
+    location: str, cache: Path, offline: bool = False, log: Callable[[str], None] | None = None
+) -> Channel:
     """The channel at location: the one place a location's form is recognised. log: told of retries."""
     if not isinstance(location, str) or not location:
         raise InvalidInput("--channel: empty")
@@ -405,8 +433,9 @@ class Published:
     archive: str  # relative to the channel; in an OCI registry NAMESPACE/PACKAGE@sha256:... (the layer)
 
 
-def publish(dist: Path, location: str, cache: Path, log: Log = print,
-            selection: list[str] | tuple[str, ...] = ()) -> list[Published]:
+def publish(
+    dist: Path, location: str, cache: Path, log: Log = print, selection: list[str] | tuple[str, ...] = ()
+) -> list[Published]:
     """Publish the package archives in dist (models and runtimes; selection: the archives matching
     these requirements, with the runtimes they require) into the channel at location."""
     channel = open_channel(location, cache, log=log)
@@ -438,28 +467,36 @@ def publish_archives(channel: Channel, verified: list[VerifiedArchive]) -> list[
                 plan.append((archive, line))  # new, or stored by a publish that died before listing it
                 out.append(Published(line.name, line.version, "published", line.sha256, tx.reference(line)))
             else:
-                conflicts.append(f"{archive.label} ({line.name} {line.version}: published sha256 {old[:12]}, "
-                                 f"this one {line.sha256[:12]})")
+                conflicts.append(
+                    f"{archive.label} ({line.name} {line.version}: published sha256 {old[:12]}, "
+                    f"this one {line.sha256[:12]})"
+                )
         if conflicts:
             more = f" and {len(conflicts) - MAX_LISTED} more" if len(conflicts) > MAX_LISTED else ""
-            raise IntegrityError(f"{len(conflicts)} package version{'s' if len(conflicts) > 1 else ''} already in "
-                                 f"{channel.location} with other bytes, nothing published: "
-                                 f"{'; '.join(conflicts[:MAX_LISTED])}{more}; a published version never changes "
-                                 "(give the model a new build: tfaot-dist update NAME --new-build)")
+            raise IntegrityError(
+                f"{len(conflicts)} package version{'s' if len(conflicts) > 1 else ''} already in "
+                f"{channel.location} with other bytes, nothing published: "
+                f"{'; '.join(conflicts[:MAX_LISTED])}{more}; a published version never changes "
+                "(give the model a new build: tfaot-dist update NAME --new-build)"
+            )
         listed_after = set(tx.rows) | {line.key for _, line in plan}
         for _, line in plan:
             for req in line.requires:
                 if req.name == RUNTIME and (req.name, req.version) not in listed_after:
-                    raise InvalidInput(f"{line.name} {line.version} requires {req.name} {req.version}, which "
-                                       f"neither {channel.location} nor the archives published have (publish it "
-                                       "too: it is in the dist directory the model was built into)")
+                    raise InvalidInput(
+                        f"{line.name} {line.version} requires {req.name} {req.version}, which "
+                        f"neither {channel.location} nor the archives published have (publish it "
+                        "too: it is in the dist directory the model was built into)"
+                    )
         for archive, line in plan:
             tx.store(archive, line)
         tx.commit([line for _, line in plan], {line.key: archive.manifest for archive, line in plan})
     return out
 
 
-def yank(location: str, cache: Path, text: str, reason: str | None, log: Log = print) -> tuple[ChannelPackage, bool]:
+def yank(
+    location: str, cache: Path, text: str, reason: str | None, log: Log = print
+) -> tuple[ChannelPackage, bool]:
     """Mark the version `text` names exactly (NAME==VERSION) as yanked for reason (None: not yanked
     any more) in the channel's index; returns the row and whether it changed. The archive stays:
     setup takes a yanked version only when it is pinned exactly."""
@@ -475,8 +512,12 @@ def yank(location: str, cache: Path, text: str, reason: str | None, log: Log = p
     with channel.transaction() as tx:
         row = tx.rows.get((package, version))
         if row is None:
-            have = ", ".join(v for n, v in sorted(tx.rows, key=lambda k: (k[0], Version(k[1]))) if n == package)
-            raise InvalidInput(f"{text!r}: {package} {version} is not in {location} (versions: {have or 'none'})")
+            have = ", ".join(
+                v for n, v in sorted(tx.rows, key=lambda k: (k[0], Version(k[1]))) if n == package
+            )
+            raise InvalidInput(
+                f"{text!r}: {package} {version} is not in {location} (versions: {have or 'none'})"
+            )
         if row.yanked == reason:
             return row, False
         changed = dataclasses.replace(row, yanked=reason, revision=row.revision + 1)
@@ -493,15 +534,18 @@ def checked_manifest(data: bytes, package: ChannelPackage, where: str) -> bytes:
     return data
 
 
-def cached_or_fetch(package: ChannelPackage, cache: Path, offline: bool, where: str,
-                    get: Callable[[], Path]) -> tuple[Path, bool]:
+def cached_or_fetch(
+    package: ChannelPackage, cache: Path, offline: bool, where: str, get: Callable[[], Path]
+) -> tuple[Path, bool]:
     """A remote archive: the verified copy in the cache, or get() (a fresh download)."""
     cached = cached_verified(cache, package.sha256)  # hashed again: replaced bytes are a miss
     if cached is not None:
         return cached, False
     if offline:
-        raise SourceUnavailable(f"offline: {package.name} {package.version} ({where}, sha256 {package.sha256}) "
-                                f"is not in the cache {cached_archive(cache, package.sha256).parent}")
+        raise SourceUnavailable(
+            f"offline: {package.name} {package.version} ({where}, sha256 {package.sha256}) "
+            f"is not in the cache {cached_archive(cache, package.sha256).parent}"
+        )
     return get(), True
 
 
@@ -534,12 +578,16 @@ def verify_fetched(path: Path, package: ChannelPackage, location: str) -> Verifi
     if sha256_bytes(archive.manifest_bytes) != package.manifest_sha256:
         raise IntegrityError(f"{location}: {package.archive}: its manifest differs from {package.manifest}")
     if package.kind != index_line(archive).kind:
-        raise IntegrityError(f"{location}: {package.name} {package.version}: the index says kind {package.kind}, "
-                             "its manifest another")
+        raise IntegrityError(
+            f"{location}: {package.name} {package.version}: the index says kind {package.kind}, "
+            "its manifest another"
+        )
     wanted = tuple(Requirement(r.name, r.version) for r in archive.manifest.requires)
     if tuple(package.requires) != wanted:
         said = ", ".join(f"{r.name} {r.version}" for r in package.requires) or "nothing"
         has = ", ".join(f"{r.name} {r.version}" for r in wanted) or "nothing"
-        raise IntegrityError(f"{location}: {package.name} {package.version}: the index says it requires {said}, "
-                             f"its manifest requires {has}")
+        raise IntegrityError(
+            f"{location}: {package.name} {package.version}: the index says it requires {said}, "
+            f"its manifest requires {has}"
+        )
     return archive

@@ -51,8 +51,9 @@ def channel_root(location: str) -> Path:
             raise InvalidInput(f"--channel: file URL with a host is not supported: {location!r}")
         return Path(unquote(parts.path))
     if "://" in location:
-        raise InvalidInput(f"--channel: unsupported channel {location!r} (a directory, file://, http://, https:// "
-                           "or oci://)")
+        raise InvalidInput(
+            f"--channel: unsupported channel {location!r} (a directory, file://, http://, https:// or oci://)"
+        )
     return Path(location).absolute()
 
 
@@ -67,7 +68,9 @@ class DirectoryChannel:
         if self._index is None:
             index = self.root / INDEX
             if not index.is_file():
-                raise SourceUnavailable(f"{self.location}: no {INDEX} (not a channel, or nothing published yet)")
+                raise SourceUnavailable(
+                    f"{self.location}: no {INDEX} (not a channel, or nothing published yet)"
+                )
             packages = parse_index(index.read_bytes(), str(index))
             for p in packages:
                 for rel in (p.archive, p.manifest):

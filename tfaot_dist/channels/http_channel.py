@@ -48,8 +48,13 @@ class HttpChannel:
 
     def fetch(self, package: ChannelPackage, cache: Path, offline: bool = False) -> tuple[Path, bool]:
         url = self.base_url + quote(package.archive)
-        return cached_or_fetch(package, cache, offline, url,
-                               lambda: download(url, cache, package.sha256, limit=package.size).path)
+        return cached_or_fetch(
+            package,
+            cache,
+            offline,
+            url,
+            lambda: download(url, cache, package.sha256, limit=package.size).path,
+        )
 
     def manifest_bytes(self, package: ChannelPackage) -> bytes:
         url = self.base_url + quote(package.manifest)
@@ -60,5 +65,7 @@ class HttpChannel:
             remember_index(cache, self.base_url, self._index_bytes)
 
     def transaction(self) -> AbstractContextManager[IndexTransaction]:
-        raise UsageError(f"--channel: {self.location} is read only over http(s); publish and yank write to the "
-                         "channel directory it serves (or to an oci:// registry)")
+        raise UsageError(
+            f"--channel: {self.location} is read only over http(s); publish and yank write to the "
+            "channel directory it serves (or to an oci:// registry)"
+        )

@@ -133,8 +133,10 @@ class Location:
         rest = location.removeprefix(SCHEME).rstrip("/")
         host, _, namespace = rest.partition("/")
         if not names.OCI_HOST.fullmatch(host) or not names.OCI_NAMESPACE.fullmatch(namespace):
-            raise InvalidInput(f"{where}: invalid OCI channel {shown(location)} (expected oci://HOST[:PORT]/NAMESPACE, "
-                               "lowercase NAMESPACE, no credentials: see TFAOT_DIST_OCI_TOKEN)")
+            raise InvalidInput(
+                f"{where}: invalid OCI channel {shown(location)} (expected oci://HOST[:PORT]/NAMESPACE, "
+                "lowercase NAMESPACE, no credentials: see TFAOT_DIST_OCI_TOKEN)"
+            )
         return cls(host, namespace)
 
     @property
@@ -183,9 +185,18 @@ class Client:
 
     # ---- requests
 
-    def request(self, method: str, url: str, repo: str, ok: tuple[int, ...] = (200,), *,
-                headers: dict[str, str] | None = None, data: bytes | BinaryIO | None = None,
-                limit: int = MAX_DOCUMENT, other_hosts: bool = False) -> Reply:
+    def request(
+        self,
+        method: str,
+        url: str,
+        repo: str,
+        ok: tuple[int, ...] = (200,),
+        *,
+        headers: dict[str, str] | None = None,
+        data: bytes | BinaryIO | None = None,
+        limit: int = MAX_DOCUMENT,
+        other_hosts: bool = False,
+    ) -> Reply:
         """One request; a 401 is answered once with credentials. Errors name the URL, never a token.
         other_hosts: redirects may go elsewhere (blob and manifest reads), without credentials."""
         scope = f"repository:{self.location.namespace}/{repo}:{'pull' if method in ('GET', 'HEAD') else 'pull,push'}"
@@ -193,24 +204,42 @@ class Client:
             if attempt and data is not None and not isinstance(data, bytes):  # a file: read again
                 data.seek(0)
             auth = (("Authorization", self._auth[scope]),) if scope in self._auth else ()
-            reply = self._send_retrying(method, url, Via(auth, self.origin, other_hosts), headers, data, ok, limit)
+            reply = self._send_retrying(
+                method, url, Via(auth, self.origin, other_hosts), headers, data, ok, limit
+            )
             if reply.status == 401 and attempt == 0:
                 self._auth[scope] = self._authorize(reply, scope)
                 continue
             break
         if reply.status == 401:
-            given = "refused the credentials in " if os.environ.get(TOKEN_ENV) else "requires authentication: set "
-            raise SourceUnavailable(f"{self.location}: {method} {url}: HTTP 401, the registry {given}{TOKEN_ENV}")
+            given = (
+                "refused the credentials in "
+                if os.environ.get(TOKEN_ENV)
+                else "requires authentication: set "
+            )
+            raise SourceUnavailable(
+                f"{self.location}: {method} {url}: HTTP 401, the registry {given}{TOKEN_ENV}"
+            )
         if reply.status == 403:
-            raise SourceUnavailable(f"{self.location}: {method} {url}: HTTP 403, access denied "
-                                    f"(does {TOKEN_ENV} allow {'reading' if method in ('GET', 'HEAD') else 'writing'}"
-                                    f" {self.location.namespace}/{repo}?)")
+            raise SourceUnavailable(
+                f"{self.location}: {method} {url}: HTTP 403, access denied "
+                f"(does {TOKEN_ENV} allow {'reading' if method in ('GET', 'HEAD') else 'writing'}"
+                f" {self.location.namespace}/{repo}?)"
+            )
         if reply.status not in ok:
             raise SourceUnavailable(f"{method} {url}: HTTP {reply.status} {_error_text(reply)}".rstrip())
         return reply
 
-    def _send_retrying(self, method: str, url: str, via: Via, headers: dict[str, str] | None,
-                       data: bytes | BinaryIO | None, ok: tuple[int, ...], limit: int) -> Reply:
+    def _send_retrying(
+        self,
+        method: str,
+        url: str,
+        via: Via,
+        headers: dict[str, str] | None,
+        data: bytes | BinaryIO | None,
+        ok: tuple[int, ...],
+        limit: int,
+    ) -> Reply:
         """_send, again after a connection error or a 5xx answer (a registry under concurrent writes answers
         some reads with 500): at most download.attempts() attempts, BACKOFF doubling between them, each
         retry logged. Every request of a channel is idempotent (blobs and manifests are content-addressed,
@@ -233,8 +262,16 @@ class Client:
             time.sleep(wait)
         raise AssertionError("unreachable")
 
-    def _send(self, method: str, url: str, via: Via, headers: dict[str, str] | None, data: bytes | BinaryIO | None,
-              ok: tuple[int, ...], limit: int) -> Reply:
+    def _send(
+        self,
+        method: str,
+        url: str,
+        via: Via,
+        headers: dict[str, str] | None,
+        data: bytes | BinaryIO | None,
+        ok: tuple[int, ...],
+        limit: int,
+    ) -> Reply:
         ends = time.monotonic() + deadline()
         try:
             resp = send(method, url, via, ends, session=self.session, headers=headers, data=data)
@@ -249,8 +286,9 @@ class Client:
                     body = resp.raw.read(MAX_ERROR_BODY, decode_content=False) or b""
             return Reply(resp.status_code, resp.url or url, resp.headers, body, links)
         except requests.Timeout:
-            raise SourceUnavailable(f"{url}: no answer within {timeout():g} s (or the deadline of {deadline():g} s)"
-                                    ) from None
+            raise SourceUnavailable(
+                f"{url}: no answer within {timeout():g} s (or the deadline of {deadline():g} s)"
+            ) from None
         except requests.ConnectionError as exc:
             raise _Transient(f"{url}: cannot connect: {_reason(exc)}") from None
         except _OTHER as exc:
@@ -268,32 +306,51 @@ class Client:
         basic = requests.auth._basic_auth_str(user, secret) if secret else None
         if kind.lower() == "basic":
             if basic is None:
-                raise SourceUnavailable(f"{self.location}: {reply.url}: HTTP 401, the registry requires "
-                                        f"authentication: set {TOKEN_ENV}")
+                raise SourceUnavailable(
+                    f"{self.location}: {reply.url}: HTTP 401, the registry requires "
+                    f"authentication: set {TOKEN_ENV}"
+                )
             return basic
         if kind.lower() != "bearer":
-            raise SourceUnavailable(f"{self.location}: {reply.url}: HTTP 401 with an unsupported challenge "
-                                    f"{shown(kind, 40)}")
+            raise SourceUnavailable(
+                f"{self.location}: {reply.url}: HTTP 401 with an unsupported challenge {shown(kind, 40)}"
+            )
         fields = dict(re.findall(r'(\w+)="([^"]*)"', params))
         realm = fields.get("realm", "")
         if not realm.startswith(("https://", "http://")):
             raise SourceUnavailable(f"{self.location}: {reply.url}: HTTP 401 without a token service")
         there = Origin.of(realm)
         if not there.private:
-            raise SourceUnavailable(f"{self.location}: the token service {shown(realm)} is plain http on another "
-                                    "machine; refused")
+            raise SourceUnavailable(
+                f"{self.location}: the token service {shown(realm)} is plain http on another machine; refused"
+            )
         query = {"scope": fields.get("scope", scope)}
         if "service" in fields:
             query["service"] = fields["service"]
         url = requests.Request("GET", realm, params=query).prepare().url or realm
         sent = basic is not None and there == self.origin
-        answer = self._send("GET", url, Via((("Authorization", basic),) if basic else (), self.origin), None, None,
-                            (200,), MAX_ERROR_BODY)
+        answer = self._send(
+            "GET",
+            url,
+            Via((("Authorization", basic),) if basic else (), self.origin),
+            None,
+            None,
+            (200,),
+            MAX_ERROR_BODY,
+        )
         if answer.status != 200:
-            why = "" if sent else (f" ({TOKEN_ENV} is only sent to {self.origin}, not to a token service elsewhere)"
-                                   if basic else f" (set {TOKEN_ENV} for a private channel)")
-            raise SourceUnavailable(f"{self.location}: the token service {shown(realm)} answered HTTP "
-                                    f"{answer.status}{why}")
+            why = (
+                ""
+                if sent
+                else (
+                    f" ({TOKEN_ENV} is only sent to {self.origin}, not to a token service elsewhere)"
+                    if basic
+                    else f" (set {TOKEN_ENV} for a private channel)"
+                )
+            )
+            raise SourceUnavailable(
+                f"{self.location}: the token service {shown(realm)} answered HTTP {answer.status}{why}"
+            )
         try:
             doc = answer.json("a token")
             token = doc.get("token") or doc.get("access_token")
@@ -317,18 +374,27 @@ class Client:
         url = self.url(repo, "blobs", digest)
         data = self.request("GET", url, repo, limit=limit, other_hosts=True).body
         if f"sha256:{sha256_bytes(data)}" != digest:
-            raise IntegrityError(f"{url}: sha256 is {sha256_bytes(data)}, expected {digest.removeprefix('sha256:')}")
+            raise IntegrityError(
+                f"{url}: sha256 is {sha256_bytes(data)}, expected {digest.removeprefix('sha256:')}"
+            )
         return data
 
     def push_blob(self, repo: str, digest: str, data: bytes | Path) -> None:
         if self.has_blob(repo, digest):
             return
-        start = self.request("POST", f"{self.location.base}{self.location.namespace}/{repo}/blobs/uploads/", repo,
-                             ok=(202,), limit=MAX_ERROR_BODY)
+        start = self.request(
+            "POST",
+            f"{self.location.base}{self.location.namespace}/{repo}/blobs/uploads/",
+            repo,
+            ok=(202,),
+            limit=MAX_ERROR_BODY,
+        )
         upload = urljoin(start.url, start.headers.get("Location", ""))
         if Origin.of(upload) != self.origin:
-            raise SourceUnavailable(f"{self.location}: the registry gave an upload location on another host "
-                                    f"({shown(upload)}); refused (credentials go to {self.origin} only)")
+            raise SourceUnavailable(
+                f"{self.location}: the registry gave an upload location on another host "
+                f"({shown(upload)}); refused (credentials go to {self.origin} only)"
+            )
         upload += ("&" if "?" in upload else "?") + f"digest={digest}"
         headers = {"Content-Type": "application/octet-stream"}
         if isinstance(data, Path):
@@ -340,23 +406,40 @@ class Client:
     def get_manifest(self, repo: str, ref: str) -> tuple[str, JsonObject] | None:
         """(digest, manifest) of a tag or digest, or None when there is none."""
         url = self.url(repo, "manifests", ref)
-        reply = self.request("GET", url, repo, ok=(200, 404), headers={"Accept": OCI_MANIFEST},
-                             limit=MAX_MANIFEST, other_hosts=True)
+        reply = self.request(
+            "GET",
+            url,
+            repo,
+            ok=(200, 404),
+            headers={"Accept": OCI_MANIFEST},
+            limit=MAX_MANIFEST,
+            other_hosts=True,
+        )
         if reply.status == 404:
             return None
         digest = f"sha256:{sha256_bytes(reply.body)}"
         if ref.startswith("sha256:") and digest != ref:
             raise IntegrityError(f"{url}: sha256 is {digest}, expected {ref}")
         doc = reply.json("a JSON manifest")
-        if not isinstance(doc, dict) or not isinstance(doc.get("layers"), list) or not isinstance(
-                doc.get("config"), dict):
+        if (
+            not isinstance(doc, dict)
+            or not isinstance(doc.get("layers"), list)
+            or not isinstance(doc.get("config"), dict)
+        ):
             raise InvalidInput(f"{url}: not an OCI image manifest")
         return digest, doc
 
     def put_manifest(self, repo: str, tag: str, manifest: bytes) -> str:
         url = self.url(repo, "manifests", tag)
-        reply = self.request("PUT", url, repo, ok=(201, 400), data=manifest, headers={"Content-Type": OCI_MANIFEST},
-                             limit=MAX_ERROR_BODY)
+        reply = self.request(
+            "PUT",
+            url,
+            repo,
+            ok=(201, 400),
+            data=manifest,
+            headers={"Content-Type": OCI_MANIFEST},
+            limit=MAX_ERROR_BODY,
+        )
         if reply.status == 400:
             text = _error_text(reply)
             if "BLOB_UNKNOWN" in text:
@@ -389,17 +472,31 @@ class Client:
             link = reply.links.get("next", {}).get("url")
             url = urljoin(url, link) if link else None
             if url and Origin.of(url) != self.origin:
-                raise IntegrityError(f"{self.location}/{repo}: the next page of tags is on another host "
-                                     f"({shown(url)}); refused")
+                raise IntegrityError(
+                    f"{self.location}/{repo}: the next page of tags is on another host "
+                    f"({shown(url)}); refused"
+                )
         return out
 
 
-def artifact(artifact_type: str, config: tuple[str, bytes], layer: tuple[str, str, int],
-             annotations: dict[str, str] | None = None) -> bytes:
+def artifact(
+    artifact_type: str,
+    config: tuple[str, bytes],
+    layer: tuple[str, str, int],
+    annotations: dict[str, str] | None = None,
+) -> bytes:
     """An OCI image manifest: config (media type, bytes) and one layer (media type, digest, size)."""
-    doc: JsonObject = {"schemaVersion": 2, "mediaType": OCI_MANIFEST, "artifactType": artifact_type,
-           "config": {"mediaType": config[0], "digest": f"sha256:{sha256_bytes(config[1])}", "size": len(config[1])},
-           "layers": [{"mediaType": layer[0], "digest": layer[1], "size": layer[2]}]}
+    doc: JsonObject = {
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "artifactType": artifact_type,
+        "config": {
+            "mediaType": config[0],
+            "digest": f"sha256:{sha256_bytes(config[1])}",
+            "size": len(config[1]),
+        },
+        "layers": [{"mediaType": layer[0], "digest": layer[1], "size": layer[2]}],
+    }
     if annotations:
         doc["annotations"] = annotations
     return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
@@ -437,11 +534,13 @@ def read_index(client: Client) -> RegistryIndex:
                 merged = json.loads(config)["parts"]
                 assert isinstance(merged, list) and all(isinstance(p, str) for p in merged)
             except (ValueError, KeyError, TypeError, AssertionError):
-                raise InvalidInput(f"{where}:{LATEST}: config: expected {{\"parts\": [TAG, ...]}}") from None
+                raise InvalidInput(f'{where}:{LATEST}: config: expected {{"parts": [TAG, ...]}}') from None
             _merge(packages, _index_layer(client, manifest, f"{where}:{LATEST}"))
     unmerged = sorted(t for t in set(tags) - set(merged) if t.startswith(PART_PREFIX))
     if len(unmerged) > MAX_PARTS:
-        raise IntegrityError(f"{where}: {len(unmerged)} index parts not merged into {LATEST} (at most {MAX_PARTS})")
+        raise IntegrityError(
+            f"{where}: {len(unmerged)} index parts not merged into {LATEST} (at most {MAX_PARTS})"
+        )
     for tag in unmerged:
         found = client.get_manifest(INDEX_REPO, tag)
         if found is not None:
@@ -467,10 +566,18 @@ def _merge(into: dict[tuple[str, str], ChannelPackage], rows: list[ChannelPackag
 def _push_index(client: Client, rows: Iterable[ChannelPackage], parts: list[str], tag: str) -> None:
     document = render_index(rows).encode()
     config = json.dumps({"parts": sorted(parts)}, sort_keys=True).encode()
-    manifest = artifact(INDEX_ARTIFACT, (INDEX_CONFIG_TYPE, config),
-                        (INDEX_LAYER_TYPE, f"sha256:{sha256_bytes(document)}", len(document)))
-    _push_artifact(client, INDEX_REPO, tag, [(f"sha256:{sha256_bytes(config)}", config),
-                                             (f"sha256:{sha256_bytes(document)}", document)], manifest)
+    manifest = artifact(
+        INDEX_ARTIFACT,
+        (INDEX_CONFIG_TYPE, config),
+        (INDEX_LAYER_TYPE, f"sha256:{sha256_bytes(document)}", len(document)),
+    )
+    _push_artifact(
+        client,
+        INDEX_REPO,
+        tag,
+        [(f"sha256:{sha256_bytes(config)}", config), (f"sha256:{sha256_bytes(document)}", document)],
+        manifest,
+    )
 
 
 # ---------------------------------------------------------------- the channel
@@ -479,7 +586,9 @@ def _push_index(client: Client, rows: Iterable[ChannelPackage], parts: list[str]
 class OciChannel:
     """A channel on a registry (channel.Channel)."""
 
-    def __init__(self, location: str, cache: Path, offline: bool = False, log: Callable[[str], None] | None = None):
+    def __init__(
+        self, location: str, cache: Path, offline: bool = False, log: Callable[[str], None] | None = None
+    ):
         self.location = location
         self.log = log
         self.where = Location.parse(location)
@@ -503,23 +612,28 @@ class OciChannel:
             else:
                 found = read_index(self.client)
                 if not found.packages and not found.tags:
-                    raise SourceUnavailable(f"{self.where}: no {INDEX_REPO} (not a channel, or nothing published yet)")
+                    raise SourceUnavailable(
+                        f"{self.where}: no {INDEX_REPO} (not a channel, or nothing published yet)"
+                    )
                 self._index_bytes = render_index(found.packages.values()).encode()
                 rows = parse_index(self._index_bytes, f"{self.where}/{INDEX_REPO}")
             self._index = Index(tuple(rows))
         return self._index
 
     def fetch(self, package: ChannelPackage, cache: Path, offline: bool = False) -> tuple[Path, bool]:
-        return cached_or_fetch(package, cache, offline or self.offline, self.location,
-                               lambda: self._download(package, cache))
+        return cached_or_fetch(
+            package, cache, offline or self.offline, self.location, lambda: self._download(package, cache)
+        )
 
     def _download(self, package: ChannelPackage, cache: Path) -> Path:
         digest = f"sha256:{package.sha256}"
         url = self.client.url(package.name, "blobs", digest)
         # The HEAD authenticates (a token is fetched if needed) and names a missing blob clearly.
         if not self.client.has_blob(package.name, digest):
-            raise SourceUnavailable(f"{url}: HTTP 404 (the index lists {package.name} {package.version}, "
-                                    "the registry does not have it)")
+            raise SourceUnavailable(
+                f"{url}: HTTP 404 (the index lists {package.name} {package.version}, "
+                "the registry does not have it)"
+            )
         # Registries answer blob pulls with a redirect to their storage or CDN (ghcr.io does): other
         # hosts are allowed there, without the token; the bytes are checked against the digest.
         via = Via(self.client.auth_header(package.name), self.client.origin, other_hosts=True)
@@ -560,17 +674,32 @@ class OciTransaction:
 
     def store(self, archive: VerifiedArchive, row: ChannelPackage) -> None:
         client, repo, tag = self.client, row.name, tag_of(row.version)
-        manifest = artifact(PACKAGE_ARTIFACT, (CONFIG_TYPE, archive.manifest_bytes),
-                            (LAYER_TYPE, f"sha256:{row.sha256}", row.size),
-                            {"org.opencontainers.image.version": row.version,
-                             "org.opencontainers.image.title": f"{row.name}-{row.version}.tar.gz"})
-        digest = _push_artifact(client, repo, tag, [(f"sha256:{row.manifest_sha256}", archive.manifest_bytes),
-                                                    (f"sha256:{row.sha256}", archive.path)], manifest)
+        manifest = artifact(
+            PACKAGE_ARTIFACT,
+            (CONFIG_TYPE, archive.manifest_bytes),
+            (LAYER_TYPE, f"sha256:{row.sha256}", row.size),
+            {
+                "org.opencontainers.image.version": row.version,
+                "org.opencontainers.image.title": f"{row.name}-{row.version}.tar.gz",
+            },
+        )
+        digest = _push_artifact(
+            client,
+            repo,
+            tag,
+            [
+                (f"sha256:{row.manifest_sha256}", archive.manifest_bytes),
+                (f"sha256:{row.sha256}", archive.path),
+            ],
+            manifest,
+        )
         # Read back: a concurrent publish of other bytes under this version must not be listed by us.
         now = client.get_manifest(repo, tag)
         if now is None or now[0] != digest:
-            raise IntegrityError(f"{client.location}/{repo}:{tag} was pushed with other bytes at the same "
-                                 "time; a published version never changes")
+            raise IntegrityError(
+                f"{client.location}/{repo}:{tag} was pushed with other bytes at the same "
+                "time; a published version never changes"
+            )
 
     def commit(self, changed: list[ChannelPackage], manifests: dict[tuple[str, str], Manifest]) -> None:
         if not changed:
@@ -585,14 +714,20 @@ class OciTransaction:
 
 def _reason(exc: Exception) -> str:
     text = str(exc)
-    for marker in ("Connection refused", "Name or service not known", "Connection reset by peer", "timed out"):
+    for marker in (
+        "Connection refused",
+        "Name or service not known",
+        "Connection reset by peer",
+        "timed out",
+    ):
         if marker in text:
             return marker
     return text.splitlines()[0][:200] if text else type(exc).__name__
 
 
-def _push_artifact(client: Client, repo: str, tag: str, blobs: list[tuple[str, bytes | Path]],
-                   manifest: bytes) -> str:
+def _push_artifact(
+    client: Client, repo: str, tag: str, blobs: list[tuple[str, bytes | Path]], manifest: bytes
+) -> str:
     """Push the blobs (digest, bytes or file), then the manifest under tag; the manifest's digest.
 
     Two publishes that push the same blob at once (the runtime, shared by every model's publish) can
@@ -615,7 +750,10 @@ def _error_text(reply: Reply) -> str:
     """The registry's own error code, e.g. MANIFEST_INVALID (bounded, one line)."""
     try:
         errors = json.loads(reply.body).get("errors") or []
-        return shown(", ".join(f"{e.get('code')}: {e.get('message')}" for e in errors if isinstance(e, dict)), 300,
-                     False)
+        return shown(
+            ", ".join(f"{e.get('code')}: {e.get('message')}" for e in errors if isinstance(e, dict)),
+            300,
+            False,
+        )
     except (ValueError, AttributeError):
         return shown(reply.body[:100].decode("utf-8", "replace"), 100, False)

@@ -31,12 +31,31 @@ RUNTIME = names.RUNTIME_PACKAGE
 def allowed_files(name: str) -> tuple[list[str], list[str]]:
     """(patterns a file of package name may match, patterns it must not match); fnmatch, "*" spans "/"."""
     if name == RUNTIME:
-        return (["include/*", "lib/*.a", "lib/*.o", f"lib/pkgconfig/{name}.pc", f"lib/cmake/{name}/*",
-                 "licenses/*", f"share/{name}/*", f"etc/scram.d/{name}.xml"],
-                ["include/tfaot-model-*", "lib/libtfaot-model-*", "lib/*/*.a", "lib/*/*.o"])
-    return ([f"include/{name}/*", "lib/*.o", f"lib/lib{name}.a", f"lib/pkgconfig/{name}.pc", f"lib/cmake/{name}/*",
-             f"share/{name}/*", f"etc/scram.d/{name}.xml"],
-            ["lib/*/*.o"])
+        return (
+            [
+                "include/*",
+                "lib/*.a",
+                "lib/*.o",
+                f"lib/pkgconfig/{name}.pc",
+                f"lib/cmake/{name}/*",
+                "licenses/*",
+                f"share/{name}/*",
+                f"etc/scram.d/{name}.xml",
+            ],
+            ["include/tfaot-model-*", "lib/libtfaot-model-*", "lib/*/*.a", "lib/*/*.o"],
+        )
+    return (
+        [
+            f"include/{name}/*",
+            "lib/*.o",
+            f"lib/lib{name}.a",
+            f"lib/pkgconfig/{name}.pc",
+            f"lib/cmake/{name}/*",
+            f"share/{name}/*",
+            f"etc/scram.d/{name}.xml",
+        ],
+        ["lib/*/*.o"],
+    )
 
 
 def tool_file(name: str) -> str:
@@ -48,27 +67,38 @@ def check_files(manifest: Manifest, label: str) -> None:
     name = manifest.package
     allowed, refused = allowed_files(name)
     for rel in sorted(manifest.files):
-        if not any(fnmatch.fnmatchcase(rel, p) for p in allowed) or any(fnmatch.fnmatchcase(rel, p) for p in refused):
-            raise IntegrityError(f"{label}: {rel} is not {name}'s to install (a package installs only its own "
-                                 f"files: see the README's security section)")
+        if not any(fnmatch.fnmatchcase(rel, p) for p in allowed) or any(
+            fnmatch.fnmatchcase(rel, p) for p in refused
+        ):
+            raise IntegrityError(
+                f"{label}: {rel} is not {name}'s to install (a package installs only its own "
+                f"files: see the README's security section)"
+            )
 
 
 def check_tool(manifest: Manifest, rel: str, text: bytes, label: str) -> scram_tool.ToolFile:
     """The package's tool file, read as SCRAM reads it and held to our conventions."""
     name = manifest.package
     if rel != tool_file(name):
-        raise IntegrityError(f"{label}: {rel} is not {name}'s to install (its tool file is {tool_file(name)})")
+        raise IntegrityError(
+            f"{label}: {rel} is not {name}'s to install (its tool file is {tool_file(name)})"
+        )
     try:
         decoded = text.decode("utf-8")
         if name == RUNTIME:
-            archives = [f.removeprefix("lib/") for f in manifest.files if fnmatch.fnmatchcase(f, "lib/lib*.a")]
+            archives = [
+                f.removeprefix("lib/") for f in manifest.files if fnmatch.fnmatchcase(f, "lib/lib*.a")
+            ]
             system = [flag.removeprefix("-l") for flag in manifest.system_libs if flag.startswith("-l")]
-            return scram_tool.check_conventions(decoded, scram_tool.RUNTIME_TOOL, "", archives, system,
-                                                system_include=True)
+            return scram_tool.check_conventions(
+                decoded, scram_tool.RUNTIME_TOOL, "", archives, system, system_include=True
+            )
         uses = {r.name for r in manifest.requires}
         return scram_tool.check_conventions(decoded, name, manifest.version, [f"lib{name}.a"], (), uses)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise IntegrityError(f"{label}: {rel}: {exc}; refused (a tool file describes its own package only)") from None
+        raise IntegrityError(
+            f"{label}: {rel}: {exc}; refused (a tool file describes its own package only)"
+        ) from None
 
 
 def check_package(manifest: Manifest, tools: tuple[tuple[str, bytes], ...], label: str) -> None:

@@ -84,8 +84,10 @@ def area_root(area: Path) -> Path:
     root = area.absolute() / "tfaot"
     if not names.AREA_PATH.fullmatch(str(root)):
         bad = sorted({c for c in str(root) if not names.AREA_PATH_CHAR.fullmatch(c)})
-        raise InvalidInput(f"--area: {area.absolute()}: characters {''.join(bad)!r} cannot go into tool files "
-                           "and environment lines; use another directory")
+        raise InvalidInput(
+            f"--area: {area.absolute()}: characters {''.join(bad)!r} cannot go into tool files "
+            "and environment lines; use another directory"
+        )
     return root
 
 
@@ -101,8 +103,10 @@ def read_installed(root: Path, writer: AreaWriter | None = None) -> dict[str, In
         try:
             rows[name] = InstalledRow.from_json_named(name, row, f"{path}: packages.{shown(name, 60, False)}")
         except InvalidInput as exc:
-            raise InvalidInput(f"{exc}; `tfaot-dist setup --repair --area {root.parent}` drops the row "
-                               "(then set the package up again)") from None
+            raise InvalidInput(
+                f"{exc}; `tfaot-dist setup --repair --area {root.parent}` drops the row "
+                "(then set the package up again)"
+            ) from None
     return rows
 
 
@@ -113,8 +117,10 @@ def _installed_document(root: Path, writer: AreaWriter | None = None) -> tuple[d
         data = writer.read(INSTALLED)
     else:
         if path.is_symlink():
-            raise IntegrityError(f"{path}: a symbolic link inside the area; tfaot-dist never follows or removes "
-                                 "links there (remove it yourself, then run setup again)")
+            raise IntegrityError(
+                f"{path}: a symbolic link inside the area; tfaot-dist never follows or removes "
+                "links there (remove it yourself, then run setup again)"
+            )
         try:
             data = path.read_bytes() if path.is_file() else None
         except OSError as exc:
@@ -124,10 +130,14 @@ def _installed_document(root: Path, writer: AreaWriter | None = None) -> tuple[d
     try:
         doc = load_json(data, str(path))
     except InvalidInput as exc:
-        raise InvalidInput(f"{exc}; `tfaot-dist setup --repair --area {root.parent}` starts it afresh") from None
+        raise InvalidInput(
+            f"{exc}; `tfaot-dist setup --repair --area {root.parent}` starts it afresh"
+        ) from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("packages"), dict):
-        raise InvalidInput(f"{path}: not a tfaot-dist area file (format {FORMAT!r}); "
-                           f"`tfaot-dist setup --repair --area {root.parent}` starts it afresh")
+        raise InvalidInput(
+            f"{path}: not a tfaot-dist area file (format {FORMAT!r}); "
+            f"`tfaot-dist setup --repair --area {root.parent}` starts it afresh"
+        )
     return doc["packages"], path
 
 
@@ -149,7 +159,9 @@ def repair(area: Path, log: Log = print) -> list[str]:
         state: dict[str, InstalledRow] = {}
         for name, row in doc.items():
             try:
-                state[name] = InstalledRow.from_json_named(name, row, f"{path}: packages.{shown(name, 60, False)}")
+                state[name] = InstalledRow.from_json_named(
+                    name, row, f"{path}: packages.{shown(name, 60, False)}"
+                )
             except InvalidInput as exc:
                 log(f"repair: dropping {exc}")
                 dropped.append(shown(name, 60, False))
@@ -163,8 +175,10 @@ def repair(area: Path, log: Log = print) -> list[str]:
 
 def list_installed(area: Path) -> list[dict[str, Any]]:
     root = area_root(area)
-    return [{"name": name, **row.to_json(), "path": str(root / row.path)}
-            for name, row in sorted(read_installed(root).items())]
+    return [
+        {"name": name, **row.to_json(), "path": str(root / row.path)}
+        for name, row in sorted(read_installed(root).items())
+    ]
 
 
 def _write_installed(writer: AreaWriter, state: dict[str, InstalledRow]) -> None:
@@ -175,8 +189,15 @@ def _write_installed(writer: AreaWriter, state: dict[str, InstalledRow]) -> None
 # ---------------------------------------------------------------- setup
 
 
-def setup(requirements: list[str], channel: Channel, area: Path, cache: Path, offline: bool = False,
-          log: Log = print, scram: str | None = None) -> Report:
+def setup(
+    requirements: list[str],
+    channel: Channel,
+    area: Path,
+    cache: Path,
+    offline: bool = False,
+    log: Log = print,
+    scram: str | None = None,
+) -> Report:
     """Install each requirement (newest matching version) with the runtime it needs.
 
     scram: the scram executable to register tool files with (None: not available).
@@ -197,9 +218,17 @@ def _check_available(requirements: list[str], channel: Channel) -> None:
     for text in requirements:
         package, _ = parse_requirement(text)
         if not channel.index.versions(package):
-            known = sorted({p.name.removeprefix("tfaot-model-") for p in channel.index.rows if p.kind == "model"})
-            raise InvalidInput(f"{text!r}: {package} is not in the channel {channel.location}" + did_you_mean(
-                package.removeprefix("tfaot-model-"), known, f"tfaot-dist setup --list --channel {channel.location}"))
+            known = sorted(
+                {p.name.removeprefix("tfaot-model-") for p in channel.index.rows if p.kind == "model"}
+            )
+            raise InvalidInput(
+                f"{text!r}: {package} is not in the channel {channel.location}"
+                + did_you_mean(
+                    package.removeprefix("tfaot-model-"),
+                    known,
+                    f"tfaot-dist setup --list --channel {channel.location}",
+                )
+            )
 
 
 def _wanted(text: str, channel: Channel) -> list[ChannelPackage]:
@@ -208,14 +237,25 @@ def _wanted(text: str, channel: Channel) -> list[ChannelPackage]:
     package, specifier = parse_requirement(text)
     chosen = channel.index.newest(package, specifier)
     if chosen is None:
-        have = ", ".join(p.version + (" (yanked)" if p.yanked else "") for p in channel.index.versions(package))
-        raise InvalidInput(f"{text!r}: no version of {package} matches in {channel.location} "
-                           f"(available: {have or 'none'})")
+        have = ", ".join(
+            p.version + (" (yanked)" if p.yanked else "") for p in channel.index.versions(package)
+        )
+        raise InvalidInput(
+            f"{text!r}: no version of {package} matches in {channel.location} (available: {have or 'none'})"
+        )
     return [*_runtimes_for(chosen, channel), chosen]
 
 
-def _setup_one(text: str, channel: Channel, root: Path, cache: Path, offline: bool, log: Log, report: Report,
-               scram: str | None) -> list[Installed]:
+def _setup_one(
+    text: str,
+    channel: Channel,
+    root: Path,
+    cache: Path,
+    offline: bool,
+    log: Log,
+    report: Report,
+    scram: str | None,
+) -> list[Installed]:
     wanted = _wanted(text, channel)
     for p in wanted:
         if p.yanked is not None:
@@ -228,8 +268,10 @@ def _setup_one(text: str, channel: Channel, root: Path, cache: Path, offline: bo
         row = state.get(p.name)
         if row and row.version == p.version:
             if row.sha256 != p.sha256:
-                raise IntegrityError(f"{root / row.path}: {p.name} {p.version} is installed with sha256 "
-                                     f"{row.sha256}, {channel.location} has {p.sha256}")
+                raise IntegrityError(
+                    f"{root / row.path}: {p.name} {p.version} is installed with sha256 "
+                    f"{row.sha256}, {channel.location} has {p.sha256}"
+                )
             out.append(Installed(p.name, p.version, "already installed", root / row.path))
         else:
             todo.append(p)
@@ -271,8 +313,10 @@ def _setup_one(text: str, channel: Channel, root: Path, cache: Path, offline: bo
             row = state.get(p.name)
             if row and row.version == p.version:  # a setup running at the same time was first
                 if row.sha256 != p.sha256:
-                    raise IntegrityError(f"{root / row.path}: {p.name} {p.version} is installed with sha256 "
-                                         f"{row.sha256}, {channel.location} has {p.sha256}")
+                    raise IntegrityError(
+                        f"{root / row.path}: {p.name} {p.version} is installed with sha256 "
+                        f"{row.sha256}, {channel.location} has {p.sha256}"
+                    )
                 out.append(Installed(p.name, p.version, "already installed", root / row.path))
                 continue
             installed.append(p)
@@ -281,14 +325,25 @@ def _setup_one(text: str, channel: Channel, root: Path, cache: Path, offline: bo
             _install_tree(writer, archive, rel)
             previous = state.get(p.name)
             tool_files = _place_area_files(writer, archive.manifest, rel, previous)
-            state[p.name] = InstalledRow(version=p.version, kind=p.kind, sha256=p.sha256, path=rel,
-                                         requires=tuple(p.requires), tool_files=tuple(tool_files),
-                                         channel=channel.location)
+            state[p.name] = InstalledRow(
+                version=p.version,
+                kind=p.kind,
+                sha256=p.sha256,
+                path=rel,
+                requires=tuple(p.requires),
+                tool_files=tuple(tool_files),
+                channel=channel.location,
+            )
             if previous and previous.path != rel:
                 old_dirs.append(previous.path)
-            status = "installed" if not previous else (
-                "upgraded" if _newer(p.version, previous.version) else "replaced")
-            out.append(Installed(p.name, p.version, status, root / rel, previous.version if previous else None))
+            status = (
+                "installed"
+                if not previous
+                else ("upgraded" if _newer(p.version, previous.version) else "replaced")
+            )
+            out.append(
+                Installed(p.name, p.version, status, root / rel, previous.version if previous else None)
+            )
         crash_point("setup_listed")
         _write_installed(writer, state)
         writer.write("env.sh", env_script(environment(root, state)))
@@ -323,16 +378,29 @@ def plan_setup(requirements: list[str], channel: Channel, area: Path) -> list[Pl
             row = state.get(p.name)
             if row and row.version == p.version:
                 if row.sha256 != p.sha256:
-                    raise IntegrityError(f"{root / row.path}: {p.name} {p.version} is installed with sha256 "
-                                         f"{row.sha256}, {channel.location} has {p.sha256}")
+                    raise IntegrityError(
+                        f"{root / row.path}: {p.name} {p.version} is installed with sha256 "
+                        f"{row.sha256}, {channel.location} has {p.sha256}"
+                    )
                 action = "keep"
             else:
-                action = "install" if not row else ("upgrade" if _newer(p.version, row.version) else "replace")
-            step = Planned(p.name, p.version, action, row.version if row and action != "keep" else None, p.yanked)
+                action = (
+                    "install" if not row else ("upgrade" if _newer(p.version, row.version) else "replace")
+                )
+            step = Planned(
+                p.name, p.version, action, row.version if row and action != "keep" else None, p.yanked
+            )
             if step not in out:
                 out.append(step)
-            state[p.name] = InstalledRow(version=p.version, kind=p.kind, sha256=p.sha256, path=f"{p.name}/{p.version}",
-                                         requires=tuple(p.requires), tool_files=(), channel=channel.location)
+            state[p.name] = InstalledRow(
+                version=p.version,
+                kind=p.kind,
+                sha256=p.sha256,
+                path=f"{p.name}/{p.version}",
+                requires=tuple(p.requires),
+                tool_files=(),
+                channel=channel.location,
+            )
     return out
 
 
@@ -344,8 +412,9 @@ class Removed:
     scram: bool  # `scram tool remove` was run for it
 
 
-def remove(requirements: list[str], area: Path, log: Log = print, scram: str | None = None,
-           dry_run: bool = False) -> list[Removed]:
+def remove(
+    requirements: list[str], area: Path, log: Log = print, scram: str | None = None, dry_run: bool = False
+) -> list[Removed]:
     """Take packages out of an area: their directories, tool files, CMake and pkg-config files, their
     rows of installed.json and env.sh lines, and (with scram) `scram tool remove` for the tools scram
     had taken. A runtime an installed model still needs is refused. installed.json is rewritten
@@ -357,21 +426,30 @@ def remove(requirements: list[str], area: Path, log: Log = print, scram: str | N
     with open_area(root, create=False) as writer:
         state = read_installed(root, writer)
         targets = _removal_targets(requirements, state, area)
-        out = [Removed(n, state[n].version, root / state[n].path, bool(scram and state[n].scram)) for n in targets]
+        out = [
+            Removed(n, state[n].version, root / state[n].path, bool(scram and state[n].scram))
+            for n in targets
+        ]
         if dry_run:
             return out
         kept = {name: row for name, row in state.items() if name not in targets}
         for name in targets:  # a link where the removal goes stops it before anything changed
-            for rel in (state[name].path, *state[name].tool_files, buildsys.cmake_config_path(name).rsplit("/", 1)[0],
-                        buildsys.pkgconfig_path(name)):
+            for rel in (
+                state[name].path,
+                *state[name].tool_files,
+                buildsys.cmake_config_path(name).rsplit("/", 1)[0],
+                buildsys.pkgconfig_path(name),
+            ):
                 writer.check_removable(rel)
         for name in targets:
             if state[name].scram:
                 if scram:
                     _scram_tool_remove(scram, root.parent, name)
                 else:
-                    log(f"warning: {name} was registered with scram, which is not on the PATH now: run "
-                        f"`scram tool remove {name}` in {root.parent}")
+                    log(
+                        f"warning: {name} was registered with scram, which is not on the PATH now: run "
+                        f"`scram tool remove {name}` in {root.parent}"
+                    )
         _write_installed(writer, kept)
         crash_point("remove_listed")
         _repair(writer, kept, None, Report())
@@ -379,8 +457,10 @@ def remove(requirements: list[str], area: Path, log: Log = print, scram: str | N
             writer.remove("env.sh")
         for runtime in [n for n in kept if kept[n].kind == "runtime"]:
             if not any(r.name == runtime for row in kept.values() for r in row.requires):
-                log(f"note: no installed model needs {runtime} {kept[runtime].version} any more "
-                    f"(tfaot-dist remove {runtime} --area {area} takes it out)")
+                log(
+                    f"note: no installed model needs {runtime} {kept[runtime].version} any more "
+                    f"(tfaot-dist remove {runtime} --area {area} takes it out)"
+                )
     return out
 
 
@@ -396,11 +476,16 @@ def _removal_targets(requirements: list[str], state: dict[str, InstalledRow], ar
             targets.append(package)
     for name in targets:
         if state[name].kind == "runtime":
-            users = [f"{n} {r.version}" for n, r in sorted(state.items())
-                     if n not in targets and any(q.name == name for q in r.requires)]
+            users = [
+                f"{n} {r.version}"
+                for n, r in sorted(state.items())
+                if n not in targets and any(q.name == name for q in r.requires)
+            ]
             if users:
-                raise InvalidInput(f"{name} {state[name].version} is needed by {', '.join(users)}: remove "
-                                   f"{'it' if len(users) == 1 else 'them'} too, or keep the runtime")
+                raise InvalidInput(
+                    f"{name} {state[name].version} is needed by {', '.join(users)}: remove "
+                    f"{'it' if len(users) == 1 else 'them'} too, or keep the runtime"
+                )
     return targets
 
 
@@ -418,8 +503,9 @@ def _undone_if_refused(root: Path) -> Iterator[None]:
         raise
 
 
-def _register(scram: str, writer: AreaWriter, state: dict[str, InstalledRow], names: list[str],
-              report: Report) -> None:
+def _register(
+    scram: str, writer: AreaWriter, state: dict[str, InstalledRow], names: list[str], report: Report
+) -> None:
     """`scram setup` each tool file of names, then record that in installed.json (so that a setup
     killed before it, or one run where scram was missing, is completed by the next). Only our own
     packages' tool files, each under its package's name, are ever given to scram."""
@@ -472,7 +558,9 @@ def _repair(writer: AreaWriter, state: dict[str, InstalledRow], scram: str | Non
     if state:
         writer.write_if_changed("env.sh", env_script(environment(writer.root, state)))
     if scram:
-        _register(scram, writer, state, [name for name, row in sorted(state.items()) if not row.scram], report)
+        _register(
+            scram, writer, state, [name for name, row in sorted(state.items()) if not row.scram], report
+        )
 
 
 def _remove_temporaries(writer: AreaWriter) -> None:
@@ -491,7 +579,9 @@ def _installed_manifest(writer: AreaWriter, rel: str) -> Manifest | None:
         data = writer.read(f"{rel}/{pkg.MANIFEST}")
         if data is None:
             return None
-        return Manifest.from_json(load_json(data, f"{writer.root / rel}/{pkg.MANIFEST}"), str(writer.root / rel))
+        return Manifest.from_json(
+            load_json(data, f"{writer.root / rel}/{pkg.MANIFEST}"), str(writer.root / rel)
+        )
     except InvalidInput:
         return None
 
@@ -501,8 +591,10 @@ def _runtimes_for(model: ChannelPackage, channel: Channel) -> list[ChannelPackag
     for req in model.requires:
         found = channel.index.exact(req.name, req.version)
         if found is None:
-            raise SourceUnavailable(f"{channel.location}: {model.name} {model.version} requires {req.name} "
-                                    f"{req.version}, which the channel does not have")
+            raise SourceUnavailable(
+                f"{channel.location}: {model.name} {model.version} requires {req.name} "
+                f"{req.version}, which the channel does not have"
+            )
         out.append(found)
     return out
 
@@ -550,16 +642,21 @@ def buildsys_files(manifest: Manifest) -> dict[str, str]:
     """CMake config and pkg-config file of a package (buildsys.py), unless the package ships them."""
     name = manifest.package
     if manifest.kind == "runtime":
-        files = {buildsys.cmake_config_path(name): buildsys.render_runtime_cmake_config(manifest),
-                 buildsys.pkgconfig_path(name): buildsys.render_runtime_pkgconfig(manifest)}
+        files = {
+            buildsys.cmake_config_path(name): buildsys.render_runtime_cmake_config(manifest),
+            buildsys.pkgconfig_path(name): buildsys.render_runtime_pkgconfig(manifest),
+        }
     else:
-        files = {buildsys.cmake_config_path(name): buildsys.render_cmake_config(manifest),
-                 buildsys.pkgconfig_path(name): buildsys.render_pkgconfig(manifest)}
+        files = {
+            buildsys.cmake_config_path(name): buildsys.render_cmake_config(manifest),
+            buildsys.pkgconfig_path(name): buildsys.render_pkgconfig(manifest),
+        }
     return {rel: text for rel, text in files.items() if rel not in manifest.files}
 
 
-def _place_area_files(writer: AreaWriter, manifest: Manifest, rel: str, previous: InstalledRow | None,
-                      repairing: bool = False) -> list[str]:
+def _place_area_files(
+    writer: AreaWriter, manifest: Manifest, rel: str, previous: InstalledRow | None, repairing: bool = False
+) -> list[str]:
     """The relocated tool file, the CMake forwarder and the area's .pc; returns the tool files (relative).
 
     Only under the package's own name, and its tool file only once it passed the conventions
@@ -584,31 +681,38 @@ def _place_area_files(writer: AreaWriter, manifest: Manifest, rel: str, previous
             writer.remove(old)
 
     cmake = buildsys.cmake_config_path(name)
-    writer.write_if_changed(cmake, f"# {name} {version}, installed by tfaot-dist setup: the package's own config, "
-                                   f"relative to this file.\ninclude(\"${{CMAKE_CURRENT_LIST_DIR}}/../../../{rel}/"
-                                   f"{buildsys.cmake_config_path(name)}\")\n")
+    writer.write_if_changed(
+        cmake,
+        f"# {name} {version}, installed by tfaot-dist setup: the package's own config, "
+        f'relative to this file.\ninclude("${{CMAKE_CURRENT_LIST_DIR}}/../../../{rel}/'
+        f'{buildsys.cmake_config_path(name)}")\n',
+    )
     writer.write_if_changed(f"lib/cmake/{name}/{name}ConfigVersion.cmake", _cmake_version(version))
     pc = writer.read(f"{rel}/{buildsys.pkgconfig_path(name)}", MAX_TOOL_FILE)
     here = "prefix=${pcfiledir}/../.."
     lines = pc.decode("utf-8", "replace").splitlines() if pc is not None else []
     if here in lines:
         # Same file, its prefix pointing from AREA/tfaot/lib/pkgconfig to the package directory.
-        writer.write_if_changed(buildsys.pkgconfig_path(name),
-                                "\n".join(f"{here}/{rel}" if line == here else line for line in lines) + "\n")
+        writer.write_if_changed(
+            buildsys.pkgconfig_path(name),
+            "\n".join(f"{here}/{rel}" if line == here else line for line in lines) + "\n",
+        )
     return tools
 
 
 def _cmake_version(version: str) -> str:
     # find_package(NAME X.Y) accepts this version when it is X.Y or newer.
-    return (f'set(PACKAGE_VERSION "{version}")\n'
-            "if(PACKAGE_FIND_VERSION AND PACKAGE_VERSION VERSION_LESS PACKAGE_FIND_VERSION)\n"
-            "  set(PACKAGE_VERSION_COMPATIBLE FALSE)\n"
-            "else()\n"
-            "  set(PACKAGE_VERSION_COMPATIBLE TRUE)\n"
-            "  if(PACKAGE_FIND_VERSION STREQUAL PACKAGE_VERSION)\n"
-            "    set(PACKAGE_VERSION_EXACT TRUE)\n"
-            "  endif()\n"
-            "endif()\n")
+    return (
+        f'set(PACKAGE_VERSION "{version}")\n'
+        "if(PACKAGE_FIND_VERSION AND PACKAGE_VERSION VERSION_LESS PACKAGE_FIND_VERSION)\n"
+        "  set(PACKAGE_VERSION_COMPATIBLE FALSE)\n"
+        "else()\n"
+        "  set(PACKAGE_VERSION_COMPATIBLE TRUE)\n"
+        "  if(PACKAGE_FIND_VERSION STREQUAL PACKAGE_VERSION)\n"
+        "    set(PACKAGE_VERSION_EXACT TRUE)\n"
+        "  endif()\n"
+        "endif()\n"
+    )
 
 
 def _newer(a: str, b: str) -> bool:
@@ -623,7 +727,9 @@ def _scram_tool_remove(scram: str, area: Path, name: str) -> None:
     """SCRAM's `scram tool remove NAME`: the area's configuration forgets the tool (names are ours, checked)."""
     if not names.PACKAGE_NAME.fullmatch(name):
         raise InvalidInput(f"installed.json: invalid package name {shown(name)}")
-    process.run([scram, "tool", "remove", name], what=f"scram tool remove {name}", error=ScramFailed, cwd=area)
+    process.run(
+        [scram, "tool", "remove", name], what=f"scram tool remove {name}", error=ScramFailed, cwd=area
+    )
 
 
 # ---------------------------------------------------------------- environment
@@ -634,7 +740,9 @@ def environment(root: Path, state: dict[str, InstalledRow]) -> dict[str, str]:
     if not state:
         return {}
     # Models by name, then the runtime: the same lines whatever order the packages came in.
-    trees = [root / row.path for _, row in sorted(state.items(), key=lambda kv: (kv[1].kind == "runtime", kv[0]))]
+    trees = [
+        root / row.path for _, row in sorted(state.items(), key=lambda kv: (kv[1].kind == "runtime", kv[0]))
+    ]
     return {
         "CMAKE_PREFIX_PATH": str(root),
         "PKG_CONFIG_PATH": str(root / "lib" / "pkgconfig"),
@@ -649,6 +757,9 @@ def export_lines(env: dict[str, str]) -> list[str]:
 
 
 def env_script(env: dict[str, str]) -> str:
-    lines = ["# The tfaot packages of this area, for builds without scram (written by tfaot-dist setup).",
-             "# Use: source THIS_FILE", *export_lines(env)]
+    lines = [
+        "# The tfaot packages of this area, for builds without scram (written by tfaot-dist setup).",
+        "# Use: source THIS_FILE",
+        *export_lines(env),
+    ]
     return "\n".join(lines) + "\n"

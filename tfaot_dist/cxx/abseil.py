@@ -94,8 +94,9 @@ def key(cc: Compiler, src: AbseilSource) -> str:
     return f"{src.dist}-{src.version}-{cc.target}-{digest[:16]}"
 
 
-def ensure_abseil(python: Path, cc: Compiler, src: AbseilSource, cache_dir: Path, log: Log, jobs: int,
-                  offline: bool = False) -> Path:
+def ensure_abseil(
+    python: Path, cc: Compiler, src: AbseilSource, cache_dir: Path, log: Log, jobs: int, offline: bool = False
+) -> Path:
     """The cached Abseil build: include/absl (all headers) and lib/libtfaot_absl.a.
 
     python: a Python with pip (the toolchain's) to download the sdist with; offline: never download
@@ -113,7 +114,9 @@ def ensure_abseil(python: Path, cc: Compiler, src: AbseilSource, cache_dir: Path
     return ensure_entry(final, build, marker=MARKER, log=log)
 
 
-def _ensure_sdist(python: Path, source: AbseilSource, cache_dir: Path, log: Log, offline: bool = False) -> Path:
+def _ensure_sdist(
+    python: Path, source: AbseilSource, cache_dir: Path, log: Log, offline: bool = False
+) -> Path:
     """The grpcio sdist in CACHE/downloads/, fetched with pip when missing.
 
     The toolchain's pip does the download: the toolchain is a venv made with
@@ -125,18 +128,33 @@ def _ensure_sdist(python: Path, source: AbseilSource, cache_dir: Path, log: Log,
     if target.is_file() and sha256_file(target) == source.sha256:
         return target
     if offline:
-        raise SourceUnavailable(f"offline: {name} (sha256 {source.sha256}, the Abseil sources of the runtime) "
-                                f"is not in {downloads}")
+        raise SourceUnavailable(
+            f"offline: {name} (sha256 {source.sha256}, the Abseil sources of the runtime) "
+            f"is not in {downloads}"
+        )
     with file_lock(downloads / f"{name}.lock", log):
         if target.is_file() and sha256_file(target) == source.sha256:
             return target
         log(f"downloading {source.dist}=={source.version} sdist (vendored Abseil sources)")
         staged = temp_sibling(target)
         try:
-            process.run([python, "-m", "pip", "download", "--disable-pip-version-check",
-                         "--no-deps", "--no-binary", source.dist, "-d", staged,
-                         f"{source.dist}=={source.version}"], what=f"pip download {source.dist}",
-                        error=RuntimeBuildError)
+            process.run(
+                [
+                    python,
+                    "-m",
+                    "pip",
+                    "download",
+                    "--disable-pip-version-check",
+                    "--no-deps",
+                    "--no-binary",
+                    source.dist,
+                    "-d",
+                    staged,
+                    f"{source.dist}=={source.version}",
+                ],
+                what=f"pip download {source.dist}",
+                error=RuntimeBuildError,
+            )
             got = staged / name
             if not got.is_file():
                 raise RuntimeBuildError(f"pip download did not produce {name}")
@@ -180,11 +198,25 @@ def _build(sdist: Path, source: AbseilSource, cc: Compiler, out: Path, log: Log,
     units = []
     for rel in sources:
         obj = objdir / build_kit.object_name(rel)
-        units.append(build_kit.Unit(
-            cmd=[cc.command, *CONSUMER_CXXFLAGS, *BUILD_FLAGS, *file_flags.get(rel, ()),
-                 *build_kit.reproducible_flags(rel, {work: "tfaot-build"}), "-I.",
-                 "-c", rel, "-o", str(obj)],
-            cwd=src, obj=obj, name=rel))
+        units.append(
+            build_kit.Unit(
+                cmd=[
+                    cc.command,
+                    *CONSUMER_CXXFLAGS,
+                    *BUILD_FLAGS,
+                    *file_flags.get(rel, ()),
+                    *build_kit.reproducible_flags(rel, {work: "tfaot-build"}),
+                    "-I.",
+                    "-c",
+                    rel,
+                    "-o",
+                    str(obj),
+                ],
+                cwd=src,
+                obj=obj,
+                name=rel,
+            )
+        )
     build_kit.compile_all(units, jobs, log, RuntimeBuildError)
     (out / "lib").mkdir()
     build_kit.archive(out / "lib" / LIB, [u.obj for u in units], RuntimeBuildError)
@@ -207,7 +239,7 @@ def _extract(sdist: Path, source: AbseilSource, dest: Path) -> Path:
         if not any(m.name == f"{prefix}absl/base/options.h" for m in members):
             raise RuntimeBuildError(f"{sdist.name} has no {source.subdir}/absl")
         for m in members:
-            m.name = m.name[len(prefix):]
+            m.name = m.name[len(prefix) :]
         license_member = tar.getmember(f"{top}/LICENSE")
         license_member.name = "LICENSE.grpc"
         members.append(license_member)

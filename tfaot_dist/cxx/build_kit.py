@@ -131,7 +131,9 @@ def compile_all(units: list[Unit], jobs: int, log: Log, error: type[TfaotError] 
         raise failed[0]
 
 
-def check_link(cc: Compiler, inputs: list[str | Path], work: Path, error: type[TfaotError] = CompileFailed) -> None:
+def check_link(
+    cc: Compiler, inputs: list[str | Path], work: Path, error: type[TfaotError] = CompileFailed
+) -> None:
     """Link an empty main() with inputs (objects, archives, flags, system libraries) in work and run it:
     everything the inputs pull in resolves."""
     work.mkdir(parents=True, exist_ok=True)
@@ -149,5 +151,8 @@ def archive(target: Path, objects: list[Path], error: type[TfaotError] = Compile
     for a, b in itertools.pairwise(members):
         if a.name == b.name:
             raise error(f"archive {target.name}: two members named {a.name} ({a.parent}, {b.parent})")
-    process.run([AR, "rcsD", target.absolute(), *(p.absolute() for p in members)], what=f"archive {target.name}",
-                error=error)
+    process.run(
+        [AR, "rcsD", target.absolute(), *(p.absolute() for p in members)],
+        what=f"archive {target.name}",
+        error=error,
+    )

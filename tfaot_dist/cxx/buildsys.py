@@ -31,7 +31,6 @@ RUNTIME_PACKAGE = "tfaot-xla-runtime"
 RUNTIME_TARGET = "tfaot::xla-runtime"
 
 
-
 def cmake_config_path(package: str) -> str:
     return f"lib/cmake/{package}/{package}Config.cmake"
 
@@ -64,8 +63,10 @@ def render_pkgconfig(manifest: Manifest) -> str:
     """lib/pkgconfig/names.MODEL_PACKAGE.pc of a model package; Requires the runtime it was verified with, if known."""
     package, version = _model_identity(manifest)
     requires = _runtime_requirement(manifest)
-    text = manifest.text("model", "description") or \
-        f"AOT compiled TensorFlow model {package.removeprefix('tfaot-model-')}"
+    text = (
+        manifest.text("model", "description")
+        or f"AOT compiled TensorFlow model {package.removeprefix('tfaot-model-')}"
+    )
     url = manifest.text("source", "url") or manifest.text("source", "git")
     return render(
         "pkgconfig.pc.j2",
@@ -167,9 +168,17 @@ def _runtime_facts(manifest: Manifest) -> dict[str, Any]:
     link_options = [scram_tool.exclude_libs([f"lib{lib['name']}.a" for lib in libs])]
     tf = manifest.tensorflow_version or ""
     description = "XLA AOT runtime of tfaot-model packages" + (f" (TensorFlow {tf})" if tf else "")
-    return {"package": package, "version": version, "cxxflags": cxxflags, "system_libs": system_libs,
-            "libs": libs, "include_dir": "include", "lib_dir": "lib", "description": pkgconfig_text(description),
-            "link_options": link_options}
+    return {
+        "package": package,
+        "version": version,
+        "cxxflags": cxxflags,
+        "system_libs": system_libs,
+        "libs": libs,
+        "include_dir": "include",
+        "lib_dir": "lib",
+        "description": pkgconfig_text(description),
+        "link_options": link_options,
+    }
 
 
 def _each(values: tuple[str, ...], pattern: re.Pattern[str], field: str) -> list[str]:

@@ -48,12 +48,16 @@ def installed_runtime(root: Path, toolchain: Toolchain, where: str = "--runtime"
         runtime = release_runtime(root, toolchain)
     else:
         # An option's (or registry field's) value that is no runtime at all: invalid input (exit 3).
-        raise InvalidInput(f"{where} {root}: not an installed XLA runtime: no {PACKAGE_MANIFEST} "
-                           f"(tfaot-xla-runtime package), {MANIFEST} (tfaot-dist runtime tree) or "
-                           f"{LIBRARY} (the release's {NAME})")
+        raise InvalidInput(
+            f"{where} {root}: not an installed XLA runtime: no {PACKAGE_MANIFEST} "
+            f"(tfaot-xla-runtime package), {MANIFEST} (tfaot-dist runtime tree) or "
+            f"{LIBRARY} (the release's {NAME})"
+        )
     if runtime.tensorflow_version != toolchain.tensorflow_version:
-        raise RuntimeBuildError(f"{where} {root}: built for TensorFlow {runtime.tensorflow_version}, "
-                                f"the model is compiled with {toolchain.tensorflow_version}")
+        raise RuntimeBuildError(
+            f"{where} {root}: built for TensorFlow {runtime.tensorflow_version}, "
+            f"the model is compiled with {toolchain.tensorflow_version}"
+        )
     missing = [p for p in runtime.libs if not p.is_file()]
     if missing or not runtime.include_dir.is_dir():
         raise RuntimeBuildError(f"{where} {root}: missing {missing[0] if missing else runtime.include_dir}")
@@ -82,8 +86,10 @@ def release_runtime(root: Path, toolchain: Toolchain) -> XlaRuntime:
     if abseil_root:
         lib = Path(abseil_root) / "lib"
         if not Path(abseil_root).is_absolute() or not lib.is_dir():
-            raise InvalidInput(f"{ABSEIL_ROOT_VARIABLE}={abseil_root}: not an absolute path of an "
-                               f"installed abseil-cpp (no lib/)")
+            raise InvalidInput(
+                f"{ABSEIL_ROOT_VARIABLE}={abseil_root}: not an absolute path of an "
+                f"installed abseil-cpp (no lib/)"
+            )
         ldflags += [f"-Wl,-rpath-link,{lib}", f"-Wl,-rpath,{lib}"]
     return XlaRuntime(
         root=root,

@@ -27,8 +27,21 @@ from tfaot_dist.util.fs import sha256_file
 HEADER = "tfaot_pch.h"
 MARKER = COMPLETE
 # The standard headers of the generated harnesses, after everything tfcompile's headers include.
-_STD_HEADERS = ("cstdint", "cstdio", "cstdlib", "cstring", "chrono", "fstream", "iostream", "memory", "random",
-                "stdexcept", "string", "tuple", "vector")
+_STD_HEADERS = (
+    "cstdint",
+    "cstdio",
+    "cstdlib",
+    "cstring",
+    "chrono",
+    "fstream",
+    "iostream",
+    "memory",
+    "random",
+    "stdexcept",
+    "string",
+    "tuple",
+    "vector",
+)
 
 
 def header_text() -> str:
@@ -41,10 +54,17 @@ def header_text() -> str:
 
 def _key(runtime: XlaRuntime, opt: str) -> str:
     version = build_kit.version_text(runtime.compiler)
-    interface = {p.relative_to(INTERFACE_INCLUDE).as_posix(): sha256_file(p)
-                 for p in sorted(INTERFACE_INCLUDE.rglob("*.h"))}
-    identity = {"runtime": runtime.key, "compiler": version, "flags": [*runtime.cxxflags, opt],
-                "interface": interface, "header": header_text()}
+    interface = {
+        p.relative_to(INTERFACE_INCLUDE).as_posix(): sha256_file(p)
+        for p in sorted(INTERFACE_INCLUDE.rglob("*.h"))
+    }
+    identity = {
+        "runtime": runtime.key,
+        "compiler": version,
+        "flags": [*runtime.cxxflags, opt],
+        "interface": interface,
+        "header": header_text(),
+    }
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
 
 
@@ -58,9 +78,22 @@ def flags(runtime: XlaRuntime, cache: Path, opt: str = "-O2", log: Log = lambda 
     def build(staged: Path) -> None:
         log(f"precompiling the interface headers ({final.name})")
         (staged / HEADER).write_text(header_text())
-        process.run([runtime.compiler, *runtime.cxxflags, opt, "-w", f"-I{INTERFACE_INCLUDE}",
-                     f"-I{runtime.include_dir}", "-x", "c++-header", staged / HEADER,
-                     "-o", staged / f"{HEADER}.gch"], what="precompiling the interface headers")
+        process.run(
+            [
+                runtime.compiler,
+                *runtime.cxxflags,
+                opt,
+                "-w",
+                f"-I{INTERFACE_INCLUDE}",
+                f"-I{runtime.include_dir}",
+                "-x",
+                "c++-header",
+                staged / HEADER,
+                "-o",
+                staged / f"{HEADER}.gch",
+            ],
+            what="precompiling the interface headers",
+        )
 
     try:
         ensure_entry(final, build, marker=MARKER)

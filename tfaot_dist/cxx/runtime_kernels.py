@@ -69,15 +69,28 @@ class Dispatch:
 
 DISPATCHES = (
     # TensorFlow 2.16+ (thunk runtime): the template instantiation the generated headers call.
-    Dispatch("xla/backends/cpu/runtime/dot_lib_f32.cc", r"_ZN3xla3cpu8internal11TypedMatMulIfffEEv\S+",
-             "tfaot_xla_typed_matmul_f32", "dispatch_thunk_dot.cc"),
+    Dispatch(
+        "xla/backends/cpu/runtime/dot_lib_f32.cc",
+        r"_ZN3xla3cpu8internal11TypedMatMulIfffEEv\S+",
+        "tfaot_xla_typed_matmul_f32",
+        "dispatch_thunk_dot.cc",
+    ),
     # TensorFlow 2.12: the C entry compiled models call.
-    Dispatch("tensorflow/compiler/xla/service/cpu/runtime_single_threaded_matmul.cc",
-             r"__xla_cpu_runtime_EigenSingleThreadedMatMulF32", "tfaot_xla_single_threaded_matmul_f32",
-             "dispatch_legacy_matmul.cc"),
+    Dispatch(
+        "tensorflow/compiler/xla/service/cpu/runtime_single_threaded_matmul.cc",
+        r"__xla_cpu_runtime_EigenSingleThreadedMatMulF32",
+        "tfaot_xla_single_threaded_matmul_f32",
+        "dispatch_legacy_matmul.cc",
+    ),
     # TensorFlow 2.16+: the 2-D float convolution (conv_kernels.cc: patches times the level's product).
-    Dispatch("xla/backends/cpu/runtime/convolution_lib_f32_2d.cc", r"_ZN3xla3cpu8internal11EigenConv2DIfEEv\S+",
-             "tfaot_xla_eigen_conv2d_f32", "dispatch_thunk_conv2d.cc", "conv_kernels.cc", "tfaot_conv_kernels"),
+    Dispatch(
+        "xla/backends/cpu/runtime/convolution_lib_f32_2d.cc",
+        r"_ZN3xla3cpu8internal11EigenConv2DIfEEv\S+",
+        "tfaot_xla_eigen_conv2d_f32",
+        "dispatch_thunk_conv2d.cc",
+        "conv_kernels.cc",
+        "tfaot_conv_kernels",
+    ),
 )
 
 
@@ -104,8 +117,11 @@ def dispatches(sources: list[str]) -> list[Dispatch]:
 
 def identity(cc: Compiler, sources: list[str]) -> dict[str, object]:
     """What the kernels add to the runtime's cache key."""
-    return {"kernel_sources": tree_digest(SOURCE_DIR), "levels": [lv.name for lv in levels(cc, sources)],
-            "dispatches": [d.source for d in dispatches(sources)]}
+    return {
+        "kernel_sources": tree_digest(SOURCE_DIR),
+        "levels": [lv.name for lv in levels(cc, sources)],
+        "dispatches": [d.source for d in dispatches(sources)],
+    }
 
 
 def core_units(cc: Compiler, sources: list[str], include: Path, objdir: Path) -> list[Unit]:
@@ -119,18 +135,35 @@ def core_units(cc: Compiler, sources: list[str], include: Path, objdir: Path) ->
     return [_unit(cc, "cpu_level.cc", "tfaot_cpu_level.o", [_top(built)], include, objdir)]
 
 
-def part_units(cc: Compiler, sources: list[str], dispatch: Dispatch, include: Path, objdir: Path) -> list[Unit]:
+def part_units(
+    cc: Compiler, sources: list[str], dispatch: Dispatch, include: Path, objdir: Path
+) -> list[Unit]:
     """The kernels of one dispatched entry point: one object per level and the dispatcher. They go with
     the runtime part of the dispatch's source (runtime_parts.py). Empty where levels() is."""
     built = levels(cc, sources)
     if not built:
         return []
-    out = [_unit(cc, dispatch.kernels, dispatch.level_object(lv),
-                 [f"-march={lv.name}", f"-DTFAOT_LEVEL={lv.suffix}", f"-DEigen=tfaot_eigen_{lv.suffix}"],
-                 include, objdir)
-           for lv in built]
-    out.append(_unit(cc, dispatch.dispatcher, f"tfaot_{Path(dispatch.dispatcher).stem}.o", [_top(built)],
-                     include, objdir))
+    out = [
+        _unit(
+            cc,
+            dispatch.kernels,
+            dispatch.level_object(lv),
+            [f"-march={lv.name}", f"-DTFAOT_LEVEL={lv.suffix}", f"-DEigen=tfaot_eigen_{lv.suffix}"],
+            include,
+            objdir,
+        )
+        for lv in built
+    ]
+    out.append(
+        _unit(
+            cc,
+            dispatch.dispatcher,
+            f"tfaot_{Path(dispatch.dispatcher).stem}.o",
+            [_top(built)],
+            include,
+            objdir,
+        )
+    )
     return out
 
 
@@ -140,9 +173,24 @@ def _top(built: list[Level]) -> str:
 
 def _unit(cc: Compiler, source: str, obj: str, flags: list[str], include: Path, objdir: Path) -> Unit:
     maps = {SOURCE_DIR: "tfaot-runtime-kernels", include: "tfaot-include"}
-    return Unit(cmd=[cc.command, *CONSUMER_CXXFLAGS, *BUILD_FLAGS, f"-I{include}", "-I.", *flags,
-                     *build_kit.reproducible_flags(obj, maps), "-c", source, "-o", str(objdir / obj)],
-                cwd=SOURCE_DIR, obj=objdir / obj, name=f"{source} ({obj})")
+    return Unit(
+        cmd=[
+            cc.command,
+            *CONSUMER_CXXFLAGS,
+            *BUILD_FLAGS,
+            f"-I{include}",
+            "-I.",
+            *flags,
+            *build_kit.reproducible_flags(obj, maps),
+            "-c",
+            source,
+            "-o",
+            str(objdir / obj),
+        ],
+        cwd=SOURCE_DIR,
+        obj=objdir / obj,
+        name=f"{source} ({obj})",
+    )
 
 
 def redirect(cc: Compiler, sources: list[str], dispatch: Dispatch, objdir: Path) -> None:
@@ -162,15 +210,22 @@ def redirect(cc: Compiler, sources: list[str], dispatch: Dispatch, objdir: Path)
     if len(names) != 1:
         raise RuntimeBuildError(f"{d.source}: expected one definition matching {d.symbol}, found {names}")
     if names[0] not in {s for s, kind in _defined(ours) if kind == "T"}:
-        raise RuntimeBuildError(f"{d.dispatcher} does not define {names[0]}, the entry point of {d.source}: "
-                                "its declaration no longer matches this TensorFlow's")
-    process.run(["objcopy", f"--redefine-sym={names[0]}={d.renamed}", original],
-                what=f"rename {d.source}'s entry point", error=RuntimeBuildError)
+        raise RuntimeBuildError(
+            f"{d.dispatcher} does not define {names[0]}, the entry point of {d.source}: "
+            "its declaration no longer matches this TensorFlow's"
+        )
+    process.run(
+        ["objcopy", f"--redefine-sym={names[0]}={d.renamed}", original],
+        what=f"rename {d.source}'s entry point",
+        error=RuntimeBuildError,
+    )
 
 
 def _defined(obj: Path) -> list[tuple[str, str]]:
     """(name, nm type letter) of the symbols an object defines."""
-    out = process.run(["nm", "--defined-only", "-P", obj], what=f"symbols of {obj.name}", error=RuntimeBuildError)
+    out = process.run(
+        ["nm", "--defined-only", "-P", obj], what=f"symbols of {obj.name}", error=RuntimeBuildError
+    )
     pairs = []
     for line in out.splitlines():
         fields = line.split()
@@ -188,10 +243,13 @@ def _check_level_symbols(obj: Path, level: Level) -> None:
     """A level's object defines no global symbol but its entry points and its own Eigen namespace."""
     entry = re.compile(rf"tfaot_\w+_{level.suffix}")
     namespace = f"tfaot_eigen_{level.suffix}"
-    mangled = f"{len(namespace)}{namespace}"  # as it appears in mangled names: x86_64 is a prefix of x86_64_v3
+    mangled = (
+        f"{len(namespace)}{namespace}"  # as it appears in mangled names: x86_64 is a prefix of x86_64_v3
+    )
     for name, kind in _defined(obj):
         # DW.ref.*: the hidden pointer to the C++ personality routine every C++ object may carry (data)
         if not _exported(kind) or entry.fullmatch(name) or mangled in name or name.startswith("DW.ref."):
             continue
-        raise RuntimeBuildError(f"{obj.name}: the {level.name} kernels define {name} ({kind}), a symbol other "
-                                "code could link to")
+        raise RuntimeBuildError(
+            f"{obj.name}: the {level.name} kernels define {name} ({kind}), a symbol other code could link to"
+        )

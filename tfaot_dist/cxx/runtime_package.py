@@ -78,8 +78,10 @@ def requirement(runtime: XlaRuntime) -> Requirement:
 def ensure_runtime_package(runtime: XlaRuntime, dist: Path) -> tuple[pkg.Package, pkg.Status]:
     """The runtime package in dist, assembled if missing; returns it and "built" or "up to date"."""
     if runtime.kind != "tfaot":
-        raise InvalidInput(f"{runtime.root}: the release's {installed_runtime.NAME} is no {NAME} package; "
-                           f"packages built against it require it from the release")
+        raise InvalidInput(
+            f"{runtime.root}: the release's {installed_runtime.NAME} is no {NAME} package; "
+            f"packages built against it require it from the release"
+        )
     version = runtime_version(runtime)
     root = dist / pkg.dir_name(NAME, version)
     archive = dist / f"{root.name}.tar.gz"
@@ -96,8 +98,14 @@ def ensure_runtime_package(runtime: XlaRuntime, dist: Path) -> tuple[pkg.Package
 
     # An entry of dist rather than of the cache (no marker: its manifest and archive say it is complete).
     dist.mkdir(parents=True, exist_ok=True)
-    ensure_entry(root, assemble, marker=None, is_complete=lambda d: (d / pkg.MANIFEST).is_file() and archive.is_file(),
-                 lock=dist, sealed=False)
+    ensure_entry(
+        root,
+        assemble,
+        marker=None,
+        is_complete=lambda d: (d / pkg.MANIFEST).is_file() and archive.is_file(),
+        lock=dist,
+        sealed=False,
+    )
     return pkg.Package(NAME, version, root, archive, pkg.read_manifest(root)), status
 
 
@@ -112,14 +120,26 @@ def _assemble(runtime: XlaRuntime, version: str, root: Path) -> None:
     _eigen_aliases(root / "include")
     tool = root / "etc" / "scram.d" / f"{SCRAM_TOOL}.xml"
     tool.parent.mkdir(parents=True)
-    tool.write_text(scram_tool.render_runtime_tool(runtime.tensorflow_version, [lib.name for lib in runtime.libs],
-                                                   list(runtime.ldflags)))
+    tool.write_text(
+        scram_tool.render_runtime_tool(
+            runtime.tensorflow_version, [lib.name for lib in runtime.libs], list(runtime.ldflags)
+        )
+    )
     libs = tuple(f"lib/{lib.name}" for lib in runtime.libs)
-    facts = Manifest(package=NAME, version=version, files={}, kind="runtime",
-                     tensorflow_version=runtime.tensorflow_version, cxxflags=tuple(runtime.cxxflags), libs=libs,
-                     system_libs=tuple(runtime.ldflags))
-    for rel, text in ((buildsys.cmake_config_path(NAME), buildsys.render_runtime_cmake_config(facts)),
-                      (buildsys.pkgconfig_path(NAME), buildsys.render_runtime_pkgconfig(facts))):
+    facts = Manifest(
+        package=NAME,
+        version=version,
+        files={},
+        kind="runtime",
+        tensorflow_version=runtime.tensorflow_version,
+        cxxflags=tuple(runtime.cxxflags),
+        libs=libs,
+        system_libs=tuple(runtime.ldflags),
+    )
+    for rel, text in (
+        (buildsys.cmake_config_path(NAME), buildsys.render_runtime_cmake_config(facts)),
+        (buildsys.pkgconfig_path(NAME), buildsys.render_runtime_pkgconfig(facts)),
+    ):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     manifest = RuntimeManifest(
@@ -136,8 +156,10 @@ def _assemble(runtime: XlaRuntime, version: str, root: Path) -> None:
         cpu_levels=runtime.cpu_levels,  # read back when the installed package is a --runtime
         scram_tool=SCRAM_TOOL,
         tool=ToolInfo(name="tfaot-dist", version=__version__),
-        files={rel: FileDigest(sha256=sha256_file(root / rel), size=(root / rel).stat().st_size)
-               for rel in tree_files(root)},
+        files={
+            rel: FileDigest(sha256=sha256_file(root / rel), size=(root / rel).stat().st_size)
+            for rel in tree_files(root)
+        },
     )
     pkg.write_manifest(root, manifest.to_json())
 
@@ -152,4 +174,6 @@ def _eigen_aliases(include: Path) -> None:
             for alias in EIGEN_ALIASES:
                 forward = include / alias / rel
                 forward.parent.mkdir(parents=True, exist_ok=True)
-                forward.write_text(f"// {alias}/{rel}: the Eigen shipped with tfaot-xla-runtime\n#include <{rel}>\n")
+                forward.write_text(
+                    f"// {alias}/{rel}: the Eigen shipped with tfaot-xla-runtime\n#include <{rel}>\n"
+                )

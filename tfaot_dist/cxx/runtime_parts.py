@@ -54,20 +54,37 @@ from tfaot_dist.util.fs import sha256_bytes, sha256_file, write_atomic
 # C entry points.
 _XLA_FUNCTION = r"^(?:void )?xla::cpu::internal::"
 ENTRY_POINTS = {
-    **{f"xla/backends/cpu/runtime/dot_lib_{suffix}.cc": rf"{_XLA_FUNCTION}TypedMatMul<{re.escape(t)}, "
-       for suffix, t in (("f16", "Eigen::half"), ("f32", "float"), ("f64", "double"), ("c64", "std::complex<float>"),
-                         ("c128", "std::complex<double>"), ("s8", "signed char"), ("s32", "int"))},
-    **{f"xla/backends/cpu/runtime/convolution_lib_{suffix}_{rank}d.cc":
-       rf"{_XLA_FUNCTION}Eigen\w*Conv{rank}D<(?:\w+, )?{re.escape(t)}>\("
-       for suffix, t in (("f16", "Eigen::half"), ("f32", "float")) for rank in (2, 3)},
+    **{
+        f"xla/backends/cpu/runtime/dot_lib_{suffix}.cc": rf"{_XLA_FUNCTION}TypedMatMul<{re.escape(t)}, "
+        for suffix, t in (
+            ("f16", "Eigen::half"),
+            ("f32", "float"),
+            ("f64", "double"),
+            ("c64", "std::complex<float>"),
+            ("c128", "std::complex<double>"),
+            ("s8", "signed char"),
+            ("s32", "int"),
+        )
+    },
+    **{
+        f"xla/backends/cpu/runtime/convolution_lib_{suffix}_{rank}d.cc": rf"{_XLA_FUNCTION}Eigen\w*Conv{rank}D<(?:\w+, )?{re.escape(t)}>\("
+        for suffix, t in (("f16", "Eigen::half"), ("f32", "float"))
+        for rank in (2, 3)
+    },
     "xla/backends/cpu/runtime/sort_lib.cc": rf"{_XLA_FUNCTION}SortInplace\(",
-    **{f"tensorflow/compiler/xla/service/cpu/runtime_{stem}.cc": rf"^__xla_cpu_runtime_{entry}"
-       for stem, entry in (("matmul", "Eigen(?:Batch)?MatMul"),
-                           ("single_threaded_matmul", "EigenSingleThreadedMatMul"),
-                           ("conv2d", "EigenConv2D"), ("conv3d", "EigenConv3D"),
-                           ("single_threaded_conv2d", "EigenSingleThreadedConv2D"),
-                           ("single_threaded_conv3d", "EigenSingleThreadedConv3D"),
-                           ("fft", "EigenFft"), ("single_threaded_fft", "EigenSingleThreadedFft"))},
+    **{
+        f"tensorflow/compiler/xla/service/cpu/runtime_{stem}.cc": rf"^__xla_cpu_runtime_{entry}"
+        for stem, entry in (
+            ("matmul", "Eigen(?:Batch)?MatMul"),
+            ("single_threaded_matmul", "EigenSingleThreadedMatMul"),
+            ("conv2d", "EigenConv2D"),
+            ("conv3d", "EigenConv3D"),
+            ("single_threaded_conv2d", "EigenSingleThreadedConv2D"),
+            ("single_threaded_conv3d", "EigenSingleThreadedConv3D"),
+            ("fft", "EigenFft"),
+            ("single_threaded_fft", "EigenSingleThreadedFft"),
+        )
+    },
 }
 
 # Names of XLA's own code: a model referring to one that nothing claims needs a part the table misses.
@@ -90,7 +107,11 @@ class Part:
 
 def parts(sources: Iterable[str]) -> list[Part]:
     """The parts of a wheel's runtime sources (the heavy ones that it has)."""
-    return [Part(Path(rel).stem, rel, re.compile(ENTRY_POINTS[rel])) for rel in sorted(sources) if rel in ENTRY_POINTS]
+    return [
+        Part(Path(rel).stem, rel, re.compile(ENTRY_POINTS[rel]))
+        for rel in sorted(sources)
+        if rel in ENTRY_POINTS
+    ]
 
 
 def core_sources(sources: Iterable[str]) -> list[str]:
@@ -118,8 +139,11 @@ def defined_symbols(files: Iterable[Path]) -> set[str]:
 def _symbols(files: Iterable[Path], flags: list[str]) -> set[str]:
     out: set[str] = set()
     for path in files:
-        text = process.run(["nm", "-C", "--format=just-symbols", *flags, path], what=f"symbols of {path.name}",
-                           error=RuntimeBuildError)
+        text = process.run(
+            ["nm", "-C", "--format=just-symbols", *flags, path],
+            what=f"symbols of {path.name}",
+            error=RuntimeBuildError,
+        )
         # nm names each member of an archive on a line of its own ("member.o:") before its symbols
         out.update(line for line in text.splitlines() if line and not line.endswith(".o:"))
     return out
@@ -148,12 +172,19 @@ def header_calls(model: CompiledModel, compiler: str, cxxflags: Iterable[str], i
         return []
     model.work.mkdir(parents=True, exist_ok=True)
     probe = model.work / "runtime_calls.cc"
-    probe.write_text("".join(f'#include "{h.name}"\n' for h in calling) + "void tfaot_runtime_calls() {\n" +
-                     "".join(f"  {{ {model.namespace or ''}::{h.stem} model; }}\n" for h in calling) + "}\n")
+    probe.write_text(
+        "".join(f'#include "{h.name}"\n' for h in calling)
+        + "void tfaot_runtime_calls() {\n"
+        + "".join(f"  {{ {model.namespace or ''}::{h.stem} model; }}\n" for h in calling)
+        + "}\n"
+    )
     obj = model.work / "runtime_calls.o"
     dirs = sorted({h.parent for h in calling})
-    process.run([compiler, *cxxflags, "-O0", "-w", *(f"-I{d}" for d in dirs), f"-I{include}", "-c", probe,
-                 "-o", obj], what="compile of the runtime calls of the generated headers", error=RuntimeBuildError)
+    process.run(
+        [compiler, *cxxflags, "-O0", "-w", *(f"-I{d}" for d in dirs), f"-I{include}", "-c", probe, "-o", obj],
+        what="compile of the runtime calls of the generated headers",
+        error=RuntimeBuildError,
+    )
     return [obj]
 
 
@@ -197,8 +228,15 @@ def _part_key(src: PartSource, part: Part) -> str:
     return f"{src.runtime_key}-{part.name}-{sha256_bytes(json.dumps(identity, sort_keys=True).encode())[:12]}"
 
 
-def ensure_parts(src: PartSource, wanted: list[Part], cache_dir: Path, log: Log, jobs: int | None = None,
-                 check_libs: list[Path] | None = None, system_libs: Iterable[str] = ()) -> list[BuiltPart]:
+def ensure_parts(
+    src: PartSource,
+    wanted: list[Part],
+    cache_dir: Path,
+    log: Log,
+    jobs: int | None = None,
+    check_libs: list[Path] | None = None,
+    system_libs: Iterable[str] = (),
+) -> list[BuiltPart]:
     """The cached builds of the wanted parts, building the missing ones (side by side on the cores).
 
     check_libs: the core runtime and Abseil archives a part's objects must link against (checked once,
@@ -237,7 +275,8 @@ def _dispatch(src: PartSource, part: Part) -> runtime_kernels.Dispatch | None:
 # xla/service/custom_call_status_internal.h no longer gets <string> through
 # other headers.
 RUNTIME_FLAGS = (
-    "-include", "string",
+    "-include",
+    "string",
     "-ftemplate-backtrace-limit=0",
     "-Wno-ignored-attributes",
     "-Wno-deprecated-copy",
@@ -253,20 +292,43 @@ def wheel_unit(cc: Compiler, src_root: Path, rel: str, include: Path, objdir: Pa
     # Mapping include (a temporary overlay, or a runtime's include/) and the wheel away keeps
     # __FILE__ in headers, and so the objects, independent of where we build.
     maps = {include: "tfaot-include", src_root: "xla_aot_runtime_src"}
-    return Unit(cmd=[cc.command, *CONSUMER_CXXFLAGS, *BUILD_FLAGS, *RUNTIME_FLAGS,
-                     *build_kit.reproducible_flags(rel, maps), f"-I{include}", "-c", rel, "-o", str(obj)],
-                cwd=src_root, obj=obj, name=rel)
+    return Unit(
+        cmd=[
+            cc.command,
+            *CONSUMER_CXXFLAGS,
+            *BUILD_FLAGS,
+            *RUNTIME_FLAGS,
+            *build_kit.reproducible_flags(rel, maps),
+            f"-I{include}",
+            "-c",
+            rel,
+            "-o",
+            str(obj),
+        ],
+        cwd=src_root,
+        obj=obj,
+        name=rel,
+    )
 
 
 def units(src: PartSource, part: Part, include: Path, objdir: Path) -> list[Unit]:
     """The compiler runs of a part: the wheel's source, then the kernels if it has a dispatched entry."""
     dispatch = _dispatch(src, part)
-    kernels = runtime_kernels.part_units(src.compiler, src.sources, dispatch, include, objdir) if dispatch else []
+    kernels = (
+        runtime_kernels.part_units(src.compiler, src.sources, dispatch, include, objdir) if dispatch else []
+    )
     return [*kernels, wheel_unit(src.compiler, src.src_root, part.source, include, objdir)]
 
 
-def _build(src: PartSource, part: Part, out: Path, log: Log, jobs: int, check_libs: list[Path],
-           system_libs: list[str]) -> None:
+def _build(
+    src: PartSource,
+    part: Part,
+    out: Path,
+    log: Log,
+    jobs: int,
+    check_libs: list[Path],
+    system_libs: list[str],
+) -> None:
     objdir = out / "obj"
     objdir.mkdir(parents=True)
     compiled = units(src, part, src.include, objdir)
@@ -276,9 +338,15 @@ def _build(src: PartSource, part: Part, out: Path, log: Log, jobs: int, check_li
         runtime_kernels.redirect(src.compiler, src.sources, dispatch, objdir)
     objects = sorted((u.obj for u in compiled), key=lambda p: p.name)
     if check_libs:  # every object of the part links against the core runtime, Abseil and the system alone
-        build_kit.check_link(src.compiler, [*objects, *check_libs, *system_libs], out / "check", RuntimeBuildError)
+        build_kit.check_link(
+            src.compiler, [*objects, *check_libs, *system_libs], out / "check", RuntimeBuildError
+        )
         shutil.rmtree(out / "check")
-    meta = {"format": FORMAT, "name": part.name, "source": part.source, "runtime_key": src.runtime_key,
-            "objects": [p.relative_to(out).as_posix() for p in objects]}
+    meta = {
+        "format": FORMAT,
+        "name": part.name,
+        "source": part.source,
+        "runtime_key": src.runtime_key,
+        "objects": [p.relative_to(out).as_posix() for p in objects],
+    }
     write_atomic(out / PART_MANIFEST, json.dumps(meta, indent=1, sort_keys=True) + "\n")
-

@@ -55,19 +55,33 @@ def exclude_libs(archives: list[str]) -> str:
 
 def render_model_tool(package: str, version: str, url: str, runtime_tool: str = RUNTIME_TOOL) -> str:
     """runtime_tool: the runtime's tool the model uses (ours, or the release's tensorflow-xla-runtime)."""
-    text = render("scram_tool.xml.j2", package=package, version=version, url=url, libs=[package],
-                  base_var=base_variable(package), root=TOOL_ROOT, uses=[runtime_tool],
-                  ldflags=[exclude_libs([f"lib{package}.a"])])
+    text = render(
+        "scram_tool.xml.j2",
+        package=package,
+        version=version,
+        url=url,
+        libs=[package],
+        base_var=base_variable(package),
+        root=TOOL_ROOT,
+        uses=[runtime_tool],
+        ldflags=[exclude_libs([f"lib{package}.a"])],
+    )
     parse(text)  # what scram will read
     return text
 
 
 def render_runtime_tool(version: str, archives: list[str], system_libs: list[str]) -> str:
     """archives: file names (libX.a) in lib/; system_libs: -lY flags."""
-    text = render("runtime_tool.xml.j2", tool=RUNTIME_TOOL, version=version,
-                  libs=[a.removeprefix("lib").removesuffix(".a") for a in archives],
-                  system_libs=[flag.removeprefix("-l") for flag in system_libs if flag.startswith("-l")],
-                  ldflags=[exclude_libs(archives)], base_var=base_variable(RUNTIME_TOOL), root=TOOL_ROOT)
+    text = render(
+        "runtime_tool.xml.j2",
+        tool=RUNTIME_TOOL,
+        version=version,
+        libs=[a.removeprefix("lib").removesuffix(".a") for a in archives],
+        system_libs=[flag.removeprefix("-l") for flag in system_libs if flag.startswith("-l")],
+        ldflags=[exclude_libs(archives)],
+        base_var=base_variable(RUNTIME_TOOL),
+        root=TOOL_ROOT,
+    )
     parse(text)
     return text
 
@@ -128,8 +142,15 @@ _EXCLUDE_LIBS = re.compile(r"-Wl,--exclude-libs,(lib[A-Za-z0-9_+.-]+\.a(:lib[A-Z
 _LIB_NAME = re.compile(r"[A-Za-z0-9_+][A-Za-z0-9_+.-]{0,99}")
 
 
-def check_conventions(text: str, name: str, version: str, archives: Iterable[str], system_libs: Iterable[str] = (),
-                      uses: Iterable[str] = (), system_include: bool = False) -> ToolFile:
+def check_conventions(
+    text: str,
+    name: str,
+    version: str,
+    archives: Iterable[str],
+    system_libs: Iterable[str] = (),
+    uses: Iterable[str] = (),
+    system_include: bool = False,
+) -> ToolFile:
     """A tool file from elsewhere (a channel's package), read as SCRAM reads it (parse()) and held to
     what our packages write, so that it can only describe its own package: the tool name `name`;
     exactly the three variables NAME_BASE=@TOOL_ROOT@, LIBDIR and INCLUDE below it (nothing like
@@ -146,8 +167,10 @@ def check_conventions(text: str, name: str, version: str, archives: Iterable[str
     base = base_variable(name)
     expected = {base: TOOL_ROOT, "LIBDIR": f"${base}/lib", "INCLUDE": f"${base}/include"}
     if tool.environment != expected:
-        raise ValueError(f"environment {sorted(tool.environment)} differs from {sorted(expected)} pointing into "
-                         "the package")
+        raise ValueError(
+            f"environment {sorted(tool.environment)} differs from {sorted(expected)} pointing into "
+            "the package"
+        )
     own = {a.removeprefix("lib").removesuffix(".a") for a in archives}
     allowed = own | set(system_libs)
     if bad := [lib for lib in tool.libs if lib not in allowed or not _LIB_NAME.fullmatch(lib)]:
@@ -157,8 +180,11 @@ def check_conventions(text: str, name: str, version: str, archives: Iterable[str
     for key, values in tool.flags.items():
         for value in values:
             match = _EXCLUDE_LIBS.fullmatch(value) if key == "LDFLAGS" else None
-            if key == "LDFLAGS" and match and all(a.removeprefix("lib").removesuffix(".a") in own
-                                                  for a in match.group(1).split(":")):
+            if (
+                key == "LDFLAGS"
+                and match
+                and all(a.removeprefix("lib").removesuffix(".a") in own for a in match.group(1).split(":"))
+            ):
                 continue
             if key == "SYSTEM_INCLUDE" and system_include and value == "1":
                 continue

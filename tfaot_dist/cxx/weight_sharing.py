@@ -100,14 +100,21 @@ class Report:
             "unique_buffers": defined,
             "original_bytes": sum(s.original_bytes for s in self.sizes),
             "bytes": sum(s.bytes for s in self.sizes),
-            "per_batch_size": {s.key: {"defined": s.defined, "shared": s.shared,
-                                       **({"note": s.note} if s.note else {})}
-                               for s in self.sizes},
+            "per_batch_size": {
+                s.key: {"defined": s.defined, "shared": s.shared, **({"note": s.note} if s.note else {})}
+                for s in self.sizes
+            },
         }
 
 
-def share_constants(include_dir: Path, lib_dir: Path, class_name: str, batch_sizes: list[int],
-                    cxx: str = CXX, other_levels: tuple[str, ...] = ()) -> Report:
+def share_constants(
+    include_dir: Path,
+    lib_dir: Path,
+    class_name: str,
+    batch_sizes: list[int],
+    cxx: str = CXX,
+    other_levels: tuple[str, ...] = (),
+) -> Report:
     """Rewrite CLASS_bsN.h and CLASS_bsN_constants.o of a package so each distinct buffer exists once.
 
     other_levels: the CPU levels above the lowest of a multi-level package (files CLASS_bsN_LEVEL*).
@@ -115,8 +122,11 @@ def share_constants(include_dir: Path, lib_dir: Path, class_name: str, batch_siz
     report = Report()
     owners: dict[str, str] = {}  # digest -> symbol that defines those bytes
     stems = [(bs, "", f"{class_name}_bs{bs}") for bs in sorted(batch_sizes)]
-    stems += [(bs, level, f"{class_name}_bs{bs}_{names.level_suffix(level)}")
-              for level in other_levels for bs in sorted(batch_sizes)]
+    stems += [
+        (bs, level, f"{class_name}_bs{bs}_{names.level_suffix(level)}")
+        for level in other_levels
+        for bs in sorted(batch_sizes)
+    ]
     with tempfile.TemporaryDirectory(prefix="tfaot-constants-") as tmp_dir:
         tmp = Path(tmp_dir)
         for bs, level, stem in stems:
@@ -124,8 +134,9 @@ def share_constants(include_dir: Path, lib_dir: Path, class_name: str, batch_siz
             obj = lib_dir / f"{stem}_constants.o"
             if not obj.is_file():
                 # Older tfcompile (TF 2.12) keeps the weights in the kernels object: nothing to share.
-                report.sizes.append(SizeReport(bs, note="left as compiled: weights inside the kernels object",
-                                               level=level))
+                report.sizes.append(
+                    SizeReport(bs, note="left as compiled: weights inside the kernels object", level=level)
+                )
                 continue
             size = SizeReport(bs, original_bytes=obj.stat().st_size, bytes=obj.stat().st_size, level=level)
             report.sizes.append(size)
@@ -179,7 +190,9 @@ def _header_length(header_text: str) -> int:
 def _relabel(text: str, old: str, new: str) -> str:
     needle = f'asm("{old}")'
     if text.count(needle) != 1:
-        raise CompileFailed(f"constant buffer {old}: expected one asm label in the header, found {text.count(needle)}")
+        raise CompileFailed(
+            f"constant buffer {old}: expected one asm label in the header, found {text.count(needle)}"
+        )
     return text.replace(needle, f'asm("{new}")')
 
 
@@ -213,7 +226,7 @@ def _read_buffers(elf: bytes, header_len: int) -> list[Buffer]:
         st_name, st_info, _other, st_shndx, st_value, st_size = struct.unpack_from("<IBBHQQ", elf, off)
         bind, kind = st_info >> 4, st_info & 0xF
         name_at = strtab[4] + st_name
-        name = elf[name_at:elf.index(b"\0", name_at)].decode()
+        name = elf[name_at : elf.index(b"\0", name_at)].decode()
         if bind == 0 or kind not in (0, 1) or not name:  # locals, sections, files
             continue
         if not name.endswith("_constant_buffer_contents"):
@@ -225,7 +238,7 @@ def _read_buffers(elf: bytes, header_len: int) -> list[Buffer]:
             raise _Unsupported(f"{name} is not in a read-only data section")
         if st_shndx in relocated:
             raise _Unsupported(f"{name}'s section has relocations")
-        blob = elf[sec[4] + st_value:sec[4] + st_value + st_size]
+        blob = elf[sec[4] + st_value : sec[4] + st_value + st_size]
         if len(blob) != st_size or st_size < max(header_len, 8):
             raise _Unsupported(f"{name} is truncated")
         payload = struct.unpack_from("<Q", blob, 0)[0]
@@ -262,6 +275,10 @@ def _assemble(buffers: list[Buffer], work: Path, cxx: str) -> Path:
         ]
     lines.append('\t.section .note.GNU-stack,"",@progbits')
     (work / "constants.s").write_text("\n".join(lines) + "\n")
-    process.run([cxx, "-c", "-x", "assembler", "constants.s", "-o", "constants.o"], cwd=work,
-                what="assembling shared constants", error=CompileFailed)
+    process.run(
+        [cxx, "-c", "-x", "assembler", "constants.s", "-o", "constants.o"],
+        cwd=work,
+        what="assembling shared constants",
+        error=CompileFailed,
+    )
     return work / "constants.o"

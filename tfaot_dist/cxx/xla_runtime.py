@@ -195,13 +195,18 @@ class InstalledTensorFlow:
 def locate_tensorflow(toolchain_python: Path, path_environment: PathEnvironment = ()) -> InstalledTensorFlow:
     # Only an existing Python gets the caller's PYTHONPATH/PYTHON3PATH: never one of our venvs.
     env = {k: v for k, v in os.environ.items() if k not in RELEASE_PATH_VARIABLES} | dict(path_environment)
-    out = process.run([toolchain_python, "-I", "-c", RELEASE_PATHS + _TF_QUERY], what="locate TensorFlow",
-                      error=RuntimeBuildError, env=env)
+    out = process.run(
+        [toolchain_python, "-I", "-c", RELEASE_PATHS + _TF_QUERY],
+        what="locate TensorFlow",
+        error=RuntimeBuildError,
+        env=env,
+    )
     info = json.loads(out)
     tf = InstalledTensorFlow(Path(info["dir"]), info["dist"], info["version"])
     if not (tf.runtime_src / "CMakeLists.txt").is_file() or not tf.include.is_dir():
         raise RuntimeBuildError(
-            f"{tf.dist} {tf.version} at {tf.dir} ships no xla_aot_runtime_src/ or include/")
+            f"{tf.dist} {tf.version} at {tf.dir} ships no xla_aot_runtime_src/ or include/"
+        )
     return tf
 
 
@@ -237,9 +242,16 @@ def runtime_key(toolchain_python: Path, *, cxx: str = CXX) -> str:
 # ---------------------------------------------------------------- public API
 
 
-def ensure_runtime(toolchain_python: Path, cache_dir: Path, log: Log = print, *,
-                   cxx: str = CXX, jobs: int | None = None, offline: bool = False,
-                   path_environment: PathEnvironment = ()) -> XlaRuntime:
+def ensure_runtime(
+    toolchain_python: Path,
+    cache_dir: Path,
+    log: Log = print,
+    *,
+    cxx: str = CXX,
+    jobs: int | None = None,
+    offline: bool = False,
+    path_environment: PathEnvironment = (),
+) -> XlaRuntime:
     """Return the cached runtime for this toolchain, building it first if needed (offline: with the
     Abseil sources already in the cache's downloads; path_environment: an existing Python's, see
     Toolchain.path_environment).
@@ -261,34 +273,56 @@ def ensure_runtime(toolchain_python: Path, cache_dir: Path, log: Log = print, *,
         _build_runtime(tf, cc, key, absl, staged, log, workers)
         log(f"XLA AOT runtime built in {time.monotonic() - t0:.0f} s: {final}")
 
-    ensure_entry(final, build, marker=MARKER, is_complete=lambda root: _load_complete(root, key) is not None,
-                 log=log)
+    ensure_entry(
+        final, build, marker=MARKER, is_complete=lambda root: _load_complete(root, key) is not None, log=log
+    )
     return XlaRuntime.from_dir(final)
 
 
-def part_source(runtime: XlaRuntime, toolchain_python: Path,
-                path_environment: PathEnvironment = ()) -> runtime_parts.PartSource:
+def part_source(
+    runtime: XlaRuntime, toolchain_python: Path, path_environment: PathEnvironment = ()
+) -> runtime_parts.PartSource:
     """Where the parts of this runtime are built from: the toolchain's runtime sources, its headers."""
     tf = locate_tensorflow(Path(toolchain_python), path_environment)
-    return runtime_parts.PartSource(tf.runtime_src, _sources(tf.runtime_src), runtime.include_dir, runtime.key,
-                                    _compiler(runtime.compiler))
+    return runtime_parts.PartSource(
+        tf.runtime_src,
+        _sources(tf.runtime_src),
+        runtime.include_dir,
+        runtime.key,
+        _compiler(runtime.compiler),
+    )
 
 
-def ensure_parts(runtime: XlaRuntime, names: list[str], toolchain_python: Path, cache_dir: Path,
-                 log: Log = print) -> list[runtime_parts.BuiltPart]:
+def ensure_parts(
+    runtime: XlaRuntime, names: list[str], toolchain_python: Path, cache_dir: Path, log: Log = print
+) -> list[runtime_parts.BuiltPart]:
     """The named parts of this runtime, built if missing (runtime_parts_for finds the ones a model needs)."""
     src = part_source(runtime, toolchain_python)
     available = {p.name: p for p in runtime_parts.parts(src.sources)}
     unknown = [n for n in names if n not in available]
     if unknown:
-        raise RuntimeBuildError(f"runtime {runtime.key} has no part {unknown[0]} (parts: {', '.join(available)})")
-    return runtime_parts.ensure_parts(src, [available[n] for n in names], cache_dir, log, check_libs=runtime.libs,
-                                      system_libs=runtime.ldflags)
+        raise RuntimeBuildError(
+            f"runtime {runtime.key} has no part {unknown[0]} (parts: {', '.join(available)})"
+        )
+    return runtime_parts.ensure_parts(
+        src,
+        [available[n] for n in names],
+        cache_dir,
+        log,
+        check_libs=runtime.libs,
+        system_libs=runtime.ldflags,
+    )
 
 
-def runtime_parts_for(runtime: XlaRuntime, model: runtime_parts.CompiledModel, toolchain_python: Path,
-                      cache_dir: Path, log: Log = print, *,
-                      path_environment: PathEnvironment = ()) -> list[runtime_parts.BuiltPart]:
+def runtime_parts_for(
+    runtime: XlaRuntime,
+    model: runtime_parts.CompiledModel,
+    toolchain_python: Path,
+    cache_dir: Path,
+    log: Log = print,
+    *,
+    path_environment: PathEnvironment = (),
+) -> list[runtime_parts.BuiltPart]:
     """The parts of this runtime (runtime_parts.py) that a compiled model calls, built if missing.
 
     toolchain_python: the TensorFlow whose runtime sources the parts are built from (the runtime's own).
@@ -301,12 +335,15 @@ def runtime_parts_for(runtime: XlaRuntime, model: runtime_parts.CompiledModel, t
     if not available:
         return []
     calls = runtime_parts.header_calls(model, runtime.compiler, runtime.cxxflags, runtime.include_dir)
-    wanted, unclaimed = runtime_parts.claimed(available, runtime_parts.undefined_symbols([*model.objects, *calls]))
+    wanted, unclaimed = runtime_parts.claimed(
+        available, runtime_parts.undefined_symbols([*model.objects, *calls])
+    )
     unclaimed -= runtime_parts.defined_symbols(runtime.libs)
 
     def ensure(parts: list[runtime_parts.Part]) -> list[runtime_parts.BuiltPart]:
-        return runtime_parts.ensure_parts(src, parts, cache_dir, log, check_libs=runtime.libs,
-                                          system_libs=runtime.ldflags)
+        return runtime_parts.ensure_parts(
+            src, parts, cache_dir, log, check_libs=runtime.libs, system_libs=runtime.ldflags
+        )
 
     if not unclaimed:
         return ensure(wanted)
@@ -316,24 +353,42 @@ def runtime_parts_for(runtime: XlaRuntime, model: runtime_parts.CompiledModel, t
     defines = {b.name: runtime_parts.defined_symbols(b.objects) for b in built}
     missing = unclaimed - set().union(*defines.values())
     if missing:
-        raise RuntimeBuildError(f"the model refers to {min(missing)}, which neither the XLA runtime "
-                                f"{runtime.key} nor its parts define")
+        raise RuntimeBuildError(
+            f"the model refers to {min(missing)}, which neither the XLA runtime "
+            f"{runtime.key} nor its parts define"
+        )
     names = {p.name for p in wanted} | {name for name, symbols in defines.items() if symbols & unclaimed}
     return [b for b in built if b.name in names]
 
 
-def compile_consumer(runtime: XlaRuntime, sources: list[Path], include_dirs: list[Path],
-                     link_inputs: list[Path], output: Path, extra_flags: Sequence[str] = ()) -> None:
+def compile_consumer(
+    runtime: XlaRuntime,
+    sources: list[Path],
+    include_dirs: list[Path],
+    link_inputs: list[Path],
+    output: Path,
+    extra_flags: Sequence[str] = (),
+) -> None:
     """Compile and link a C++ program against a model's objects and the runtime.
 
     link_inputs (model objects, archives) come before the runtime libraries so
     the linker resolves their runtime references; extra_flags come after the
     defaults and so override them (e.g. -O0, -g).
     """
-    cmd = [runtime.compiler, *runtime.cxxflags, "-O2", *extra_flags,
-           *(f"-I{d}" for d in include_dirs), f"-I{runtime.include_dir}",
-           *(str(s) for s in sources), *(str(p) for p in link_inputs),
-           *(str(lib) for lib in runtime.libs), *runtime.ldflags, "-o", str(output)]
+    cmd = [
+        runtime.compiler,
+        *runtime.cxxflags,
+        "-O2",
+        *extra_flags,
+        *(f"-I{d}" for d in include_dirs),
+        f"-I{runtime.include_dir}",
+        *(str(s) for s in sources),
+        *(str(p) for p in link_inputs),
+        *(str(lib) for lib in runtime.libs),
+        *runtime.ldflags,
+        "-o",
+        str(output),
+    ]
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     process.run(cmd, what=f"compile {Path(output).name}", error=RuntimeBuildError)
 
@@ -341,15 +396,18 @@ def compile_consumer(runtime: XlaRuntime, sources: list[Path], include_dirs: lis
 # ---------------------------------------------------------------- runtime
 
 
-def _build_runtime(tf: InstalledTensorFlow, cc: Compiler, key: str, absl: Path, out: Path,
-                   log: Log, jobs: int) -> None:
+def _build_runtime(
+    tf: InstalledTensorFlow, cc: Compiler, key: str, absl: Path, out: Path, log: Log, jobs: int
+) -> None:
     work = out / "work"
     overlay = _make_overlay(tf.include, absl / "include" / "absl", work / "overlay")
     src_root = tf.runtime_src
     sources = _sources(src_root)
     core = runtime_parts.core_sources(sources)
-    log(f"  {len(core)} of the {len(sources)} runtime sources from {tf.dist} {tf.version} "
-        f"(the other {len(sources) - len(core)} are parts, built for the models that call them)")
+    log(
+        f"  {len(core)} of the {len(sources)} runtime sources from {tf.dist} {tf.version} "
+        f"(the other {len(sources) - len(core)} are parts, built for the models that call them)"
+    )
     objdir = work / "obj"
     objdir.mkdir(parents=True)
     units = [runtime_parts.wheel_unit(cc, src_root, rel, overlay, objdir) for rel in core]
@@ -367,8 +425,11 @@ def _build_runtime(tf: InstalledTensorFlow, cc: Compiler, key: str, absl: Path, 
     headers = _scan_headers(cc, overlay, codegen, work / "scan")
     # and what the parts include, so that they can be built later against include/ alone
     parts_from = runtime_parts.PartSource(src_root, sources, overlay, key, cc)
-    part_units = [unit for part in runtime_parts.parts(sources)
-                  for unit in runtime_parts.units(parts_from, part, overlay, objdir)]
+    part_units = [
+        unit
+        for part in runtime_parts.parts(sources)
+        for unit in runtime_parts.units(parts_from, part, overlay, objdir)
+    ]
     headers = sorted(set(headers) | _scan_units(part_units, overlay, work / "scan-parts", jobs))
     include = out / "include"
     for rel in headers:
@@ -377,8 +438,12 @@ def _build_runtime(tf: InstalledTensorFlow, cc: Compiler, key: str, absl: Path, 
 
     _check_headers(cc, include, codegen, work / "check")
     # Every runtime object links against Abseil and the system libraries alone.
-    build_kit.check_link(cc, ["-Wl,--whole-archive", libs[0], "-Wl,--no-whole-archive", *libs[1:], *SYSTEM_LIBS],
-                         work / "check", RuntimeBuildError)
+    build_kit.check_link(
+        cc,
+        ["-Wl,--whole-archive", libs[0], "-Wl,--no-whole-archive", *libs[1:], *SYSTEM_LIBS],
+        work / "check",
+        RuntimeBuildError,
+    )
 
     licenses = out / "licenses"
     copy_file(_tensorflow_license(tf), licenses / "tensorflow-LICENSE")
@@ -392,11 +457,17 @@ def _build_runtime(tf: InstalledTensorFlow, cc: Compiler, key: str, absl: Path, 
         "key": key,
         "recipe_version": RECIPE_VERSION,
         "tensorflow": {"distribution": tf.dist, "version": tf.version},
-        "abseil": {"source": f"{tf.abseil.dist}=={tf.abseil.version} sdist, {tf.abseil.subdir}",
-                   "sdist_sha256": tf.abseil.sha256,
-                   "inline_namespace": abseil.inline_namespace(include / "absl" / "base" / "options.h")},
-        "compiler": {"command": cc.command, "version": cc.version_line,
-                     "full_version": cc.full_version, "target": cc.target},
+        "abseil": {
+            "source": f"{tf.abseil.dist}=={tf.abseil.version} sdist, {tf.abseil.subdir}",
+            "sdist_sha256": tf.abseil.sha256,
+            "inline_namespace": abseil.inline_namespace(include / "absl" / "base" / "options.h"),
+        },
+        "compiler": {
+            "command": cc.command,
+            "version": cc.version_line,
+            "full_version": cc.full_version,
+            "target": cc.target,
+        },
         "include_dir": "include",
         "cxxflags": list(CONSUMER_CXXFLAGS),
         "libs": [p.relative_to(out).as_posix() for p in libs],
@@ -414,7 +485,10 @@ def _tensorflow_license(tf: InstalledTensorFlow) -> Path:
     if (tf.include / "LICENSE").is_file():
         return tf.include / "LICENSE"
     for info in sorted(tf.dir.parent.glob("*.dist-info")):
-        if info.name.split("-", 1)[0].lower() == tf.dist.lower().replace("-", "_") and (info / "LICENSE").is_file():
+        if (
+            info.name.split("-", 1)[0].lower() == tf.dist.lower().replace("-", "_")
+            and (info / "LICENSE").is_file()
+        ):
             return info / "LICENSE"
     raise RuntimeBuildError(f"{tf.dist} {tf.version} at {tf.dir} ships no LICENSE")
 
@@ -422,12 +496,17 @@ def _tensorflow_license(tf: InstalledTensorFlow) -> Path:
 def _sources(src_root: Path) -> list[str]:
     """The runtime sources of the wheel that go into the library."""
     excluded = set(_excluded_sources(src_root))
-    return [rel for rel in sorted(p.relative_to(src_root).as_posix() for p in src_root.rglob("*.cc"))
-            if rel not in excluded]
+    return [
+        rel
+        for rel in sorted(p.relative_to(src_root).as_posix() for p in src_root.rglob("*.cc"))
+        if rel not in excluded
+    ]
 
 
 def _excluded_sources(src_root: Path) -> list[str]:
-    return sorted(p.relative_to(src_root).as_posix() for p in src_root.rglob("*.cc") if p.name in _EXCLUDED_SOURCES)
+    return sorted(
+        p.relative_to(src_root).as_posix() for p in src_root.rglob("*.cc") if p.name in _EXCLUDED_SOURCES
+    )
 
 
 def _make_overlay(wheel_include: Path, absl: Path, overlay: Path) -> Path:
@@ -455,14 +534,20 @@ def _scan_headers(cc: Compiler, overlay: Path, codegen: list[str], work: Path) -
     work.mkdir(parents=True)
     probe = work / "probe.cc"
     probe.write_text("".join(f'#include "{h}"\n' for h in codegen))
-    variants = [(std, *arch) for std in _SCAN_STDS
-                for arch in _SCAN_VARIANTS.get(cc.arch, ((),))
-                if build_kit.accepts(cc, (std, *arch))]
+    variants = [
+        (std, *arch)
+        for std in _SCAN_STDS
+        for arch in _SCAN_VARIANTS.get(cc.arch, ((),))
+        if build_kit.accepts(cc, (std, *arch))
+    ]
     found: set[str] = set()
     for i, flags in enumerate(variants):
         depfile = work / f"probe{i}.d"
-        process.run([cc.command, *CONSUMER_CXXFLAGS, *flags, f"-I{overlay}", "-M", "-MF", depfile, probe],
-                    what=f"header scan {' '.join(flags)}", error=RuntimeBuildError)
+        process.run(
+            [cc.command, *CONSUMER_CXXFLAGS, *flags, f"-I{overlay}", "-M", "-MF", depfile, probe],
+            what=f"header scan {' '.join(flags)}",
+            error=RuntimeBuildError,
+        )
         for dep in _parse_depfile(depfile.read_text()):
             path = os.path.normpath(dep if os.path.isabs(dep) else work / dep)
             rel = os.path.relpath(path, overlay)
@@ -482,10 +567,16 @@ def _scan_units(units: list[build_kit.Unit], overlay: Path, work: Path, jobs: in
         if unit.cmd[-4] != "-c" or unit.cmd[-2] != "-o":
             raise RuntimeBuildError(f"header scan: {unit.name}: unexpected command shape")
         depfile = work / f"unit{i}.d"
-        process.run([*unit.cmd[:-4], "-M", "-MF", depfile, unit.cmd[-3]], what=f"header scan of {unit.name}",
-                    error=RuntimeBuildError, cwd=unit.cwd)
-        rels = (os.path.relpath(os.path.normpath(os.path.join(unit.cwd, dep)), overlay)
-                for dep in _parse_depfile(depfile.read_text()))
+        process.run(
+            [*unit.cmd[:-4], "-M", "-MF", depfile, unit.cmd[-3]],
+            what=f"header scan of {unit.name}",
+            error=RuntimeBuildError,
+            cwd=unit.cwd,
+        )
+        rels = (
+            os.path.relpath(os.path.normpath(os.path.join(unit.cwd, dep)), overlay)
+            for dep in _parse_depfile(depfile.read_text())
+        )
         return {Path(rel).as_posix() for rel in rels if not rel.startswith("..")}
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
@@ -504,8 +595,11 @@ def _check_headers(cc: Compiler, include: Path, codegen: list[str], work: Path) 
     work.mkdir(parents=True, exist_ok=True)
     probe = work / "headers.cc"
     probe.write_text("".join(f'#include "{h}"\n' for h in codegen))
-    process.run([cc.command, *CONSUMER_CXXFLAGS, f"-I{include}", "-fsyntax-only", probe],
-                what="check of the copied headers", error=RuntimeBuildError)
+    process.run(
+        [cc.command, *CONSUMER_CXXFLAGS, f"-I{include}", "-fsyntax-only", probe],
+        what="check of the copied headers",
+        error=RuntimeBuildError,
+    )
 
 
 def _load_complete(root: Path, key: str) -> XlaRuntime | None:

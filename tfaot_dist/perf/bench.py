@@ -105,20 +105,40 @@ def build_aot_program(target: Target, runtime: XlaRuntime, cache: Path, work: Pa
     manifest = target.manifest
     comp = manifest.compilation
     src = work / "bench_aot.cc"
-    src.write_text(render(BENCH_TEMPLATE, package=manifest.package, namespace=comp.namespace,
-                          class_name=comp.class_name, inputs=[t.to_json() for t in manifest.signature.inputs],
-                          outputs=[t.to_json() for t in manifest.signature.outputs]))
+    src.write_text(
+        render(
+            BENCH_TEMPLATE,
+            package=manifest.package,
+            namespace=comp.namespace,
+            class_name=comp.class_name,
+            inputs=[t.to_json() for t in manifest.signature.inputs],
+            outputs=[t.to_json() for t in manifest.signature.outputs],
+        )
+    )
     exe = work / "bench_aot"
-    compile_consumer(runtime, [src], [target.package_root / "include", INTERFACE_INCLUDE],
-                     [target.package_root / "lib" / f"lib{manifest.package}.a"], exe,
-                     pch.flags(runtime, cache))
+    compile_consumer(
+        runtime,
+        [src],
+        [target.package_root / "include", INTERFACE_INCLUDE],
+        [target.package_root / "lib" / f"lib{manifest.package}.a"],
+        exe,
+        pch.flags(runtime, cache),
+    )
     return exe
 
 
 def tensorflow_dir(toolchain: Toolchain) -> Path:
-    out = process.run([toolchain.python, "-I", "-c",
-                       "import importlib.util as u; print(list(u.find_spec('tensorflow')"
-                       ".submodule_search_locations)[0])"], what="locate TensorFlow", error=CompileFailed)
+    out = process.run(
+        [
+            toolchain.python,
+            "-I",
+            "-c",
+            "import importlib.util as u; print(list(u.find_spec('tensorflow')"
+            ".submodule_search_locations)[0])",
+        ],
+        what="locate TensorFlow",
+        error=CompileFailed,
+    )
     return Path(out.strip())
 
 
@@ -130,13 +150,27 @@ def build_capi_program(toolchain: Toolchain, cache: Path, cxx: str = CXX) -> Pat
     name = "tf_capi_bench"
 
     def build(staged: Path) -> None:
-        cmd = [cxx, "-std=c++17", "-O2", f"-I{tf / 'include'}", str(CAPI_SOURCE), "-o", str(staged / name),
-               str(tf / "libtensorflow_cc.so.2"), str(tf / "libtensorflow_framework.so.2"), f"-Wl,-rpath,{tf}"]
+        cmd = [
+            cxx,
+            "-std=c++17",
+            "-O2",
+            f"-I{tf / 'include'}",
+            str(CAPI_SOURCE),
+            "-o",
+            str(staged / name),
+            str(tf / "libtensorflow_cc.so.2"),
+            str(tf / "libtensorflow_framework.so.2"),
+            f"-Wl,-rpath,{tf}",
+        ]
         process.run(cmd, what="building the TensorFlow C API benchmark", error=CompileFailed)
 
     # No marker: entries made before this one had none; the program appears only with its directory.
-    final = ensure_entry(Cache(cache).bench / f"tf-capi-{key}", build, marker=None,
-                         is_complete=lambda entry: (entry / name).is_file())
+    final = ensure_entry(
+        Cache(cache).bench / f"tf-capi-{key}",
+        build,
+        marker=None,
+        is_complete=lambda entry: (entry / name).is_file(),
+    )
     return final / name
 
 
@@ -147,12 +181,25 @@ def peak_gflops(level: str, cache: Path, cxx: str = CXX) -> float:
     name = "peak_flops"
 
     def build(staged: Path) -> None:
-        cmd = [cxx, "-std=c++17", "-O2", "-ffp-contract=fast", f"-march={level}", f"-DLANES={LANES[level]}",
-               str(PEAK_SOURCE), "-o", str(staged / name)]
+        cmd = [
+            cxx,
+            "-std=c++17",
+            "-O2",
+            "-ffp-contract=fast",
+            f"-march={level}",
+            f"-DLANES={LANES[level]}",
+            str(PEAK_SOURCE),
+            "-o",
+            str(staged / name),
+        ]
         process.run(cmd, what=f"building the {level} peak benchmark", error=CompileFailed)
 
-    final = ensure_entry(Cache(cache).bench / f"peak-{key}", build, marker=None,
-                         is_complete=lambda entry: (entry / name).is_file())
+    final = ensure_entry(
+        Cache(cache).bench / f"peak-{key}",
+        build,
+        marker=None,
+        is_complete=lambda entry: (entry / name).is_file(),
+    )
     return float(_json_lines([str(final / name)], None, f"{level} peak benchmark")[0]["gflops"])
 
 
@@ -176,23 +223,32 @@ def tf_env(tmp: Path, protocol: Protocol) -> dict[str, str]:
 # ---------------------------------------------------------------- runs
 
 
-def _json_lines(cmd: list[str], env: dict[str, str] | None, what: str, timeout: float = 7200) -> list[JsonObject]:
+def _json_lines(
+    cmd: list[str], env: dict[str, str] | None, what: str, timeout: float = 7200
+) -> list[JsonObject]:
     out = process.run(cmd, what=what, error=CompileFailed, env=env, timeout=timeout)
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
-def run_tf_python(toolchain: Toolchain, target: Target, protocol: Protocol, work: Path,
-                  sizes: Sequence[int]) -> JsonObject:
+def run_tf_python(
+    toolchain: Toolchain, target: Target, protocol: Protocol, work: Path, sizes: Sequence[int]
+) -> JsonObject:
     work.mkdir(parents=True, exist_ok=True)
-    req = {"saved_model": str(target.saved_model), "serving_key": target.serving_key,
-           "batch_sizes": list(sizes), "warmup": protocol.warmup, "calls": protocol.calls,
-           "result": str(work / "result.json")}
+    req = {
+        "saved_model": str(target.saved_model),
+        "serving_key": target.serving_key,
+        "batch_sizes": list(sizes),
+        "warmup": protocol.warmup,
+        "calls": protocol.calls,
+        "result": str(work / "result.json"),
+    }
     (work / "request.json").write_text(json.dumps(req))
     tmp = work / "tmp"
     tmp.mkdir(exist_ok=True)
     # The answer is result.json, whatever the exit status: the benchmark reports its own errors there.
-    finished = process.probe([toolchain.python, "-I", TF_BENCH, work / "request.json"],
-                             env=tf_env(tmp, protocol), timeout=7200)
+    finished = process.probe(
+        [toolchain.python, "-I", TF_BENCH, work / "request.json"], env=tf_env(tmp, protocol), timeout=7200
+    )
     try:
         answer: JsonObject = json.loads((work / "result.json").read_text())
     except (OSError, ValueError):
@@ -223,12 +279,23 @@ def model_data_bytes(binary: Path) -> dict[str, int]:
         parts = line.split()
         if len(parts) == 4 and parts[3].endswith("_constant_buffer_contents"):
             buffers[parts[0]] = int(parts[1], 16)
-    return {"constant_buffers": len(buffers), "bytes": sum(buffers.values()),
-            "binary_bytes": binary.stat().st_size}
+    return {
+        "constant_buffers": len(buffers),
+        "bytes": sum(buffers.values()),
+        "binary_bytes": binary.stat().st_size,
+    }
 
 
-def run(target: Target, protocol: Protocol, toolchain: Toolchain, runtime: XlaRuntime, cache: Path,
-        out_dir: Path, log: Log = print, plots: bool = True) -> JsonObject:
+def run(
+    target: Target,
+    protocol: Protocol,
+    toolchain: Toolchain,
+    runtime: XlaRuntime,
+    cache: Path,
+    out_dir: Path,
+    log: Log = print,
+    plots: bool = True,
+) -> JsonObject:
     """Measure every engine of protocol on target; writes OUT/NAME.json (and plots); returns the result."""
     manifest = target.manifest
     name = manifest.package.removeprefix("tfaot-model-")
@@ -241,12 +308,16 @@ def run(target: Target, protocol: Protocol, toolchain: Toolchain, runtime: XlaRu
     levels = aot_levels(manifest, runtime)
     forced = levels[:-1]  # the last, the best this CPU runs, is what "aot" picks by itself
     result: JsonObject = {  # the JSON report (NAME.json)
-        "package": manifest.package, "version": manifest.version,
+        "package": manifest.package,
+        "version": manifest.version,
         "compiled_batch_sizes": compiled,
         "target_cpu": manifest.compilation.target_cpu or "generic",
         "cpu_levels": list(manifest.compilation.cpu_levels),  # [] for a single-target package
-        "protocol": asdict(protocol), "engines": engines, "host": host_info(),
-        "time": {e: [] for e in engines}, "memory": {e: [] for e in engines if e != "tf-python"},
+        "protocol": asdict(protocol),
+        "engines": engines,
+        "host": host_info(),
+        "time": {e: [] for e in engines},
+        "memory": {e: [] for e in engines if e != "tf-python"},
     }
     if "aot" in engines:
         result["time"].update({f"aot:{lv}": [] for lv in forced})
@@ -262,7 +333,9 @@ def run(target: Target, protocol: Protocol, toolchain: Toolchain, runtime: XlaRu
             result["weights"] = info["weights"]
             result["tensorflow_version"] = info["tensorflow_version"]
             result["flops_per_event"] = info.get("flops_per_event")
-            result["binary"]["bytes_per_weight_byte"] = result["binary"]["bytes"] / max(1, info["weights"]["bytes"])
+            result["binary"]["bytes_per_weight_byte"] = result["binary"]["bytes"] / max(
+                1, info["weights"]["bytes"]
+            )
         log(f"measuring the single-core peak of {', '.join(levels) or 'no CPU level'}")
         result["peak_gflops"] = {lv: peak_gflops(lv, cache) for lv in levels}
         ort = _ort_model(toolchain, target, cache, work, result, log) if "ort" in engines else None
@@ -283,22 +356,31 @@ def run(target: Target, protocol: Protocol, toolchain: Toolchain, runtime: XlaRu
                 if engine == "aot":
                     for series, level in [("aot", None), *((f"aot:{lv}", lv) for lv in forced)]:
                         aot_env = None if level is None else {**os.environ, "TFAOT_CPU_LEVEL": level}
-                        rows = _json_lines([str(aot), "time", str(protocol.warmup), str(protocol.calls), *sizes],
-                                           aot_env, f"AOT benchmark {level or ''}".strip())
+                        rows = _json_lines(
+                            [str(aot), "time", str(protocol.warmup), str(protocol.calls), *sizes],
+                            aot_env,
+                            f"AOT benchmark {level or ''}".strip(),
+                        )
                         _keep_fastest(result["time"][series], rows)
                     continue
                 if engine == "tf-capi":
-                    rows = _json_lines([str(capi), "time", str(spec), str(protocol.warmup), str(protocol.calls),
-                                        *sizes], env, "TensorFlow C API benchmark")
+                    rows = _json_lines(
+                        [str(capi), "time", str(spec), str(protocol.warmup), str(protocol.calls), *sizes],
+                        env,
+                        "TensorFlow C API benchmark",
+                    )
                 elif engine == "ort":
                     if ort is None:  # engines lost "ort" above when the model was not converted
                         raise CompileFailed("ONNX Runtime benchmark (time): no converted model")
-                    rows, overhead = ort_engine.time_rows(ort, protocol.batch_sizes, protocol.warmup, protocol.calls,
-                                                          work / f"ort{r}")
+                    rows, overhead = ort_engine.time_rows(
+                        ort, protocol.batch_sizes, protocol.warmup, protocol.calls, work / f"ort{r}"
+                    )
                     best = result["ort"].get("call_overhead_us", float("inf"))
                     result["ort"]["call_overhead_us"] = min(best, overhead * 1e6)
                 else:
-                    rows = run_tf_python(toolchain, target, protocol, work / f"py{r}", protocol.batch_sizes)["timings"]
+                    rows = run_tf_python(toolchain, target, protocol, work / f"py{r}", protocol.batch_sizes)[
+                        "timings"
+                    ]
                 _keep_fastest(result["time"][engine], rows)
         result["memory_baseline"] = {}
         for engine in result["memory"]:
@@ -311,7 +393,9 @@ def run(target: Target, protocol: Protocol, toolchain: Toolchain, runtime: XlaRu
                         raise CompileFailed("ONNX Runtime benchmark (memory): no converted model")
                     rows = [ort_engine.memory_row(ort, n, work / f"ort-mem{n}")]
                 else:
-                    rows = _json_lines([str(capi), "mem", str(spec), str(n), "1"], env, "TensorFlow memory benchmark")
+                    rows = _json_lines(
+                        [str(capi), "mem", str(spec), str(n), "1"], env, "TensorFlow memory benchmark"
+                    )
                 if n == 0:
                     result["memory_baseline"][engine] = rows[0]
                     continue
@@ -340,8 +424,9 @@ def run(target: Target, protocol: Protocol, toolchain: Toolchain, runtime: XlaRu
     return result
 
 
-def _ort_model(toolchain: Toolchain, target: Target, cache: Path, work: Path, result: JsonObject,
-               log: Log) -> ort_engine.OrtModel | None:
+def _ort_model(
+    toolchain: Toolchain, target: Target, cache: Path, work: Path, result: JsonObject, log: Log
+) -> ort_engine.OrtModel | None:
     """The model converted for ONNX Runtime and checked against TensorFlow (result["ort"] says how), or None
     with result["ort"]["error"] when it cannot be."""
     assert target.saved_model is not None
@@ -383,11 +468,15 @@ def ratios(result: JsonObject) -> dict[str, dict[str, float]]:
         mem = {r["instances"]: r for r in result["memory"].get(engine, [])}
         common = sorted(set(mem_aot) & set(mem))
         if common:
-            out[f"peak_rss_{engine}_over_aot"] = {str(n): mem[n]["vm_hwm_kb"] / mem_aot[n]["vm_hwm_kb"] for n in common}
-            out[f"heap_{engine}_over_aot"] = {str(n): mem[n]["heap_bytes"] / max(1, mem_aot[n]["heap_bytes"])
-                                              for n in common}
-            out[f"model_rss_{engine}_over_aot"] = {str(n): mem[n]["model_kb"] / max(1, mem_aot[n]["model_kb"])
-                                                   for n in common}
+            out[f"peak_rss_{engine}_over_aot"] = {
+                str(n): mem[n]["vm_hwm_kb"] / mem_aot[n]["vm_hwm_kb"] for n in common
+            }
+            out[f"heap_{engine}_over_aot"] = {
+                str(n): mem[n]["heap_bytes"] / max(1, mem_aot[n]["heap_bytes"]) for n in common
+            }
+            out[f"model_rss_{engine}_over_aot"] = {
+                str(n): mem[n]["model_kb"] / max(1, mem_aot[n]["model_kb"]) for n in common
+            }
     return out
 
 
@@ -395,8 +484,10 @@ def table(result: JsonObject, batch_sizes: Sequence[int]) -> list[str]:
     """The run as text: per batch size each series' per-event time [us] (AOT series named with the CPU level
     they ran), the automatic AOT's fraction of its level's peak, and each peer's time over the AOT's."""
     order = {e: i for i, e in enumerate(ENGINES)}
-    series = sorted(result["time"], key=lambda e: (order.get(e, 0), e != "aot", list(LANES).index(e[4:])
-                                                   if e[4:] in LANES else 0))  # aot, aot:LEVEL lowest first, peers
+    series = sorted(
+        result["time"],
+        key=lambda e: (order.get(e, 0), e != "aot", list(LANES).index(e[4:]) if e[4:] in LANES else 0),
+    )  # aot, aot:LEVEL lowest first, peers
     rows = {e: {r["batch_size"]: r for r in result["time"][e]} for e in series}
 
     def title(e: str) -> str:
@@ -412,16 +503,20 @@ def table(result: JsonObject, batch_sizes: Sequence[int]) -> list[str]:
         if "aot" in series:
             cells.append(rows["aot"].get(bs, {}).get("peak_fraction", float("nan")))
         cells += [result["ratios"].get(f"time_{e}_over_aot", {}).get(str(bs), float("nan")) for e in peers]
-        lines.append(f"{bs:5}" + "".join(f"{c:>{width}.0f}" if c >= 1000 else f"{c:>{width}.4g}" for c in cells))
+        lines.append(
+            f"{bs:5}" + "".join(f"{c:>{width}.0f}" if c >= 1000 else f"{c:>{width}.4g}" for c in cells)
+        )
     ort = result.get("ort")
     if ort and "error" in ort:
         lines.append(f"ort: not timed: {ort['error']}")
     elif ort:
         worst = max((d["max_abs"] for d in ort.get("deviations", {}).values()), default=0.0)
-        lines.append(f"ort: onnxruntime {ort['versions']['onnxruntime']}, tf2onnx {ort['versions']['tf2onnx']}, "
-                     f"opset {ort['opset']}; outputs within {worst:.2g} of TensorFlow; one Run() of a one-node "
-                     f"model {ort.get('call_overhead_us', float('nan')):.2f} us from Python"
-                     + "".join(f"; {op} rewritten: {n}" for op, n in ort["rewritten"].items() if n))
+        lines.append(
+            f"ort: onnxruntime {ort['versions']['onnxruntime']}, tf2onnx {ort['versions']['tf2onnx']}, "
+            f"opset {ort['opset']}; outputs within {worst:.2g} of TensorFlow; one Run() of a one-node "
+            f"model {ort.get('call_overhead_us', float('nan')):.2f} us from Python"
+            + "".join(f"; {op} rewritten: {n}" for op, n in ort["rewritten"].items() if n)
+        )
     return lines
 
 
@@ -432,21 +527,30 @@ def host_info() -> JsonObject:
         cpu = m.group(1) if m else ""
     except OSError:
         pass
-    return {"machine": platform.machine(), "cpu": cpu, "cores": len(os.sched_getaffinity(0)),
-            "load_average": list(os.getloadavg())}
+    return {
+        "machine": platform.machine(),
+        "cpu": cpu,
+        "cores": len(os.sched_getaffinity(0)),
+        "load_average": list(os.getloadavg()),
+    }
 
 
 def plot(result_json: Path, out_dir: Path, cache: Path, log: Log = print) -> list[Path]:
     """Draw the study's plots with matplotlib from its own cached environment."""
     env = ensure_toolchain(cache, PLOT_REQUIREMENTS, log)
     with tempfile.TemporaryDirectory(prefix="tfaot-plot-") as tmp:
-        out = process.run([env.python, "-I", PLOT_SCRIPT, result_json, out_dir], what="plotting",
-                          error=CompileFailed, env={**worker_env(Path(tmp)), "MPLBACKEND": "Agg", "MPLCONFIGDIR": tmp})
+        out = process.run(
+            [env.python, "-I", PLOT_SCRIPT, result_json, out_dir],
+            what="plotting",
+            error=CompileFailed,
+            env={**worker_env(Path(tmp)), "MPLBACKEND": "Agg", "MPLCONFIGDIR": tmp},
+        )
     return [Path(line) for line in out.split()]
 
 
-def resolve_target(spec: str, registry: Registry, session: Session, dist: Path,
-                   saved_model: Path | None = None) -> tuple[Target, ModelEntry | None]:
+def resolve_target(
+    spec: str, registry: Registry, session: Session, dist: Path, saved_model: Path | None = None
+) -> tuple[Target, ModelEntry | None]:
     """NAME (registry entry, built if needed), a package directory, or an aot_config.yaml (compiled into dist).
 
     Returns (Target, ModelEntry or None). A package directory has no SavedModel
@@ -468,17 +572,28 @@ def resolve_target(spec: str, registry: Registry, session: Session, dist: Path,
     entry = registry.load(spec)
     built = builder.build_entry(entry, session, dist.absolute())
     if saved_model is None:
-        config = load_source_config(fetch_source(entry.source, session.cache.root),
-                                    entry.aot_config).with_overrides(entry.overrides)
+        config = load_source_config(
+            fetch_source(entry.source, session.cache.root), entry.aot_config
+        ).with_overrides(entry.overrides)
         saved_model, key = config.saved_model, config.serving_key
     else:
         key = "serving_default"
     return Target(built.package.root, saved_model, key), entry
 
 
-def bench_command(spec: str, registry: Registry, session: Session, dist: Path, protocol: Protocol, out_dir: Path,
-                  saved_model: Path | None = None, plots: bool = True) -> JsonObject:
+def bench_command(
+    spec: str,
+    registry: Registry,
+    session: Session,
+    dist: Path,
+    protocol: Protocol,
+    out_dir: Path,
+    saved_model: Path | None = None,
+    plots: bool = True,
+) -> JsonObject:
     """`tfaot-dist bench`: resolve spec to a package (and SavedModel), then run()."""
     target, _ = resolve_target(spec, registry, session, dist, saved_model)
     tools = session.resolve()
-    return run(target, protocol, tools.toolchain, tools.runtime, session.cache.root, out_dir, session.log, plots)
+    return run(
+        target, protocol, tools.toolchain, tools.runtime, session.cache.root, out_dir, session.log, plots
+    )

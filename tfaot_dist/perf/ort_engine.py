@@ -39,8 +39,10 @@ class OrtModel:
 def environment(tf_toolchain: Toolchain, cache: Path, log: Log = print) -> Toolchain:
     """The cached venv with the TensorFlow of tf_toolchain, tf2onnx and ONNX Runtime."""
     if not tf_toolchain.requirements:
-        raise OrtUnavailable("the TensorFlow toolchain is an existing Python (no requirements to install "
-                             "tf2onnx and onnxruntime beside)")
+        raise OrtUnavailable(
+            "the TensorFlow toolchain is an existing Python (no requirements to install "
+            "tf2onnx and onnxruntime beside)"
+        )
     return ensure_toolchain(cache, (*tf_toolchain.requirements, *REQUIREMENTS), log)
 
 
@@ -51,12 +53,15 @@ def request(env: Toolchain, req: JsonObject, work: Path, timeout: float = 7200) 
     (work / "request.json").write_text(json.dumps(req))
     tmp = work / "tmp"
     tmp.mkdir(exist_ok=True)
-    finished = process.probe([env.python, "-I", WORKER, work / "request.json"], env=worker_env(tmp),
-                             timeout=timeout)
+    finished = process.probe(
+        [env.python, "-I", WORKER, work / "request.json"], env=worker_env(tmp), timeout=timeout
+    )
     try:
         answer: JsonObject = json.loads((work / "result.json").read_text())
     except (OSError, ValueError):
-        raise process.failure(finished, what=f"ONNX Runtime benchmark ({req['op']})", error=CompileFailed) from None
+        raise process.failure(
+            finished, what=f"ONNX Runtime benchmark ({req['op']})", error=CompileFailed
+        ) from None
     if not answer.get("ok"):
         raise OrtUnavailable(answer.get("message") or "the worker gave no reason")
     return answer
@@ -65,21 +70,41 @@ def request(env: Toolchain, req: JsonObject, work: Path, timeout: float = 7200) 
 def convert(env: Toolchain, saved_model: Path, serving_key: str, work: Path) -> OrtModel:
     """The SavedModel's serving signature as ONNX, checked against TensorFlow at batch sizes 1 and 3."""
     onnx = work / "model.onnx"
-    answer = request(env, {"op": "convert", "saved_model": str(saved_model), "serving_key": serving_key,
-                           "onnx": str(onnx), "check_batch_sizes": [1, 3], "tolerance": TOLERANCE},
-                     work / "convert")
+    answer = request(
+        env,
+        {
+            "op": "convert",
+            "saved_model": str(saved_model),
+            "serving_key": serving_key,
+            "onnx": str(onnx),
+            "check_batch_sizes": [1, 3],
+            "tolerance": TOLERANCE,
+        },
+        work / "convert",
+    )
     answer.pop("ok")
     if not answer["outputs_match"]:
-        raise OrtUnavailable(f"ONNX Runtime's outputs differ from TensorFlow's beyond {TOLERANCE}: "
-                             f"{answer['deviations']}")
+        raise OrtUnavailable(
+            f"ONNX Runtime's outputs differ from TensorFlow's beyond {TOLERANCE}: {answer['deviations']}"
+        )
     return OrtModel(env, onnx, answer)
 
 
-def time_rows(model: OrtModel, batch_sizes: Sequence[int], warmup: int, calls: int,
-              work: Path) -> tuple[list[JsonObject], float]:
+def time_rows(
+    model: OrtModel, batch_sizes: Sequence[int], warmup: int, calls: int, work: Path
+) -> tuple[list[JsonObject], float]:
     """Rows {batch_size, seconds_per_call, calls, warmup} and the seconds of one Run() of a one-node model."""
-    answer = _measured(model, {"op": "time", "onnx": str(model.onnx), "batch_sizes": list(batch_sizes),
-                               "warmup": warmup, "calls": calls}, work)
+    answer = _measured(
+        model,
+        {
+            "op": "time",
+            "onnx": str(model.onnx),
+            "batch_sizes": list(batch_sizes),
+            "warmup": warmup,
+            "calls": calls,
+        },
+        work,
+    )
     return answer["timings"], answer["call_overhead"]
 
 

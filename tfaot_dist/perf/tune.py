@@ -98,8 +98,12 @@ def _better(a: Plan, b: Plan) -> bool:
 
 
 def _time_rules(program: Path, rules: list[str], warmup: int, calls: int) -> dict[str, float]:
-    out = process.run([program, "rules", str(warmup), str(calls), *rules], what="timing batch rules",
-                      error=CompileFailed, timeout=7200)
+    out = process.run(
+        [program, "rules", str(warmup), str(calls), *rules],
+        what="timing batch rules",
+        error=CompileFailed,
+        timeout=7200,
+    )
     rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     return {row["rule"]: row["seconds_per_call"] for row in rows}
 
@@ -130,14 +134,24 @@ def parse_targets(text: str) -> list[int]:
     return sorted(out)
 
 
-def tune(program: Path, compiled: list[int], targets: list[int], warmup: int = 100, calls: int = 500,
-         log: Log = print) -> Report:
+def tune(
+    program: Path,
+    compiled: list[int],
+    targets: list[int],
+    warmup: int = 100,
+    calls: int = 500,
+    log: Log = print,
+) -> Report:
     """Measure, choose and check rules for targets; returns the report (rules to keep under "rules")."""
     log(f"timing compiled batch sizes {','.join(map(str, compiled))}")
     measured = _time_rules(program, [f"{s}:{s}" for s in compiled], warmup, calls)
     costs = {s: measured[f"{s}:{s}"] for s in compiled}
     choices = cheapest(costs, targets)
-    report: Report = {"compiled_costs_seconds": {str(s): c for s, c in costs.items()}, "targets": {}, "rules": []}
+    report: Report = {
+        "compiled_costs_seconds": {str(s): c for s, c in costs.items()},
+        "targets": {},
+        "rules": [],
+    }
     candidates = {t: c for t, c in choices.items() if c.sizes != default_sizes(t, compiled)}
     if candidates:
         log(f"checking {len(candidates)} tuned rules against the default rule, side by side")
@@ -150,13 +164,21 @@ def tune(program: Path, compiled: list[int], targets: list[int], warmup: int = 1
     for t in targets:
         default = f"{t}:{','.join(map(str, default_sizes(t, compiled)))}"
         choice = choices[t]
-        entry: dict[str, Any] = {"default_rule": default, "modelled_seconds": choice.cost,
-                 "modelled_default_seconds": sum(costs[s] for s in default_sizes(t, compiled))}
+        entry: dict[str, Any] = {
+            "default_rule": default,
+            "modelled_seconds": choice.cost,
+            "modelled_default_seconds": sum(costs[s] for s in default_sizes(t, compiled)),
+        }
         if t in candidates:
             tuned_s, default_s = timing[choice.rule], timing[default]
             keep = tuned_s < default_s
-            entry.update(tuned_rule=choice.rule, measured_seconds=tuned_s, measured_default_seconds=default_s,
-                         kept=keep, speedup=default_s / tuned_s if keep else 1.0)
+            entry.update(
+                tuned_rule=choice.rule,
+                measured_seconds=tuned_s,
+                measured_default_seconds=default_s,
+                kept=keep,
+                speedup=default_s / tuned_s if keep else 1.0,
+            )
             if keep:
                 report["rules"].append(choice.rule)
         else:
@@ -165,8 +187,17 @@ def tune(program: Path, compiled: list[int], targets: list[int], warmup: int = 1
     return report
 
 
-def tune_command(spec: str, registry: Registry, session: Session, dist: Path, targets: list[int], warmup: int,
-                 calls: int, out_dir: Path, write: bool = True) -> Report:
+def tune_command(
+    spec: str,
+    registry: Registry,
+    session: Session,
+    dist: Path,
+    targets: list[int],
+    warmup: int,
+    calls: int,
+    out_dir: Path,
+    write: bool = True,
+) -> Report:
     """`tfaot-dist tune`: tune the package of spec (see bench.resolve_target); for a registry entry, write the
     kept rules into its overrides and rebuild, so the package's model.h applies them by default."""
     import dataclasses
@@ -185,8 +216,13 @@ def tune_command(spec: str, registry: Registry, session: Session, dist: Path, ta
     with tempfile.TemporaryDirectory(prefix="tfaot-tune-") as tmp:
         program = bench.build_aot_program(target, runtime, session.cache.root, Path(tmp))
         report = tune(program, compiled, targets, warmup, calls, log)
-    report.update(package=manifest.package, version=manifest.version, compiled_batch_sizes=compiled,
-                  protocol={"warmup": warmup, "calls": calls}, host=bench.host_info())
+    report.update(
+        package=manifest.package,
+        version=manifest.version,
+        compiled_batch_sizes=compiled,
+        protocol={"warmup": warmup, "calls": calls},
+        host=bench.host_info(),
+    )
     rules = sorted(report["rules"], key=lambda r: int(r.split(":")[0]))
     report["rules"] = rules
     if entry is not None and write:

@@ -68,7 +68,9 @@ FLAVORS = ("cmsbuild", "rpm", PREBUILT)
 RELEASE_RUNTIME = names.RELEASE_RUNTIME_PACKAGE
 # runtime_package.NAME, the runtime spec of every flavour; its scram tool file is etc/scram.d/%{n}.xml
 RPM_RUNTIME = RUNTIME_TOOL
-TOOL_PACKAGE = "py3-tfaot-dist"  # cmsdist builds pip/NAME.file as py3-NAME (as pip/cms-tfaot.file: py3-cms-tfaot)
+TOOL_PACKAGE = (
+    "py3-tfaot-dist"  # cmsdist builds pip/NAME.file as py3-NAME (as pip/cms-tfaot.file: py3-cms-tfaot)
+)
 TOOL_PIP_FILE = "pip/tfaot-dist.file"
 # The tool's dependencies (pyproject.toml) as cmsdist names their pip/NAME.file packages.
 TOOL_REQUIRES = ("py3-GitPython", "py3-Jinja2", "py3-PyYAML", "py3-packaging", "py3-requests")
@@ -97,21 +99,36 @@ class SpecsResult:
     missing_sources: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"flavor": self.flavor, "out": str(self.out), "check": self.check, "written": self.written,
-                "unchanged": self.unchanged, "stale": self.stale, "sources": self.sources,
-                "missing_sources": self.missing_sources}
+        return {
+            "flavor": self.flavor,
+            "out": str(self.out),
+            "check": self.check,
+            "written": self.written,
+            "unchanged": self.unchanged,
+            "stale": self.stale,
+            "sources": self.sources,
+            "missing_sources": self.missing_sources,
+        }
 
 
-def generate(registry: Registry, flavor: str, out: Path, check: bool = False, sources: Path | None = None,
-             log: Log = print, channel: str | None = None) -> SpecsResult:
+def generate(
+    registry: Registry,
+    flavor: str,
+    out: Path,
+    check: bool = False,
+    sources: Path | None = None,
+    log: Log = print,
+    channel: str | None = None,
+) -> SpecsResult:
     """Render every spec of the registry into out (or, with check, compare out with a fresh rendering)."""
     if flavor not in FLAVORS:
         raise UsageError(f"--flavor: expected one of {', '.join(FLAVORS)}, got {flavor!r}")
     if sources is not None and flavor != "rpm":
         raise UsageError("--sources: only the rpm flavour builds from package archives")
     if (channel is not None) != (flavor == PREBUILT):
-        raise UsageError(f"--channel: the {PREBUILT} flavour needs it (the http(s) URL of a channel), "
-                         f"the others take none")
+        raise UsageError(
+            f"--channel: the {PREBUILT} flavour needs it (the http(s) URL of a channel), the others take none"
+        )
     files = render_all(registry, flavor, channel)
     archives = _collect_sources(registry, sources, log) if sources is not None else {}
     result = SpecsResult(flavor, out, check)
@@ -165,44 +182,62 @@ def render_all(registry: Registry, flavor: str, channel: str | None = None) -> d
     if flavor == "cmsbuild":
         for m in models:
             files[f"{m['package']}.spec"] = render("cmsbuild_model.spec.j2", **common, m=m)
-        files["tfaot-compile.file"] = render("tfaot-compile.file.j2", **common, r=runtime,
-                                             tool_package=TOOL_PACKAGE, runtime_package=RELEASE_RUNTIME,
-                                             tensorflow_package=RELEASE_TENSORFLOW,
-                                             runtime_root_variable=_root_variable(RELEASE_RUNTIME))
+        files["tfaot-compile.file"] = render(
+            "tfaot-compile.file.j2",
+            **common,
+            r=runtime,
+            tool_package=TOOL_PACKAGE,
+            runtime_package=RELEASE_RUNTIME,
+            tensorflow_package=RELEASE_TENSORFLOW,
+            runtime_root_variable=_root_variable(RELEASE_RUNTIME),
+        )
         files["tfaot-models.file"] = render("tfaot-models.file.j2", **common, models=models)
-        files[TOOL_PIP_FILE] = render("tfaot-dist.pip.file.j2", **common, requires=TOOL_REQUIRES,
-                                      python=".".join(map(str, TOOL_PYTHON)), python_tuple=TOOL_PYTHON)
+        files[TOOL_PIP_FILE] = render(
+            "tfaot-dist.pip.file.j2",
+            **common,
+            requires=TOOL_REQUIRES,
+            python=".".join(map(str, TOOL_PYTHON)),
+            python_tuple=TOOL_PYTHON,
+        )
     elif flavor == PREBUILT:
         if channel is None:
             raise UsageError(f"--channel: the {PREBUILT} flavour needs the http(s) URL of a channel")
         base, rows, opened = _read_channel(channel)
-        prebuilt = [_prebuilt_model(base, rows, opened, e, m, tf_version)
-                    for e, m in zip(entries, models, strict=True)]
+        prebuilt = [
+            _prebuilt_model(base, rows, opened, e, m, tf_version)
+            for e, m in zip(entries, models, strict=True)
+        ]
         for p in prebuilt:
-            files[f"{p['package']}.spec"] = render("cmsbuild_prebuilt.spec.j2", **common, p=p, channel=base,
-                                                   runtime_package=RPM_RUNTIME)
+            files[f"{p['package']}.spec"] = render(
+                "cmsbuild_prebuilt.spec.j2", **common, p=p, channel=base, runtime_package=RPM_RUNTIME
+            )
         if prebuilt:
             p = _prebuilt_runtime(base, rows, prebuilt, runtime)
-            files[f"{RPM_RUNTIME}.spec"] = render("cmsbuild_prebuilt.spec.j2", **common, p=p, channel=base,
-                                                  runtime_package=RPM_RUNTIME)
+            files[f"{RPM_RUNTIME}.spec"] = render(
+                "cmsbuild_prebuilt.spec.j2", **common, p=p, channel=base, runtime_package=RPM_RUNTIME
+            )
         files["tfaot-prebuilt.file"] = render("tfaot-prebuilt.file.j2", **common)
         files["tfaot-models.file"] = render("tfaot-models.file.j2", **common, models=models)
     else:
         for m in models:
-            files[f"{m['package']}.spec"] = render("rpm_model.spec.j2", **common, m=m,
-                                                   runtime_package=RPM_RUNTIME)
-        files[f"{RPM_RUNTIME}.spec"] = render("rpm_runtime.spec.j2", **common, r=runtime,
-                                              runtime_package=RPM_RUNTIME)
+            files[f"{m['package']}.spec"] = render(
+                "rpm_model.spec.j2", **common, m=m, runtime_package=RPM_RUNTIME
+            )
+        files[f"{RPM_RUNTIME}.spec"] = render(
+            "rpm_runtime.spec.j2", **common, r=runtime, runtime_package=RPM_RUNTIME
+        )
     return files
 
 
 # --- values ---------------------------------------------------------------------------------------
 
+
 def spec_value(value: object, where: str) -> str:
     """An identifier for a spec line: rejected unless every character is harmless there."""
     if not isinstance(value, str) or not names.SPEC_VALUE.fullmatch(value):
-        raise InvalidInput(f"{where}: {value!r} cannot be placed in a spec "
-                           f"(allowed: letters, digits and ._~:/@+,=-)")
+        raise InvalidInput(
+            f"{where}: {value!r} cannot be placed in a spec (allowed: letters, digits and ._~:/@+,=-)"
+        )
     return value
 
 
@@ -214,8 +249,10 @@ def spec_url(url: str, where: str) -> str:
         return f"file://{url}"
     if m := names.SPEC_SCP_URL.fullmatch(url):
         return f"ssh://{m.group(1)}/{m.group(2).lstrip('/')}"
-    raise InvalidInput(f"{where}: git URL {url!r} cannot be placed in a spec "
-                       f"(use scheme://host/path with letters, digits and ._~:/@+- only)")
+    raise InvalidInput(
+        f"{where}: git URL {url!r} cannot be placed in a spec "
+        f"(use scheme://host/path with letters, digits and ._~:/@+- only)"
+    )
 
 
 def rpm_version(version: str, where: str) -> str:
@@ -247,11 +284,15 @@ def tensorflow_version(defaults: Defaults, where: Path) -> str:
             pins = [s.version for s in req.specifier if s.operator in ("==", "===") and "*" not in s.version]
             found.extend(pins)
             if not pins:
-                raise InvalidInput(f"{where}: toolchain.requirements: {text!r}: specs need TensorFlow "
-                                   f"pinned to one version with ==")
+                raise InvalidInput(
+                    f"{where}: toolchain.requirements: {text!r}: specs need TensorFlow "
+                    f"pinned to one version with =="
+                )
     if len(found) != 1:
-        raise InvalidInput(f"{where}: toolchain.requirements: specs need exactly one pinned TensorFlow "
-                           f"requirement (one of {', '.join(TENSORFLOW_DISTS)}), found {len(found)}")
+        raise InvalidInput(
+            f"{where}: toolchain.requirements: specs need exactly one pinned TensorFlow "
+            f"requirement (one of {', '.join(TENSORFLOW_DISTS)}), found {len(found)}"
+        )
     return rpm_version(str(Version(found[0])), f"{where}: toolchain.requirements")
 
 
@@ -285,19 +326,22 @@ def _changelog(rel: release.Release, version: str) -> list[Context]:
         t = time.gmtime(change.time)
         email = change.email if names.EMAIL.fullmatch(change.email) else "unknown@invalid"
         author = spec_text(change.author.replace("<", "").replace(">", ""), 80) or "unknown"
-        out.append({
-            "date": f"{_DAYS[t.tm_wday]} {_MONTHS[t.tm_mon - 1]} {t.tm_mday:02d} {t.tm_year}",
-            "author": author,
-            "email": email,
-            "evr": f"{version}-{change.release}",
-            "text": spec_text(change.subject) or "(no subject)",
-            "commit": change.commit[:12],
-        })
+        out.append(
+            {
+                "date": f"{_DAYS[t.tm_wday]} {_MONTHS[t.tm_mon - 1]} {t.tm_mday:02d} {t.tm_year}",
+                "author": author,
+                "email": email,
+                "evr": f"{version}-{change.release}",
+                "text": spec_text(change.subject) or "(no subject)",
+                "commit": change.commit[:12],
+            }
+        )
     return out
 
 
-def _model_context(registry: Registry, entry: ModelEntry, defaults: Defaults, tf_version: str,
-                   flavor: str) -> Context:
+def _model_context(
+    registry: Registry, entry: ModelEntry, defaults: Defaults, tf_version: str, flavor: str
+) -> Context:
     path = entry.path or registry.entry_path(entry.name)
     where = str(path)
     version = spec_value(entry.version, f"{where}: version")
@@ -309,9 +353,13 @@ def _model_context(registry: Registry, entry: ModelEntry, defaults: Defaults, tf
             batch_sizes = ",".join(str(int(bs)) for bs in value)
         elif flavor == "cmsbuild":
             # `tfaot-dist compile` takes the batch sizes only; a silently dropped override would change the bytes.
-            raise InvalidInput(f"{where}: overrides.{key}: the cmsBuild flavour can only pass batch_sizes "
-                               f"to `tfaot-dist compile`")
-    rel = release.derive(path, [registry.root / "registry.yaml", *_templates()], entry.version, _entry_version)
+            raise InvalidInput(
+                f"{where}: overrides.{key}: the cmsBuild flavour can only pass batch_sizes "
+                f"to `tfaot-dist compile`"
+            )
+    rel = release.derive(
+        path, [registry.root / "registry.yaml", *_templates()], entry.version, _entry_version
+    )
     arch = defaults.target_triple.split("-", 1)[0]
     return {
         "name": spec_value(entry.name, f"{where}: name"),
@@ -333,20 +381,29 @@ def _source_context(source: GitSource | ArchiveSource, where: str, flavor: str) 
     """git: URL, ref, branch and commit (or the release's data package for a CMSDATA repository);
     archive (http, pinned by sha256): URL and digest."""
     if isinstance(source, GitSource):
-        context = {"kind": "git", "url": spec_url(source.url, f"{where}: source.git"),
-                   "ref": spec_value(source.ref, f"{where}: source.ref"),
-                   "commit": spec_value(source.commit, f"{where}: source.commit")}
+        context = {
+            "kind": "git",
+            "url": spec_url(source.url, f"{where}: source.git"),
+            "ref": spec_value(source.ref, f"{where}: source.ref"),
+            "commit": spec_value(source.commit, f"{where}: source.commit"),
+        }
         if data := names.CMS_DATA_URL.fullmatch(source.url):
             repo = data.group(1)
-            return {**context, "kind": "cms-data", "data_package": f"data-{repo}",
-                    "data_dir": f"${{{_root_variable('data-' + repo)}}}/{repo.replace('-', '/')}/data"}
+            return {
+                **context,
+                "kind": "cms-data",
+                "data_package": f"data-{repo}",
+                "data_dir": f"${{{_root_variable('data-' + repo)}}}/{repo.replace('-', '/')}/data",
+            }
         if flavor == "cmsbuild":
             context["branch"] = spec_value(_branch(source, where), f"{where}: source.branch")
         return context
     url = source.url
     if not url.startswith(("https://", "http://")) or not names.SPEC_SCHEME_URL.fullmatch(url):
-        raise InvalidInput(f"{where}: source.archive: URL {url!r} cannot be placed in a spec "
-                           f"(use http(s)://host/path with letters, digits and ._~:/@+- only)")
+        raise InvalidInput(
+            f"{where}: source.archive: URL {url!r} cannot be placed in a spec "
+            f"(use http(s)://host/path with letters, digits and ._~:/@+- only)"
+        )
     return {"kind": "archive", "url": url, "sha256": spec_value(source.sha256, f"{where}: source.sha256")}
 
 
@@ -357,9 +414,11 @@ def _branch(source: GitSource, where: str) -> str:
         return source.branch
     ref = source.ref.removeprefix("refs/heads/")
     if ref.startswith("refs/") or ref == "HEAD" or names.COMMIT_LIKE.fullmatch(ref):
-        raise InvalidInput(f"{where}: source.ref {source.ref!r} is not a branch, and cmsBuild's git download "
-                           f"pulls a branch, then resets to the commit: add source.branch (a branch that "
-                           f"contains {source.commit})")
+        raise InvalidInput(
+            f"{where}: source.ref {source.ref!r} is not a branch, and cmsBuild's git download "
+            f"pulls a branch, then resets to the commit: add source.branch (a branch that "
+            f"contains {source.commit})"
+        )
     return ref
 
 
@@ -376,13 +435,19 @@ def _runtime_context(registry: Registry, defaults: Defaults, tf_version: str) ->
             raise InvalidInput(f"{where}: toolchain.requirements: {req!r} cannot be placed in a spec")
     rel = release.derive(where, _templates(), tf_version, _registry_tf_version)
     # The registry defaults the cmsBuild build writes for `tfaot-dist compile` (JSON is YAML).
-    registry_yaml = json.dumps({"toolchain": {"requirements": list(defaults.requirements)},
-                                "target_triple": defaults.target_triple, "target_cpu": defaults.target_cpu,
-                                "cpu_levels": list(defaults.cpu_levels)},
-                               sort_keys=True)
+    registry_yaml = json.dumps(
+        {
+            "toolchain": {"requirements": list(defaults.requirements)},
+            "target_triple": defaults.target_triple,
+            "target_cpu": defaults.target_cpu,
+            "cpu_levels": list(defaults.cpu_levels),
+        },
+        sort_keys=True,
+    )
     # In cmsBuild the triple is the build machine's (%{_arch}), set by tfaot-compile.file.
-    registry_yaml_for_arch = json.dumps({**json.loads(registry_yaml), "target_triple": "%{tfaot_target_triple}"},
-                                        sort_keys=True)
+    registry_yaml_for_arch = json.dumps(
+        {**json.loads(registry_yaml), "target_triple": "%{tfaot_target_triple}"}, sort_keys=True
+    )
     arch = defaults.target_triple.split("-", 1)[0]
     return {
         "tf_version": tf_version,
@@ -396,13 +461,16 @@ def _runtime_context(registry: Registry, defaults: Defaults, tf_version: str) ->
 
 # --- the channel (cmsbuild-prebuilt flavour) -----------------------------------------------------
 
+
 def _read_channel(url: str) -> tuple[str, dict[tuple[str, str], ChannelPackage], Channel]:
     """The channel's base URL (ending in /), its index rows by (name, version), and the channel."""
     base = check_url(url, "--channel")
     base = base if base.endswith("/") else base + "/"
     if not names.SPEC_SCHEME_URL.fullmatch(base):
-        raise InvalidInput(f"--channel: URL {url!r} cannot be placed in a spec "
-                           f"(use http(s)://host/path with letters, digits and ._~:/@+- only)")
+        raise InvalidInput(
+            f"--channel: URL {url!r} cannot be placed in a spec "
+            f"(use http(s)://host/path with letters, digits and ._~:/@+- only)"
+        )
     channel = open_channel(base, Path(tempfile.gettempdir()))  # read online: nothing is cached
     return base, {row.key: row for row in channel.index.rows}, channel
 
@@ -410,54 +478,82 @@ def _read_channel(url: str) -> tuple[str, dict[tuple[str, str], ChannelPackage],
 def _archive_url(base: str, row: ChannelPackage) -> str:
     """Where cmsBuild downloads the archive from; its file name is the one %{SOURCE0} and %setup expect."""
     url = base + row.archive
-    if not row.archive.endswith(f"/{row.name}-{row.version}.tar.gz") or not names.SPEC_SCHEME_URL.fullmatch(url):
-        raise InvalidInput(f"{base}{INDEX}: {row.name} {row.version}: archive {row.archive!r} cannot be placed "
-                           f"in a spec (expected .../{row.name}-{row.version}.tar.gz, letters, digits and "
-                           f"._~:/@+- only)")
+    if not row.archive.endswith(f"/{row.name}-{row.version}.tar.gz") or not names.SPEC_SCHEME_URL.fullmatch(
+        url
+    ):
+        raise InvalidInput(
+            f"{base}{INDEX}: {row.name} {row.version}: archive {row.archive!r} cannot be placed "
+            f"in a spec (expected .../{row.name}-{row.version}.tar.gz, letters, digits and "
+            f"._~:/@+- only)"
+        )
     return url
 
 
-def _prebuilt_model(base: str, rows: Rows, channel: Channel, entry: ModelEntry, m: Context,
-                    tf_version: str) -> Context:
+def _prebuilt_model(
+    base: str, rows: Rows, channel: Channel, entry: ModelEntry, m: Context, tf_version: str
+) -> Context:
     """The model context plus the channel's archive of exactly this entry's build."""
     index = base + INDEX
     row = rows.get((entry.package, entry.version))
     if row is None:
-        raise SourceUnavailable(f"{index}: no {entry.package} {entry.version} (the entry {m['entry_file']}); "
-                                f"build and publish it first")
+        raise SourceUnavailable(
+            f"{index}: no {entry.package} {entry.version} (the entry {m['entry_file']}); "
+            f"build and publish it first"
+        )
     manifest_url = base + row.manifest
     data = channel.manifest_bytes(row)  # checked against the index's manifest_sha256
     manifest = Manifest.from_json(load_json(data, manifest_url), manifest_url)
     wanted = {**entry.source.as_dict(), "url": entry.source.url, "aot_config": entry.aot_config}
     if differ := sorted(k for k in wanted if manifest.text("source", k) != wanted[k]):
-        raise InvalidInput(f"{manifest_url}: not the build of {m['entry_file']} (source.{', source.'.join(differ)} "
-                           f"differ); build and publish a new version")
+        raise InvalidInput(
+            f"{manifest_url}: not the build of {m['entry_file']} (source.{', source.'.join(differ)} "
+            f"differ); build and publish a new version"
+        )
     if rpm_version(row.tensorflow_version or "0", index) != tf_version:
-        raise InvalidInput(f"{manifest_url}: compiled with TensorFlow {row.tensorflow_version!r}, "
-                           f"the registry pins {tf_version}")
+        raise InvalidInput(
+            f"{manifest_url}: compiled with TensorFlow {row.tensorflow_version!r}, "
+            f"the registry pins {tf_version}"
+        )
     runtimes = sorted({r.version for r in row.requires if r.name == RPM_RUNTIME})
     if len(runtimes) != 1:
-        raise InvalidInput(f"{index}: {row.name} {row.version}: expected one {RPM_RUNTIME} requirement, "
-                           f"found {len(runtimes)}")
-    return {**m, "url": _archive_url(base, row), "sha256": row.sha256, "runtime_version": runtimes[0],
-            "origin": f"the registry entry {m['entry_file']}", "requires_runtime": True}
+        raise InvalidInput(
+            f"{index}: {row.name} {row.version}: expected one {RPM_RUNTIME} requirement, "
+            f"found {len(runtimes)}"
+        )
+    return {
+        **m,
+        "url": _archive_url(base, row),
+        "sha256": row.sha256,
+        "runtime_version": runtimes[0],
+        "origin": f"the registry entry {m['entry_file']}",
+        "requires_runtime": True,
+    }
 
 
 def _prebuilt_runtime(base: str, rows: Rows, models: list[Context], runtime: Context) -> Context:
     """The one runtime build every model of the channel was verified with."""
     versions = sorted({m["runtime_version"] for m in models})
     if len(versions) != 1:
-        raise InvalidInput(f"{base}{INDEX}: the models were verified with different runtimes "
-                           f"({', '.join(versions)}); rebuild and publish them on one machine")
+        raise InvalidInput(
+            f"{base}{INDEX}: the models were verified with different runtimes "
+            f"({', '.join(versions)}); rebuild and publish them on one machine"
+        )
     row = rows.get((RPM_RUNTIME, versions[0]))
     if row is None:
         raise SourceUnavailable(f"{base}{INDEX}: no {RPM_RUNTIME} {versions[0]}, which the models require")
-    return {"package": RPM_RUNTIME, "version": spec_value(row.version, f"{base}{INDEX}: {RPM_RUNTIME} version"),
-            "release": runtime["release"], "url": _archive_url(base, row), "sha256": row.sha256,
-            "origin": "the registry", "requires_runtime": False}
+    return {
+        "package": RPM_RUNTIME,
+        "version": spec_value(row.version, f"{base}{INDEX}: {RPM_RUNTIME} version"),
+        "release": runtime["release"],
+        "url": _archive_url(base, row),
+        "sha256": row.sha256,
+        "origin": "the registry",
+        "requires_runtime": False,
+    }
 
 
 # --- sources (rpm flavour) -----------------------------------------------------------------------
+
 
 def _collect_sources(registry: Registry, dist: Path, log: Log) -> dict[str, Path | None]:
     """SOURCES name -> verified archive in dist (None: the runtime archive is not there)."""
@@ -469,32 +565,42 @@ def _collect_sources(registry: Registry, dist: Path, log: Log) -> dict[str, Path
         name = f"{entry.package}-{entry.version}.tar.gz"
         archive = dist / name
         if not archive.is_file():
-            raise SourceUnavailable(f"{archive}: package archive not found; run "
-                                    f"`tfaot-dist build --all --dist {dist}` first")
+            raise SourceUnavailable(
+                f"{archive}: package archive not found; run `tfaot-dist build --all --dist {dist}` first"
+            )
         verified = verify_archive(archive)
         if (verified.name, verified.version) != (entry.package, entry.version):
             raise IntegrityError(f"{archive}: holds {verified.name} {verified.version}")
         manifest = verified.manifest
         key = builder.build_key(entry, defaults)
         if manifest.build_key != key:
-            raise InvalidInput(f"{archive}: built from another state of {entry.path} (build key differs); "
-                               f"run `tfaot-dist build --all --dist {dist}` first")
+            raise InvalidInput(
+                f"{archive}: built from another state of {entry.path} (build key differs); "
+                f"run `tfaot-dist build --all --dist {dist}` first"
+            )
         out[name] = archive
         runtime_versions |= {r.version for r in manifest.requires if r.name == RPM_RUNTIME}
 
     runtime_name = f"{RPM_RUNTIME}-{tf_version}.tar.gz"
     if len(runtime_versions) > 1:
-        raise InvalidInput(f"{dist}: the packages were verified with different runtimes "
-                           f"({', '.join(sorted(runtime_versions))}); rebuild them on one machine")
-    candidates = ([dist / f"{RPM_RUNTIME}-{v}.tar.gz" for v in runtime_versions] if runtime_versions
-                  else sorted(dist.glob(f"{RPM_RUNTIME}-{tf_version}.tar.gz"))
-                  + sorted(dist.glob(f"{RPM_RUNTIME}-{tf_version}+*.tar.gz")))
+        raise InvalidInput(
+            f"{dist}: the packages were verified with different runtimes "
+            f"({', '.join(sorted(runtime_versions))}); rebuild them on one machine"
+        )
+    candidates = (
+        [dist / f"{RPM_RUNTIME}-{v}.tar.gz" for v in runtime_versions]
+        if runtime_versions
+        else sorted(dist.glob(f"{RPM_RUNTIME}-{tf_version}.tar.gz"))
+        + sorted(dist.glob(f"{RPM_RUNTIME}-{tf_version}+*.tar.gz"))
+    )
     candidates = [c for c in candidates if c.is_file()]
     if len(candidates) == 1:
         archive = candidates[0]
         version = archive.name.removeprefix(f"{RPM_RUNTIME}-").removesuffix(".tar.gz")
         if version != tf_version and not version.startswith(f"{tf_version}+"):
-            raise InvalidInput(f"{archive}: runtime for TensorFlow {version}, but the registry pins {tf_version}")
+            raise InvalidInput(
+                f"{archive}: runtime for TensorFlow {version}, but the registry pins {tf_version}"
+            )
         if verify_archive(archive).name != RPM_RUNTIME:
             raise IntegrityError(f"{archive}: not a {RPM_RUNTIME} package")
         out[runtime_name] = archive
@@ -502,4 +608,3 @@ def _collect_sources(registry: Registry, dist: Path, log: Log) -> dict[str, Path
         log(f"no single {RPM_RUNTIME} {tf_version} archive in {dist}: {runtime_name} not placed")
         out[runtime_name] = None
     return out
-

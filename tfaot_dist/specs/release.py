@@ -56,8 +56,13 @@ class Release:
 
 def _git(root: Path, *args: str) -> process.Finished:
     """A git query: its exit status is part of the answer (not a work tree, no such revision)."""
-    env = {**os.environ, "LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0", "GIT_CONFIG_NOSYSTEM": "1",
-           "GIT_TERMINAL_PROMPT": "0"}
+    env = {
+        **os.environ,
+        "LC_ALL": "C",
+        "GIT_OPTIONAL_LOCKS": "0",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_TERMINAL_PROMPT": "0",
+    }
     return process.probe(["git", "-C", root, *args], env=env)
 
 
@@ -69,8 +74,9 @@ def work_tree(path: Path) -> Path | None:
     return Path(proc.stdout.strip()).resolve()
 
 
-def derive(key_file: Path, extra: list[Path], version: str,
-           version_of: Callable[[str | None], str | None]) -> Release:
+def derive(
+    key_file: Path, extra: list[Path], version: str, version_of: Callable[[str | None], str | None]
+) -> Release:
     """The release of the current `version` of key_file (the entry or registry.yaml).
 
     extra: more files or directories whose changes count (ignored outside key_file's work tree).

@@ -70,8 +70,15 @@ def _is_tar(archive: Path) -> bool:
         return False
 
 
-def extract(archive: Path, dest: Path, label: str | None = None, *, kind: str,
-            max_entries: int = MAX_ENTRIES, max_bytes: int = MAX_BYTES) -> None:
+def extract(
+    archive: Path,
+    dest: Path,
+    label: str | None = None,
+    *,
+    kind: str,
+    max_entries: int = MAX_ENTRIES,
+    max_bytes: int = MAX_BYTES,
+) -> None:
     """Extract archive, which is of the declared kind, into dest, which must not exist yet."""
     label = label or str(archive)
     if kind not in KINDS:
@@ -101,8 +108,9 @@ def _extract_tar(archive: Path, dest: Path, label: str, kind: str, max_entries: 
         member = getattr(exc, "tarinfo", None)
         raise IntegrityError(f"{label}: {member.name if member else 'an entry'!r}: {exc}") from None
     except (tarfile.TarError, EOFError, OSError) as exc:
-        raise IntegrityError(f"{label}: not a readable {'.tar.gz' if kind == PACKAGE else 'tar'} archive "
-                             f"({exc})") from None
+        raise IntegrityError(
+            f"{label}: not a readable {'.tar.gz' if kind == PACKAGE else 'tar'} archive ({exc})"
+        ) from None
 
 
 def check_links_inside(dest: Path, label: str) -> None:
@@ -123,8 +131,14 @@ def check_name(name: str, label: str) -> str:
     """A member name as a safe relative POSIX path (trailing "/" removed)."""
     clean = name.rstrip("/")
     parts = clean.split("/")
-    if (not clean or name.startswith("/") or "\\" in name or "\0" in name or ".." in parts
-            or (len(parts[0]) == 2 and parts[0][1] == ":")):
+    if (
+        not clean
+        or name.startswith("/")
+        or "\\" in name
+        or "\0" in name
+        or ".." in parts
+        or (len(parts[0]) == 2 and parts[0][1] == ":")
+    ):
         raise IntegrityError(f"{label}: unsafe entry name {name!r}")
     return posixpath.normpath(clean)
 
@@ -138,8 +152,13 @@ def check_link(name: str, target: str, label: str) -> None:
         raise IntegrityError(f"{label}: link {name!r} -> {target!r} leaves the tree")
 
 
-def checked_tar_members(tar: tarfile.TarFile, label: str, max_entries: int = MAX_ENTRIES,
-                        max_bytes: int = MAX_BYTES, links: bool = True) -> Iterator[tarfile.TarInfo]:
+def checked_tar_members(
+    tar: tarfile.TarFile,
+    label: str,
+    max_entries: int = MAX_ENTRIES,
+    max_bytes: int = MAX_BYTES,
+    links: bool = True,
+) -> Iterator[tarfile.TarInfo]:
     """Iterate over the members of tar, each checked (links only if links); the package reader
     (channel.verify_archive) and extract() both read archives through this."""
     count, total = 0, 0
@@ -176,7 +195,9 @@ def zip_entry_count(archive: Path, stop_after: int = MAX_ENTRIES) -> int | None:
         if at < 0 or len(tail) - at < 22:
             return None
         directory_size, directory_offset = struct.unpack_from("<II", tail, at + 12)
-        if at >= 20 and tail[at - 20:at - 16] == b"PK\x06\x07":  # zip64: the locator points at its end record
+        if (
+            at >= 20 and tail[at - 20 : at - 16] == b"PK\x06\x07"
+        ):  # zip64: the locator points at its end record
             f.seek(struct.unpack_from("<Q", tail, at - 12)[0])
             record = f.read(56)
             if len(record) == 56 and record[:4] == b"PK\x06\x06":

@@ -113,7 +113,9 @@ class _Late(Exception):
     """The deadline of the whole download passed: no further attempt."""
 
 
-def _attempt(url: str, sink: Sink, limit: int | None, via: "Via", ends: float, budget: float) -> tuple[str, int]:
+def _attempt(
+    url: str, sink: Sink, limit: int | None, via: "Via", ends: float, budget: float
+) -> tuple[str, int]:
     """One GET of url (following the redirects via allows) streamed into sink; returns (sha256, size).
     ends: when the whole download (all its attempts) must be done."""
     h = hashlib.sha256()
@@ -125,8 +127,9 @@ def _attempt(url: str, sink: Sink, limit: int | None, via: "Via", ends: float, b
             if resp.status_code >= 500:
                 raise _Retry(f"HTTP {resp.status_code}")
             if resp.status_code != 200:
-                raise SourceUnavailable(f"{url}: HTTP {resp.status_code} {shown(resp.reason or '', 100, False)}"
-                                        .rstrip())
+                raise SourceUnavailable(
+                    f"{url}: HTTP {resp.status_code} {shown(resp.reason or '', 100, False)}".rstrip()
+                )
             _check_declared(resp, url, limit)
             # Raw bytes: a server's Content-Encoding must not change what is hashed. read1 returns what
             # one receive gave (a read of CHUNK would wait for all of it), so the deadline is checked
@@ -139,9 +142,15 @@ def _attempt(url: str, sink: Sink, limit: int | None, via: "Via", ends: float, b
                 sink(chunk)
                 if time.monotonic() > ends:
                     raise _Late(late)
-    except (requests.exceptions.ChunkedEncodingError, urllib3.exceptions.ProtocolError, OSError,
-            urllib3.exceptions.ReadTimeoutError, requests.Timeout, requests.ConnectionError,
-            urllib3.exceptions.HTTPError) as exc:
+    except (
+        requests.exceptions.ChunkedEncodingError,
+        urllib3.exceptions.ProtocolError,
+        OSError,
+        urllib3.exceptions.ReadTimeoutError,
+        requests.Timeout,
+        requests.ConnectionError,
+        urllib3.exceptions.HTTPError,
+    ) as exc:
         if time.monotonic() >= ends:
             raise _Late(late) from None
         if isinstance(exc, requests.exceptions.ChunkedEncodingError | urllib3.exceptions.ProtocolError):
@@ -220,8 +229,16 @@ class Via:
         return dict(self.headers) if self.headers and here == origin and here.private else {}
 
 
-def send(method: str, url: str, via: Via, ends: float, *, session: requests.Session | None = None,
-         headers: dict[str, str] | None = None, data: bytes | BinaryIO | None = None) -> requests.Response:
+def send(
+    method: str,
+    url: str,
+    via: Via,
+    ends: float,
+    *,
+    session: requests.Session | None = None,
+    headers: dict[str, str] | None = None,
+    data: bytes | BinaryIO | None = None,
+) -> requests.Response:
     """One request, streamed (the caller reads and closes the answer), under the rules of via:
     credentials only to their origin; GET and HEAD redirects (at most MAX_REDIRECTS) only to the same
     origin unless via allows other hosts (then to https only); other methods are never redirected.
@@ -233,21 +250,28 @@ def send(method: str, url: str, via: Via, ends: float, *, session: requests.Sess
         if remaining <= 0:
             raise requests.Timeout(f"deadline reached before {method} {current}")
         wait = max(0.1, min(timeout(), remaining))
-        sent = {"User-Agent": f"tfaot-dist/{__version__}", "Accept-Encoding": "identity", **(headers or {}),
-                **via.headers_for(current, url)}
-        resp = call(method, current, stream=True, timeout=(wait, wait), allow_redirects=False, headers=sent,
-                    data=data)
+        sent = {
+            "User-Agent": f"tfaot-dist/{__version__}",
+            "Accept-Encoding": "identity",
+            **(headers or {}),
+            **via.headers_for(current, url),
+        }
+        resp = call(
+            method, current, stream=True, timeout=(wait, wait), allow_redirects=False, headers=sent, data=data
+        )
         if not resp.is_redirect:
             return resp
         target = urljoin(current, resp.headers.get("Location", ""))
         resp.close()
         if method not in ("GET", "HEAD"):
-            raise SourceUnavailable(f"{method} {url}: redirected to {shown(target)}; refused (only reads "
-                                    "follow redirects)")
+            raise SourceUnavailable(
+                f"{method} {url}: redirected to {shown(target)}; refused (only reads follow redirects)"
+            )
         here, there = Origin.of(url), Origin.of(target)
         if there != here and not (via.other_hosts and there.scheme == "https"):
-            raise SourceUnavailable(f"{url}: redirected to another host or scheme ({shown(target)}); "
-                                    "refused (give the final URL)")
+            raise SourceUnavailable(
+                f"{url}: redirected to another host or scheme ({shown(target)}); refused (give the final URL)"
+            )
         current = target
     raise SourceUnavailable(f"{url}: more than {MAX_REDIRECTS} redirects")
 
@@ -267,7 +291,9 @@ def read_capped(resp: requests.Response, url: str, limit: int, ends: float) -> b
     return b"".join(parts)
 
 
-def _with_retries(url: str, start: Callable[[], Sink], limit: int | None, via: Via = Via()) -> tuple[str, int]:
+def _with_retries(
+    url: str, start: Callable[[], Sink], limit: int | None, via: Via = Via()
+) -> tuple[str, int]:
     """Run attempts of url; start() gives a fresh sink for each one. One deadline covers them all."""
     n = attempts()
     budget = deadline()
@@ -297,8 +323,9 @@ def get_bytes(url: str, limit: int = 64 << 20) -> bytes:
     return b"".join(parts)
 
 
-def download(url: str, directory: Path, expected_sha256: str | None = None, limit: int | None = None,
-             via: Via = Via()) -> Downloaded:
+def download(
+    url: str, directory: Path, expected_sha256: str | None = None, limit: int | None = None, via: Via = Via()
+) -> Downloaded:
     """Stream url into a new temporary file in directory; verified if expected_sha256 is given.
 
     limit: the most bytes accepted (the size an index declares). via: headers and redirect rules (Via).
@@ -312,6 +339,7 @@ def download(url: str, directory: Path, expected_sha256: str | None = None, limi
     with _held_lock:
         _held[tmp] = held
     try:
+
         def start() -> Sink:
             held.seek(0)  # a retry starts the file again
             held.truncate()
@@ -320,7 +348,9 @@ def download(url: str, directory: Path, expected_sha256: str | None = None, limi
         digest, size = _with_retries(url, start, limit, via)
         held.flush()
         if expected_sha256 is not None and digest != expected_sha256:
-            raise IntegrityError(f"{url}: sha256 is {digest}, expected {expected_sha256} ({size} bytes received)")
+            raise IntegrityError(
+                f"{url}: sha256 is {digest}, expected {expected_sha256} ({size} bytes received)"
+            )
         return Downloaded(tmp, digest, size)
     except BaseException:
         discard(tmp)
@@ -371,8 +401,13 @@ def keep(downloaded: Path, cache: Path, sha256: str) -> Path:
 
 def _reason(exc: Exception) -> str:
     text = str(exc)
-    for marker in ("Connection refused", "Name or service not known", "No route to host",
-                   "Connection reset by peer", "timed out"):
+    for marker in (
+        "Connection refused",
+        "Name or service not known",
+        "No route to host",
+        "Connection reset by peer",
+        "timed out",
+    ):
         if marker in text:
             return marker
     return text.splitlines()[0][:200] if text else type(exc).__name__

@@ -63,6 +63,7 @@ def write_atomic(path: Path, data: bytes | str) -> None:
 
 def copy_atomic(src: Path, path: Path) -> None:
     """Copy src to path through a temporary sibling and a rename."""
+
     def copy(f: BinaryIO) -> None:
         with open(src, "rb") as s:
             shutil.copyfileobj(s, f, 1 << 20)

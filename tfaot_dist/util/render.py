@@ -35,9 +35,13 @@ def spec_templates_dir() -> Path:
     return Path(str(resources.files("tfaot_dist.spec_templates")))
 
 
-def make_environment(folders: list[Path], *, autoescape: bool | Callable[[str | None], bool],
-                     finalize: Callable[[Any], Any] | None = None,
-                     keep_trailing_newline: bool = True) -> jinja2.Environment:
+def make_environment(
+    folders: list[Path],
+    *,
+    autoescape: bool | Callable[[str | None], bool],
+    finalize: Callable[[Any], Any] | None = None,
+    keep_trailing_newline: bool = True,
+) -> jinja2.Environment:
     """A Jinja2 environment as every one of tfaot-dist is: an undefined value is an error, block
     tags leave no blank lines. folders: where templates are looked up ([] for from_string only)."""
     return jinja2.Environment(
@@ -53,7 +57,9 @@ def make_environment(folders: list[Path], *, autoescape: bool | Callable[[str | 
 
 @cache
 def environment() -> jinja2.Environment:
-    autoescape = jinja2.select_autoescape(enabled_extensions=("xml.j2",), default_for_string=False, default=False)
+    autoescape = jinja2.select_autoescape(
+        enabled_extensions=("xml.j2",), default_for_string=False, default=False
+    )
     return make_environment([package_templates_dir()], autoescape=autoescape)
 
 
@@ -62,7 +68,16 @@ def render(template: str, **context: Any) -> str:
 
 
 MODEL_HEADER_KEYS = frozenset(
-    {"package", "namespace", "class_name", "batch_sizes", "inputs", "outputs", "default_rules", "tfaot_dist_version"}
+    {
+        "package",
+        "namespace",
+        "class_name",
+        "batch_sizes",
+        "inputs",
+        "outputs",
+        "default_rules",
+        "tfaot_dist_version",
+    }
 )
 
 

@@ -49,15 +49,21 @@ def shown(value: object, limit: int = MAX_TEXT, quote: bool = True) -> str:
 
 
 _SHORT_REPR = reprlib.Repr()  # bounded at every level (Python 3.11 takes no arguments here)
-_SHORT_REPR.maxlevel, _SHORT_REPR.maxstring, _SHORT_REPR.maxlong, _SHORT_REPR.maxother = 3, MAX_TEXT, 60, MAX_TEXT
+_SHORT_REPR.maxlevel, _SHORT_REPR.maxstring, _SHORT_REPR.maxlong, _SHORT_REPR.maxother = (
+    3,
+    MAX_TEXT,
+    60,
+    MAX_TEXT,
+)
 _TERMINAL_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def terminal(text: str) -> str:
     """Text for a terminal: control characters (escape sequences, carriage returns) become \\xNN;
     under GitHub Actions, each line is also made inert for the runner (actions_safe)."""
-    text = _TERMINAL_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
-                                 else f"\\u{ord(m.group()):04x}", text)
+    text = _TERMINAL_CONTROL.sub(
+        lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text
+    )
     return actions_safe(text) if under_actions() else text
 
 
@@ -105,8 +111,9 @@ def _single_line(value: object) -> object:
 def environment() -> jinja2.Environment:
     """Specs (spec_templates/), CMake and pkg-config files (package_templates/): no autoescape (none
     of them is XML), one line per value."""
-    return make_environment([spec_templates_dir(), package_templates_dir()], autoescape=False,
-                            finalize=_single_line)
+    return make_environment(
+        [spec_templates_dir(), package_templates_dir()], autoescape=False, finalize=_single_line
+    )
 
 
 def render(template: str, **context: object) -> str:

@@ -33,8 +33,10 @@ class BoundedLoader(yaml.SafeLoader):
     def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
         if self.check_event(yaml.AliasEvent):
             event: Any = self.peek_event()  # type: ignore[no-untyped-call]  # PyYAML's stubs leave it untyped
-            raise _Refused(f"line {event.start_mark.line + 1}: aliases (*{shown(event.anchor, 60, False)}) "
-                           "are not allowed")
+            raise _Refused(
+                f"line {event.start_mark.line + 1}: aliases (*{shown(event.anchor, 60, False)}) "
+                "are not allowed"
+            )
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
@@ -49,15 +51,18 @@ class BoundedLoader(yaml.SafeLoader):
         for key_node, _ in node.value:
             key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
             if key is not None and key in seen:
-                raise _Refused(f"{shown(key, 60, False)}: duplicate key (line {key_node.start_mark.line + 1})")
+                raise _Refused(
+                    f"{shown(key, 60, False)}: duplicate key (line {key_node.start_mark.line + 1})"
+                )
             seen.add(key)
         return super().construct_mapping(node, deep)
 
     def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
         digits = sum(c.isalnum() for c in node.value)
         if digits > MAX_INT_DIGITS:
-            raise _Refused(f"line {node.start_mark.line + 1}: integer of {digits} digits "
-                           f"(at most {MAX_INT_DIGITS})")
+            raise _Refused(
+                f"line {node.start_mark.line + 1}: integer of {digits} digits (at most {MAX_INT_DIGITS})"
+            )
         return super().construct_yaml_int(node)
 
 
@@ -118,14 +123,20 @@ class Fields:
         """How error messages name a field: 'FILE: section.key'."""
         return f"{self.file}: {self.prefix}.{key}" if self.prefix else f"{self.file}: {key}"
 
-    def take(self, key: str, kind: type | tuple[type, ...], default: Any = ..., required: bool = False) -> Any:
+    def take(
+        self, key: str, kind: type | tuple[type, ...], default: Any = ..., required: bool = False
+    ) -> Any:
         """The value at key if it is of kind (a YAML value: its type is checked, not known statically)."""
         if key not in self.data:
             if required or default is ...:
                 raise InvalidInput(f"{self.at(key)}: required field is missing{self._misspelt(key)}")
             return default
         value = self.data.pop(key)
-        if isinstance(value, bool) and kind is not bool and bool not in (kind if isinstance(kind, tuple) else ()):
+        if (
+            isinstance(value, bool)
+            and kind is not bool
+            and bool not in (kind if isinstance(kind, tuple) else ())
+        ):
             raise InvalidInput(f"{self.at(key)}: expected {_kind_name(kind)}, got {shown(value)}")
         if not isinstance(value, kind):
             raise InvalidInput(f"{self.at(key)}: expected {_kind_name(kind)}, got {shown(value)}")

@@ -48,7 +48,11 @@ def main(argv: list[str]) -> int:
     try:
         answer: Json = {"ok": True, **OPS[req["op"]](req)}
     except Exception as exc:  # report, never hang the caller on a traceback
-        answer = {"ok": False, "message": f"{type(exc).__name__}: {exc}".strip(), "traceback": traceback.format_exc()}
+        answer = {
+            "ok": False,
+            "message": f"{type(exc).__name__}: {exc}".strip(),
+            "traceback": traceback.format_exc(),
+        }
     tmp = req["result"] + ".tmp"
     with open(tmp, "w") as f:
         json.dump(answer, f)
@@ -70,13 +74,27 @@ def convert(req: Json) -> Json:
     tf.get_logger().setLevel("ERROR")
     key = req["serving_key"]
     graph_def, inputs, outputs, tables, renames = tf_loader.from_saved_model(
-        req["saved_model"], None, None, ["serve"], [key], return_initialized_tables=True,
-        return_tensors_to_rename=True)
+        req["saved_model"],
+        None,
+        None,
+        ["serve"],
+        [key],
+        return_initialized_tables=True,
+        return_tensors_to_rename=True,
+    )
     rewritten = {"Erfc": erfc_as_one_minus_erf(tf, graph_def) if req.get("rewrite_erfc", True) else 0}
     opset = req.get("opset", OPSET)
     with tf.device("/cpu:0"):
-        _convert_common(graph_def, name=req["saved_model"], opset=opset, input_names=inputs, output_names=outputs,
-                        tensors_to_rename=renames, initialized_tables=tables, output_path=req["onnx"])
+        _convert_common(
+            graph_def,
+            name=req["saved_model"],
+            opset=opset,
+            input_names=inputs,
+            output_names=outputs,
+            tensors_to_rename=renames,
+            initialized_tables=tables,
+            output_path=req["onnx"],
+        )
 
     session = make_session(ort, req["onnx"])
     fn = tf.saved_model.load(req["saved_model"], tags=["serve"]).signatures[key]
@@ -85,15 +103,18 @@ def convert(req: Json) -> Json:
     ok = True
     tolerance = req.get("tolerance", 1e-5)
     for bs in req.get("check_batch_sizes", [1, 3]):
-        feeds = random_inputs(np, {n: (s.dtype.as_numpy_dtype, s.shape.as_list()[1:]) for n, s in specs.items()},
-                              bs, seed=bs)
+        feeds = random_inputs(
+            np, {n: (s.dtype.as_numpy_dtype, s.shape.as_list()[1:]) for n, s in specs.items()}, bs, seed=bs
+        )
         expected = {n: t.numpy() for n, t in fn(**{n: tf.constant(v) for n, v in feeds.items()}).items()}
         got = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds), strict=True))
         for name, want in expected.items():
             have = got[name]
             if have.shape != want.shape:
-                raise ValueError(f"output {name}, batch size {bs}: ONNX Runtime gave shape {have.shape}, "
-                                 f"TensorFlow {want.shape}")
+                raise ValueError(
+                    f"output {name}, batch size {bs}: ONNX Runtime gave shape {have.shape}, "
+                    f"TensorFlow {want.shape}"
+                )
             diff = np.abs(have.astype(np.float64) - want.astype(np.float64))
             rel = np.where(want != 0, diff / np.maximum(np.abs(want.astype(np.float64)), 1e-300), 0.0)
             worst = deviations.setdefault(name, {"max_abs": 0.0, "max_rel": 0.0})
@@ -106,10 +127,19 @@ def convert(req: Json) -> Json:
     import onnx
 
     op_types = sorted({n.op_type for n in onnx.load(req["onnx"]).graph.node})
-    return {"onnx": req["onnx"], "opset": opset, "rewritten": rewritten, "op_types": op_types, "outputs_match": ok, "tolerance": tolerance,
-            "deviations": deviations, "versions": versions(ort, tf2onnx, tf),
-            "inputs": [{"name": i.name, "type": i.type, "shape": [str(d) for d in i.shape]}
-                       for i in session.get_inputs()]}
+    return {
+        "onnx": req["onnx"],
+        "opset": opset,
+        "rewritten": rewritten,
+        "op_types": op_types,
+        "outputs_match": ok,
+        "tolerance": tolerance,
+        "deviations": deviations,
+        "versions": versions(ort, tf2onnx, tf),
+        "inputs": [
+            {"name": i.name, "type": i.type, "shape": [str(d) for d in i.shape]} for i in session.get_inputs()
+        ],
+    }
 
 
 def erfc_as_one_minus_erf(tf: Any, graph_def: Any) -> int:
@@ -121,7 +151,9 @@ def erfc_as_one_minus_erf(tf: Any, graph_def: Any) -> int:
         dtype = node.attr["T"].type
         data = [i for i in node.input if not i.startswith("^")]
         control = [i for i in node.input if i.startswith("^")]
-        erf = node_def_pb2.NodeDef(name=f"{node.name}/tfaot_erf", op="Erf", input=data + control, device=node.device)
+        erf = node_def_pb2.NodeDef(
+            name=f"{node.name}/tfaot_erf", op="Erf", input=data + control, device=node.device
+        )
         erf.attr["T"].type = dtype
         one = node_def_pb2.NodeDef(name=f"{node.name}/tfaot_one", op="Const", device=node.device)
         one.attr["dtype"].type = dtype
@@ -137,8 +169,12 @@ def erfc_as_one_minus_erf(tf: Any, graph_def: Any) -> int:
 def versions(ort: Any, tf2onnx: Any, tf: Any) -> dict[str, str]:
     import onnx
 
-    return {"onnxruntime": ort.__version__, "tf2onnx": tf2onnx.__version__, "onnx": onnx.__version__,
-            "tensorflow": tf.__version__}
+    return {
+        "onnxruntime": ort.__version__,
+        "tf2onnx": tf2onnx.__version__,
+        "onnx": onnx.__version__,
+        "tensorflow": tf.__version__,
+    }
 
 
 # ---------------------------------------------------------------- sessions
@@ -153,12 +189,18 @@ def make_session(ort: Any, path: str | bytes) -> Any:  # path: or the serialised
     return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
 
 
-NUMPY_TYPES = {"tensor(float)": "float32", "tensor(double)": "float64", "tensor(int32)": "int32",
-               "tensor(int64)": "int64", "tensor(bool)": "bool"}
+NUMPY_TYPES = {
+    "tensor(float)": "float32",
+    "tensor(double)": "float64",
+    "tensor(int32)": "int32",
+    "tensor(int64)": "int64",
+    "tensor(bool)": "bool",
+}
 
 
-def random_inputs(np: Any, specs: dict[str, tuple[Any, list[int]]], batch_size: int,
-                  seed: int = 12345) -> dict[str, Any]:
+def random_inputs(
+    np: Any, specs: dict[str, tuple[Any, list[int]]], batch_size: int, seed: int = 12345
+) -> dict[str, Any]:
     """{name: array} of uniform random numbers in [-2, 2) for specs {name: (numpy dtype, shape without batch)}."""
     rng = np.random.default_rng(seed)
     feeds: dict[str, Any] = {}  # name -> numpy array
@@ -214,11 +256,19 @@ def time_model(req: Json) -> Json:
     timings: list[Json] = []
     for bs in req["batch_sizes"]:
         binding, _keep = bound(ort, np, session, session_inputs(np, session, bs))
-        timings.append({"batch_size": bs, "seconds_per_call": seconds_per_call(session, binding, req["warmup"],
-                                                                               req["calls"]),
-                        "calls": req["calls"], "warmup": req["warmup"]})
-    return {"timings": timings, "call_overhead": call_overhead(ort, np, req.get("overhead_calls", 20000)),
-            "onnxruntime_version": ort.__version__}
+        timings.append(
+            {
+                "batch_size": bs,
+                "seconds_per_call": seconds_per_call(session, binding, req["warmup"], req["calls"]),
+                "calls": req["calls"],
+                "warmup": req["warmup"],
+            }
+        )
+    return {
+        "timings": timings,
+        "call_overhead": call_overhead(ort, np, req.get("overhead_calls", 20000)),
+        "onnxruntime_version": ort.__version__,
+    }
 
 
 def call_overhead(ort: Any, np: Any, calls: int) -> float:
@@ -226,9 +276,12 @@ def call_overhead(ort: Any, np: Any, calls: int) -> float:
     import onnx
     from onnx import TensorProto, helper
 
-    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "one_node",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1])])
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "one_node",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1])],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
     model.ir_version = 8
     onnx.checker.check_model(model)
@@ -241,9 +294,21 @@ def call_overhead(ort: Any, np: Any, calls: int) -> float:
 
 
 class _Mallinfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in
-                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
-                 "keepcost")]
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
 
 
 def status_kb(field: str) -> int:
@@ -266,8 +331,14 @@ def memory(req: Json) -> Json:
     libc = ctypes.CDLL(None)
     libc.mallinfo2.restype = _Mallinfo2
     heap = libc.mallinfo2()
-    return {"row": {"instances": req["instances"], "vm_hwm_kb": status_kb("VmHWM"), "vm_rss_kb": status_kb("VmRSS"),
-                    "heap_bytes": heap.uordblks + heap.hblkhd}}
+    return {
+        "row": {
+            "instances": req["instances"],
+            "vm_hwm_kb": status_kb("VmHWM"),
+            "vm_rss_kb": status_kb("VmRSS"),
+            "heap_bytes": heap.uordblks + heap.hblkhd,
+        }
+    }
 
 
 OPS: dict[str, Callable[[Json], Json]] = {"convert": convert, "time": time_model, "memory": memory}

@@ -65,11 +65,20 @@ def main(argv: list[str]) -> int:
             emul = [(x, y) for x, y, r in zip(xs, ys, rows) if not r.get("compiled")]
             main_series = engine == "aot"
             if comp:
-                ax.plot(*zip(*comp), "o", color=look["color"],
-                        label="AOT compiled batch size" if main_series else None)
+                ax.plot(
+                    *zip(*comp),
+                    "o",
+                    color=look["color"],
+                    label="AOT compiled batch size" if main_series else None,
+                )
             if emul:
-                ax.plot(*zip(*emul), "o", mfc="none", color=look["color"],
-                        label="AOT emulated (batch rules)" if main_series else None)
+                ax.plot(
+                    *zip(*emul),
+                    "o",
+                    mfc="none",
+                    color=look["color"],
+                    label="AOT emulated (batch rules)" if main_series else None,
+                )
         else:
             ax.plot(xs, ys, "s", ms=3, color=look["color"])
     ax.set_xscale("log", base=2)
@@ -77,7 +86,9 @@ def main(argv: list[str]) -> int:
     ax.set_xlabel("batch size")
     ax.set_ylabel("time per event [µs]")
     proto = result["protocol"]
-    ax.set_title(f"{title}\nsingle thread, {proto['warmup']} warm-up + {proto['calls']} timed calls", fontsize=9)
+    ax.set_title(
+        f"{title}\nsingle thread, {proto['warmup']} warm-up + {proto['calls']} timed calls", fontsize=9
+    )
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     written.append(save(fig, out / f"{name}_time.png"))
@@ -87,15 +98,24 @@ def main(argv: list[str]) -> int:
         for engine, rows in result["time"].items():
             rows = sorted((r for r in rows if "gflops" in r), key=lambda r: r["batch_size"])
             look = style(engine)
-            ax.plot([r["batch_size"] for r in rows], [r["gflops"] for r in rows], marker="o", ms=3,
-                    linestyle=look["linestyle"], color=look["color"], label=look["label"])
+            ax.plot(
+                [r["batch_size"] for r in rows],
+                [r["gflops"] for r in rows],
+                marker="o",
+                ms=3,
+                linestyle=look["linestyle"],
+                color=look["color"],
+                label=look["label"],
+            )
         for level, peak in result.get("peak_gflops", {}).items():
             ax.axhline(peak, color="grey", linewidth=0.8, linestyle="-.")
             ax.annotate(f"peak {level}: {peak:.0f}", (1, peak), fontsize=7, va="bottom", color="grey")
         ax.set_xscale("log", base=2)
         ax.set_xlabel("batch size")
         ax.set_ylabel("GFLOP/s (one core)")
-        ax.set_title(f"{title}\n{result['flops_per_event']:,} floating point operations per event", fontsize=9)
+        ax.set_title(
+            f"{title}\n{result['flops_per_event']:,} floating point operations per event", fontsize=9
+        )
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
         written.append(save(fig, out / f"{name}_gflops.png"))
@@ -106,10 +126,22 @@ def main(argv: list[str]) -> int:
             rows = sorted(rows, key=lambda r: r["instances"])
             look = style(engine)
             xs = [r["instances"] for r in rows]
-            ax1.plot(xs, [r["vm_hwm_kb"] / 1024 for r in rows], marker="o", linestyle=look["linestyle"],
-                     color=look["color"], label=look["label"])
-            ax2.plot(xs, [r["heap_bytes"] / 2**20 for r in rows], marker="o", linestyle=look["linestyle"],
-                     color=look["color"], label=look["label"])
+            ax1.plot(
+                xs,
+                [r["vm_hwm_kb"] / 1024 for r in rows],
+                marker="o",
+                linestyle=look["linestyle"],
+                color=look["color"],
+                label=look["label"],
+            )
+            ax2.plot(
+                xs,
+                [r["heap_bytes"] / 2**20 for r in rows],
+                marker="o",
+                linestyle=look["linestyle"],
+                color=look["color"],
+                label=look["label"],
+            )
         for ax, what in ((ax1, "peak RSS of the process [MiB]"), (ax2, "heap in use [MiB]")):
             ax.set_yscale("log")
             ax.set_xlabel("model instances in the process (AOT models / TF sessions)")

@@ -80,17 +80,25 @@ def run(req: Json) -> Json:
             spec = specs[name]
             shape = [bs, *spec.shape.as_list()[1:]]
             values = rng.uniform(-2.0, 2.0, size=shape)
-            feeds[name] = tf.constant(values > 0 if spec.dtype == tf.bool else values.astype(spec.dtype.as_numpy_dtype))
+            feeds[name] = tf.constant(
+                values > 0 if spec.dtype == tf.bool else values.astype(spec.dtype.as_numpy_dtype)
+            )
         for _ in range(req["warmup"]):
             fn(**feeds)
         start = time.perf_counter()
         for _ in range(req["calls"]):
             fn(**feeds)
         seconds = (time.perf_counter() - start) / max(1, req["calls"])
-        timings.append({"batch_size": bs, "seconds_per_call": seconds, "calls": req["calls"],
-                        "warmup": req["warmup"]})
-    return {"signature": signature, "weights": weights, "timings": timings, "flops_per_event": flops,
-            "tensorflow_version": tf.__version__}
+        timings.append(
+            {"batch_size": bs, "seconds_per_call": seconds, "calls": req["calls"], "warmup": req["warmup"]}
+        )
+    return {
+        "signature": signature,
+        "weights": weights,
+        "timings": timings,
+        "flops_per_event": flops,
+        "tensorflow_version": tf.__version__,
+    }
 
 
 def flops_per_event(tf: Any, fn: Any, specs: dict[str, Any]) -> int | None:

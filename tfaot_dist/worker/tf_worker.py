@@ -103,7 +103,9 @@ def _load_signature(tf: Any, saved_model: str, serving_key: str) -> tuple[Any, A
 
 def _describe(name: str, dtype: Any, shape: Any) -> Json:
     if dtype.name not in DTYPES:
-        raise WorkerError(INVALID_INPUT, f"tensor '{name}' has dtype {dtype.name}; supported: {', '.join(DTYPES)}")
+        raise WorkerError(
+            INVALID_INPUT, f"tensor '{name}' has dtype {dtype.name}; supported: {', '.join(DTYPES)}"
+        )
     dims = shape.as_list() if shape.rank is not None else None
     return {"name": name, "dtype": dtype.name, "dims": dims}
 
@@ -120,16 +122,24 @@ def _check_keys(kind: str, tensors: list[Json]) -> None:
     for t in tensors:
         name = t["name"]
         if not re.fullmatch(r"[A-Za-z0-9_/]+", name):
-            raise WorkerError(INVALID_INPUT, f"{kind} key {name[:100]!r}: not a name tfcompile accepts: {KEY_RULE}")
+            raise WorkerError(
+                INVALID_INPUT, f"{kind} key {name[:100]!r}: not a name tfcompile accepts: {KEY_RULE}"
+            )
         cpp = name.replace("/", "_")
         if cpp in seen:
-            raise WorkerError(INVALID_INPUT, f"{kind} keys {seen[cpp]!r} and {name!r} give the same C++ name "
-                                             f"{cpp!r} ('/' becomes '_'); rename one")
+            raise WorkerError(
+                INVALID_INPUT,
+                f"{kind} keys {seen[cpp]!r} and {name!r} give the same C++ name "
+                f"{cpp!r} ('/' becomes '_'); rename one",
+            )
         seen[cpp] = name
     for cpp, name in seen.items():
         if cpp + "_data" in seen:
-            raise WorkerError(INVALID_INPUT, f"{kind} keys {name!r} and {seen[cpp + '_data']!r}: tfcompile refuses "
-                                             "a name next to the same name + '_data'; rename one")
+            raise WorkerError(
+                INVALID_INPUT,
+                f"{kind} keys {name!r} and {seen[cpp + '_data']!r}: tfcompile refuses "
+                "a name next to the same name + '_data'; rename one",
+            )
 
 
 def check_bounds(signature: Json, req: Json, batch_sizes: Sequence[int] = ()) -> None:
@@ -142,14 +152,20 @@ def check_bounds(signature: Json, req: Json, batch_sizes: Sequence[int] = ()) ->
         for d in t["shape"]:
             elements *= d
         if most and elements > most:
-            raise WorkerError(INVALID_INPUT, f"input '{t['name']}' declares {elements} elements per row "
-                                             f"(shape {t['shape']}), at most {most} (TFAOT_DIST_MAX_ROW_ELEMENTS)")
+            raise WorkerError(
+                INVALID_INPUT,
+                f"input '{t['name']}' declares {elements} elements per row "
+                f"(shape {t['shape']}), at most {most} (TFAOT_DIST_MAX_ROW_ELEMENTS)",
+            )
         row_bytes += elements * DTYPE_BYTES[t["dtype"]]
     budget = req.get("max_batch_bytes")
     largest = max(batch_sizes, default=0)
     if budget and largest and row_bytes * largest > budget:
-        raise WorkerError(INVALID_INPUT, f"the inputs take {row_bytes * largest} bytes at batch size {largest} "
-                                         f"({row_bytes} per row), at most {budget} (TFAOT_DIST_MAX_BATCH_BYTES)")
+        raise WorkerError(
+            INVALID_INPUT,
+            f"the inputs take {row_bytes * largest} bytes at batch size {largest} "
+            f"({row_bytes} per row), at most {budget} (TFAOT_DIST_MAX_BATCH_BYTES)",
+        )
 
 
 def _signature(fn: Any, req: Json | None = None) -> Json:
@@ -164,7 +180,9 @@ def _signature(fn: Any, req: Json | None = None) -> Json:
         for t in tensors:
             dims = t["dims"]
             if dims is None or not dims:
-                raise WorkerError(INVALID_INPUT, f"{kind} '{t['name']}' has no batch dimension (shape {dims})")
+                raise WorkerError(
+                    INVALID_INPUT, f"{kind} '{t['name']}' has no batch dimension (shape {dims})"
+                )
             if dims[0] is not None:
                 raise WorkerError(
                     INVALID_INPUT,
@@ -204,21 +222,58 @@ _BOUNDARY_OPS = {"Placeholder", "NoOp", "Const", "Identity", "IdentityN", "_Arg"
 
 # What to change when a model uses ops XLA cannot compile: (ops, advice).
 _ADVICE = [
-    ({"Enter", "Exit", "LoopCond", "Merge", "NextIteration", "Switch", "RefEnter", "RefExit", "RefMerge",
-      "RefSwitch", "RefNextIteration"},
-     "TF1 control flow (tf.compat.v1 while_loop/cond or a graph-mode export): export the model from "
-     "TensorFlow 2 (tf.function or Keras), whose loops and conditions are functional While/If ops"),
-    ({"StringToNumber", "AsString", "StringSplit", "StringSplitV2", "StringJoin", "RegexReplace",
-      "StringFormat", "Substr", "StringLength", "DecodeRaw"},
-     "string processing: do it before the model and feed numbers"),
-    ({"HashTableV2", "LookupTableFindV2", "LookupTableImportV2", "MutableHashTableV2", "StaticRegexFullMatch"},
-     "table lookups: map keys to integer ids before the model (an Embedding takes the ids)"),
+    (
+        {
+            "Enter",
+            "Exit",
+            "LoopCond",
+            "Merge",
+            "NextIteration",
+            "Switch",
+            "RefEnter",
+            "RefExit",
+            "RefMerge",
+            "RefSwitch",
+            "RefNextIteration",
+        },
+        "TF1 control flow (tf.compat.v1 while_loop/cond or a graph-mode export): export the model from "
+        "TensorFlow 2 (tf.function or Keras), whose loops and conditions are functional While/If ops",
+    ),
+    (
+        {
+            "StringToNumber",
+            "AsString",
+            "StringSplit",
+            "StringSplitV2",
+            "StringJoin",
+            "RegexReplace",
+            "StringFormat",
+            "Substr",
+            "StringLength",
+            "DecodeRaw",
+        },
+        "string processing: do it before the model and feed numbers",
+    ),
+    (
+        {
+            "HashTableV2",
+            "LookupTableFindV2",
+            "LookupTableImportV2",
+            "MutableHashTableV2",
+            "StaticRegexFullMatch",
+        },
+        "table lookups: map keys to integer ids before the model (an Embedding takes the ids)",
+    ),
     ({"PyFunc", "EagerPyFunc", "PyFuncStateless"}, "Python functions: write the step with TensorFlow ops"),
-    ({"RandomUniform", "RandomStandardNormal", "StatelessRandomUniformV2"},
-     "random numbers: export the inference model (training=False) without random layers"),
+    (
+        {"RandomUniform", "RandomStandardNormal", "StatelessRandomUniformV2"},
+        "random numbers: export the inference model (training=False) without random layers",
+    ),
 ]
-_DEFAULT_ADVICE = ("replace the layer that makes it with ops XLA compiles (README: Which models work), "
-                   "or compute that part outside the model")
+_DEFAULT_ADVICE = (
+    "replace the layer that makes it with ops XLA compiles (README: Which models work), "
+    "or compute that part outside the model"
+)
 
 
 def advice(op: str) -> str:
@@ -283,8 +338,10 @@ def do_check(tf: Any, req: Json) -> Json:
 
 # What to change for tfcompile errors of graphs whose every op has a kernel: (text in the error, advice).
 _COMPILE_ADVICE = [
-    ("must be a compile-time constant",
-     "a size or shape is computed from input values; XLA needs it fixed: use fixed sizes (pad to a maximum)"),
+    (
+        "must be a compile-time constant",
+        "a size or shape is computed from input values; XLA needs it fixed: use fixed sizes (pad to a maximum)",
+    ),
 ]
 
 
@@ -306,8 +363,15 @@ def _trial_compile(graph_def: Any, config: Any, xla_flags: list[str]) -> str | N
             f.write(graph_def.SerializeToString())
         with open(config_path, "w") as f:
             f.write(str(config))
-        job = {"stem": "check_bs1", "cpp_class": "tfaot_check::check_bs1", "graph": graph, "config": config_path,
-               "target_triple": "x86_64-pc-linux", "target_cpu": "", "xla_flags": xla_flags}
+        job = {
+            "stem": "check_bs1",
+            "cpp_class": "tfaot_check::check_bs1",
+            "graph": graph,
+            "config": config_path,
+            "target_triple": "x86_64-pc-linux",
+            "target_cpu": "",
+            "xla_flags": xla_flags,
+        }
         cwd = os.getcwd()
         try:
             return _run_job(job, work, full=True)
@@ -343,18 +407,29 @@ def _frozen(tf: Any, fn: Any, signature: Json, bs: int) -> tuple[Any, Any]:
     for t, ph in zip(signature["inputs"], placeholders):
         shape = [bs] + t["shape"]
         if ph.dtype.name != t["dtype"] or ph.shape.as_list() != shape:
-            raise WorkerError(COMPILE_FAILED, f"batch size {bs}: input '{t['name']}' froze to "
-                              f"{ph.dtype.name}{ph.shape.as_list()}, expected {t['dtype']}{shape}")
-        config.feed.append(tf2xla_pb2.Feed(
-            id=tf2xla_pb2.TensorId(node_name=ph.op.name, output_index=ph.value_index),
-            name="feed_" + t["name"].replace("/", "_"),
-            type=ph.dtype.as_datatype_enum, shape=tf.TensorShape(shape).as_proto()))
+            raise WorkerError(
+                COMPILE_FAILED,
+                f"batch size {bs}: input '{t['name']}' froze to "
+                f"{ph.dtype.name}{ph.shape.as_list()}, expected {t['dtype']}{shape}",
+            )
+        config.feed.append(
+            tf2xla_pb2.Feed(
+                id=tf2xla_pb2.TensorId(node_name=ph.op.name, output_index=ph.value_index),
+                name="feed_" + t["name"].replace("/", "_"),
+                type=ph.dtype.as_datatype_enum,
+                shape=tf.TensorShape(shape).as_proto(),
+            )
+        )
     for t in signature["outputs"]:
         out = outputs[t["name"]]
-        config.fetch.append(tf2xla_pb2.Fetch(
-            id=tf2xla_pb2.TensorId(node_name=out.op.name, output_index=out.value_index),
-            name="fetch_" + t["name"].replace("/", "_"),
-            type=out.dtype.as_datatype_enum, shape=tf.TensorShape([bs] + t["shape"]).as_proto()))
+        config.fetch.append(
+            tf2xla_pb2.Fetch(
+                id=tf2xla_pb2.TensorId(node_name=out.op.name, output_index=out.value_index),
+                name="fetch_" + t["name"].replace("/", "_"),
+                type=out.dtype.as_datatype_enum,
+                shape=tf.TensorShape([bs] + t["shape"]).as_proto(),
+            )
+        )
     return frozen.graph.as_graph_def(), config
 
 
@@ -401,7 +476,9 @@ def _formula_nodes(tf: Any, node: Any, prefix: str) -> list[Any]:
     added: list[Any] = []
 
     def add(name: str, op: str, inputs: list[str], value: float | None = None) -> str:
-        added.append(_node(tf, prefix + "/" + name if name else node.name, op, inputs, dtype, node.device, value))
+        added.append(
+            _node(tf, prefix + "/" + name if name else node.name, op, inputs, dtype, node.device, value)
+        )
         added_name: str = added[-1].name
         return added_name
 
@@ -409,14 +486,17 @@ def _formula_nodes(tf: Any, node: Any, prefix: str) -> list[Any]:
     negative = add("negative", "Less", [data, zero])
     exp_minus_one = add("exp_minus_one", "Sub", [add("exp", "Exp", [data]), one])
     if scale != 1.0:
-        exp_minus_one = add("negative_side", "Mul", [add("scale_alpha", "Const", [], scale_alpha), exp_minus_one])
+        exp_minus_one = add(
+            "negative_side", "Mul", [add("scale_alpha", "Const", [], scale_alpha), exp_minus_one]
+        )
         data = add("positive_side", "Mul", [add("scale", "Const", [], scale), data])
     add("", "SelectV2", [negative, exp_minus_one, data, *controls])
     return added
 
 
-def _node(tf: Any, name: str, op: str, inputs: list[str], dtype: int, device: str,
-          value: float | None = None) -> Any:
+def _node(
+    tf: Any, name: str, op: str, inputs: list[str], dtype: int, device: str, value: float | None = None
+) -> Any:
     """A NodeDef of one element type: a scalar Const of value, or op over inputs."""
     from tensorflow.core.framework import node_def_pb2
 
@@ -440,8 +520,14 @@ def _conv3d_as_conv2d(tf: Any, graph_def: Any) -> dict[str, int]:
     """Replace each float32 NDHWC Conv3D (dilation 1) of graph_def by the sum over the kernel's depth of
     Conv2D over the matching depth slices; returns {"Conv3D": count}. Same sums, other order: the results
     agree with TensorFlow's Conv3D to rounding. The last node keeps the replaced node's name."""
-    targets = [n for n in graph_def.node if n.op == "Conv3D" and n.attr["T"].type == tf.float32.as_datatype_enum
-               and n.attr["data_format"].s in (b"", b"NDHWC") and set(n.attr["dilations"].list.i) <= {1}]
+    targets = [
+        n
+        for n in graph_def.node
+        if n.op == "Conv3D"
+        and n.attr["T"].type == tf.float32.as_datatype_enum
+        and n.attr["data_format"].s in (b"", b"NDHWC")
+        and set(n.attr["dilations"].list.i) <= {1}
+    ]
     if not targets:
         return {}
     graph = tf.Graph()
@@ -482,7 +568,7 @@ def _conv3d_nodes(tf: Any, node: Any, inputs: list[str], shapes: list[list[int]]
         out_depth = (depth - kd) // sd + 1
         terms: list[Any] = []
         for i in range(kd):
-            xs = x[:, i:i + (out_depth - 1) * sd + 1:sd]
+            xs = x[:, i : i + (out_depth - 1) * sd + 1 : sd]
             xs = tf.reshape(xs, [batch * out_depth, *xs.shape.as_list()[2:]])
             terms.append(tf.nn.conv2d(xs, w[i], [1, sh, sw, 1], "VALID"))
         y = tf.add_n(terms) if len(terms) > 1 else terms[0]
@@ -515,11 +601,18 @@ def _top_k_kept_whole(tf: Any, graph_def: Any) -> dict[str, int]:
     """
     count = 0
     for node in [n for n in graph_def.node if n.op == "TopKV2"]:
-        name, index_type = node.name, node.attr["index_type"].type if "index_type" in node.attr else 3  # int32
+        name, index_type = (
+            node.name,
+            node.attr["index_type"].type if "index_type" in node.attr else 3,
+        )  # int32
         node.name = name + "/tfaot_top_k"
         zero = _node(tf, name + "/tfaot_zero", "Const", [], index_type, node.device, 0)
-        kept = _node(tf, name + "/tfaot_indices", "Maximum", [node.name + ":1", zero.name], index_type, node.device)
-        outputs = graph_def.node.add(name=name, op="IdentityN", device=node.device, input=[node.name, kept.name])
+        kept = _node(
+            tf, name + "/tfaot_indices", "Maximum", [node.name + ":1", zero.name], index_type, node.device
+        )
+        outputs = graph_def.node.add(
+            name=name, op="IdentityN", device=node.device, input=[node.name, kept.name]
+        )
         outputs.attr["T"].list.type.extend([node.attr["T"].type, index_type])
         graph_def.node.extend([zero, kept])
         count += 1
@@ -607,8 +700,9 @@ class _Helpers:
 
         ctx = multiprocessing.get_context("spawn")
         self.jobs, self.done = ctx.Queue(), ctx.Queue()
-        self.procs = [ctx.Process(target=_helper_main, args=(self.jobs, self.done), daemon=True)
-                      for _ in range(count)]
+        self.procs = [
+            ctx.Process(target=_helper_main, args=(self.jobs, self.done), daemon=True) for _ in range(count)
+        ]
         for proc in self.procs:
             proc.start()
         self.submitted = 0
@@ -635,7 +729,9 @@ class _Helpers:
             except queue.Empty:
                 dead = [p for p in self.procs if not p.is_alive()]
                 if dead:
-                    raise WorkerError(COMPILE_FAILED, f"a tfcompile helper died (exit code {dead[0].exitcode})") from None
+                    raise WorkerError(
+                        COMPILE_FAILED, f"a tfcompile helper died (exit code {dead[0].exitcode})"
+                    ) from None
         return results
 
     def close(self) -> None:
@@ -680,8 +776,11 @@ def _tfcompile(job: Json) -> None:
     # XLA reads XLA_FLAGS once per process: every job of a request carries the same flags.
     os.environ["XLA_FLAGS"] = " ".join(job["xla_flags"])
     stem, cpp_class = job["stem"], job["cpp_class"]
-    outputs = {"out_function_object": stem + ".o", "out_header": stem + ".h",
-               "out_metadata_object": stem + "_metadata.o"}
+    outputs = {
+        "out_function_object": stem + ".o",
+        "out_header": stem + ".h",
+        "out_metadata_object": stem + "_metadata.o",
+    }
     # Recent tfcompile writes the weights into an object of their own; older ones
     # (TF 2.12) keep them in the function object and have no such argument.
     if "out_constant_buffers_object" in (_pywrap_tfcompile.Compile.__doc__ or ""):
@@ -797,7 +896,9 @@ def do_compile(tf: Any, req: Json) -> Json:
     # Level x86-64 is compiled for tfcompile's default CPU (""), what packages got before levels: the
     # same instructions (generic x86-64), byte-identical objects to a single-target package's.
     levels = list(req.get("cpu_levels") or [])
-    targets: list[tuple[str, str, str]] = []  # (target_cpu, class name suffix, answer key suffix) of each compile of a batch size
+    targets: list[
+        tuple[str, str, str]
+    ] = []  # (target_cpu, class name suffix, answer key suffix) of each compile of a batch size
     for i, level in enumerate(levels):
         if not re.fullmatch(r"x86-64(-v[234])?", level):  # it becomes part of C++ names
             raise WorkerError(INVALID_INPUT, f"unknown CPU level {level!r}")
@@ -824,9 +925,17 @@ def do_compile(tf: Any, req: Json) -> Json:
             f.write(str(config))
         for target_cpu, suffix, key in targets:
             stem = f"{class_name}_bs{bs}{suffix}"
-            job = {"key": f"{bs}{key}", "bs": bs, "stem": stem, "cpp_class": f"{namespace}::{stem}",
-                   "graph": graph, "config": config_path, "target_triple": req["target_triple"],
-                   "target_cpu": target_cpu, "xla_flags": xla_flags}
+            job = {
+                "key": f"{bs}{key}",
+                "bs": bs,
+                "stem": stem,
+                "cpp_class": f"{namespace}::{stem}",
+                "graph": graph,
+                "config": config_path,
+                "target_triple": req["target_triple"],
+                "target_cpu": target_cpu,
+                "xla_flags": xla_flags,
+            }
             if HELPERS is not None:  # a helper compiles it while the next size is frozen
                 HELPERS.submit(job, out_dir)
             jobs.append(job)
@@ -881,7 +990,11 @@ def do_compile(tf: Any, req: Json) -> Json:
     }
 
 
-OPS: dict[str, Callable[[Any, Json], Json]] = {"inspect": do_inspect, "check": do_check, "compile": do_compile}
+OPS: dict[str, Callable[[Any, Json], Json]] = {
+    "inspect": do_inspect,
+    "check": do_check,
+    "compile": do_compile,
+}
 
 
 def main(argv: list[str]) -> int:
@@ -900,8 +1013,12 @@ def main(argv: list[str]) -> int:
     except WorkerError as exc:
         answer = {"ok": False, "kind": exc.kind, "message": str(exc)}
     except Exception as exc:  # report, never hang the caller on a traceback
-        answer = {"ok": False, "kind": COMPILE_FAILED, "message": f"{type(exc).__name__}: {exc}",
-                  "traceback": traceback.format_exc()}
+        answer = {
+            "ok": False,
+            "kind": COMPILE_FAILED,
+            "message": f"{type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc(),
+        }
     if HELPERS is not None:
         HELPERS.close()
     tmp = req["result"] + ".tmp"
