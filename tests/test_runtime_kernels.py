@@ -37,12 +37,14 @@ extern "C" const char* tfaot_runtime_cpu_level(void);
 
 static double worst_error() {
   // m x n x k; n of 2-4 (without transpositions) takes the few-columns kernels: rows in full tiles
-  // (256), tiles and leftover rows (37, 100), leftover rows only (5). m of 1-4 vectors and 16 or more
+  // (256), tiles and leftover rows (37, 100), leftover rows only (5), and rows left for every smaller
+  // pass: one packet, a half and a quarter packet, then single rows (63; 600 as an LSTM's gates). m of 1-4 vectors and 16 or more
   // columns take the narrow kernels (groups of columns and the leftover ones; 64 and 32 rows on
   // AVX-512 and AVX2, 16 and 8 on every level); 48 rows (3 vectors on AVX-512) take Eigen's.
   const long shapes[][3] = {{1, 128, 128}, {7, 5, 3}, {256, 128, 128}, {33, 17, 65}, {2, 1, 9},
                             {256, 2, 256}, {37, 3, 19}, {5, 4, 7}, {100, 2, 1}, {256, 4, 32},
-                            {64, 100, 64}, {32, 37, 8}, {16, 50, 300}, {8, 20, 5}, {48, 33, 16}};
+                            {64, 100, 64}, {32, 37, 8}, {16, 50, 300}, {8, 20, 5}, {48, 33, 16},
+                            {63, 4, 9}, {63, 2, 5}, {600, 4, 150}, {29, 3, 11}};
   double worst = 0;
   for (const auto& s : shapes) {
     const long m = s[0], n = s[1], k = s[2];
