@@ -43,6 +43,20 @@ def test_defaults_of_the_documentation(config_dir: Path) -> None:
     assert config.compilation.activation_formulas == "tensorflow"  # Selu and Elu as TensorFlow computes them
 
 
+def test_verification_tolerance_default_and_value(config_dir: Path) -> None:
+    from tfaot_dist import harness
+
+    assert load_aot_config(write(config_dir, GOOD)).tolerance == harness.TOLERANCE == 1e-5
+    assert load_aot_config(write(config_dir, GOOD + "verification:\n  tolerance: 1.0e-4\n")).tolerance == 1e-4
+    # YAML 1.1 reads 1e-4 (no dot) as a string: it is the number it spells.
+    assert load_aot_config(write(config_dir, GOOD + "verification: {tolerance: 1e-4}\n")).tolerance == 1e-4
+    assert load_aot_config(write(config_dir, GOOD + "verification: {tolerance: 0.01}\n")).tolerance == 0.01
+    for empty in ("verification:\n", "verification: {}\n", "verification:\n  tolerance: null\n"):
+        assert load_aot_config(write(config_dir, GOOD + empty)).tolerance == 1e-5, empty
+    path = write(config_dir, GOOD + "verification: {tolerance: 1.0e-4, colour: 1}\n")
+    assert load_aot_config(path).warnings == (f"{path}: unknown keys ignored: verification.colour",)
+
+
 def test_json_config_and_all_fields(config_dir: Path) -> None:
     text = (
         '{"model": {"name": "m", "version": "2.1", "saved_model": "saved_model", "serving_key": "serve",'
@@ -58,6 +72,7 @@ def test_json_config_and_all_fields(config_dir: Path) -> None:
     assert config.author == "A <a@b>"
 
 
+TOL_ERROR = "verification.tolerance: expected a number above 0 and at most 0.01, got"
 BAD = [
     ("model: [", "malformed YAML"),
     ("- a\n- b\n", "expected a mapping"),
@@ -97,6 +112,15 @@ BAD = [
     ),
     (GOOD.replace('"1.0.0"\n', '"1.0.0"\n  description: "two\\nlines"\n'), "model.description: invalid text"),
     (GOOD.replace('"1.0.0"\n', '"1.0.0"\n  serving_key: "a b"\n'), "model.serving_key: invalid serving key"),
+    (GOOD + "verification: 1.0e-4\n", "verification: expected a mapping, got 0.0001"),
+    (GOOD + "verification:\n  tolerance: 0\n", f"{TOL_ERROR} 0"),
+    (GOOD + "verification:\n  tolerance: -1.0e-5\n", f"{TOL_ERROR} -1e-05"),
+    (GOOD + "verification:\n  tolerance: 0.02\n", f"{TOL_ERROR} 0.02"),
+    (GOOD + "verification:\n  tolerance: .inf\n", f"{TOL_ERROR} inf"),
+    (GOOD + "verification:\n  tolerance: .nan\n", f"{TOL_ERROR} nan"),
+    (GOOD + "verification:\n  tolerance: small\n", f"{TOL_ERROR} 'small'"),
+    (GOOD + "verification:\n  tolerance: true\n", f"{TOL_ERROR} True"),
+    (GOOD + "verification:\n  tolerance: [1.0e-4]\n", f"{TOL_ERROR} [0.0001]"),
 ]
 
 
@@ -223,6 +247,9 @@ def test_registry_overrides_still_refuse_unknown_keys(tmp_path: Path) -> None:
         parse_compilation({"colour": 1}, tmp_path / "m.yaml", "overrides", True)
     with pytest.raises(InvalidInput, match=re.escape("overrides.namespace: expected a string, got None")):
         parse_compilation({"namespace": None}, tmp_path / "m.yaml", "overrides", True)
+    # The tolerance is the model author's (verification.tolerance in the aot config), not an override.
+    with pytest.raises(InvalidInput, match=re.escape("overrides.tolerance: unknown key")):
+        parse_compilation({"tolerance": 1e-4}, tmp_path / "m.yaml", "overrides", True)
 
 
 def test_compile_of_an_upstream_shaped_config_warns_and_maps_the_version(

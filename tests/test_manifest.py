@@ -144,6 +144,10 @@ def test_manifest_fields_are_typed() -> None:
             "m.verification.outputs.o.max_abs: expected a number, got '0'",
         ),
         (
+            variant(verification__tolerance=1.0),  # `verify` checks within it again: never beyond 1e-2
+            "m.verification.tolerance: expected a number above 0 and at most 0.01, got 1.0",
+        ),
+        (
             variant(reference__cases=[{"batch_size": 0, "dir": "bs0"}]),
             "m.reference.cases[0].batch_size: expected a number > 0",
         ),

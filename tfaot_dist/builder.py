@@ -200,7 +200,7 @@ def _compile(config: AotConfig, target: Target, tools: Tools, out: Path) -> None
     answer = _run_compile(request, config, target, tools, work)
     root = out / pkg.dir_name(target.package, target.version)
     manifest = _assemble(config, target, tools, answer, work, root)
-    _verify(root, manifest, runtime, work, session)
+    _verify(root, manifest, runtime, work, session, config.tolerance)
     pkg.write_archive(root, out / f"{root.name}.tar.gz")
     shutil.rmtree(work)
 
@@ -318,10 +318,18 @@ def _assemble(
 
 
 def _verify(
-    root: Path, manifest: documents.ModelManifest, runtime: XlaRuntime, work: Path, session: Session
+    root: Path,
+    manifest: documents.ModelManifest,
+    runtime: XlaRuntime,
+    work: Path,
+    session: Session,
+    tolerance: float,
 ) -> None:
-    """Every output against TensorFlow's (harness.py); the manifest is written with the result."""
-    verification = harness.verify_package(root, manifest, runtime, work / "verify", session.cache.root)
+    """Every output against TensorFlow's within the model's tolerance (harness.py); the manifest is
+    written with the result."""
+    verification = harness.verify_package(
+        root, manifest, runtime, work / "verify", session.cache.root, tolerance
+    )
     pkg.write_manifest(root, replace(manifest, verification=verification).to_json())
     session.log(
         f"verified {manifest.package} against TensorFlow at batch sizes {list(verification.batch_sizes)}"

@@ -5,6 +5,7 @@
     compilation:  batch_sizes (required), namespace (tfaot_model),
                   tf_xla_flags, xla_flags, target_triple, target_cpu,
                   cpu_levels, activation_formulas (ours, see below)
+    verification: tolerance (ours: DEFAULT_TOLERANCE, see below)
 
 CPU levels: by default a package carries code for several x86-64 psABI levels
 (`cpu_levels`, registry default ["x86-64", "x86-64-v3", "x86-64-v4"]) and its
@@ -18,6 +19,10 @@ TensorFlow's CPU kernels compute them, exp(x) - 1 for x < 0; "xla" keeps XLA's
 translation, expm1, which is slower (a third of a SELU model's time at large
 batch sizes) and differs more from TensorFlow's outputs.
 
+Verification tolerance: how far a compiled float output may be from TensorFlow's,
+absolute or relative (harness.compare). The model's author sets it; registry
+overrides cannot (it is a property of the model, not of a build's settings).
+
 Read with upstream's meaning (cms-tfaot's loader): a null or empty value means
 the default, model.version is any non-empty string (the model's own version;
 packages get a PEP 440 one), and unknown keys are noted as warnings, not
@@ -25,6 +30,7 @@ refused. JSON files are accepted too (JSON is YAML). Every value is validated
 here, so later stages can place them in C++, XML and specs.
 """
 
+import contextlib
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -35,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from packaging.version import InvalidVersion, Version
 
 from tfaot_dist import limits, names
+from tfaot_dist.documents import MAX_TOLERANCE
 from tfaot_dist.errors import InvalidInput
 from tfaot_dist.util.textsafe import shown
 from tfaot_dist.util.yamlio import Fields, load_mapping
@@ -47,6 +54,7 @@ Overrides = dict[str, Any]
 
 DEFAULT_TARGET_TRIPLE = "x86_64-pc-linux"
 MAX_BATCH_SIZE = 65536
+DEFAULT_TOLERANCE = 1e-5  # harness.TOLERANCE
 
 
 @dataclass(frozen=True)
@@ -76,6 +84,7 @@ class AotConfig:
     description: str = ""
     compilation: Compilation = field(default_factory=lambda: Compilation(batch_sizes=(1,)))
     model_version: str = ""  # model.version as written (any text); version is its PEP 440 form
+    tolerance: float = DEFAULT_TOLERANCE  # verification.tolerance
     warnings: tuple[str, ...] = ()  # e.g. unknown keys: upstream ignores them, we say so
 
     def with_overrides(self, overrides: Overrides) -> "AotConfig":
@@ -146,6 +155,22 @@ def batch_rules(value: object, where: str) -> tuple[str, ...]:
             raise InvalidInput(f"{where}: two batch rules for target {target}")
         targets.add(target)
     return tuple(value)
+
+
+def tolerance(value: object, where: str) -> float:
+    """A verification tolerance: a number above 0 and at most MAX_TOLERANCE.
+
+    A string in float notation counts as its number: YAML 1.1 reads 1e-4 (no dot) as a string.
+    """
+    number: object = value
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            number = float(value)
+    if isinstance(number, bool) or not isinstance(number, int | float) or not 0 < number <= MAX_TOLERANCE:
+        raise InvalidInput(
+            f"{where}: expected a number above 0 and at most {MAX_TOLERANCE:g}, got {shown(value)}"
+        )
+    return float(number)
 
 
 def flag_list(value: object, where: str) -> tuple[str, ...]:
@@ -243,7 +268,7 @@ def load_aot_config(path: Path, label: str | None = None, within: Path | None = 
     data = load_mapping(path, label)
     where = label or path
     top = Fields(data, where)
-    unknown = top.ignore_unknown(("model", "compilation"))
+    unknown = top.ignore_unknown(("model", "compilation", "verification"))
     model = Fields(top.take("model", dict, required=True), where, "model")
     unknown += model.ignore_unknown(
         ("name", "version", "saved_model", "serving_key", "author", "description")
@@ -252,6 +277,12 @@ def load_aot_config(path: Path, label: str | None = None, within: Path | None = 
     comp = Fields(top.take("compilation", dict, required=True), where, "compilation")
     unknown += comp.ignore_unknown(COMPILATION_KEYS)
     compilation = parse_compilation(comp.data, where, "compilation", False, ignored=comp.ignored)
+    _drop_empty(top, ("verification",))
+    check = Fields(top.take("verification", dict, {}), where, "verification")
+    unknown += check.ignore_unknown(("tolerance",))
+    _drop_empty(check, ("tolerance",))
+    tolerance_ = tolerance(check.data.pop("tolerance", DEFAULT_TOLERANCE), check.at("tolerance"))
+    check.done()
     top.done()
 
     name = names.cpp_identifier(model.take("name", str, required=True), model.at("name"))
@@ -284,6 +315,7 @@ def load_aot_config(path: Path, label: str | None = None, within: Path | None = 
         description=description,
         compilation=Compilation(**compilation),
         model_version=model_version,
+        tolerance=tolerance_,
         warnings=(f"{where}: unknown keys ignored: {', '.join(unknown)}",) if unknown else (),
     )
 

@@ -122,6 +122,16 @@ def _positive(value: int, where: str) -> int:
     return value
 
 
+# The largest verification tolerance an aot config may set (config.tolerance) and a manifest record.
+MAX_TOLERANCE = 1e-2
+
+
+def _tolerance(value: float, where: str) -> float:
+    if not 0 < value <= MAX_TOLERANCE:
+        raise InvalidInput(f"{where}: expected a number above 0 and at most {MAX_TOLERANCE:g}, got {value}")
+    return value
+
+
 def _tool_file(value: str, where: str) -> str:
     if not names.TOOL_FILE.fullmatch(value):
         raise InvalidInput(f"{where}: unexpected tool file {shown(value)} (scram.d/NAME.xml)")
@@ -453,9 +463,10 @@ class LevelCheck(Document):
 
 @dataclass(frozen=True)
 class Verification(Document):
-    """What harness.compare() found: the worst deviation per output over every case, path and level run."""
+    """What harness.compare() found: the worst deviation per output over every case, path and level run,
+    within tolerance (the model's: its aot config's verification.tolerance, which `verify` uses again)."""
 
-    tolerance: float
+    tolerance: float = field(metadata=check(_tolerance))
     batch_sizes: tuple[int, ...]
     outputs: dict[str, Deviation]
     paths: tuple[str, ...]

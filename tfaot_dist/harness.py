@@ -3,7 +3,9 @@ TensorFlow saw, and compare with TensorFlow's outputs.
 
 Every reference batch size is checked (the compiled ones and sizes that need
 stitching and padding), through both run() and runFlat(). Floating outputs
-must agree within TOLERANCE, absolute or relative; integers and bools exactly.
+must agree within the model's tolerance (its aot config's verification.tolerance,
+default TOLERANCE), absolute or relative; integers and bools exactly. The
+manifest's verification records the tolerance used.
 
 A multi-level package is checked once per CPU level this machine can run
 (TFAOT_CPU_LEVEL set for the harness, which reports the level it ran); the
@@ -17,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tfaot_dist import process
+from tfaot_dist import config, process
 from tfaot_dist.channels import cpu_target
 from tfaot_dist.cxx import INTERFACE_INCLUDE, pch
 from tfaot_dist.cxx.xla_runtime import XlaRuntime, compile_consumer
@@ -25,7 +27,7 @@ from tfaot_dist.documents import Deviation, LevelCheck, ModelManifest, Reference
 from tfaot_dist.errors import VerificationFailed
 from tfaot_dist.util.render import render
 
-TOLERANCE = 1e-5
+TOLERANCE = config.DEFAULT_TOLERANCE  # where the aot config sets no verification.tolerance
 TYPECODES = {"float32": "f", "float64": "d", "int32": "i", "int64": "q", "bool": "B"}
 MODES = ("flat", "nested")  # always written; "padded" only where a padding rule exists
 
@@ -43,11 +45,17 @@ def padded_rule(target: int, sizes: Sequence[int]) -> str | None:
 
 
 def verify_package(
-    root: Path, manifest: ModelManifest, runtime: XlaRuntime, work: Path, cache: Path | None = None
+    root: Path,
+    manifest: ModelManifest,
+    runtime: XlaRuntime,
+    work: Path,
+    cache: Path | None = None,
+    tolerance: float = TOLERANCE,
 ) -> Verification:
     """Build and run the harness against the package in root; returns the deviation report.
 
     cache: where the precompiled interface headers live (tfaot_dist.cxx.pch); None compiles without.
+    tolerance: the model's (AotConfig.tolerance, or what its manifest's verification recorded).
     """
     work.mkdir(parents=True)
     package = manifest.package
@@ -57,7 +65,7 @@ def verify_package(
     sizes = manifest.compilation.batch_sizes
     if not manifest.compilation.cpu_levels:
         run_harness(harness, reference, cases, sizes, work / "out")
-        return compare(package, manifest.signature, reference, cases, work / "out")
+        return compare(package, manifest.signature, reference, cases, work / "out", tolerance)
     checks: dict[str, LevelCheck] = {}
     found: list[Verification] = []
     for level in manifest.compilation.cpu_levels:
@@ -73,7 +81,7 @@ def verify_package(
                 f"{package}: TFAOT_CPU_LEVEL={level}, but the harness ran level {used!r}"
             )
         label = package if len(manifest.compilation.cpu_levels) == 1 else f"{package} (CPU level {level})"
-        found.append(compare(label, manifest.signature, reference, cases, out))
+        found.append(compare(label, manifest.signature, reference, cases, out, tolerance))
         checks[level] = LevelCheck(verified=True)
     if not found:
         raise VerificationFailed(
@@ -88,7 +96,7 @@ def verify_package(
         for name in found[0].outputs
     }
     return Verification(
-        tolerance=TOLERANCE,
+        tolerance=tolerance,
         batch_sizes=found[0].batch_sizes,
         outputs=worst,
         paths=found[0].paths,
@@ -153,9 +161,15 @@ def run_harness(
 
 
 def compare(
-    model: str, signature: Signature, reference: Path, cases: Sequence[ReferenceCase], out: Path
+    model: str,
+    signature: Signature,
+    reference: Path,
+    cases: Sequence[ReferenceCase],
+    out: Path,
+    tolerance: float = TOLERANCE,
 ) -> Verification:
-    """Maximum deviations per output; raises VerificationFailed at the first element out of tolerance."""
+    """Maximum deviations per output; raises VerificationFailed at the first element out of tolerance
+    (a float further than tolerance from TensorFlow's, both absolute and relative)."""
     outputs: dict[str, Deviation] = {}
     for k, t in enumerate(signature.outputs):
         worst_abs = worst_rel = 0.0
@@ -176,17 +190,18 @@ def compare(
                     diff = abs(a - b)
                     rel = diff / abs(b) if b else (0.0 if diff == 0 else math.inf)
                     exact = t.dtype not in ("float32", "float64")
-                    bad = diff != 0 if exact else not (diff <= TOLERANCE or rel <= TOLERANCE)
+                    bad = diff != 0 if exact else not (diff <= tolerance or rel <= tolerance)
                     if bad or math.isnan(a) != math.isnan(b):
                         raise VerificationFailed(
                             f"{model}: batch size {bs}, output {t.name} ({mode}), element {i}: "
                             f"compiled {a!r}, TensorFlow {b!r}"
+                            + ("" if exact else f" (tolerance {tolerance:g})")
                         )
                     worst_abs = max(worst_abs, diff)
                     worst_rel = max(worst_rel, rel if math.isfinite(rel) else 0.0)
         outputs[t.name] = Deviation(max_abs=worst_abs, max_rel=worst_rel)
     return Verification(
-        tolerance=TOLERANCE,
+        tolerance=tolerance,
         batch_sizes=tuple(c.batch_size for c in cases),
         outputs=outputs,
         paths=("run() nested vectors", "runFlat()", "runFlat() with a zero-padding rule"),

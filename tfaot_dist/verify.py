@@ -34,11 +34,14 @@ def check_installed(entry: ModelEntry, dist: Path) -> pkg.Package:
 
 def check_numbers(package: pkg.Package, session: Session) -> Verification:
     """Link the package's objects into the verification harness again and compare every output
-    with the reference TensorFlow outputs in the package; VerificationFailed names the first miss."""
+    with the reference TensorFlow outputs in the package, within the tolerance its build used (the
+    manifest's verification records it); VerificationFailed names the first miss."""
     runtime = session.resolve().runtime
+    manifest = package.model_manifest
+    tolerance = manifest.verification.tolerance if manifest.verification else harness.TOLERANCE
     with tempfile.TemporaryDirectory(prefix="tfaot-verify-") as tmp_dir:
         return harness.verify_package(
-            package.root, package.model_manifest, runtime, Path(tmp_dir) / "work", session.cache.root
+            package.root, manifest, runtime, Path(tmp_dir) / "work", session.cache.root, tolerance
         )
 
 
