@@ -21,7 +21,10 @@ Models (public architectures only; the shapes, not the trained networks):
     deeptau      DeepTau-like: grids of cells (inner 11x11, outer 21x21 at bench size) through
                  Conv2D + BatchNorm + MaxPooling2D, joined with tabular features
     particlenet  ParticleNet-like: kNN on (eta, phi) by pairwise distances and top_k, neighbours
-                 gathered (batch_dims=1), EdgeConv blocks, global average pooling
+                 gathered (batch_dims=1), EdgeConv blocks, global average pooling; at bench size
+                 verified within 1e-4 (verification.tolerance): at level x86-64, without FMA, a
+                 near-tie of two distances picks another neighbour for one event of the 511 checked
+                 (2.3e-5 from TensorFlow's probabilities; every other element within 1.2e-7)
     transformer  transformer encoder over particles: multi-head attention, LayerNorm, GELU feed-forward
     gru_tagger   int32 token ids -> Embedding(mask_zero) -> two stacked GRUs -> two outputs
                  (class probabilities and a regression value)
@@ -65,6 +68,8 @@ model:
 compilation:
   batch_sizes: [{batch_sizes}]
 """
+# verification.tolerance of a model at a size (see the model's line in the docstring).
+TOLERANCES = {("particlenet", "bench"): 1e-4}
 
 keras = tf.keras  # the Keras that exports; use_keras() changes it
 
@@ -365,6 +370,8 @@ def save(
                 name=name, description=description, batch_sizes=", ".join(str(n) for n in batch_sizes)
             )
         )
+        if (name, size) in TOLERANCES:
+            f.write(f"\nverification:\n  tolerance: {TOLERANCES[name, size]!r}\n")
     return model_dir
 
 
