@@ -10,6 +10,7 @@ convolutional models exported and compiled by TensorFlow 2.12 (tf.keras is Keras
 import json
 import math
 import random
+import re
 import subprocess
 import sys
 import tarfile
@@ -315,6 +316,25 @@ def test_zoo_model_verifies_at_every_level(zoo_area: Path, model: str) -> None:
     check_levels(zoo_area, model)
 
 
+GATHER_OR_SCATTER = re.compile(r"\bvp?(?:gather|scatter)\w*", re.ASCII)
+
+
+@pytest.mark.parametrize("model", ZOO)
+def test_v4_code_has_no_gathers_or_scatters(zoo_area: Path, model: str) -> None:
+    """At x86-64-v4 tfcompile is told to prefer plain loads and stores: without it these models' v4
+    objects hold 30-370 AVX-512 gathers and scatters (strided softmax rows, pooling windows), slower
+    than the shuffles v3 uses. The manifest says which features each level was compiled with."""
+    pkg = package_dir(zoo_area, model)
+    compilation = json.loads((pkg / "manifest.json").read_text())["compilation"]
+    assert compilation["tfcompile_target_features"] == {"x86-64-v4": "+prefer-no-gather,+prefer-no-scatter"}
+    objects = sorted((pkg / "lib").glob("*_x86_64_v4.o"))
+    assert objects
+    for obj in objects:
+        code = subprocess.run(["objdump", "-d", str(obj)], check=True, capture_output=True, text=True).stdout
+        assert re.search(r"\tv\w+ ", code), obj.name  # VEX-encoded code was disassembled (AVX and up)
+        assert not GATHER_OR_SCATTER.search(code), (obj.name, GATHER_OR_SCATTER.findall(code)[:3])
+
+
 @pytest.mark.parametrize("model", ZOO)
 def test_zoo_consumer_matches_tensorflow(
     zoo_area: Path, zoo_models: Path, toolchain: Toolchain, tmp_path: Path, model: str
@@ -370,6 +390,7 @@ def test_zoo_with_tf212_verifies_and_matches_tensorflow(
 ) -> None:
     manifest = json.loads((package_dir(zoo212_area, model) / "manifest.json").read_text())
     assert manifest["toolchain"]["tensorflow_version"] == "2.12.0"
+    assert "tfcompile_target_features" not in manifest["compilation"]  # its LLVM predates the features
     check_levels(zoo212_area, model)
     check_consumer(zoo212_area, model, zoo212_models / model / "saved_model", toolchain212, tmp_path)
 

@@ -308,6 +308,7 @@ def _assemble(
             batch_rules=comp.batch_rules,
             cpu_levels=comp.cpu_levels or (),
             tfcompile_xla_flags=answer.xla_flags,
+            tfcompile_target_features=answer.target_features,
             activation_formulas=comp.activation_formulas,
             rewritten_activations=answer.rewritten_activations,
             rewritten_ops=answer.rewritten_ops,

@@ -541,6 +541,8 @@ class Compilation(Document):
     )
     # Every XLA flag tfcompile ran with: ours (small-matrix tiles), then xla_flags, then saved_model_cli's.
     tfcompile_xla_flags: tuple[str, ...] = field(default=(), metadata={"omit_default": True})
+    # CPU level -> the LLVM features tfcompile got beside it (no AVX-512 gathers and scatters at x86-64-v4).
+    tfcompile_target_features: dict[str, str] = field(default_factory=dict, metadata={"omit_default": True})
     # How Selu and Elu were compiled: "tensorflow" (TensorFlow's CPU formula, exp(x) - 1) or "xla"
     # (XLA's expm1); absent in packages made before the choice existed (they have XLA's).
     activation_formulas: str | None = field(
@@ -711,6 +713,7 @@ class CompileAnswer(Document):
     xla_flags: tuple[
         str, ...
     ] = ()  # every XLA flag tfcompile ran with (our defaults, the config's, saved_model_cli's)
+    target_features: dict[str, str] = field(default_factory=dict)  # CPU level -> LLVM features given
     rewritten_activations: dict[str, int] = field(
         default_factory=dict
     )  # op -> nodes given TensorFlow's formula

@@ -26,6 +26,27 @@ namespace {
 // stay in the core's L2 cache with the part of the kernel it is multiplied with.
 constexpr int64_t kPatchBlockBytes = 256 * 1024;
 
+// Patches are made of short runs (a few input channels: 3 floats for an RGB-like first layer), too
+// short for a call to memcpy or memset to pay: plain loops, which GCC would otherwise turn back into
+// those calls.
+#if defined(__GNUC__) && !defined(__clang__)
+#define TFAOT_NO_LIBC_CALLS __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define TFAOT_NO_LIBC_CALLS
+#endif
+
+TFAOT_NO_LIBC_CALLS void copy_run(float* to, const float* from, int64_t n) {
+  if (n >= 64) {
+    std::memcpy(to, from, sizeof(float) * n);
+    return;
+  }
+  for (int64_t k = 0; k < n; ++k) to[k] = from[k];
+}
+
+TFAOT_NO_LIBC_CALLS void zero_run(float* to, int64_t n) {
+  for (int64_t k = 0; k < n; ++k) to[k] = 0.0f;
+}
+
 }  // namespace
 
 // out[batch][out_x][out_y][filters] = convolution of in[batch][in_x][in_y][channels] with
@@ -51,22 +72,39 @@ extern "C" void TFAOT_JOIN(tfaot_conv2d_f32_, TFAOT_LEVEL)(
   float* patches = kept_buffer(2, std::min(block, pixels) * depth);
   for (int64_t first = 0; first < pixels; first += block) {
     const int64_t rows = std::min(block, pixels - first);
+    // Pixel first + r is (b, ox, oy), counted up without a division per pixel.
+    int64_t b = first / (out_x * out_y), ox = first / out_y % out_x, oy = first % out_y;
     for (int64_t r = 0; r < rows; ++r) {
-      const int64_t p = first + r;
-      const int64_t b = p / (out_x * out_y);
-      const int64_t ox = p / out_y % out_x;
-      const int64_t oy = p % out_y;
       float* row = patches + r * depth;
+      const int64_t first_y = oy * stride_y - pad_y;
+      // The taps of one kernel row are one run of the input when they are adjacent and all inside it.
+      const bool whole_rows = dilation_y == 1 && first_y >= 0 && first_y + kernel_y <= in_y;
       for (int64_t i = 0; i < kernel_x; ++i) {
         const int64_t ix = ox * stride_x - pad_x + i * dilation_x;
+        float* taps = row + i * kernel_y * channels;
+        if (ix < 0 || ix >= in_x) {
+          zero_run(taps, kernel_y * channels);
+          continue;
+        }
+        const float* line = in + (b * in_x + ix) * in_y * channels;
+        if (whole_rows) {
+          copy_run(taps, line + first_y * channels, kernel_y * channels);
+          continue;
+        }
         for (int64_t j = 0; j < kernel_y; ++j) {
-          const int64_t iy = oy * stride_y - pad_y + j * dilation_y;
-          float* tap = row + (i * kernel_y + j) * channels;
-          if (ix >= 0 && ix < in_x && iy >= 0 && iy < in_y) {
-            std::memcpy(tap, in + ((b * in_x + ix) * in_y + iy) * channels, sizeof(float) * channels);
+          const int64_t iy = first_y + j * dilation_y;
+          if (iy >= 0 && iy < in_y) {
+            copy_run(taps + j * channels, line + iy * channels, channels);
           } else {
-            std::fill(tap, tap + channels, 0.0f);
+            zero_run(taps + j * channels, channels);
           }
+        }
+      }
+      if (++oy == out_y) {
+        oy = 0;
+        if (++ox == out_x) {
+          ox = 0;
+          ++b;
         }
       }
     }
