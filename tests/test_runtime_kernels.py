@@ -1,7 +1,8 @@
 """The runtime's per-level matrix and convolution kernels (cxx/runtime_kernels.py), built for real and run.
 
-They are in the runtime parts of dot_lib_f32.cc and convolution_lib_f32_2d.cc (cxx/runtime_parts.py),
-linked here with the core library.
+They are in the runtime parts of dot_lib_f32.cc, dot_lib_f64.cc and convolution_lib_f32_2d.cc
+(cxx/runtime_parts.py), linked here with the core library (the two product parts into one program, as a
+model with float and double layers links them).
 
 Every level this CPU runs is forced in turn, through TFAOT_CPU_LEVEL and
 through tfaot_runtime_force_cpu_level(), and the products are compared with
@@ -22,9 +23,9 @@ from tfaot_dist.toolchain import Toolchain
 
 pytestmark = pytest.mark.slow
 
-# Calls the entry point the generated headers call (TF 2.21's dot thunk), for
-# shapes with odd sizes and every transposition, and prints the level used
-# and the largest relative error against a double-precision product.
+# Calls the entry points the generated headers call (TF 2.21's dot thunk, float and double), for
+# shapes with odd sizes and every transposition, and prints the level used and the largest relative
+# error against a double-precision (long double for the double product) reference.
 PROGRAM = r"""
 #include <cmath>
 #include <cstdio>
@@ -35,6 +36,7 @@ PROGRAM = r"""
 extern "C" int tfaot_runtime_force_cpu_level(const char* level);
 extern "C" const char* tfaot_runtime_cpu_level(void);
 
+template <typename T>
 static double worst_error() {
   // m x n x k; n of 2-4 (without transpositions) takes the few-columns kernels: rows in full tiles
   // (256), tiles and leftover rows (37, 100), leftover rows only (5), and rows left for every smaller
@@ -51,27 +53,26 @@ static double worst_error() {
     for (int tl = 0; tl < 2; ++tl) {
       for (int tr = 0; tr < 2; ++tr) {
         // one float more than needed, so the products also run on unaligned buffers
-        std::vector<float> lhs(m * k + 1), rhs(k * n + 1), out(m * n + 1);
+        std::vector<T> lhs(m * k + 1), rhs(k * n + 1), out(m * n + 1);
         for (size_t i = 0; i < lhs.size(); ++i) lhs[i] = std::sin(0.37 * i + m);
         for (size_t i = 0; i < rhs.size(); ++i) rhs[i] = std::cos(0.11 * i + n);
         for (int offset = 0; offset < 2; ++offset) {
-          float* a = lhs.data() + offset;
-          float* b = rhs.data() + offset;
-          float* c = out.data() + offset;
+          T* a = lhs.data() + offset;
+          T* b = rhs.data() + offset;
+          T* c = out.data() + offset;
           bool done = false;
-          xla::cpu::internal::TypedMatMul<float, float, float>(nullptr, c, a, b, m, n, k, tl, tr,
-                                                               [&done] { done = true; });
+          xla::cpu::internal::TypedMatMul<T, T, T>(nullptr, c, a, b, m, n, k, tl, tr, [&done] { done = true; });
           if (!done) return 1e9;
           for (long i = 0; i < m; ++i) {
             for (long j = 0; j < n; ++j) {
-              double want = 0, scale = 0;
+              long double want = 0, scale = 0;
               for (long p = 0; p < k; ++p) {
-                const double x = tl ? a[p + i * k] : a[i + p * m];  // column-major, as XLA's contract says
-                const double y = tr ? b[j + p * n] : b[p + j * k];
+                const long double x = tl ? a[p + i * k] : a[i + p * m];  // column-major, as XLA's contract says
+                const long double y = tr ? b[j + p * n] : b[p + j * k];
                 want += x * y;
                 scale += std::fabs(x * y);
               }
-              const double err = std::fabs(c[i + j * m] - want) / (scale > 0 ? scale : 1);
+              const double err = static_cast<double>(std::fabs(c[i + j * m] - want) / (scale > 0 ? scale : 1));
               if (err > worst) worst = err;
             }
           }
@@ -87,7 +88,8 @@ int main(int argc, char** argv) {
     std::printf("force %s -> %d\n", argv[1], tfaot_runtime_force_cpu_level(argv[1]));
   }
   std::printf("level %s\n", tfaot_runtime_cpu_level());
-  std::printf("error %.3g\n", worst_error());
+  std::printf("error %.3g\n", worst_error<float>());
+  std::printf("error64 %.3g\n", worst_error<double>());
   return 0;
 }
 """
@@ -190,12 +192,26 @@ def part(
 
 
 @pytest.fixture(scope="module")
+def part64(
+    runtime: xla_runtime.XlaRuntime, toolchain: Toolchain, shared_cache: Path
+) -> runtime_parts.BuiltPart:
+    [built] = xla_runtime.ensure_parts(
+        runtime, ["dot_lib_f64"], toolchain.python, shared_cache, lambda m: None
+    )
+    return built
+
+
+@pytest.fixture(scope="module")
 def program(
-    runtime: xla_runtime.XlaRuntime, part: runtime_parts.BuiltPart, tmp_path_factory: pytest.TempPathFactory
+    runtime: xla_runtime.XlaRuntime,
+    part: runtime_parts.BuiltPart,
+    part64: runtime_parts.BuiltPart,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Path:
     work = tmp_path_factory.mktemp("kernels")
     (work / "matmul.cc").write_text(PROGRAM)
-    xla_runtime.compile_consumer(runtime, [work / "matmul.cc"], [], part.objects, work / "matmul")
+    objects = [*part.objects, *part64.objects]  # no symbol defined twice: both parts link into one model
+    xla_runtime.compile_consumer(runtime, [work / "matmul.cc"], [], objects, work / "matmul")
     return work / "matmul"
 
 
@@ -247,6 +263,7 @@ def test_forced_level_matches_the_reference(program: Path, level: str) -> None:
     # A level this CPU lacks is lowered to the best it runs, not executed.
     assert result["level"] == (level if runnable(level) else best_runnable())
     assert float(result["error"]) < 1e-5
+    assert float(result["error64"]) < 1e-13
 
 
 @pytest.mark.parametrize("level", [lv.name for lv in runtime_kernels.LEVELS])
@@ -283,12 +300,15 @@ def test_unknown_level_names_are_refused(program: Path) -> None:
     assert "TFAOT_CPU_LEVEL=pentium" in result["stderr"]
 
 
-def test_each_level_uses_its_instructions(part: runtime_parts.BuiltPart) -> None:
-    objects = part.root / "obj"
+@pytest.mark.parametrize("stem", ["tfaot_kernels", "tfaot_kernels_f64"])
+def test_each_level_uses_its_instructions(
+    part: runtime_parts.BuiltPart, part64: runtime_parts.BuiltPart, stem: str
+) -> None:
+    objects = (part if stem == "tfaot_kernels" else part64).root / "obj"
     registers = {}
     for lv in runtime_kernels.LEVELS:
         text = subprocess.run(
-            ["objdump", "-d", objects / f"tfaot_kernels_{lv.suffix}.o"],
+            ["objdump", "-d", objects / f"{stem}_{lv.suffix}.o"],
             capture_output=True,
             text=True,
             check=True,
@@ -300,13 +320,16 @@ def test_each_level_uses_its_instructions(part: runtime_parts.BuiltPart) -> None
     assert "zmm" in registers["x86-64-v4"][0]
 
 
-@pytest.mark.parametrize("kind", ["matmul", "conv"])
+@pytest.mark.parametrize("kind", ["matmul", "matmul64", "conv"])
 def test_level_objects_define_no_shared_symbols(
-    part: runtime_parts.BuiltPart, conv_part: runtime_parts.BuiltPart, kind: str
+    part: runtime_parts.BuiltPart,
+    part64: runtime_parts.BuiltPart,
+    conv_part: runtime_parts.BuiltPart,
+    kind: str,
 ) -> None:
     """No Eigen or std function compiled for v3/v4 can be merged by the linker into baseline code."""
-    objects = (part if kind == "matmul" else conv_part).root / "obj"
-    stem = {"matmul": "tfaot_kernels", "conv": "tfaot_conv_kernels"}[kind]
+    objects = {"matmul": part, "matmul64": part64, "conv": conv_part}[kind].root / "obj"
+    stem = {"matmul": "tfaot_kernels", "matmul64": "tfaot_kernels_f64", "conv": "tfaot_conv_kernels"}[kind]
     for lv in runtime_kernels.LEVELS:
         out = subprocess.run(
             ["nm", "--defined-only", "-P", objects / f"{stem}_{lv.suffix}.o"],
@@ -316,7 +339,10 @@ def test_level_objects_define_no_shared_symbols(
         ).stdout
         exported = [line.split()[0] for line in out.splitlines() if re.match(r"\S+ [A-Zuvw] ", line)]
         namespace = f"tfaot_eigen_{lv.suffix}"
-        entry = f"tfaot_{kind}{'_f32' if kind == 'matmul' else '2d_f32'}_{lv.suffix}"
+        entry = {"matmul": "tfaot_matmul_f32", "matmul64": "tfaot_matmul_f64", "conv": "tfaot_conv2d_f32"}[
+            kind
+        ]
+        entry = f"{entry}_{lv.suffix}"
         assert entry in exported
         # DW.ref.__gxx_personality_v0: a pointer to the C++ runtime's personality routine, data only
         assert all(
@@ -338,25 +364,35 @@ def test_wheel_convolution_is_replaced(
     assert re.search(r"convolution_lib_f32_2d\.o:\w+ [TW] tfaot_xla_eigen_conv2d_f32$", out, re.MULTILINE)
 
 
+@pytest.mark.parametrize("scalar", ["f32", "f64"])
 def test_wheel_entry_point_is_replaced(
-    runtime: xla_runtime.XlaRuntime, part: runtime_parts.BuiltPart
+    runtime: xla_runtime.XlaRuntime,
+    part: runtime_parts.BuiltPart,
+    part64: runtime_parts.BuiltPart,
+    scalar: str,
 ) -> None:
     """The part defines the generated code's matmul once (ours), and XLA's original under its new name;
     the core library defines neither."""
+    objects = (part if scalar == "f32" else part64).objects
     out = subprocess.run(
-        ["nm", "-A", "--defined-only", *part.objects], capture_output=True, text=True, check=True
+        ["nm", "-A", "--defined-only", *objects], capture_output=True, text=True, check=True
     ).stdout
+    mangled, dispatcher = {"f32": ("Ifff", "dot"), "f64": ("Iddd", "dot_f64")}[scalar]
     typed = [
         line
         for line in out.splitlines()
-        if re.search(r" _ZN3xla3cpu8internal11TypedMatMulIfffEEv\S+E$", line)
+        if re.search(rf" _ZN3xla3cpu8internal11TypedMatMul{mangled}EEv\S+E$", line)
     ]
-    assert len(typed) == 1 and "/tfaot_dispatch_thunk_dot.o:" in typed[0] and " T " in typed[0], typed
+    assert len(typed) == 1 and f"/tfaot_dispatch_thunk_{dispatcher}.o:" in typed[0] and " T " in typed[0], (
+        typed
+    )
     assert re.search(
-        r"xla__backends__cpu__runtime__dot_lib_f32\.o:\w+ [TW] tfaot_xla_typed_matmul_f32$", out, re.MULTILINE
+        rf"xla__backends__cpu__runtime__dot_lib_{scalar}\.o:\w+ [TW] tfaot_xla_typed_matmul_{scalar}$",
+        out,
+        re.MULTILINE,
     )
     core = subprocess.run(
         ["nm", "--defined-only", runtime.libs[0]], capture_output=True, text=True, check=True
     ).stdout
-    assert "tfaot_xla_typed_matmul_f32" not in core and "TypedMatMulIfffE" not in core
+    assert f"tfaot_xla_typed_matmul_{scalar}" not in core and f"TypedMatMul{mangled}E" not in core
     assert "tfaot_runtime_force_cpu_level" in core  # the level choice the interface's hooks call

@@ -9,9 +9,10 @@ seventh of what the core can do.
 
 So the runtime part of the entry point's source (runtime_parts.py) carries
 the kernel once per level of LEVELS, compiled with -march=<level> from
-tfaot_dist/cxx/runtime_kernels/: level_kernels.cc for the product (Eigen's,
+tfaot_dist/cxx/runtime_kernels/: level_kernels.cc for the float product (Eigen's,
 with its packing buffers kept per thread, and its own kernel for 2-4 columns,
 where Eigen would pack all the weights on every call; level_product.h),
+level_kernels_f64.cc for the same in double precision (TF 2.16+),
 conv_kernels.cc for 2-D float convolutions (patches copied per block, times
 the same product), and a dispatcher takes the
 place of the wheel's entry point (DISPATCHES): the wheel's definition is
@@ -74,6 +75,15 @@ DISPATCHES = (
         r"_ZN3xla3cpu8internal11TypedMatMulIfffEEv\S+",
         "tfaot_xla_typed_matmul_f32",
         "dispatch_thunk_dot.cc",
+    ),
+    # TensorFlow 2.16+: the double product (float64 layers), with kernels and objects of its own.
+    Dispatch(
+        "xla/backends/cpu/runtime/dot_lib_f64.cc",
+        r"_ZN3xla3cpu8internal11TypedMatMulIdddEEv\S+",
+        "tfaot_xla_typed_matmul_f64",
+        "dispatch_thunk_dot_f64.cc",
+        "level_kernels_f64.cc",
+        "tfaot_kernels_f64",
     ),
     # TensorFlow 2.12: the C entry compiled models call.
     Dispatch(

@@ -69,7 +69,7 @@ extern "C" void TFAOT_JOIN(tfaot_conv2d_f32_, TFAOT_LEVEL)(
   }
   // A multiple of 24 rows: whole column groups of the narrow product (3, 6, 8 or 12 columns).
   const int64_t block = std::max<int64_t>(24, kPatchBlockBytes / static_cast<int64_t>(sizeof(float) * depth) / 24 * 24);
-  float* patches = kept_buffer(2, std::min(block, pixels) * depth);
+  float* patches = kept_buffer<float>(2, std::min(block, pixels) * depth);
   for (int64_t first = 0; first < pixels; first += block) {
     const int64_t rows = std::min(block, pixels - first);
     // Pixel first + r is (b, ox, oy), counted up without a division per pixel.

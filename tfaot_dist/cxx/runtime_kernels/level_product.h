@@ -1,5 +1,5 @@
-// The float matrix product of one x86-64 level, for the per-level kernel sources (level_kernels.cc,
-// conv_kernels.cc): everything here has internal linkage, so each object that includes it carries
+// The float and double matrix products of one x86-64 level, for the per-level kernel sources
+// (level_kernels.cc, level_kernels_f64.cc, conv_kernels.cc): everything here has internal linkage, so each object that includes it carries
 // its own copy, compiled for its own level (the build compiles those sources with
 // -march=<level> -DEigen=tfaot_eigen_<suffix>).
 #ifndef TFAOT_RUNTIME_KERNELS_LEVEL_PRODUCT_H_
@@ -21,8 +21,8 @@ namespace {
 // Rows [i, m) of out[m x N] = lhs[m x k] * rhs[k x N] (column-major) in tiles of TV packets of type P; returns
 // the first row that fills no tile. A tile stays in registers for all N columns while the columns of lhs
 // stream by: each weight is read once.
-template <int N, int TV, typename P>
-int64_t few_columns_tiles(float* out, const float* lhs, const float* rhs, int64_t m, int64_t k, int64_t i) {
+template <int N, int TV, typename P, typename T>
+int64_t few_columns_tiles(T* out, const T* lhs, const T* rhs, int64_t m, int64_t k, int64_t i) {
   constexpr int kPacket = Eigen::internal::unpacket_traits<P>::size;
   constexpr int kRows = kPacket * TV;
   for (; i + kRows <= m; i += kRows) {
@@ -30,10 +30,10 @@ int64_t few_columns_tiles(float* out, const float* lhs, const float* rhs, int64_
 #pragma GCC unroll 16
     for (int j = 0; j < N; ++j) {
 #pragma GCC unroll 16
-      for (int t = 0; t < TV; ++t) acc[j][t] = Eigen::internal::pset1<P>(0.0f);
+      for (int t = 0; t < TV; ++t) acc[j][t] = Eigen::internal::pset1<P>(T(0));
     }
     for (int64_t p = 0; p < k; ++p) {
-      const float* column = lhs + p * m + i;
+      const T* column = lhs + p * m + i;
       P a[TV];
 #pragma GCC unroll 16
       for (int t = 0; t < TV; ++t) a[t] = Eigen::internal::ploadu<P>(column + kPacket * t);
@@ -56,9 +56,9 @@ int64_t few_columns_tiles(float* out, const float* lhs, const float* rhs, int64_
 // out[m x N] = lhs[m x k] * rhs[k x N]: tiles of TV packets, then the rows left in one packet, a half and a
 // quarter packet (AVX-512: 16, 8, 4 rows), and the last 0-3 rows one by one. Rows that fill no tile were all
 // scalar before: an LSTM's 600 gate rows left 24 of them on AVX-512, half of the DeepJet-like model's time.
-template <int N, int TV>
-void few_columns(float* out, const float* lhs, const float* rhs, int64_t m, int64_t k) {
-  using Packet = Eigen::internal::packet_traits<float>::type;
+template <int N, int TV, typename T>
+void few_columns(T* out, const T* lhs, const T* rhs, int64_t m, int64_t k) {
+  using Packet = typename Eigen::internal::packet_traits<T>::type;
   using Half = typename Eigen::internal::unpacket_traits<Packet>::half;
   using Quarter = typename Eigen::internal::unpacket_traits<Half>::half;
   int64_t i = few_columns_tiles<N, TV, Packet>(out, lhs, rhs, m, k, 0);
@@ -67,7 +67,7 @@ void few_columns(float* out, const float* lhs, const float* rhs, int64_t m, int6
   if constexpr (!std::is_same_v<Quarter, Half>) i = few_columns_tiles<N, 1, Quarter>(out, lhs, rhs, m, k, i);
   for (; i < m; ++i) {
     for (int j = 0; j < N; ++j) {
-      float sum = 0.0f;
+      T sum = 0;
       for (int64_t p = 0; p < k; ++p) sum += lhs[p * m + i] * rhs[j * k + p];
       out[j * m + i] = sum;
     }
@@ -75,7 +75,8 @@ void few_columns(float* out, const float* lhs, const float* rhs, int64_t m, int6
 }
 
 // True if few_columns computed the product (tiles of at most 8 accumulators: 16 vector registers).
-bool few_columns_product(float* out, const float* lhs, const float* rhs, int64_t m, int64_t n, int64_t k) {
+template <typename T>
+bool few_columns_product(T* out, const T* lhs, const T* rhs, int64_t m, int64_t n, int64_t k) {
   switch (n) {
     case 2:
       few_columns<2, 4>(out, lhs, rhs, m, k);
@@ -96,8 +97,8 @@ bool few_columns_product(float* out, const float* lhs, const float* rhs, int64_t
 // product packs all of the many columns (the inputs) for rows that fill only part of its 48-row tiles
 // (AVX-512); here the weights stay in the cache and each group of NC columns is one few_columns pass:
 // TV vectors of rows times NC columns of accumulators, each input read once per row tile.
-template <int TV, int R>
-void narrow_rest(float* out, const float* lhs, const float* rhs, int64_t m, int64_t r, int64_t k) {
+template <int TV, int R, typename T>
+void narrow_rest(T* out, const T* lhs, const T* rhs, int64_t m, int64_t r, int64_t k) {
   if constexpr (R > 0) {
     if (r == R) {
       few_columns<R, TV>(out, lhs, rhs, m, k);
@@ -107,8 +108,8 @@ void narrow_rest(float* out, const float* lhs, const float* rhs, int64_t m, int6
   }
 }
 
-template <int TV, int NC>
-void narrow(float* out, const float* lhs, const float* rhs, int64_t m, int64_t n, int64_t k) {
+template <int TV, int NC, typename T>
+void narrow(T* out, const T* lhs, const T* rhs, int64_t m, int64_t n, int64_t k) {
   int64_t j = 0;
   for (; j + NC <= n; j += NC) few_columns<NC, TV>(out + j * m, lhs, rhs + j * k, m, k);
   // The last n % NC columns in one pass too: one column at a time left 4 dependent FMA chains.
@@ -117,9 +118,10 @@ void narrow(float* out, const float* lhs, const float* rhs, int64_t m, int64_t n
 
 // True if narrow computed the product: m a multiple of the tile's rows, at most 4 vectors of them (and so
 // the weights at most 4 vectors x k), many columns. Accumulators: 24 of 32 registers on AVX-512, 12 of 16.
-bool narrow_product(float* out, const float* lhs, const float* rhs, int64_t m, int64_t n, int64_t k) {
-  constexpr int kPacket = Eigen::internal::packet_traits<float>::size;
-  constexpr bool kWide = kPacket >= 16;  // AVX-512: 32 vector registers
+template <typename T>
+bool narrow_product(T* out, const T* lhs, const T* rhs, int64_t m, int64_t n, int64_t k) {
+  constexpr int kPacket = Eigen::internal::packet_traits<T>::size;
+  constexpr bool kWide = Eigen::internal::packet_traits<float>::size >= 16;  // AVX-512: 32 vector registers
   if (n < 16 || k > 1024 || m % kPacket != 0 || m > 4 * kPacket) return false;
   switch (m / kPacket) {
     case 4:
@@ -139,22 +141,25 @@ bool narrow_product(float* out, const float* lhs, const float* rhs, int64_t m, i
 
 namespace {
 
-// Buffers kept per thread from call to call, by slot: 0 and 1 Eigen's packing, 2 convolution patches.
+// Buffers kept per thread from call to call, per element type and slot: 0 and 1 Eigen's packing, 2
+// convolution patches.
 // A plain array of Eigen's aligned memory: a std::vector here would instantiate a weak library
 // function compiled for this level, which the linker could hand to code of another level.
+template <typename T>
 struct KeptBuffer {
-  float* data = nullptr;
+  T* data = nullptr;
   Eigen::Index size = 0;
   ~KeptBuffer() { Eigen::internal::aligned_free(data); }
 };
 
-inline float* kept_buffer(int slot, Eigen::Index floats) {
-  thread_local KeptBuffer kept[3];
-  KeptBuffer& b = kept[slot];
-  if (b.size < floats) {
+template <typename T>
+T* kept_buffer(int slot, Eigen::Index count) {
+  thread_local KeptBuffer<T> kept[3];
+  KeptBuffer<T>& b = kept[slot];
+  if (b.size < count) {
     Eigen::internal::aligned_free(b.data);
-    b.data = static_cast<float*>(Eigen::internal::aligned_malloc(sizeof(float) * floats));
-    b.size = floats;
+    b.data = static_cast<T*>(Eigen::internal::aligned_malloc(sizeof(T) * count));
+    b.size = count;
   }
   return b.data;
 }
@@ -164,33 +169,34 @@ inline float* kept_buffer(int slot, Eigen::Index floats) {
 // kernel: 68 page faults per 256 x 256 x 256 product, whose speed fell from 85-97 GFLOP/s (64 and
 // 1024 columns) to 62 on an AVX-512 core (the 12 x 256 study model at batch size 256 ran at 0.44
 // of the peak).
-class KeptBlocking : public Eigen::internal::level3_blocking<float, float> {
+template <typename T>
+class KeptBlocking : public Eigen::internal::level3_blocking<T, T> {
  public:
   KeptBlocking(Eigen::Index m, Eigen::Index n, Eigen::Index k) {
     this->m_mc = m;
     this->m_nc = n;
     this->m_kc = k;
-    Eigen::internal::computeProductBlockingSizes<float, float, 1>(this->m_kc, this->m_mc, this->m_nc,
-                                                                     Eigen::Index{1});
-    this->m_blockA = kept_buffer(0, this->m_mc * this->m_kc);
-    this->m_blockB = kept_buffer(1, this->m_kc * this->m_nc);
+    Eigen::internal::computeProductBlockingSizes<T, T, 1>(this->m_kc, this->m_mc, this->m_nc, Eigen::Index{1});
+    this->m_blockA = kept_buffer<T>(0, this->m_mc * this->m_kc);
+    this->m_blockB = kept_buffer<T>(1, this->m_kc * this->m_nc);
   }
 };
 
-template <int LhsOrder, int RhsOrder>
-void blocked_product(float* out, const float* lhs, Eigen::Index lhs_stride, const float* rhs,
-                     Eigen::Index rhs_stride, Eigen::Index m, Eigen::Index n, Eigen::Index k) {
-  std::fill(out, out + m * n, 0.0f);  // Eigen's kernel adds to the result
-  KeptBlocking blocking(m, n, k);
-  Eigen::internal::general_matrix_matrix_product<Eigen::Index, float, LhsOrder, false, float, RhsOrder, false,
+template <int LhsOrder, int RhsOrder, typename T>
+void blocked_product(T* out, const T* lhs, Eigen::Index lhs_stride, const T* rhs, Eigen::Index rhs_stride,
+                     Eigen::Index m, Eigen::Index n, Eigen::Index k) {
+  std::fill(out, out + m * n, T(0));  // Eigen's kernel adds to the result
+  KeptBlocking<T> blocking(m, n, k);
+  Eigen::internal::general_matrix_matrix_product<Eigen::Index, T, LhsOrder, false, T, RhsOrder, false,
                                                  Eigen::ColMajor, 1>::run(m, n, k, lhs, lhs_stride, rhs, rhs_stride,
-                                                                          out, 1, m, 1.0f, blocking, nullptr);
+                                                                          out, 1, m, T(1), blocking, nullptr);
 }
 
 // out[m x n] = op(lhs) * op(rhs), all column-major, op() transposing where asked: the contract of
 // XLA's CPU matmul (lhs is k x m when transposed, rhs n x k when transposed).
-inline void product(float* out, const float* lhs, const float* rhs, int64_t m, int64_t n, int64_t k,
-                    bool transpose_lhs, bool transpose_rhs) {
+template <typename T>
+void product(T* out, const T* lhs, const T* rhs, int64_t m, int64_t n, int64_t k, bool transpose_lhs,
+             bool transpose_rhs) {
   if (!transpose_lhs && !transpose_rhs &&
       (few_columns_product(out, lhs, rhs, m, n, k) || narrow_product(out, lhs, rhs, m, n, k))) {
     return;
@@ -199,7 +205,7 @@ inline void product(float* out, const float* lhs, const float* rhs, int64_t m, i
     return;
   }
   if (k == 0) {
-    std::fill(out, out + m * n, 0.0f);
+    std::fill(out, out + m * n, T(0));
     return;
   }
   // A transposed column-major operand is the same memory read row-major.
