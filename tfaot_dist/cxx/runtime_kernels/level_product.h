@@ -1,7 +1,7 @@
 // The float and double matrix products of one x86-64 level, for the per-level kernel sources
-// (level_kernels.cc, level_kernels_f64.cc, conv_kernels.cc): everything here has internal linkage, so each object that includes it carries
-// its own copy, compiled for its own level (the build compiles those sources with
-// -march=<level> -DEigen=tfaot_eigen_<suffix>).
+// (level_kernels.cc, level_kernels_f64.cc, conv_kernels.cc): everything here has internal linkage,
+// so each object that includes it carries its own copy, compiled for its own level (the build
+// compiles those sources with -march=<level> -DEigen=tfaot_eigen_<suffix>).
 #ifndef TFAOT_RUNTIME_KERNELS_LEVEL_PRODUCT_H_
 #define TFAOT_RUNTIME_KERNELS_LEVEL_PRODUCT_H_
 
