@@ -182,23 +182,24 @@ def runtime(toolchain: Toolchain, shared_cache: Path) -> xla_runtime.XlaRuntime:
 
 
 @pytest.fixture(scope="module")
-def part(
+def dot_parts(
     runtime: xla_runtime.XlaRuntime, toolchain: Toolchain, shared_cache: Path
-) -> runtime_parts.BuiltPart:
-    [built] = xla_runtime.ensure_parts(
-        runtime, ["dot_lib_f32"], toolchain.python, shared_cache, lambda m: None
+) -> dict[str, runtime_parts.BuiltPart]:
+    """The float and double product parts, built side by side."""
+    built = xla_runtime.ensure_parts(
+        runtime, ["dot_lib_f32", "dot_lib_f64"], toolchain.python, shared_cache, lambda m: None
     )
-    return built
+    return {p.name: p for p in built}
 
 
 @pytest.fixture(scope="module")
-def part64(
-    runtime: xla_runtime.XlaRuntime, toolchain: Toolchain, shared_cache: Path
-) -> runtime_parts.BuiltPart:
-    [built] = xla_runtime.ensure_parts(
-        runtime, ["dot_lib_f64"], toolchain.python, shared_cache, lambda m: None
-    )
-    return built
+def part(dot_parts: dict[str, runtime_parts.BuiltPart]) -> runtime_parts.BuiltPart:
+    return dot_parts["dot_lib_f32"]
+
+
+@pytest.fixture(scope="module")
+def part64(dot_parts: dict[str, runtime_parts.BuiltPart]) -> runtime_parts.BuiltPart:
+    return dot_parts["dot_lib_f64"]
 
 
 @pytest.fixture(scope="module")
