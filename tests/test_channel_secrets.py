@@ -21,7 +21,7 @@ import pytest
 from conftest import Cli, snapshot
 from hostile import Channel, Server, answer, hand_built_dist, one_error
 
-from tfaot_dist.channels.oci import MAX_PARTS, MAX_TAG_PAGES, MAX_TAGS, TOKEN_ENV, USERNAME_ENV
+from tfaot_dist.channels.oci import MAX_PARTS, MAX_TAG_PAGES, MAX_TAGS, REGISTRY_ENV, TOKEN_ENV, USERNAME_ENV
 
 SECRET = "s3cr3t-" + os.urandom(6).hex()
 NS = "tfaot/models"
@@ -75,6 +75,11 @@ def basic_ok(handler: BaseHTTPRequestHandler) -> bool:
         return True
     answer(handler, 401, b"{}", {"WWW-Authenticate": 'Basic realm="r"'})
     return False
+
+
+def basic_challenge(handler: BaseHTTPRequestHandler) -> None:
+    """Every request answered 401 with a Basic challenge."""
+    answer(handler, 401, b"{}", {"WWW-Authenticate": 'Basic realm="r"'})
 
 
 def refused(run: Cli, tmp_path: Path, *args: object, code: int) -> str:
@@ -342,13 +347,54 @@ def test_index_parts_are_capped(run: Cli, tmp_path: Path) -> None:
 # ---------------------------------------------------------------- the honest flow on a real registry
 
 
-def test_publish_and_setup_through_a_real_registry_with_basic_auth(
-    run: Cli, tmp_path: Path, with_token: None
+# ---------------------------------------------------------------- the token bound to one registry
+
+
+def test_a_token_bound_to_another_registry_is_not_sent(
+    run: Cli, tmp_path: Path, elsewhere: Server, with_token: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """docker-registry behind htpasswd: the token reaches the registry, hand-built packages round-trip."""
+    """TFAOT_DIST_OCI_REGISTRY names the token's registry: a channel elsewhere (here: another port of this
+    machine, another origin) is asked anonymously, and the error line says why."""
+    monkeypatch.setenv(REGISTRY_ENV, f"127.0.0.1:{elsewhere.port}")
+    server = registry(basic_challenge)
+    try:
+        line = refused(
+            run, tmp_path, "setup", "--list", "--channel", f"oci://127.0.0.1:{server.port}/{NS}", code=4
+        )
+        assert f"is for 127.0.0.1:{elsewhere.port} only: {REGISTRY_ENV}" in line, line
+        assert server.seen and not secret_seen(server)
+        assert all(not auth for _, _, auth in server.seen)  # no Authorization header at all
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("value", ["https://ghcr.io", "ghcr.io/org", "user@ghcr.io", "-x"])
+def test_an_invalid_bound_registry_is_refused(
+    run: Cli, tmp_path: Path, with_token: None, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv(REGISTRY_ENV, value)
+    server = registry(basic_challenge)
+    try:
+        line = refused(
+            run, tmp_path, "setup", "--list", "--channel", f"oci://127.0.0.1:{server.port}/{NS}", code=3
+        )
+        assert f"{REGISTRY_ENV}: invalid registry" in line, line
+        assert not server.seen  # refused before any request
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("bound", [False, True])
+def test_publish_and_setup_through_a_real_registry_with_basic_auth(
+    run: Cli, tmp_path: Path, with_token: None, monkeypatch: pytest.MonkeyPatch, bound: bool
+) -> None:
+    """docker-registry behind htpasswd: the token reaches the registry (unbound, or bound to it by
+    TFAOT_DIST_OCI_REGISTRY), hand-built packages round-trip."""
     from test_oci import Registry
 
     server = Registry(tmp_path / "registry", {"ci": SECRET})
+    if bound:
+        monkeypatch.setenv(REGISTRY_ENV, server.channel().removeprefix("oci://").split("/")[0])
     try:
         out, err = run("publish", "--channel", server.channel(), "--dist", hand_built_dist(tmp_path / "dist"))
         assert SECRET not in out + err

@@ -13,6 +13,8 @@ import pytest
 import yaml
 from test_distribution import PUBLISH_SCRIPT, SHARD_SCRIPT
 
+from tfaot_dist.channels.oci import REGISTRY_ENV
+
 REPO = Path(__file__).resolve().parent.parent
 WORKFLOWS = REPO / ".github" / "workflows"
 
@@ -99,6 +101,9 @@ def test_release_shard_job_runs_the_tested_commands() -> None:
     (oci_step,) = [s for s in publish["steps"] if PUBLISH_SCRIPT in s.get("run", "")]
     assert f'{PUBLISH_SCRIPT} "${{OCI_CHANNEL,,}}" "${{dists[@]}}"' in oci_step["run"]
     assert oci_step["env"]["TFAOT_DIST_OCI_TOKEN"] == "${{ secrets.GITHUB_TOKEN }}"
+    # ... and the token bound to the channel's registry (oci.REGISTRY_ENV), so no other gets it.
+    oci_host = release["env"]["OCI_CHANNEL"].removeprefix("oci://").split("/")[0]
+    assert oci_step["env"][REGISTRY_ENV] == oci_host == "ghcr.io"
     directory = jobs["publish-directory"]
     assert directory["if"] == "${{ inputs.channel == 'directory' }}"
     assert any(f'{PUBLISH_SCRIPT} channel "${{dists[@]}}"' in run for run in steps_running(directory))

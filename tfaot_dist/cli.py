@@ -1145,7 +1145,8 @@ def parser() -> argparse.ArgumentParser:
         "version). A published version never changes: the same bytes again are a no-op, other bytes "
         "exit 7. Serve the directory with any static HTTP server. An oci://HOST/NAMESPACE channel pushes "
         "each package as an OCI artifact and keeps the index as one (credentials: "
-        "TFAOT_DIST_OCI_TOKEN, TFAOT_DIST_OCI_USERNAME).",
+        "TFAOT_DIST_OCI_TOKEN, TFAOT_DIST_OCI_USERNAME; TFAOT_DIST_OCI_REGISTRY=HOST[:PORT] keeps the "
+        "token for that registry alone).",
         [
             "tfaot-dist publish --channel /srv/channel --dist _work/dist",
             "python3 -m http.server -d /srv/channel 8000   # then open http://127.0.0.1:8000/",

@@ -28,8 +28,10 @@ challenges and is exchanged for a bearer token at the registry's token service f
 challenges. The token is only ever sent in request headers: never printed, never written, and
 only to the channel's origin (scheme, host and port of oci://HOST[:PORT]): a token service
 (realm), a tags `Link`, an upload `Location` or a redirect elsewhere never gets it (an upload
-Location elsewhere is refused; a realm elsewhere is asked anonymously). Plain HTTP is used for
-loopback hosts only (local test registries); everything else is HTTPS.
+Location elsewhere is refused; a realm elsewhere is asked anonymously). TFAOT_DIST_OCI_REGISTRY
+(HOST[:PORT]) binds the token to one registry: a channel on any other is then asked anonymously,
+so a token set for ghcr.io never reaches a registry named on a command line by mistake. Plain
+HTTP is used for loopback hosts only (local test registries); everything else is HTTPS.
 
 Bounds (a registry may answer anything): manifests at most MAX_MANIFEST bytes, other documents
 MAX_DOCUMENT; tags lists at most MAX_TAG_PAGES pages and MAX_TAGS tags, a page seen twice is a
@@ -83,6 +85,7 @@ SCHEME = "oci://"
 BLOB_ATTEMPTS = 5  # manifest pushes that meet a blob another publish is committing
 TOKEN_ENV = "TFAOT_DIST_OCI_TOKEN"
 USERNAME_ENV = "TFAOT_DIST_OCI_USERNAME"
+REGISTRY_ENV = "TFAOT_DIST_OCI_REGISTRY"  # HOST[:PORT]: the one registry the token is for
 DEFAULT_USERNAME = "tfaot-dist"
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -168,6 +171,24 @@ class Reply:
             raise InvalidInput(f"{self.url}: not {what}") from None
 
 
+def channel_secret(origin: Origin) -> tuple[str | None, str]:
+    """TFAOT_DIST_OCI_TOKEN if it may go to origin, and else why not (for error lines; "" when nothing is
+    withheld). Without TFAOT_DIST_OCI_REGISTRY the token is for whatever registry the channel names;
+    with it, for that registry only (its origin as a channel's: https, or http on a loopback host)."""
+    secret = os.environ.get(TOKEN_ENV) or None
+    bound = os.environ.get(REGISTRY_ENV) or None  # empty: unset, as for the token
+    if bound is None:
+        return secret, ""
+    if not names.OCI_HOST.fullmatch(bound):
+        raise InvalidInput(
+            f"{REGISTRY_ENV}: invalid registry {shown(bound)} (expected HOST[:PORT], e.g. ghcr.io)"
+        )
+    registry = Origin.of(Location(bound, "").base)
+    if secret is None or registry == origin:
+        return secret, ""
+    return None, f" ({TOKEN_ENV} is for {bound} only: {REGISTRY_ENV})"
+
+
 class Client:
     """The OCI distribution API calls a channel needs, with Basic and Bearer authentication. Every
     request goes through download.send() with the registry's origin as the credentials' only origin."""
@@ -176,6 +197,7 @@ class Client:
         self.location = location
         self.log = log or (lambda message: None)
         self.origin = Origin.of(location.base)
+        self.secret, self.withheld = channel_secret(self.origin)
         self.session = requests.Session()
         self.session.headers["User-Agent"] = f"tfaot-dist/{__version__}"
         self._auth: dict[str, str] = {}  # scope -> Authorization header value
@@ -212,13 +234,9 @@ class Client:
                 continue
             break
         if reply.status == 401:
-            given = (
-                "refused the credentials in "
-                if os.environ.get(TOKEN_ENV)
-                else "requires authentication: set "
-            )
+            given = "refused the credentials in " if self.secret else "requires authentication: set "
             raise SourceUnavailable(
-                f"{self.location}: {method} {url}: HTTP 401, the registry {given}{TOKEN_ENV}"
+                f"{self.location}: {method} {url}: HTTP 401, the registry {given}{TOKEN_ENV}{self.withheld}"
             )
         if reply.status == 403:
             raise SourceUnavailable(
@@ -301,14 +319,13 @@ class Client:
         anonymously, and one on plain http elsewhere not at all."""
         challenge = reply.headers.get("WWW-Authenticate", "")
         kind, _, params = challenge.partition(" ")
-        secret = os.environ.get(TOKEN_ENV)
         user = os.environ.get(USERNAME_ENV) or DEFAULT_USERNAME
-        basic = requests.auth._basic_auth_str(user, secret) if secret else None
+        basic = requests.auth._basic_auth_str(user, self.secret) if self.secret else None
         if kind.lower() == "basic":
             if basic is None:
                 raise SourceUnavailable(
                     f"{self.location}: {reply.url}: HTTP 401, the registry requires "
-                    f"authentication: set {TOKEN_ENV}"
+                    f"authentication: set {TOKEN_ENV}{self.withheld}"
                 )
             return basic
         if kind.lower() != "bearer":
@@ -345,7 +362,7 @@ class Client:
                 else (
                     f" ({TOKEN_ENV} is only sent to {self.origin}, not to a token service elsewhere)"
                     if basic
-                    else f" (set {TOKEN_ENV} for a private channel)"
+                    else f" (set {TOKEN_ENV} for a private channel){self.withheld}"
                 )
             )
             raise SourceUnavailable(
