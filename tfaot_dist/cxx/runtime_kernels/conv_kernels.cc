@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include <immintrin.h>
+
 #include "level_product.h"
 
 #ifndef TFAOT_LEVEL
@@ -28,23 +30,61 @@ constexpr int64_t kPatchBlockBytes = 256 * 1024;
 
 // Patches are made of short runs (a few input channels: 3 floats for an RGB-like first layer), too
 // short for a call to memcpy or memset to pay: plain loops, which GCC would otherwise turn back into
-// those calls.
+// those calls. The convolution carries the same attribute: GCC inlines only between functions
+// compiled with the same options, and a call per run costs as much as the copy.
 #if defined(__GNUC__) && !defined(__clang__)
 #define TFAOT_NO_LIBC_CALLS __attribute__((optimize("no-tree-loop-distribute-patterns")))
 #else
 #define TFAOT_NO_LIBC_CALLS
 #endif
 
+// With AVX2 or AVX-512 a run is copied a whole vector at a time: the input is read under a mask (no
+// read past the run, which may end the input), and the vector is stored whole. The store may pass the
+// run's end by less than a vector: the patch buffer is filled in address order, so what lies there
+// is written again by a later run, or is the buffer's slack (kSlack floats past the patches).
+#if defined(__AVX512F__)
+using Floats = __m512;
+constexpr int64_t kWidth = 16;
+inline Floats load_first(const float* from, int64_t n) {
+  return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1u), from);
+}
+inline void store(float* to, Floats v) { _mm512_storeu_ps(to, v); }
+inline Floats load(const float* from) { return _mm512_loadu_ps(from); }
+inline Floats zeros() { return _mm512_setzero_ps(); }
+#elif defined(__AVX2__)
+using Floats = __m256;
+constexpr int64_t kWidth = 8;
+inline Floats load_first(const float* from, int64_t n) {
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_maskload_ps(from, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), lanes));
+}
+inline void store(float* to, Floats v) { _mm256_storeu_ps(to, v); }
+inline Floats load(const float* from) { return _mm256_loadu_ps(from); }
+inline Floats zeros() { return _mm256_setzero_ps(); }
+#else
+constexpr int64_t kWidth = 1;  // baseline x86-64: element by element
+#endif
+constexpr int64_t kSlack = 16;
+
 TFAOT_NO_LIBC_CALLS void copy_run(float* to, const float* from, int64_t n) {
   if (n >= 64) {
     std::memcpy(to, from, sizeof(float) * n);
     return;
   }
+#if defined(__AVX2__)
+  for (; n > kWidth; n -= kWidth, to += kWidth, from += kWidth) store(to, load(from));
+  store(to, load_first(from, n));
+#else
   for (int64_t k = 0; k < n; ++k) to[k] = from[k];
+#endif
 }
 
 TFAOT_NO_LIBC_CALLS void zero_run(float* to, int64_t n) {
+#if defined(__AVX2__)
+  for (int64_t k = 0; k < n; k += kWidth) store(to + k, zeros());
+#else
   for (int64_t k = 0; k < n; ++k) to[k] = 0.0f;
+#endif
 }
 
 }  // namespace
@@ -54,7 +94,7 @@ TFAOT_NO_LIBC_CALLS void zero_run(float* to, int64_t n) {
 // (ox, oy) reads input (ox * stride_x - pad_x + i * dilation_x, oy * stride_y - pad_y + j * dilation_y)
 // for kernel tap (i, j), zero outside the input. One feature group, no input dilation, padding >= 0
 // (the dispatcher sends other convolutions to XLA's code).
-extern "C" void TFAOT_JOIN(tfaot_conv2d_f32_, TFAOT_LEVEL)(
+extern "C" TFAOT_NO_LIBC_CALLS void TFAOT_JOIN(tfaot_conv2d_f32_, TFAOT_LEVEL)(
     float* out, const float* in, const float* kernel, int64_t batch, int64_t in_x, int64_t in_y, int64_t channels,
     int64_t kernel_x, int64_t kernel_y, int64_t filters, int64_t out_x, int64_t out_y, int64_t stride_x,
     int64_t stride_y, int64_t pad_x, int64_t pad_y, int64_t dilation_x, int64_t dilation_y) {
@@ -69,7 +109,7 @@ extern "C" void TFAOT_JOIN(tfaot_conv2d_f32_, TFAOT_LEVEL)(
   }
   // A multiple of 24 rows: whole column groups of the narrow product (3, 6, 8 or 12 columns).
   const int64_t block = std::max<int64_t>(24, kPatchBlockBytes / static_cast<int64_t>(sizeof(float) * depth) / 24 * 24);
-  float* patches = kept_buffer<float>(2, std::min(block, pixels) * depth);
+  float* patches = kept_buffer<float>(2, std::min(block, pixels) * depth + kSlack);
   for (int64_t first = 0; first < pixels; first += block) {
     const int64_t rows = std::min(block, pixels - first);
     // Pixel first + r is (b, ox, oy), counted up without a division per pixel.
