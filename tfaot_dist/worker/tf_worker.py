@@ -517,9 +517,10 @@ def _writes_no_conv3d(tf: Any) -> bool:
 
 
 def _conv3d_as_conv2d(tf: Any, graph_def: Any) -> dict[str, int]:
-    """Replace each float32 NDHWC Conv3D (dilation 1) of graph_def by the sum over the kernel's depth of
-    Conv2D over the matching depth slices; returns {"Conv3D": count}. Same sums, other order: the results
-    agree with TensorFlow's Conv3D to rounding. The last node keeps the replaced node's name."""
+    """Replace each float32 NDHWC Conv3D (dilation 1) of graph_def by one Conv2D over the input's depth
+    slices, the slices that the kernel's depth taps read laid side by side as channels; returns
+    {"Conv3D": count}. Same sums, other order: the results agree with TensorFlow's Conv3D to rounding.
+    The last node keeps the replaced node's name."""
     targets = [
         n
         for n in graph_def.node
@@ -552,7 +553,7 @@ def _conv3d_as_conv2d(tf: Any, graph_def: Any) -> dict[str, int]:
 
 def _conv3d_nodes(tf: Any, node: Any, inputs: list[str], shapes: list[list[int]]) -> list[Any]:
     """The NodeDefs computing node (a Conv3D of inputs with static shapes) with Conv2D; new names below it."""
-    (batch, depth, height, width, _), (kd, kh, kw, _, _) = shapes
+    (batch, depth, height, width, _), (kd, kh, kw, channels, filters) = shapes
     _, sd, sh, sw, _ = list(node.attr["strides"].list.i)
     scratch = tf.Graph()
     with scratch.as_default():
@@ -566,12 +567,14 @@ def _conv3d_nodes(tf: Any, node: Any, inputs: list[str], shapes: list[list[int]]
             x = tf.pad(x, [[0, 0], *pads, [0, 0]])
             depth += sum(pads[0])
         out_depth = (depth - kd) // sd + 1
-        terms: list[Any] = []
-        for i in range(kd):
-            xs = x[:, i : i + (out_depth - 1) * sd + 1 : sd]
-            xs = tf.reshape(xs, [batch * out_depth, *xs.shape.as_list()[2:]])
-            terms.append(tf.nn.conv2d(xs, w[i], [1, sh, sw, 1], "VALID"))
-        y = tf.add_n(terms) if len(terms) > 1 else terms[0]
+        # Depth tap i of output slice o reads input slice o * sd + i: the kd slices side by side as
+        # channels (tap-major), with the kernel's taps moved beside its channels, make one Conv2D whose
+        # patches and product are each made once (not kd products of shallow patches and their sum).
+        slices = [x[:, i : i + (out_depth - 1) * sd + 1 : sd] for i in range(kd)]
+        xs = tf.concat(slices, axis=-1) if kd > 1 else slices[0]
+        xs = tf.reshape(xs, [batch * out_depth, *xs.shape.as_list()[2:]])
+        w2 = tf.reshape(tf.transpose(w, [1, 2, 0, 3, 4]), [kh, kw, kd * channels, filters])
+        y = tf.nn.conv2d(xs, w2, [1, sh, sw, 1], "VALID")
         tf.reshape(y, [batch, out_depth, *y.shape.as_list()[1:]], name="result")
     rename = {"x": inputs[0], "w": inputs[1]}
     prefix = node.name + "/tfaot_conv2d"
