@@ -27,6 +27,7 @@ from tfaot_dist import cli
 from tfaot_dist.cache import Cache, default_cache
 from tfaot_dist.registry import DEFAULT_REQUIREMENTS
 from tfaot_dist.toolchain import Toolchain, ensure_toolchain, worker_env
+from tfaot_dist.util import download
 
 if TYPE_CHECKING:
     from test_distribution import Fleet
@@ -41,6 +42,9 @@ GIT_ENV = {**os.environ, **make_data_repo.GIT_IDENTITY}
 # test_cpu_levels.py and the examples build the registry's default levels.
 SINGLE_LEVEL = "cpu_levels: [x86-64]"
 FAST = os.environ.get("TFAOT_DIST_FAST") == "1"
+# Retries in tests wait milliseconds, not the default half second doubled (tests/test_download.py checks
+# the default); the commands the tests run as subprocesses inherit it.
+os.environ.setdefault(download.BACKOFF_ENV, "0.01")
 TF_MARKER = "tf"
 
 

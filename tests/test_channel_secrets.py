@@ -102,6 +102,7 @@ def refused(run: Cli, tmp_path: Path, *args: object, code: int) -> str:
         "https://" + SECRET + "@github.com/org/data.git",
         "ssh://git:" + SECRET + "@host/data.git",
     ],
+    ids=["http-user-password", "https-token", "ssh-user-password"],  # the same on every xdist worker
 )
 def test_a_source_url_with_credentials_is_refused(run: Cli, tmp_path: Path, url: str) -> None:
     line = refused(
@@ -126,7 +127,9 @@ def test_credentials_in_registry_entries_are_refused_without_showing_them(run: C
 
 
 @pytest.mark.parametrize(
-    "channel", [f"oci://ci:{SECRET}@127.0.0.1:1/{NS}", f"http://ci:{SECRET}@127.0.0.1:1/"]
+    "channel",
+    [f"oci://ci:{SECRET}@127.0.0.1:1/{NS}", f"http://ci:{SECRET}@127.0.0.1:1/"],
+    ids=["oci", "http"],
 )
 def test_a_channel_url_with_credentials_is_refused(run: Cli, tmp_path: Path, channel: str) -> None:
     assert "credentials in a URL are refused" in refused(

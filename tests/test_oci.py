@@ -20,6 +20,7 @@ from conftest import Cli, snapshot
 from test_distribution import N_MODELS, RUNTIME, Fleet, repacked, tool
 
 from tfaot_dist.channels.oci import TOKEN_ENV, USERNAME_ENV
+from tfaot_dist.util import download
 from tfaot_dist.util.fs import sha256_file
 
 NAMESPACE = "tfaot/models"
@@ -700,8 +701,9 @@ def test_5xx_answers_are_retried_with_backoff(
     fails: int,
     code: int,
 ) -> None:
-    """Two 500s per path: publish and setup succeed, each retry logged. Three (the default of three
-    attempts): exit 4 with one line naming the answer."""
+    """Two 500s per path: publish and setup succeed, each retry logged with its doubling pause (the
+    tests' TFAOT_DIST_HTTP_BACKOFF, conftest.py). Three (the default of three attempts): exit 4 with one
+    line naming the answer."""
     from hostile import hand_built_dist
 
     proxy = FlakyProxy(registry_server.port, fails)
@@ -714,8 +716,9 @@ def test_5xx_answers_are_retried_with_backoff(
         if code:
             assert "HTTP 500 UNKNOWN: unknown error" in err.splitlines()[-1] and "Traceback" not in err
             return
-        assert "HTTP 500 UNKNOWN: unknown error; trying again in 0.5 s (attempt 2 of 3)" in err
-        assert "trying again in 1 s (attempt 3 of 3)" in err
+        first = download.backoff(0)
+        assert f"HTTP 500 UNKNOWN: unknown error; trying again in {first:g} s (attempt 2 of 3)" in err
+        assert f"trying again in {2 * first:g} s (attempt 3 of 3)" in err
         out, _ = run("setup", "a", "--channel", channel, "--area", tmp_path / "area", "--json")
         assert {r["name"] for r in json.loads(out)["results"]} == {"tfaot-model-a", RUNTIME}
     finally:

@@ -68,10 +68,10 @@ from tfaot_dist.channels.channel import (
 from tfaot_dist.documents import JsonObject, Manifest
 from tfaot_dist.errors import BlobsNotReady, IntegrityError, InvalidInput, SourceUnavailable
 from tfaot_dist.util.download import (
-    BACKOFF,
     Origin,
     Via,
     attempts,
+    backoff,
     deadline,
     download,
     read_capped,
@@ -259,7 +259,7 @@ class Client:
         limit: int,
     ) -> Reply:
         """_send, again after a connection error or a 5xx answer (a registry under concurrent writes answers
-        some reads with 500): at most download.attempts() attempts, BACKOFF doubling between them, each
+        some reads with 500): at most download.attempts() attempts, backoff() between them, each
         retry logged. Every request of a channel is idempotent (blobs and manifests are content-addressed,
         an upload that is started again leaves the first one unused)."""
         n = attempts()
@@ -275,7 +275,7 @@ class Client:
                 if i + 1 == n:
                     raise SourceUnavailable(f"{exc} (after {n} attempts)") from None
                 why = str(exc)
-            wait = BACKOFF * 2**i
+            wait = backoff(i)
             self.log(f"{method} {url}: {why}; trying again in {wait:g} s (attempt {i + 2} of {n})")
             time.sleep(wait)
         raise AssertionError("unreachable")

@@ -12,7 +12,8 @@ TFAOT_DIST_HTTP_TIMEOUT (seconds, default 30) bounds connecting and each read;
 TFAOT_DIST_HTTP_DEADLINE (seconds, default 600) bounds a download as a whole,
 all its attempts together (connect and the entire transfer: a server trickling
 bytes cannot hold a command); TFAOT_DIST_HTTP_RETRIES (default 3) is the
-number of attempts.
+number of attempts; TFAOT_DIST_HTTP_BACKOFF (seconds, default 0.5) the pause
+before the second attempt, doubled before each one after.
 
 Bodies are asked for and read as they are stored (Accept-Encoding: identity),
 capped in size (by the caller: an index's declared size), and redirects are
@@ -50,8 +51,9 @@ MAX_REDIRECTS = 5
 RETRIES_ENV = "TFAOT_DIST_HTTP_RETRIES"
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_ATTEMPTS = 3
+BACKOFF_ENV = "TFAOT_DIST_HTTP_BACKOFF"
+DEFAULT_BACKOFF = 0.5  # seconds before the second attempt, doubled each time after
 DOWNLOAD_PREFIX = ".download-"
-BACKOFF = 0.5  # seconds before the second attempt, doubled each time after
 CHUNK = 1 << 16
 # Anything else a request raises (bad URL, TLS, ...): not worth another attempt.
 _OTHER = (requests.RequestException, urllib3.exceptions.HTTPError)
@@ -93,6 +95,11 @@ def deadline() -> float:
 
 def attempts() -> int:
     return int(_env_number(RETRIES_ENV, DEFAULT_ATTEMPTS, int))
+
+
+def backoff(attempt: int) -> float:
+    """Seconds to wait after the failed attempt number attempt (0-based): TFAOT_DIST_HTTP_BACKOFF doubled."""
+    return _env_number(BACKOFF_ENV, DEFAULT_BACKOFF) * (1 << attempt)
 
 
 @dataclass(frozen=True)
@@ -304,7 +311,7 @@ def _with_retries(
         except _Late as exc:
             raise SourceUnavailable(f"{url}: {exc}") from None
         except _Retry as exc:
-            pause = BACKOFF * 2**i
+            pause = backoff(i)
             if i + 1 == n or time.monotonic() + pause >= ends:
                 raise SourceUnavailable(f"{url}: {exc} (after {i + 1} attempt{'s' if i else ''})") from None
             time.sleep(pause)
