@@ -16,7 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +28,7 @@ from tfaot_dist.cache import Cache, default_cache
 from tfaot_dist.registry import DEFAULT_REQUIREMENTS
 from tfaot_dist.toolchain import Toolchain, ensure_toolchain, worker_env
 from tfaot_dist.util import download
+from tfaot_dist.util.fs import file_lock
 
 if TYPE_CHECKING:
     from test_distribution import Fleet
@@ -48,11 +49,20 @@ os.environ.setdefault(download.BACKOFF_ENV, "0.01")
 TF_MARKER = "tf"
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark `tf` every test whose fixtures need the toolchain, and the `slow` ones (they compile)."""
+    """Mark `tf` every test whose fixtures need the toolchain, and the `slow` ones (they compile).
+
+    Under pytest-xdist (`--dist loadgroup`, scripts/test) a test runs on the worker of its group: by
+    default its module's, so that module-scoped fixtures (built packages, servers) are made once; a
+    module whose fixtures fall into independent families marks its tests with groups of their own
+    (`@pytest.mark.xdist_group(NAME)`), which then run beside the rest.
+    """
     for item in items:
         if "toolchain" in getattr(item, "fixturenames", ()) or item.get_closest_marker("slow"):
             item.add_marker(TF_MARKER)
+        if not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
 def refuse_toolchain(*args: Any, **kwargs: Any) -> None:
@@ -105,6 +115,22 @@ def toolchain212(shared_cache: Path) -> Toolchain:
     return ensure_toolchain(shared_cache, TF212, lambda m: print(m, file=sys.stderr))
 
 
+def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], object]) -> Path:
+    """The directory name, made by make(directory) once per test run: under pytest-xdist the first worker
+    that asks makes it and the others wait for it (a lock) and share it. Read-only for its users."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the run's directory, above each worker's own
+    target, done = base / name, base / f"{name}.done"
+    with file_lock(base / f"{name}.lock"):
+        if not done.exists():
+            shutil.rmtree(target, ignore_errors=True)  # a worker that failed making it
+            target.mkdir()
+            make(target)
+            done.touch()
+    return target
+
+
 def run_in_toolchain(toolchain: Toolchain, script: Path, *args: object, tmp: Path) -> None:
     tmp.mkdir(parents=True, exist_ok=True)
     subprocess.run(
@@ -118,16 +144,22 @@ def run_in_toolchain(toolchain: Toolchain, script: Path, *args: object, tmp: Pat
 @pytest.fixture(scope="session")
 def example_models(toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """simple/ and multi/ with saved_model/ and aot_config.yaml each."""
-    out = tmp_path_factory.mktemp("examples")
-    run_in_toolchain(toolchain, REPO / "examples" / "make_models.py", out, tmp=out / ".tmp")
-    return out
+    return made_once(
+        tmp_path_factory,
+        "examples",
+        lambda out: run_in_toolchain(toolchain, REPO / "examples" / "make_models.py", out, tmp=out / ".tmp"),
+    )
 
 
 @pytest.fixture(scope="session")
 def test_models(toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("test-models")
-    run_in_toolchain(toolchain, REPO / "tests" / "models" / "make_test_models.py", out, tmp=out / ".tmp")
-    return out
+    return made_once(
+        tmp_path_factory,
+        "test-models",
+        lambda out: run_in_toolchain(
+            toolchain, REPO / "tests" / "models" / "make_test_models.py", out, tmp=out / ".tmp"
+        ),
+    )
 
 
 def git(*args: object, cwd: Path | str) -> str:
@@ -296,39 +328,36 @@ def built(
     """Both example models registered (test-simple, test-multi) and built once into built/dist.
 
     built/cache shares the toolchain and XLA runtime of the shared cache;
-    built/registry is the registry.
+    built/registry is the registry. Made once per run (made_once): its sources are the data repository of
+    the worker that made it.
     """
-    root = tmp_path_factory.mktemp("built")
-    cache = fresh_cache(root / "cache", shared_cache)
-    reg = root / "registry"
-    reg.mkdir()
-    copy_registry_yaml(reg)
-    old = os.environ.get("TFAOT_DIST_CACHE")
-    os.environ["TFAOT_DIST_CACHE"] = str(cache)
-    try:
-        for name, model in (("test-simple", "simple"), ("test-multi", "multi")):
-            assert (
-                cli.main(
-                    [
-                        "--registry",
-                        str(reg),
-                        "add-model",
-                        name,
-                        "--source",
-                        data_repo.url,
-                        "--aot-config",
-                        f"{model}/aot_config.yaml",
-                    ]
-                )
-                == 0
-            )
-        assert cli.main(["--registry", str(reg), "build", "--all", "--dist", str(root / "dist")]) == 0
-    finally:
-        if old is None:
-            os.environ.pop("TFAOT_DIST_CACHE")
-        else:
-            os.environ["TFAOT_DIST_CACHE"] = old
-    return root
+
+    def make(root: Path) -> None:
+        cache = fresh_cache(root / "cache", shared_cache)
+        reg = root / "registry"
+        reg.mkdir()
+        copy_registry_yaml(reg)
+        old = os.environ.get("TFAOT_DIST_CACHE")
+        os.environ["TFAOT_DIST_CACHE"] = str(cache)
+        try:
+            for name, model in (("test-simple", "simple"), ("test-multi", "multi")):
+                add = [
+                    "add-model",
+                    name,
+                    "--source",
+                    data_repo.url,
+                    "--aot-config",
+                    f"{model}/aot_config.yaml",
+                ]
+                assert cli.main(["--registry", str(reg), *add]) == 0
+            assert cli.main(["--registry", str(reg), "build", "--all", "--dist", str(root / "dist")]) == 0
+        finally:
+            if old is None:
+                os.environ.pop("TFAOT_DIST_CACHE")
+            else:
+                os.environ["TFAOT_DIST_CACHE"] = old
+
+    return made_once(tmp_path_factory, "built", make)
 
 
 @pytest.fixture(scope="session")

@@ -511,6 +511,7 @@ def make_fleet(
     server.close()
 
 
+@pytest.mark.xdist_group("fleet")  # the session's fleet is made on the worker of its users
 def test_jobs_and_shards_publish_the_same_packages(fleet: Fleet, tmp_path: Path, shared_cache: Path) -> None:
     assert [r["status"] for r in fleet.build["results"]] == ["built"] * N_MODELS
     assert fleet.server.count("data-1.0.tar.gz") == 3  # 500, 500, then the archive
@@ -913,6 +914,7 @@ def test_setup_uses_pkg_config_and_plain_compilers_too(run: Cli, channel_copy: P
     assert proc.returncode == 0 and proc.stdout.endswith("within 1e-5\n"), proc.stdout
 
 
+@pytest.mark.xdist_group("fleet")
 def test_setup_resolves_versions_upgrades_and_calls_scram(
     fleet: Fleet, run: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -371,6 +371,7 @@ def test_bad_oci_locations(run: Cli, location: str, code: int, message: str) -> 
     assert message in line, line
 
 
+@pytest.mark.xdist_group("fleet")
 def test_fleet_on_both_channel_forms(
     fleet: Fleet, registry_server: Registry, tmp_path: Path, shared_cache: Path
 ) -> None:

@@ -312,6 +312,7 @@ def zoo_area(zoo_models: Path, shared_cache: Path, tmp_path_factory: pytest.Temp
 
 
 @pytest.mark.parametrize("model", ZOO)
+@pytest.mark.xdist_group("zoo")
 def test_zoo_model_verifies_at_every_level(zoo_area: Path, model: str) -> None:
     check_levels(zoo_area, model)
 
@@ -320,6 +321,7 @@ GATHER_OR_SCATTER = re.compile(r"\bvp?(?:gather|scatter)\w*", re.ASCII)
 
 
 @pytest.mark.parametrize("model", ZOO)
+@pytest.mark.xdist_group("zoo")
 def test_v4_code_has_no_gathers_or_scatters(zoo_area: Path, model: str) -> None:
     """At x86-64-v4 tfcompile is told to prefer plain loads and stores: without it these models' v4
     objects hold 30-370 AVX-512 gathers and scatters (strided softmax rows, pooling windows), slower
@@ -336,6 +338,7 @@ def test_v4_code_has_no_gathers_or_scatters(zoo_area: Path, model: str) -> None:
 
 
 @pytest.mark.parametrize("model", ZOO)
+@pytest.mark.xdist_group("zoo")
 def test_zoo_consumer_matches_tensorflow(
     zoo_area: Path, zoo_models: Path, toolchain: Toolchain, tmp_path: Path, model: str
 ) -> None:
@@ -362,6 +365,7 @@ def keras2_area(keras2_models: Path, shared_cache: Path, tmp_path_factory: pytes
 
 
 @pytest.mark.parametrize("model", KERAS2)
+@pytest.mark.xdist_group("zoo-keras2")
 def test_keras2_export_verifies_and_matches_tensorflow(
     keras2_area: Path, keras2_models: Path, toolchain: Toolchain, tmp_path: Path, model: str
 ) -> None:
@@ -385,6 +389,7 @@ def zoo212_area(zoo212_models: Path, shared_cache: Path, tmp_path_factory: pytes
 
 
 @pytest.mark.parametrize("model", ZOO212)
+@pytest.mark.xdist_group("zoo212")
 def test_zoo_with_tf212_verifies_and_matches_tensorflow(
     zoo212_area: Path, zoo212_models: Path, toolchain212: Toolchain, tmp_path: Path, model: str
 ) -> None:
