@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_in_toolchain
+from test_zoo import exported
 
 from tfaot_dist.perf import ort_engine
 from tfaot_dist.toolchain import Toolchain
@@ -16,9 +16,7 @@ from tfaot_dist.toolchain import Toolchain
 
 @pytest.fixture(scope="module")
 def transformer(toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("zoo")
-    run_in_toolchain(toolchain, REPO / "examples" / "make_zoo.py", out, "transformer", tmp=out / ".tmp")
-    return out / "transformer" / "saved_model"
+    return exported("zoo", "transformer", toolchain, tmp_path_factory) / "saved_model"  # test_zoo.py's export
 
 
 @pytest.fixture(scope="module")

@@ -10,16 +10,15 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import REPO, Cli, run_in_toolchain
+from conftest import Cli
+from test_zoo import exported
 
 from tfaot_dist.toolchain import Toolchain
 
 
 @pytest.fixture(scope="module")
 def particlenet(toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("zoo")
-    run_in_toolchain(toolchain, REPO / "examples" / "make_zoo.py", out, "particlenet", tmp=out / ".tmp")
-    return out / "particlenet"
+    return exported("zoo", "particlenet", toolchain, tmp_path_factory)  # test_zoo.py's export (read-only)
 
 
 def test_knn_top_k_takes_xlas_top_k_call_and_matches_tensorflow(

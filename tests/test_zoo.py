@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import REPO, TF212, DataRepo, fresh_cache, run_in_toolchain
+from conftest import REPO, TF212, DataRepo, fresh_cache, made_once, run_in_toolchain
 
 from tfaot_dist import cli
 from tfaot_dist.channels import cpu_target
@@ -301,18 +301,49 @@ def check_consumer(area: Path, model: str, saved_model: Path, toolchain: Toolcha
 # ---------------------------------------------------------------- TensorFlow 2.21, Keras 3
 
 
-@pytest.fixture(scope="module")
-def zoo_models(toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_zoo(toolchain, tmp_path_factory.mktemp("zoo"), ZOO)
+def family_params(family: str, models: list[str]) -> list[Any]:
+    """Each model of a family in an xdist group of its own: its export and its build are made once, and the
+    models of the zoo spread over the workers."""
+    return [pytest.param(model, marks=pytest.mark.xdist_group(f"{family}-{model}")) for model in models]
 
 
-@pytest.fixture(scope="module")
-def zoo_area(zoo_models: Path, shared_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_area(tmp_path_factory.mktemp("zoo-built"), zoo_models, ZOO, shared_cache)
+def exported(
+    family: str, model: str, exporter: Toolchain, factory: pytest.TempPathFactory, *options: str
+) -> Path:
+    """model's directory (saved_model/, aot_config.yaml) exported by exporter, once per run."""
+    return (
+        made_once(factory, f"{family}-{model}", lambda out: make_zoo(exporter, out, [model], *options))
+        / model
+    )
 
 
-@pytest.mark.parametrize("model", ZOO)
-@pytest.mark.xdist_group("zoo")
+def built_area(
+    family: str,
+    model: Path,
+    shared_cache: Path,
+    factory: pytest.TempPathFactory,
+    requirements: Sequence[str] = (),
+) -> Path:
+    """The area of model's package and its runtime, built once per run."""
+    root = made_once(
+        factory,
+        f"{family}-{model.name}-built",
+        lambda root: build_area(root, model.parent, [model.name], shared_cache, requirements or None),
+    )
+    return root / "area"
+
+
+@pytest.fixture
+def zoo_model(model: str, toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return exported("zoo", model, toolchain, tmp_path_factory)
+
+
+@pytest.fixture
+def zoo_area(zoo_model: Path, shared_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return built_area("zoo", zoo_model, shared_cache, tmp_path_factory)
+
+
+@pytest.mark.parametrize("model", family_params("zoo", ZOO))
 def test_zoo_model_verifies_at_every_level(zoo_area: Path, model: str) -> None:
     check_levels(zoo_area, model)
 
@@ -320,8 +351,7 @@ def test_zoo_model_verifies_at_every_level(zoo_area: Path, model: str) -> None:
 GATHER_OR_SCATTER = re.compile(r"\bvp?(?:gather|scatter)\w*", re.ASCII)
 
 
-@pytest.mark.parametrize("model", ZOO)
-@pytest.mark.xdist_group("zoo")
+@pytest.mark.parametrize("model", family_params("zoo", ZOO))
 def test_v4_code_has_no_gathers_or_scatters(zoo_area: Path, model: str) -> None:
     """At x86-64-v4 tfcompile is told to prefer plain loads and stores: without it these models' v4
     objects hold 30-370 AVX-512 gathers and scatters (strided softmax rows, pooling windows), slower
@@ -337,12 +367,11 @@ def test_v4_code_has_no_gathers_or_scatters(zoo_area: Path, model: str) -> None:
         assert not GATHER_OR_SCATTER.search(code), (obj.name, GATHER_OR_SCATTER.findall(code)[:3])
 
 
-@pytest.mark.parametrize("model", ZOO)
-@pytest.mark.xdist_group("zoo")
+@pytest.mark.parametrize("model", family_params("zoo", ZOO))
 def test_zoo_consumer_matches_tensorflow(
-    zoo_area: Path, zoo_models: Path, toolchain: Toolchain, tmp_path: Path, model: str
+    zoo_area: Path, zoo_model: Path, toolchain: Toolchain, tmp_path: Path, model: str
 ) -> None:
-    check_consumer(zoo_area, model, zoo_models / model / "saved_model", toolchain, tmp_path)
+    check_consumer(zoo_area, model, zoo_model / "saved_model", toolchain, tmp_path)
 
 
 # ---------------------------------------------------------------- TensorFlow 2.21, Keras 2 (tf_keras)
@@ -353,24 +382,26 @@ TF_KERAS = (DEFAULT_REQUIREMENTS[0], "tf-keras==2.21.0")
 KERAS2 = ["recurrent", "gru_tagger"]
 
 
-@pytest.fixture(scope="module")
-def keras2_models(shared_cache: Path, toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
+@pytest.fixture
+def keras2_model(
+    model: str, shared_cache: Path, toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
     exporter = ensure_toolchain(shared_cache, TF_KERAS, lambda m: print(m, file=sys.stderr))
-    return make_zoo(exporter, tmp_path_factory.mktemp("zoo-keras2"), KERAS2, "--keras", "2")
+    return exported("zoo-keras2", model, exporter, tmp_path_factory, "--keras", "2")
 
 
-@pytest.fixture(scope="module")
-def keras2_area(keras2_models: Path, shared_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_area(tmp_path_factory.mktemp("zoo-keras2-built"), keras2_models, KERAS2, shared_cache)
-
-
-@pytest.mark.parametrize("model", KERAS2)
-@pytest.mark.xdist_group("zoo-keras2")
+@pytest.mark.parametrize("model", family_params("zoo-keras2", KERAS2))
 def test_keras2_export_verifies_and_matches_tensorflow(
-    keras2_area: Path, keras2_models: Path, toolchain: Toolchain, tmp_path: Path, model: str
+    keras2_model: Path,
+    shared_cache: Path,
+    toolchain: Toolchain,
+    tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    model: str,
 ) -> None:
-    check_levels(keras2_area, model)
-    check_consumer(keras2_area, model, keras2_models / model / "saved_model", toolchain, tmp_path)
+    area = built_area("zoo-keras2", keras2_model, shared_cache, tmp_path_factory)
+    check_levels(area, model)
+    check_consumer(area, model, keras2_model / "saved_model", toolchain, tmp_path)
 
 
 # ---------------------------------------------------------------- TensorFlow 2.12 (Keras 2, tf.keras)
@@ -378,26 +409,26 @@ def test_keras2_export_verifies_and_matches_tensorflow(
 ZOO212 = ["recurrent", "deepjet", "deeptau", "conv3d", "pooling"]  # the recurrent and convolutional ones
 
 
-@pytest.fixture(scope="module")
-def zoo212_models(toolchain212: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_zoo(toolchain212, tmp_path_factory.mktemp("zoo212"), ZOO212)
+@pytest.fixture
+def zoo212_model(model: str, toolchain212: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return exported("zoo212", model, toolchain212, tmp_path_factory)
 
 
-@pytest.fixture(scope="module")
-def zoo212_area(zoo212_models: Path, shared_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_area(tmp_path_factory.mktemp("zoo212-built"), zoo212_models, ZOO212, shared_cache, TF212)
-
-
-@pytest.mark.parametrize("model", ZOO212)
-@pytest.mark.xdist_group("zoo212")
+@pytest.mark.parametrize("model", family_params("zoo212", ZOO212))
 def test_zoo_with_tf212_verifies_and_matches_tensorflow(
-    zoo212_area: Path, zoo212_models: Path, toolchain212: Toolchain, tmp_path: Path, model: str
+    zoo212_model: Path,
+    shared_cache: Path,
+    toolchain212: Toolchain,
+    tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    model: str,
 ) -> None:
-    manifest = json.loads((package_dir(zoo212_area, model) / "manifest.json").read_text())
+    area = built_area("zoo212", zoo212_model, shared_cache, tmp_path_factory, TF212)
+    manifest = json.loads((package_dir(area, model) / "manifest.json").read_text())
     assert manifest["toolchain"]["tensorflow_version"] == "2.12.0"
     assert "tfcompile_target_features" not in manifest["compilation"]  # its LLVM predates the features
-    check_levels(zoo212_area, model)
-    check_consumer(zoo212_area, model, zoo212_models / model / "saved_model", toolchain212, tmp_path)
+    check_levels(area, model)
+    check_consumer(area, model, zoo212_model / "saved_model", toolchain212, tmp_path)
 
 
 # ---------------------------------------------------------------- Conv3D as Conv2D (TensorFlow 2.21)
