@@ -68,13 +68,15 @@ from tfaot_dist.channels.channel import (
 from tfaot_dist.documents import JsonObject, Manifest
 from tfaot_dist.errors import BlobsNotReady, IntegrityError, InvalidInput, SourceUnavailable
 from tfaot_dist.util.download import (
-    BACKOFF,
+    DEADLINE_ENV,
     Origin,
     Via,
     attempts,
+    backoff,
     deadline,
     download,
     read_capped,
+    read_prefix,
     send,
     timeout,
 )
@@ -220,17 +222,20 @@ class Client:
         other_hosts: bool = False,
     ) -> Reply:
         """One request; a 401 is answered once with credentials. Errors name the URL, never a token.
-        other_hosts: redirects may go elsewhere (blob and manifest reads), without credentials."""
+        other_hosts: redirects may go elsewhere (blob and manifest reads), without credentials.
+        One deadline (TFAOT_DIST_HTTP_DEADLINE) covers it all: every attempt, every body read, the
+        token service."""
+        ends = time.monotonic() + deadline()
         scope = f"repository:{self.location.namespace}/{repo}:{'pull' if method in ('GET', 'HEAD') else 'pull,push'}"
         for attempt in range(2):
             if attempt and data is not None and not isinstance(data, bytes):  # a file: read again
                 data.seek(0)
             auth = (("Authorization", self._auth[scope]),) if scope in self._auth else ()
             reply = self._send_retrying(
-                method, url, Via(auth, self.origin, other_hosts), headers, data, ok, limit
+                method, url, Via(auth, self.origin, other_hosts), headers, data, ok, limit, ends
             )
             if reply.status == 401 and attempt == 0:
-                self._auth[scope] = self._authorize(reply, scope)
+                self._auth[scope] = self._authorize(reply, scope, ends)
                 continue
             break
         if reply.status == 401:
@@ -257,25 +262,27 @@ class Client:
         data: bytes | BinaryIO | None,
         ok: tuple[int, ...],
         limit: int,
+        ends: float,
     ) -> Reply:
         """_send, again after a connection error or a 5xx answer (a registry under concurrent writes answers
-        some reads with 500): at most download.attempts() attempts, BACKOFF doubling between them, each
-        retry logged. Every request of a channel is idempotent (blobs and manifests are content-addressed,
-        an upload that is started again leaves the first one unused)."""
+        some reads with 500): at most download.attempts() attempts, backoff() doubling between them, each
+        retry logged, and none that would start after ends. Every request of a channel is idempotent
+        (blobs and manifests are content-addressed, an upload that is started again leaves the first one
+        unused)."""
         n = attempts()
         for i in range(n):
             if i and data is not None and not isinstance(data, bytes):
                 data.seek(0)
+            wait = backoff() * 2**i
             try:
-                reply = self._send(method, url, via, headers, data, ok, limit)
-                if reply.status < 500 or i + 1 == n:
+                reply = self._send(method, url, via, headers, data, ok, limit, ends)
+                if reply.status < 500 or i + 1 == n or time.monotonic() + wait >= ends:
                     return reply
                 why = f"HTTP {reply.status} {_error_text(reply)}".rstrip()
             except _Transient as exc:
-                if i + 1 == n:
-                    raise SourceUnavailable(f"{exc} (after {n} attempts)") from None
+                if i + 1 == n or time.monotonic() + wait >= ends:
+                    raise SourceUnavailable(f"{exc} (after {i + 1} attempt{'s' if i else ''})") from None
                 why = str(exc)
-            wait = BACKOFF * 2**i
             self.log(f"{method} {url}: {why}; trying again in {wait:g} s (attempt {i + 2} of {n})")
             time.sleep(wait)
         raise AssertionError("unreachable")
@@ -289,8 +296,8 @@ class Client:
         data: bytes | BinaryIO | None,
         ok: tuple[int, ...],
         limit: int,
+        ends: float,
     ) -> Reply:
-        ends = time.monotonic() + deadline()
         try:
             resp = send(method, url, via, ends, session=self.session, headers=headers, data=data)
             links = resp.links
@@ -300,19 +307,19 @@ class Client:
             elif resp.status_code in ok:
                 body = read_capped(resp, url, limit, ends)
             else:
-                with resp:  # an error's text, cut
-                    body = resp.raw.read(MAX_ERROR_BODY, decode_content=False) or b""
+                body = read_prefix(resp, url, MAX_ERROR_BODY, ends)  # an error's text, cut
             return Reply(resp.status_code, resp.url or url, resp.headers, body, links)
         except requests.Timeout:
             raise SourceUnavailable(
-                f"{url}: no answer within {timeout():g} s (or the deadline of {deadline():g} s)"
+                f"{url}: no answer within {timeout():g} s, or not complete within the deadline of "
+                f"{deadline():g} s ({DEADLINE_ENV}, all attempts)"
             ) from None
         except requests.ConnectionError as exc:
             raise _Transient(f"{url}: cannot connect: {_reason(exc)}") from None
         except _OTHER as exc:
             raise SourceUnavailable(f"{url}: {_reason(exc)}") from None
 
-    def _authorize(self, reply: Reply, scope: str) -> str:
+    def _authorize(self, reply: Reply, scope: str, ends: float) -> str:
         """The Authorization header answering reply's challenge (Basic, or a Bearer token fetched for scope).
 
         The credentials go only to the registry's origin: a token service elsewhere is asked
@@ -354,6 +361,7 @@ class Client:
             None,
             (200,),
             MAX_ERROR_BODY,
+            ends,
         )
         if answer.status != 200:
             why = (

@@ -95,6 +95,11 @@ def attempts() -> int:
     return int(_env_number(RETRIES_ENV, DEFAULT_ATTEMPTS, int))
 
 
+def backoff() -> float:
+    """Seconds before the second attempt, doubled each time after."""
+    return BACKOFF
+
+
 @dataclass(frozen=True)
 class Downloaded:
     path: Path
@@ -291,6 +296,19 @@ def read_capped(resp: requests.Response, url: str, limit: int, ends: float) -> b
     return b"".join(parts)
 
 
+def read_prefix(resp: requests.Response, url: str, limit: int, ends: float) -> bytes:
+    """At most the first limit bytes of resp's body (an error answer's text; closed after), read
+    within the deadline ends like every other body: a server trickling it cannot hold a command."""
+    parts, size = [], 0
+    with resp:
+        while size < limit and (chunk := resp.raw.read1(min(CHUNK, limit - size), decode_content=False)):
+            size += len(chunk)
+            parts.append(chunk)
+            if time.monotonic() > ends:
+                raise requests.Timeout(f"{url}: not complete within the deadline")
+    return b"".join(parts)
+
+
 def _with_retries(
     url: str, start: Callable[[], Sink], limit: int | None, via: Via = Via()
 ) -> tuple[str, int]:
@@ -304,7 +322,7 @@ def _with_retries(
         except _Late as exc:
             raise SourceUnavailable(f"{url}: {exc}") from None
         except _Retry as exc:
-            pause = BACKOFF * 2**i
+            pause = backoff() * 2**i
             if i + 1 == n or time.monotonic() + pause >= ends:
                 raise SourceUnavailable(f"{url}: {exc} (after {i + 1} attempt{'s' if i else ''})") from None
             time.sleep(pause)
