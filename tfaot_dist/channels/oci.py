@@ -113,10 +113,10 @@ MAX_MANIFEST = 4 << 20  # an OCI manifest (the distribution registry's own limit
 MAX_TAG_PAGES = 1000
 MAX_TAGS = 100_000
 MAX_PARTS = 1000  # index parts a reader merges (each publish folds those it sees into `latest`)
-MAX_INDEX_READ = (
-    128 << 20
-)  # bytes one read of the index may take in all: tags pages, manifests, latest, parts
-MAX_INDEX_ROWS = 200_000  # rows of latest and its parts together
+# One read of the index in all (Budget): bytes of every answer (tags pages, manifests, latest,
+# parts), and rows of latest and its parts together.
+MAX_INDEX_READ = 128 << 20
+MAX_INDEX_ROWS = 200_000
 COMPACT_AFTER = 4  # index parts a publish or yank leaves; with more, it merges them into one
 MAX_ERROR_BODY = 64 << 10  # what is read of an error answer
 
@@ -801,7 +801,7 @@ class OciTransaction:
         _merge(fresh.packages, changed)
         there = {t for t in fresh.tags if t.startswith(PART_PREFIX)} | {part}
         held = sorted(there & {*fresh.parts, part})  # what latest holds: parts since deleted are dropped
-        if len(there) <= COMPACT_AFTER:
+        if len(there) <= COMPACT_AFTER or not self._deletes():
             _push_index(self.client, fresh.packages.values(), held, LATEST)
             return
         # Compaction: one part holding every row first, then latest, then delete what that part holds.
@@ -814,17 +814,26 @@ class OciTransaction:
             if tag != whole and not self._delete_part(tag, keep):
                 break
 
+    def _deletes(self) -> bool:
+        """Whether the registry deletes manifests (asked with a digest no manifest has: 404 where it
+        does, 405 or UNSUPPORTED where it does not): otherwise compacting would only add a part."""
+        try:
+            return self.client.delete_manifest(INDEX_REPO, f"sha256:{'0' * 64}")
+        except SourceUnavailable:
+            return False
+
     def _delete_part(self, tag: str, keep: set[str]) -> bool:
         """Delete the part tag (its manifest, by digest), unless that manifest is one in keep; False if
         the registry does not allow deletes (the parts stay: readers merge them, only slower)."""
-        found = self.client.get_manifest(INDEX_REPO, tag)
-        if found is None or found[0] in keep:
-            return True
-        if self.client.delete_manifest(INDEX_REPO, found[0]):
-            return True
-        self.client.log(
-            f"{self.client.location}/{INDEX_REPO}: the registry does not delete; merged parts stay"
-        )
+        where = f"{self.client.location}/{INDEX_REPO}"
+        try:
+            found = self.client.get_manifest(INDEX_REPO, tag)
+            if found is None or found[0] in keep or self.client.delete_manifest(INDEX_REPO, found[0]):
+                return True
+            why = "the registry does not delete"
+        except SourceUnavailable as exc:  # the publish is done: a part left over only costs readers time
+            why = str(exc)
+        self.client.log(f"{where}: merged index parts stay ({why})")
         return False
 
 
