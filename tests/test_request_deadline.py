@@ -6,6 +6,8 @@ registries alike. A server that answers 500 with Content-Length 65536 and then t
 The commands run in a subprocess with a timeout, so that a regression fails instead of hanging.
 """
 
+from __future__ import annotations
+
 import os
 import subprocess
 import sys

@@ -4,6 +4,8 @@
 The commands run in a subprocess with a timeout, so that a regression hangs no test run.
 """
 
+from __future__ import annotations
+
 import os
 import socket
 import subprocess

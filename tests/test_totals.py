@@ -3,6 +3,8 @@ bounded in bytes and rows, the index's part tags compacted by publish and yank (
 docker-registry), and a package's extraction bounded by what its manifest declares.
 """
 
+from __future__ import annotations
+
 import gzip
 import io
 import json
