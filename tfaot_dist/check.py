@@ -7,6 +7,7 @@ init-config, build): its signature, whether XLA has a CPU kernel for each op, an
     refusal()       why an answer's model cannot be compiled, or None
 """
 
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from tfaot_dist.errors import InvalidInput
 from tfaot_dist.registry import Registry
 from tfaot_dist.session import Session
 from tfaot_dist.toolchain import run_worker
+from tfaot_dist.util.fs import open_regular
 from tfaot_dist.util.textsafe import one_line, shown
 
 
@@ -110,10 +112,20 @@ LFS_POINTER = b"version https://git-lfs.github.com/spec/"
 
 def check_saved_model_files(saved_model: Path) -> None:
     """Before TensorFlow reads them (it would say "Wire format was corrupt"): a git LFS pointer in
-    place of a SavedModel file is named as such, with the fix."""
+    place of a SavedModel file is named as such, with the fix. Anything in the directory that is not
+    a regular file or a directory (a FIFO, socket or device, which would block or feed a reader
+    forever) is refused with one line."""
+    for folder, _, files in os.walk(saved_model):
+        for name in files:
+            try:
+                open_regular(Path(folder, name)).close()
+            except OSError:  # a dangling link, an unreadable file: TensorFlow says what it needs
+                continue
     for path in [saved_model / "saved_model.pb", *sorted((saved_model / "variables").glob("*"))]:
+        if path.is_dir():
+            continue
         try:
-            with open(path, "rb") as f:
+            with open_regular(path) as f:
                 head = f.read(len(LFS_POINTER))
         except OSError:
             continue

@@ -28,7 +28,6 @@ import dataclasses
 import hashlib
 import io
 import json
-import shutil
 import tarfile
 import tempfile
 from collections.abc import Callable, Iterable
@@ -50,7 +49,15 @@ from tfaot_dist.package import MANIFEST
 from tfaot_dist.util import archives
 from tfaot_dist.util.archives import PACKAGE, check_name, checked_tar_members, refuse_polyglot
 from tfaot_dist.util.download import cached_archive, cached_verified
-from tfaot_dist.util.fs import file_lock, remove_stale_siblings, sha256_bytes, sha256_file, write_atomic
+from tfaot_dist.util.fs import (
+    copy_regular,
+    file_lock,
+    open_regular,
+    remove_stale_siblings,
+    sha256_bytes,
+    sha256_file,
+    write_atomic,
+)
 from tfaot_dist.util.progress import Log
 from tfaot_dist.util.textsafe import shown
 
@@ -105,6 +112,7 @@ def verify_archive(path: Path, label: str | None = None) -> VerifiedArchive:
     PACKAGE-VERSION, only directories and regular files, and every file listed in its
     manifest.json with that sha256 and size (and none unlisted)."""
     label = label or str(path)
+    open_regular(path).close()  # a FIFO or device in its place would block or never end
     found: dict[str, tuple[str, int]] = {}
     tops: set[str] = set()
     manifest_bytes = None
@@ -209,7 +217,7 @@ def verified_dist(
     verified = []
     for path in found:
         copy = copies / path.name
-        shutil.copyfile(path, copy)
+        copy_regular(path, copy)
         archive = verify_archive(copy, str(path))
         if path.name != f"{archive.name}-{archive.version}.tar.gz":
             raise IntegrityError(
@@ -223,7 +231,7 @@ def verified_dist(
             path = dist / f"{req.name}-{req.version}.tar.gz"
             if (req.name, req.version) not in chosen and path.is_file():
                 copy = copies / path.name
-                shutil.copyfile(path, copy)
+                copy_regular(path, copy)
                 verified.append(verify_archive(copy, str(path)))
                 chosen.add((req.name, req.version))
     return verified

@@ -34,9 +34,17 @@ so a token set for ghcr.io never reaches a registry named on a command line by m
 HTTP is used for loopback hosts only (local test registries); everything else is HTTPS.
 
 Bounds (a registry may answer anything): manifests at most MAX_MANIFEST bytes, other documents
-MAX_DOCUMENT; tags lists at most MAX_TAG_PAGES pages and MAX_TAGS tags, a page seen twice is a
-loop; at most MAX_PARTS index parts not yet merged into `latest`. Manifest GETs follow redirects
-under the blob rules (download.Via: other hosts over https only, without credentials).
+MAX_DOCUMENT; tags lists at most MAX_TAG_PAGES pages and MAX_TAGS tags, each an OCI tag, a page
+seen twice is a loop; at most MAX_PARTS index parts not yet merged into `latest`; one read of the
+index takes at most MAX_INDEX_READ bytes (every answer counted) and MAX_INDEX_ROWS rows in all.
+Manifest GETs follow redirects under the blob rules (download.Via: other hosts over https only,
+without credentials).
+
+Compaction: a publish or yank that finds more than COMPACT_AFTER part tags pushes one part holding
+every row it read (and its own), then `latest`, and only then deletes the parts that one holds (by
+digest; a registry that does not allow deletes keeps them, and that is only slower). A reader sees
+`latest` and every part not deleted, so it never sees fewer rows than before, whatever a concurrent
+publish does: a part is deleted only once another part holding its rows is there.
 """
 
 import json
@@ -68,6 +76,7 @@ from tfaot_dist.channels.channel import (
 from tfaot_dist.documents import JsonObject, Manifest
 from tfaot_dist.errors import BlobsNotReady, IntegrityError, InvalidInput, SourceUnavailable
 from tfaot_dist.util.download import (
+    DEADLINE_ENV,
     Origin,
     Via,
     attempts,
@@ -75,6 +84,7 @@ from tfaot_dist.util.download import (
     deadline,
     download,
     read_capped,
+    read_prefix,
     send,
     timeout,
 )
@@ -103,6 +113,11 @@ MAX_MANIFEST = 4 << 20  # an OCI manifest (the distribution registry's own limit
 MAX_TAG_PAGES = 1000
 MAX_TAGS = 100_000
 MAX_PARTS = 1000  # index parts a reader merges (each publish folds those it sees into `latest`)
+# One read of the index in all (Budget): bytes of every answer (tags pages, manifests, latest,
+# parts), and rows of latest and its parts together.
+MAX_INDEX_READ = 128 << 20
+MAX_INDEX_ROWS = 200_000
+COMPACT_AFTER = 4  # index parts a publish or yank leaves; with more, it merges them into one
 MAX_ERROR_BODY = 64 << 10  # what is read of an error answer
 
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
@@ -189,6 +204,29 @@ def channel_secret(origin: Origin) -> tuple[str | None, str]:
     return None, f" ({TOKEN_ENV} is for {bound} only: {REGISTRY_ENV})"
 
 
+@dataclass
+class Budget:
+    """What one read of the channel index may take in all (a registry may answer anything, page after
+    page, part after part): bytes of every answer read, and index rows."""
+
+    where: str
+    bytes_left: int = MAX_INDEX_READ
+    rows_left: int = MAX_INDEX_ROWS
+
+    def take(self, size: int, rows: int = 0) -> None:
+        self.bytes_left -= size
+        self.rows_left -= rows
+        if self.bytes_left < 0:
+            raise IntegrityError(
+                f"{self.where}: more than {MAX_INDEX_READ} bytes read for the channel index (tags, "
+                f"{LATEST} and its parts); refused"
+            )
+        if self.rows_left < 0:
+            raise IntegrityError(
+                f"{self.where}: more than {MAX_INDEX_ROWS} index rows in {LATEST} and its parts; refused"
+            )
+
+
 class Client:
     """The OCI distribution API calls a channel needs, with Basic and Bearer authentication. Every
     request goes through download.send() with the registry's origin as the credentials' only origin."""
@@ -218,19 +256,26 @@ class Client:
         data: bytes | BinaryIO | None = None,
         limit: int = MAX_DOCUMENT,
         other_hosts: bool = False,
+        budget: Budget | None = None,
     ) -> Reply:
         """One request; a 401 is answered once with credentials. Errors name the URL, never a token.
-        other_hosts: redirects may go elsewhere (blob and manifest reads), without credentials."""
+        other_hosts: redirects may go elsewhere (blob and manifest reads), without credentials.
+        budget: what this read counts against (each answer's body, error answers included).
+        One deadline (TFAOT_DIST_HTTP_DEADLINE) covers it all: every attempt, every body read, the
+        token service."""
+        ends = time.monotonic() + deadline()
         scope = f"repository:{self.location.namespace}/{repo}:{'pull' if method in ('GET', 'HEAD') else 'pull,push'}"
         for attempt in range(2):
             if attempt and data is not None and not isinstance(data, bytes):  # a file: read again
                 data.seek(0)
             auth = (("Authorization", self._auth[scope]),) if scope in self._auth else ()
             reply = self._send_retrying(
-                method, url, Via(auth, self.origin, other_hosts), headers, data, ok, limit
+                method, url, Via(auth, self.origin, other_hosts), headers, data, ok, limit, ends
             )
+            if budget is not None:
+                budget.take(len(reply.body))
             if reply.status == 401 and attempt == 0:
-                self._auth[scope] = self._authorize(reply, scope)
+                self._auth[scope] = self._authorize(reply, scope, ends)
                 continue
             break
         if reply.status == 401:
@@ -257,25 +302,27 @@ class Client:
         data: bytes | BinaryIO | None,
         ok: tuple[int, ...],
         limit: int,
+        ends: float,
     ) -> Reply:
         """_send, again after a connection error or a 5xx answer (a registry under concurrent writes answers
         some reads with 500): at most download.attempts() attempts, backoff() between them, each
-        retry logged. Every request of a channel is idempotent (blobs and manifests are content-addressed,
-        an upload that is started again leaves the first one unused)."""
+        retry logged, and none that would start after ends. Every request of a channel is idempotent
+        (blobs and manifests are content-addressed, an upload that is started again leaves the first one
+        unused)."""
         n = attempts()
         for i in range(n):
             if i and data is not None and not isinstance(data, bytes):
                 data.seek(0)
+            wait = backoff(i)
             try:
-                reply = self._send(method, url, via, headers, data, ok, limit)
-                if reply.status < 500 or i + 1 == n:
+                reply = self._send(method, url, via, headers, data, ok, limit, ends)
+                if reply.status < 500 or i + 1 == n or time.monotonic() + wait >= ends:
                     return reply
                 why = f"HTTP {reply.status} {_error_text(reply)}".rstrip()
             except _Transient as exc:
-                if i + 1 == n:
-                    raise SourceUnavailable(f"{exc} (after {n} attempts)") from None
+                if i + 1 == n or time.monotonic() + wait >= ends:
+                    raise SourceUnavailable(f"{exc} (after {i + 1} attempt{'s' if i else ''})") from None
                 why = str(exc)
-            wait = backoff(i)
             self.log(f"{method} {url}: {why}; trying again in {wait:g} s (attempt {i + 2} of {n})")
             time.sleep(wait)
         raise AssertionError("unreachable")
@@ -289,8 +336,8 @@ class Client:
         data: bytes | BinaryIO | None,
         ok: tuple[int, ...],
         limit: int,
+        ends: float,
     ) -> Reply:
-        ends = time.monotonic() + deadline()
         try:
             resp = send(method, url, via, ends, session=self.session, headers=headers, data=data)
             links = resp.links
@@ -300,19 +347,19 @@ class Client:
             elif resp.status_code in ok:
                 body = read_capped(resp, url, limit, ends)
             else:
-                with resp:  # an error's text, cut
-                    body = resp.raw.read(MAX_ERROR_BODY, decode_content=False) or b""
+                body = read_prefix(resp, url, MAX_ERROR_BODY, ends)  # an error's text, cut
             return Reply(resp.status_code, resp.url or url, resp.headers, body, links)
         except requests.Timeout:
             raise SourceUnavailable(
-                f"{url}: no answer within {timeout():g} s (or the deadline of {deadline():g} s)"
+                f"{url}: no answer within {timeout():g} s, or not complete within the deadline of "
+                f"{deadline():g} s ({DEADLINE_ENV}, all attempts)"
             ) from None
         except requests.ConnectionError as exc:
             raise _Transient(f"{url}: cannot connect: {_reason(exc)}") from None
         except _OTHER as exc:
             raise SourceUnavailable(f"{url}: {_reason(exc)}") from None
 
-    def _authorize(self, reply: Reply, scope: str) -> str:
+    def _authorize(self, reply: Reply, scope: str, ends: float) -> str:
         """The Authorization header answering reply's challenge (Basic, or a Bearer token fetched for scope).
 
         The credentials go only to the registry's origin: a token service elsewhere is asked
@@ -354,6 +401,7 @@ class Client:
             None,
             (200,),
             MAX_ERROR_BODY,
+            ends,
         )
         if answer.status != 200:
             why = (
@@ -386,10 +434,12 @@ class Client:
     def has_blob(self, repo: str, digest: str) -> bool:
         return self.request("HEAD", self.url(repo, "blobs", digest), repo, ok=(200, 404)).status == 200
 
-    def get_blob(self, repo: str, digest: str, limit: int = MAX_DOCUMENT) -> bytes:
+    def get_blob(
+        self, repo: str, digest: str, limit: int = MAX_DOCUMENT, budget: Budget | None = None
+    ) -> bytes:
         """A small blob (a manifest.json, an index), checked against its digest."""
         url = self.url(repo, "blobs", digest)
-        data = self.request("GET", url, repo, limit=limit, other_hosts=True).body
+        data = self.request("GET", url, repo, limit=limit, other_hosts=True, budget=budget).body
         if f"sha256:{sha256_bytes(data)}" != digest:
             raise IntegrityError(
                 f"{url}: sha256 is {sha256_bytes(data)}, expected {digest.removeprefix('sha256:')}"
@@ -420,7 +470,9 @@ class Client:
         else:
             self.request("PUT", upload, repo, ok=(201,), data=data, headers=headers, limit=MAX_ERROR_BODY)
 
-    def get_manifest(self, repo: str, ref: str) -> tuple[str, JsonObject] | None:
+    def get_manifest(
+        self, repo: str, ref: str, budget: Budget | None = None
+    ) -> tuple[str, JsonObject] | None:
         """(digest, manifest) of a tag or digest, or None when there is none."""
         url = self.url(repo, "manifests", ref)
         reply = self.request(
@@ -431,6 +483,7 @@ class Client:
             headers={"Accept": OCI_MANIFEST},
             limit=MAX_MANIFEST,
             other_hosts=True,
+            budget=budget,
         )
         if reply.status == 404:
             return None
@@ -464,9 +517,18 @@ class Client:
             raise SourceUnavailable(f"PUT {url}: HTTP 400 {text}".rstrip())
         return f"sha256:{sha256_bytes(manifest)}"
 
-    def tags(self, repo: str) -> list[str]:
-        """Every tag of repo, page by page: at most MAX_TAG_PAGES pages and MAX_TAGS tags, each next page
-        on the registry's origin and not seen before."""
+    def delete_manifest(self, repo: str, digest: str) -> bool:
+        """Delete the manifest digest (and so every tag on it); False if the registry does not allow
+        deletes (405, or the distribution registry's UNSUPPORTED)."""
+        url = self.url(repo, "manifests", digest)
+        reply = self.request("DELETE", url, repo, ok=(202, 404, 405, 400), limit=MAX_ERROR_BODY)
+        if reply.status == 400 and "UNSUPPORTED" not in _error_text(reply):
+            raise SourceUnavailable(f"DELETE {url}: HTTP 400 {_error_text(reply)}".rstrip())
+        return reply.status in (202, 404)
+
+    def tags(self, repo: str, budget: Budget | None = None) -> list[str]:
+        """Every tag of repo, page by page: at most MAX_TAG_PAGES pages and MAX_TAGS tags, each an OCI
+        tag (at most 128 characters), each next page on the registry's origin and not seen before."""
         out: list[str] = []
         url: str | None = f"{self.location.base}{self.location.namespace}/{repo}/tags/list?n=1000"
         seen: set[str] = set()
@@ -476,14 +538,20 @@ class Client:
             if len(seen) == MAX_TAG_PAGES:
                 raise IntegrityError(f"{self.location}/{repo}: more than {MAX_TAG_PAGES} pages of tags")
             seen.add(url)
-            reply = self.request("GET", url, repo, ok=(200, 404), limit=MAX_MANIFEST)
+            reply = self.request("GET", url, repo, ok=(200, 404), limit=MAX_MANIFEST, budget=budget)
             if reply.status == 404:
                 return []
             doc = reply.json("a tags list")
             got = doc.get("tags") if isinstance(doc, dict) else None
             if got is not None and not isinstance(got, list):
                 raise InvalidInput(f"{url}: not a tags list")
-            out += [t for t in got or [] if isinstance(t, str)]
+            for tag in got or []:
+                if not isinstance(tag, str) or not names.OCI_TAG.fullmatch(tag):
+                    raise IntegrityError(
+                        f"{self.location}/{repo}: the tags list holds {shown(tag, 60)}, not an OCI tag "
+                        "(at most 128 of A-Z a-z 0-9 _ . -, not starting with . or -)"
+                    )
+            out += got or []
             if len(out) > MAX_TAGS:
                 raise IntegrityError(f"{self.location}/{repo}: more than {MAX_TAGS} tags")
             link = reply.links.get("next", {}).get("url")
@@ -537,38 +605,42 @@ class RegistryIndex:
 
 
 def read_index(client: Client) -> RegistryIndex:
-    """`latest` merged with every part tag it does not list (what concurrent publishes added)."""
+    """`latest` merged with every part tag it does not list (what concurrent publishes added), within
+    one Budget."""
     packages: dict[tuple[str, str], ChannelPackage] = {}
     merged: list[str] = []
     where = f"{client.location}/{INDEX_REPO}"
-    tags = client.tags(INDEX_REPO)
+    budget = Budget(where)
+    tags = client.tags(INDEX_REPO, budget)
     if LATEST in tags:
-        found = client.get_manifest(INDEX_REPO, LATEST)
+        found = client.get_manifest(INDEX_REPO, LATEST, budget)
         if found is not None:
             _, manifest = found
-            config = client.get_blob(INDEX_REPO, str(manifest["config"].get("digest", "")))
+            config = client.get_blob(INDEX_REPO, str(manifest["config"].get("digest", "")), budget=budget)
             try:
                 merged = json.loads(config)["parts"]
                 assert isinstance(merged, list) and all(isinstance(p, str) for p in merged)
             except (ValueError, KeyError, TypeError, AssertionError):
                 raise InvalidInput(f'{where}:{LATEST}: config: expected {{"parts": [TAG, ...]}}') from None
-            _merge(packages, _index_layer(client, manifest, f"{where}:{LATEST}"))
+            _merge(packages, _index_layer(client, manifest, f"{where}:{LATEST}", budget))
     unmerged = sorted(t for t in set(tags) - set(merged) if t.startswith(PART_PREFIX))
     if len(unmerged) > MAX_PARTS:
         raise IntegrityError(
             f"{where}: {len(unmerged)} index parts not merged into {LATEST} (at most {MAX_PARTS})"
         )
     for tag in unmerged:
-        found = client.get_manifest(INDEX_REPO, tag)
+        found = client.get_manifest(INDEX_REPO, tag, budget)
         if found is not None:
-            _merge(packages, _index_layer(client, found[1], f"{where}:{tag}"))
+            _merge(packages, _index_layer(client, found[1], f"{where}:{tag}", budget))
             merged.append(tag)
     return RegistryIndex(packages, sorted(set(merged)), tags)
 
 
-def _index_layer(client: Client, manifest: JsonObject, where: str) -> list[ChannelPackage]:
+def _index_layer(client: Client, manifest: JsonObject, where: str, budget: Budget) -> list[ChannelPackage]:
     layer = _layer(manifest, INDEX_LAYER_TYPE, where)
-    return parse_index(client.get_blob(INDEX_REPO, layer["digest"]), f"{where} index.json")
+    rows = parse_index(client.get_blob(INDEX_REPO, layer["digest"], budget=budget), f"{where} index.json")
+    budget.take(0, len(rows))
+    return rows
 
 
 def _merge(into: dict[tuple[str, str], ChannelPackage], rows: list[ChannelPackage]) -> None:
@@ -580,7 +652,8 @@ def _merge(into: dict[tuple[str, str], ChannelPackage], rows: list[ChannelPackag
             into[row.key] = row
 
 
-def _push_index(client: Client, rows: Iterable[ChannelPackage], parts: list[str], tag: str) -> None:
+def _push_index(client: Client, rows: Iterable[ChannelPackage], parts: list[str], tag: str) -> str:
+    """Push an index document under tag; the digest of its manifest."""
     document = render_index(rows).encode()
     config = json.dumps({"parts": sorted(parts)}, sort_keys=True).encode()
     manifest = artifact(
@@ -588,7 +661,7 @@ def _push_index(client: Client, rows: Iterable[ChannelPackage], parts: list[str]
         (INDEX_CONFIG_TYPE, config),
         (INDEX_LAYER_TYPE, f"sha256:{sha256_bytes(document)}", len(document)),
     )
-    _push_artifact(
+    return _push_artifact(
         client,
         INDEX_REPO,
         tag,
@@ -721,12 +794,51 @@ class OciTransaction:
     def commit(self, changed: list[ChannelPackage], manifests: dict[tuple[str, str], Manifest]) -> None:
         if not changed:
             return
-        part = PART_PREFIX + sha256_bytes(render_index(changed).encode())[:32]
+        part = _part_tag(changed)
         _push_index(self.client, changed, [], part)
         # `latest`: what is there now, our part included; losing a race here loses nothing (see above).
         fresh = read_index(self.client)
         _merge(fresh.packages, changed)
-        _push_index(self.client, fresh.packages.values(), sorted({*fresh.parts, part}), LATEST)
+        there = {t for t in fresh.tags if t.startswith(PART_PREFIX)} | {part}
+        held = sorted(there & {*fresh.parts, part})  # what latest holds: parts since deleted are dropped
+        if len(there) <= COMPACT_AFTER or not self._deletes():
+            _push_index(self.client, fresh.packages.values(), held, LATEST)
+            return
+        # Compaction: one part holding every row first, then latest, then delete what that part holds.
+        whole = _part_tag(fresh.packages.values())
+        keep = {
+            _push_index(self.client, fresh.packages.values(), [], whole),
+            _push_index(self.client, fresh.packages.values(), sorted({*held, whole}), LATEST),
+        }
+        for tag in held:
+            if tag != whole and not self._delete_part(tag, keep):
+                break
+
+    def _deletes(self) -> bool:
+        """Whether the registry deletes manifests (asked with a digest no manifest has: 404 where it
+        does, 405 or UNSUPPORTED where it does not): otherwise compacting would only add a part."""
+        try:
+            return self.client.delete_manifest(INDEX_REPO, f"sha256:{'0' * 64}")
+        except SourceUnavailable:
+            return False
+
+    def _delete_part(self, tag: str, keep: set[str]) -> bool:
+        """Delete the part tag (its manifest, by digest), unless that manifest is one in keep; False if
+        the registry does not allow deletes (the parts stay: readers merge them, only slower)."""
+        where = f"{self.client.location}/{INDEX_REPO}"
+        try:
+            found = self.client.get_manifest(INDEX_REPO, tag)
+            if found is None or found[0] in keep or self.client.delete_manifest(INDEX_REPO, found[0]):
+                return True
+            why = "the registry does not delete"
+        except SourceUnavailable as exc:  # the publish is done: a part left over only costs readers time
+            why = str(exc)
+        self.client.log(f"{where}: merged index parts stay ({why})")
+        return False
+
+
+def _part_tag(rows: Iterable[ChannelPackage]) -> str:
+    return PART_PREFIX + sha256_bytes(render_index(rows).encode())[:32]
 
 
 def _reason(exc: Exception) -> str:

@@ -618,6 +618,17 @@ def _check_runtimes(state: dict[str, InstalledRow], wanted: list[ChannelPackage]
         raise InvalidInput(f"one area holds one runtime, these would need several: {'; '.join(parts)}")
 
 
+EXTRACT_MARGIN = 1 << 20  # bytes over what a package's manifest declares
+
+
+def extracted_bound(archive: VerifiedArchive) -> int:
+    """The most bytes extracting archive may write: what its manifest declares (every file and the
+    manifest itself) and a small margin, so that a small download cannot fill a user's disk (an
+    archive repeating a listed name with other contents passes the read-through, not this)."""
+    declared = sum(f.size for f in archive.manifest.files.values()) + len(archive.manifest_bytes)
+    return declared + EXTRACT_MARGIN
+
+
 def _install_tree(writer: AreaWriter, archive: VerifiedArchive, rel: str) -> None:
     """Extract in a staged directory of the area, check every file against the manifest, add the
     build-system files, rename into place."""
@@ -625,7 +636,13 @@ def _install_tree(writer: AreaWriter, archive: VerifiedArchive, rel: str) -> Non
     placed = False
     try:
         top = f"{archive.name}-{archive.version}"
-        extract(archive.path, staged / "x", f"{archive.name} {archive.version}", kind=PACKAGE)
+        extract(
+            archive.path,
+            staged / "x",
+            f"{archive.name} {archive.version}",
+            kind=PACKAGE,
+            max_bytes=extracted_bound(archive),
+        )
         tree = staged / "x" / top
         pkg.check_files(tree, archive.manifest)
         for file_rel, text in buildsys_files(archive.manifest).items():

@@ -298,6 +298,19 @@ def read_capped(resp: requests.Response, url: str, limit: int, ends: float) -> b
     return b"".join(parts)
 
 
+def read_prefix(resp: requests.Response, url: str, limit: int, ends: float) -> bytes:
+    """At most the first limit bytes of resp's body (an error answer's text; closed after), read
+    within the deadline ends like every other body: a server trickling it cannot hold a command."""
+    parts, size = [], 0
+    with resp:
+        while size < limit and (chunk := resp.raw.read1(min(CHUNK, limit - size), decode_content=False)):
+            size += len(chunk)
+            parts.append(chunk)
+            if time.monotonic() > ends:
+                raise requests.Timeout(f"{url}: not complete within the deadline")
+    return b"".join(parts)
+
+
 def _with_retries(
     url: str, start: Callable[[], Sink], limit: int | None, via: Via = Via()
 ) -> tuple[str, int]:

@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import tarfile
 import tempfile
 import time
@@ -22,7 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from tfaot_dist.errors import IntegrityError
+from tfaot_dist.errors import IntegrityError, InvalidInput
 
 CRASH_AT = "TFAOT_DIST_CRASH_AT"
 
@@ -32,8 +33,40 @@ def sha256_bytes(data: bytes) -> str:
 
 
 def sha256_file(path: Path) -> str:
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def _not_regular(mode: int) -> str:
+    kinds = (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISDIR, "a directory"),
+    )
+    return next((kind for test, kind in kinds if test(mode)), "not a regular file")
+
+
+def open_regular(path: Path) -> io.BufferedReader:
+    """path opened for reading, if it is a regular file (or a link to one); a FIFO, socket, device or
+    directory is refused with one line (InvalidInput). Never blocks: opening a FIFO for reading would
+    wait for a writer forever, so the file is opened non-blocking and checked on the descriptor."""
+    st = os.stat(path)
+    if stat.S_ISREG(st.st_mode):
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        st = os.fstat(fd)  # what was opened: the name may have been replaced since the stat
+        if stat.S_ISREG(st.st_mode):
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+            return os.fdopen(fd, "rb")
+        os.close(fd)
+    raise InvalidInput(f"{path}: {_not_regular(st.st_mode)}, not a regular file; refused")
+
+
+def copy_regular(src: Path, dst: Path) -> None:
+    """Copy src, which must be a regular file (open_regular), to a new file dst."""
+    with open_regular(src) as f, open(dst, "xb") as out:
+        shutil.copyfileobj(f, out, 1 << 20)
 
 
 def tree_files(root: Path) -> list[str]:
