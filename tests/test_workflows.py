@@ -139,8 +139,10 @@ def test_ci_workflow_lints_and_runs_the_test_command() -> None:
     assert 'scripts/test "$@"' in ci_run.splitlines()
     script = (REPO / "scripts" / "test").read_text()
     assert "scripts/install-actionlint" in script
-    fast = script.index('TFAOT_DIST_FAST=1 "${pytest[@]}" -m "not tf" tests\n')
-    assert "set -euo pipefail" in script and fast < script.index('exec "${pytest[@]}" -m tf tests')
+    fast = script.index('TFAOT_DIST_FAST=1 "${pytest[@]}" "${parallel[@]}" -m "not tf" tests\n')
+    assert "set -euo pipefail" in script and fast < script.index(
+        'exec "${pytest[@]}" "${parallel[@]}" -m tf tests'
+    )
     assert os.access(REPO / "scripts" / "release-shard", os.X_OK)
 
 
@@ -150,9 +152,12 @@ def _stub(path: Path, body: str) -> None:
     path.chmod(0o755)
 
 
-@pytest.mark.parametrize("fast_tier_passes", [True, False])
-def test_the_test_command_runs_the_fast_tier_first(tmp_path: Path, fast_tier_passes: bool) -> None:
-    """scripts/test without arguments: the fast tier, then (only if it passed) the toolchain tier."""
+@pytest.mark.parametrize("fast_tier_passes, workers", [(True, "2"), (False, "2"), (True, "1")])
+def test_the_test_command_runs_the_fast_tier_first(
+    tmp_path: Path, fast_tier_passes: bool, workers: str
+) -> None:
+    """scripts/test without arguments: the fast tier, then (only if it passed) the toolchain tier; both with
+    one pytest-xdist worker per core (TFAOT_DIST_TEST_WORKERS, here set), none when there is one."""
     (tmp_path / "scripts").mkdir()
     shutil.copy2(REPO / "scripts" / "test", tmp_path / "scripts" / "test")
     for name in ("install-test-tools", "bootstrap", "install-actionlint"):
@@ -166,13 +171,16 @@ def test_the_test_command_runs_the_fast_tier_first(tmp_path: Path, fast_tier_pas
     )
     (tmp_path / "tests").mkdir()
     env = {k: v for k, v in os.environ.items() if k != "TFAOT_DIST_FAST"}
+    env["TFAOT_DIST_TEST_WORKERS"] = workers
     proc = subprocess.run(
         [str(tmp_path / "scripts" / "test")], env=env, capture_output=True, text=True, check=False
     )
     runs = log.read_text().splitlines()
-    fast = "FAST=1 -m pytest -q -p no:cacheprovider -m not tf tests"
+    parallel = "-n 2 --dist loadgroup" if workers == "2" else "-n 0"
+    fast = f"FAST=1 -m pytest -q -p no:cacheprovider {parallel} -m not tf tests"
     if fast_tier_passes:
-        assert proc.returncode == 0 and runs == [fast, "FAST=0 -m pytest -q -p no:cacheprovider -m tf tests"]
+        tf = f"FAST=0 -m pytest -q -p no:cacheprovider {parallel} -m tf tests"
+        assert proc.returncode == 0 and runs == [fast, tf]
     else:
         assert proc.returncode == 1 and runs == [fast]
 
