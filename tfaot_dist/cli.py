@@ -328,7 +328,8 @@ def cmd_yank(o: YankOptions) -> int:
 
     if o.undo == (o.reason is not None):
         raise UsageError("yank: give --reason TEXT (or --undo to take a yank back)")
-    row, changed = channel.yank(o.channel, o.cache, o.requirement, None if o.undo else o.reason, log)
+    rows, changed = channel.yank(o.channel, o.cache, o.requirement, None if o.undo else o.reason, log)
+    row = rows[0]
     state = f"yanked ({row.yanked})" if row.yanked else "not yanked"
     emit(
         o,
@@ -336,10 +337,12 @@ def cmd_yank(o: YankOptions) -> int:
             "channel": o.channel,
             "name": row.name,
             "version": row.version,
+            "versions": [r.version for r in rows],  # every spelling of the version (1.0, 1.0.0)
             "yanked": row.yanked,
             "changed": changed,
         },
-        f"{row.name} {row.version}: {state}{'' if changed else ', as it was'} in {o.channel}",
+        f"{row.name} {' and '.join(r.version for r in rows)}: {state}{'' if changed else ', as it was'} "
+        f"in {o.channel}",
     )
     return 0
 
@@ -427,14 +430,21 @@ def cmd_setup(o: SetupOptions) -> int:
                 or "nothing installed",
             )
         elif location:
-            available = open_channel(location, o.cache, o.offline).index.rows
+            index = open_channel(location, o.cache, o.offline).index
+            broken = [{"name": b.name, "version": b.version, "reason": b.reason} for b in index.broken]
             emit(
                 o,
-                {"channel": location, "packages": [p.as_dict() for p in available]},
+                {"channel": location, "packages": [p.as_dict() for p in index.rows], "broken": broken},
                 "\n".join(
-                    f"{p.name:40} {p.version:28} {p.sha256[:12]}"
-                    + (f"  yanked: {p.yanked}" if p.yanked else "")
-                    for p in available
+                    [
+                        f"{p.name:40} {p.version:28} {p.sha256[:12]}"
+                        + (f"  yanked: {p.yanked}" if p.yanked else "")
+                        for p in index.rows
+                    ]
+                    + [
+                        f"{b['name'] or '?':40} {b['version'] or '?':28} broken: {b['reason']}"
+                        for b in broken
+                    ]
                 ),
             )
         else:

@@ -18,6 +18,7 @@ The writer holds the area's lock (AREA/tfaot/.lock) while it is open.
 import contextlib
 import errno
 import fcntl
+import hashlib
 import os
 import re
 import secrets
@@ -169,6 +170,23 @@ class AreaWriter:
         if len(data) > limit:
             raise InvalidInput(f"{self.root / rel}: larger than {limit} bytes")
         return data
+
+    def sha256(self, rel: str) -> str | None:
+        """The sha256 of the regular file rel (read in pieces), None if there is none; a link is refused."""
+        try:
+            with self._parent(rel) as (dfd, name):
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dfd)
+                with os.fdopen(fd, "rb") as f:
+                    if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                        return None
+                    digest = hashlib.sha256()
+                    for piece in iter(lambda: f.read(1 << 20), b""):
+                        digest.update(piece)
+                    return digest.hexdigest()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise self._failed(rel, exc) from None
 
     def write(self, rel: str, data: bytes | str) -> None:
         """rel (its directories made as needed) replaced in one rename by a file holding data."""

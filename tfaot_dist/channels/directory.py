@@ -34,11 +34,13 @@ from tfaot_dist.channels.channel import (
     INDEX,
     MAX_INDEX,
     MAX_MANIFEST,
+    BrokenRow,
     ChannelPackage,
     Index,
     VerifiedArchive,
     checked_manifest,
     parse_index,
+    parse_index_rows,
     render_index,
 )
 from tfaot_dist.documents import Manifest, load_json
@@ -92,12 +94,16 @@ class DirectoryChannel:
                 raise SourceUnavailable(
                     f"{self.location}: no {INDEX} (not a channel, or nothing published yet)"
                 )
-            packages = parse_index(index.read_bytes(), str(index))
-            for p in packages:
-                for rel in (p.archive, p.manifest):
-                    if not (self.root / rel).is_file():
-                        raise SourceUnavailable(f"{index}: lists {rel}, which is missing from the channel")
-            self._index = Index(tuple(packages))
+            rows, broken = parse_index_rows(index.read_bytes(), str(index))
+            usable = []
+            for p in rows:
+                missing = [rel for rel in (p.archive, p.manifest) if not (self.root / rel).is_file()]
+                if missing:
+                    reason = f"{index}: lists {missing[0]}, which is missing from the channel"
+                    broken.append(BrokenRow(p.name, p.version, reason, SourceUnavailable))
+                else:
+                    usable.append(p)
+            self._index = Index(tuple(usable), tuple(broken))
         return self._index
 
     def fetch(self, package: ChannelPackage, cache: Path, offline: bool = False) -> tuple[Path, bool]:
@@ -159,6 +165,12 @@ class DirectoryTransaction:
 
     def stored_sha256(self, row: ChannelPackage) -> str | None:
         return None  # an unlisted archive is what a dead publish left: it is written again
+
+    def intact(self, row: ChannelPackage) -> bool:
+        return (
+            self.writer.sha256(row.archive) == row.sha256
+            and self.writer.sha256(row.manifest) == row.manifest_sha256
+        )
 
     def store(self, archive: VerifiedArchive, row: ChannelPackage) -> None:
         """Written by commit(), first: every path is checked for links before anything is written."""
