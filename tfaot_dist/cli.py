@@ -475,14 +475,15 @@ def cmd_setup(o: SetupOptions) -> int:
             ),
         )
         return 0
-    report = setup_area.setup(o.requirements, ch, area, o.cache, o.offline, log, shutil.which("scram"))
+    scram = shutil.which("scram")
+    report = setup_area.setup(o.requirements, ch, area, o.cache, o.offline, log, scram)
     lines = [
         f"{r.name} {r.version}: {r.status}{f' (was {r.previous})' if r.previous else ''} ({r.path})"
         for r in report.results
     ]
     if report.scram:
         lines.append(f"registered with scram: {', '.join(Path(t).name for t in report.scram)}")
-    elif report.environment:
+    elif report.environment and not scram:
         lines.append("scram is not on the PATH; for CMake, pkg-config or plain compilers add:")
         lines += [f"  {line}" for line in setup_area.export_lines(report.environment)]
         lines.append(f"  (or: source {setup_area.area_root(area) / 'env.sh'})")

@@ -446,6 +446,10 @@ def remove(
             if state[name].scram:
                 if scram:
                     _scram_tool_remove(scram, root.parent, name)
+                    # Recorded at once: if scram refuses the next one, the area says what scram
+                    # holds, and the next setup (or remove) finishes the job from there.
+                    state[name] = dataclasses.replace(state[name], scram=False)
+                    _write_installed(writer, state)
                 else:
                     log(
                         f"warning: {name} was registered with scram, which is not on the PATH now: run "
@@ -507,8 +511,9 @@ def _undone_if_refused(root: Path) -> Iterator[None]:
 def _register(
     scram: str, writer: AreaWriter, state: dict[str, InstalledRow], names: list[str], report: Report
 ) -> None:
-    """`scram setup` each tool file of names, then record that in installed.json (so that a setup
-    killed before it, or one run where scram was missing, is completed by the next). Only our own
+    """`scram setup` each tool file of names, recording each package in installed.json as scram
+    takes it (so that a setup killed or refused half-way, or one run where scram was missing, is
+    completed by the next). Only our own
     packages' tool files, each under its package's name, are ever given to scram."""
     root = writer.root
     for name in names:
@@ -518,8 +523,9 @@ def _register(
             _scram_setup(scram, root.parent, root / tool)
             report.scram.append(str(root / tool))
         state[name] = dataclasses.replace(state[name], scram=True)
-    if names:
-        _write_installed(writer, state)
+        _write_installed(
+            writer, state
+        )  # each as scram takes it: a refusal of the next leaves this one recorded
 
 
 def _repair(writer: AreaWriter, state: dict[str, InstalledRow], scram: str | None, report: Report) -> None:
