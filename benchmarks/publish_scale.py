@@ -27,6 +27,7 @@ from hostile import RUNTIME, RUNTIME_VERSION, archive_bytes, model_files, runtim
 
 from tfaot_dist.channels import catalogue  # noqa: E402
 from tfaot_dist.channels.channel import index_line, publish, render_index, verify_archive  # noqa: E402
+from tfaot_dist.channels.directory import DirectoryChannel  # noqa: E402
 from tfaot_dist.documents import Manifest, load_json  # noqa: E402
 
 
@@ -45,9 +46,10 @@ def big_channel(root: Path, packages: int) -> None:
         row = index_line(verified)
         rows.append(row)
         manifests[row.key] = Manifest.from_json(load_json(verified.manifest_bytes, "m"), "m")
-    catalogue.write_pages(root, rows, rows, manifests, lambda row: None)
-    (root / "index.json").write_text(render_index(rows))
-    catalogue.write_listing(root, rows, manifests, lambda row: None)
+    with DirectoryChannel(str(root)).transaction() as tx:
+        catalogue.write_pages(tx.writer, rows, manifests, lambda row: None)
+        (root / "index.json").write_text(render_index(rows))
+        catalogue.write_listing(tx.writer, rows, manifests, lambda row: None)
 
 
 def one_publish(channel: Path, dist: Path) -> float:

@@ -253,3 +253,85 @@ def test_an_index_row_must_require_what_the_manifest_requires(
         run, tmp_path, "setup", "liar", "--channel", channel.root, "--area", tmp_path / "area9", code=7
     )
     assert f"the index says it requires {RUNTIME} {other}" in line and "its manifest requires" in line
+
+
+# ---------------------------------------------------------------- scram and installed.json in step
+
+
+@pytest.fixture
+def picky_scram(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """A `scram` on the PATH that records each call ("setup FILE", "tool remove NAME") and refuses
+    any call naming the word in the file `refuse` while it exists: (calls, refuse)."""
+    bin_dir, calls, refuse = tmp_path / "picky-bin", tmp_path / "scram-calls", tmp_path / "refuse"
+    bin_dir.mkdir()
+    (bin_dir / "scram").write_text(
+        "#!/bin/sh\n"
+        f'echo "$*" >> {calls}\n'
+        f'if [ -e {refuse} ] && echo "$*" | grep -q -- "$(cat {refuse})"; then\n'
+        "  echo 'SCRAM error: refused' >&2; exit 1\n"
+        "fi\n"
+    )
+    (bin_dir / "scram").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    return calls, refuse
+
+
+def registered(area: Path) -> dict[str, bool]:
+    """installed.json: each package, and whether scram holds its tool."""
+    rows = json.loads((area / "tfaot" / "installed.json").read_text())["packages"]
+    return {name: bool(row.get("scram")) for name, row in rows.items()}
+
+
+def test_a_removal_scram_refuses_half_way_is_finished_by_the_next_command(
+    run: Cli, channel: Channel, tmp_path: Path, picky_scram: tuple[Path, Path]
+) -> None:
+    calls, refuse = picky_scram
+    channel.model("other")
+    area = tmp_path / "area2"
+    run("setup", "victim", "other", "--channel", channel.root, "--area", area)
+    refuse.write_text("tool remove tfaot-model-victim")
+    calls.write_text("")
+    _, err = run("remove", "other", "victim", "--area", area, expect=9)
+    assert "scram tool remove tfaot-model-victim" in one_error(err)
+    assert calls.read_text().splitlines() == [
+        "tool remove tfaot-model-other",
+        "tool remove tfaot-model-victim",
+    ]
+    # scram dropped other: the area says so (other stays installed, no longer registered).
+    assert registered(area) == {RUNTIME: True, "tfaot-model-other": False, "tfaot-model-victim": True}
+
+    # setup registers it again (it said "already installed" and left scram without it) ...
+    calls.write_text("")
+    out, _ = run("setup", "other", "--channel", channel.root, "--area", area)
+    assert "tfaot-model-other 1.0: already installed" in out and "registered with scram" in out
+    assert calls.read_text().splitlines() == [f"setup {area / 'tfaot' / 'scram.d' / 'tfaot-model-other.xml'}"]
+    assert registered(area)["tfaot-model-other"]
+
+    # ... or, scram willing again, the same removal finishes, asking scram only for what it holds.
+    refuse.unlink()
+    run("remove", "other", "--area", area)
+    calls.write_text("")
+    run("remove", "victim", "--area", area)
+    assert calls.read_text().splitlines() == ["tool remove tfaot-model-victim"]
+    assert registered(area) == {RUNTIME: True}
+
+
+def test_a_registration_scram_refuses_half_way_keeps_what_scram_took(
+    run: Cli, channel: Channel, tmp_path: Path, picky_scram: tuple[Path, Path]
+) -> None:
+    calls, refuse = picky_scram
+    area = tmp_path / "area2"
+    refuse.write_text("tfaot-model-victim.xml")
+    _, err = run("setup", "victim", "--channel", channel.root, "--area", area, expect=9)
+    assert "scram setup" in one_error(err)
+    assert registered(area) == {RUNTIME: True, "tfaot-model-victim": False}
+    refuse.unlink()
+    calls.write_text("")
+    out, _ = run("setup", "victim", "--channel", channel.root, "--area", area)
+    assert calls.read_text().splitlines() == [
+        f"setup {area / 'tfaot' / 'scram.d' / 'tfaot-model-victim.xml'}"
+    ]
+    assert registered(area) == {RUNTIME: True, "tfaot-model-victim": True}
+    # Nothing left to register: no word about scram missing from the PATH (it is there).
+    out, _ = run("setup", "victim", "--channel", channel.root, "--area", area)
+    assert "scram is not on the PATH" not in out and "registered with scram" not in out

@@ -74,9 +74,13 @@ def test_update_repins_with_build_numbers(
     }
     assert entry_of(registry, "m") == shown["entry"]
     assert entry_of(registry, "m")["source"]["commit"] == second_commit
+    assert shown["path"] == str(registry / "models" / "m.yaml")  # the file written (was "None")
 
     edit_config(model_repo, description="retrained again")
-    run("update", "m")
+    out, _ = run("update", "m")
+    assert out.splitlines()[0] == (
+        f"updated tfaot-model-m 1.0.0.post1 -> 1.0.0.post2 ({registry / 'models' / 'm.yaml'})"
+    )
     assert entry_of(registry, "m")["version"] == "1.0.0.post2"
 
     # The AOT config's own version rises: it is taken as it is.
@@ -171,6 +175,27 @@ def test_build_never_replaces_another_build_in_dist(
     code = cli.main(["--registry", str(registry), "build", "test-simple", "--dist", str(dist)])
     assert code == INTEGRITY
     assert f"{dist / 'tfaot-model-test-simple-1.0.0.tar.gz'}: holds another build" in capsys.readouterr().err
+
+
+def test_build_into_a_dist_given_as_a_link(
+    built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`build --all --dist LINK` (a link to an empty directory): resolved once, at the start; the
+    cached builds are copied into the directory it points to (copying them took a lock of the link:
+    an IsADirectoryError traceback after compiling)."""
+    from tfaot_dist import cli
+
+    dist, link = tmp_path / "dist", tmp_path / "dist-link"
+    dist.mkdir()
+    link.symlink_to(dist)
+    monkeypatch.setenv("TFAOT_DIST_CACHE", str(built / "cache"))
+    code = cli.main(["--registry", str(built / "registry"), "build", "--all", "--dist", str(link), "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    results = json.loads(out)["results"]
+    assert len(results) == 2 and all(Path(r["archive"]).parent == dist for r in results), results
+    assert sorted(p.name for p in dist.iterdir()) == sorted(p.name for p in (built / "dist").iterdir())
+    assert link.is_symlink()
 
 
 def test_dist_holds_packages_only(built: Path) -> None:

@@ -283,8 +283,15 @@ def index_row(**fields: object) -> dict[str, Any]:
     ],
 )
 def test_hostile_index(run: Cli, tmp_path: Path, doc: str | dict[str, Any], expected: str) -> None:
+    """A document that is no index refuses the channel; a row that does not read refuses its own
+    package only (setup --list names it, issue 38)."""
     channel = write_channel(tmp_path / "channel", doc)
-    _, err = run("setup", "--list", "--channel", channel, expect=3)
+    if isinstance(doc, dict) and doc["packages"]:
+        out, _ = run("setup", "--list", "--channel", channel)
+        assert expected in out and "broken:" in out and "\x1b" not in out
+        _, err = run("setup", "x", "--channel", channel, "--area", tmp_path / "area", expect=3)
+    else:
+        _, err = run("setup", "--list", "--channel", channel, expect=3)
     line = one_error(err)
     assert expected in line and "\x1b" not in line
 

@@ -7,6 +7,7 @@ arguments before the command runs, so every command reads typed values.
 import argparse
 import contextlib
 import dataclasses
+import errno
 import json
 import os
 import sys
@@ -70,6 +71,12 @@ def session_of(o: Options, offline: bool = False) -> Session:
 def _area(area: Path | None) -> Path | None:
     """--area, else $CMSSW_BASE."""
     return area or (Path(os.environ["CMSSW_BASE"]) if os.environ.get("CMSSW_BASE") else None)
+
+
+def _directory(path: Path) -> Path:
+    """A directory option (--dist, --output-directory, --out), absolute and resolved once: given as a
+    link, the directory it points to from here on (locks and renames work on the directory itself)."""
+    return path.resolve()
 
 
 def _int_list(text: str, option: str) -> list[int]:
@@ -247,7 +254,7 @@ def cmd_build(o: BuildOptions) -> int:
         None if o.all else o.names,
         shard,
         session_of(o, o.offline),
-        o.dist.absolute(),
+        _directory(o.dist),
         make_reporter,
         jobs=o.jobs,
         fail_fast=o.fail_fast,
@@ -306,7 +313,7 @@ class PublishOptions(Options):
 def cmd_publish(o: PublishOptions) -> int:
     from tfaot_dist.channels import channel
 
-    published = channel.publish(o.dist.absolute(), o.channel, o.cache, log, o.packages)
+    published = channel.publish(_directory(o.dist), o.channel, o.cache, log, o.packages)
     emit(
         o,
         {"channel": o.channel, "packages": [vars(p) for p in published]},
@@ -328,7 +335,8 @@ def cmd_yank(o: YankOptions) -> int:
 
     if o.undo == (o.reason is not None):
         raise UsageError("yank: give --reason TEXT (or --undo to take a yank back)")
-    row, changed = channel.yank(o.channel, o.cache, o.requirement, None if o.undo else o.reason, log)
+    rows, changed = channel.yank(o.channel, o.cache, o.requirement, None if o.undo else o.reason, log)
+    row = rows[0]
     state = f"yanked ({row.yanked})" if row.yanked else "not yanked"
     emit(
         o,
@@ -336,10 +344,12 @@ def cmd_yank(o: YankOptions) -> int:
             "channel": o.channel,
             "name": row.name,
             "version": row.version,
+            "versions": [r.version for r in rows],  # every spelling of the version (1.0, 1.0.0)
             "yanked": row.yanked,
             "changed": changed,
         },
-        f"{row.name} {row.version}: {state}{'' if changed else ', as it was'} in {o.channel}",
+        f"{row.name} {' and '.join(r.version for r in rows)}: {state}{'' if changed else ', as it was'} "
+        f"in {o.channel}",
     )
     return 0
 
@@ -427,14 +437,21 @@ def cmd_setup(o: SetupOptions) -> int:
                 or "nothing installed",
             )
         elif location:
-            available = open_channel(location, o.cache, o.offline).index.rows
+            index = open_channel(location, o.cache, o.offline).index
+            broken = [{"name": b.name, "version": b.version, "reason": b.reason} for b in index.broken]
             emit(
                 o,
-                {"channel": location, "packages": [p.as_dict() for p in available]},
+                {"channel": location, "packages": [p.as_dict() for p in index.rows], "broken": broken},
                 "\n".join(
-                    f"{p.name:40} {p.version:28} {p.sha256[:12]}"
-                    + (f"  yanked: {p.yanked}" if p.yanked else "")
-                    for p in available
+                    [
+                        f"{p.name:40} {p.version:28} {p.sha256[:12]}"
+                        + (f"  yanked: {p.yanked}" if p.yanked else "")
+                        for p in index.rows
+                    ]
+                    + [
+                        f"{b['name'] or '?':40} {b['version'] or '?':28} broken: {b['reason']}"
+                        for b in broken
+                    ]
                 ),
             )
         else:
@@ -465,14 +482,15 @@ def cmd_setup(o: SetupOptions) -> int:
             ),
         )
         return 0
-    report = setup_area.setup(o.requirements, ch, area, o.cache, o.offline, log, shutil.which("scram"))
+    scram = shutil.which("scram")
+    report = setup_area.setup(o.requirements, ch, area, o.cache, o.offline, log, scram)
     lines = [
         f"{r.name} {r.version}: {r.status}{f' (was {r.previous})' if r.previous else ''} ({r.path})"
         for r in report.results
     ]
     if report.scram:
         lines.append(f"registered with scram: {', '.join(Path(t).name for t in report.scram)}")
-    elif report.environment:
+    elif report.environment and not scram:
         lines.append("scram is not on the PATH; for CMake, pkg-config or plain compilers add:")
         lines += [f"  {line}" for line in setup_area.export_lines(report.environment)]
         lines.append(f"  (or: source {setup_area.area_root(area) / 'env.sh'})")
@@ -519,7 +537,7 @@ def cmd_compile(o: CompileOptions) -> int:
     levels = names.cpu_levels(o.cpu_levels.split(","), "--cpu-levels") if o.cpu_levels else None
     package = builder.compile_config(
         o.aot_config.absolute(),
-        o.output_directory.absolute(),
+        _directory(o.output_directory),
         session_of(o, o.offline),
         o.name,
         o.model_version,
@@ -553,7 +571,7 @@ def cmd_runtime(o: RuntimeOptions) -> int:
     from tfaot_dist.cxx import runtime_package
 
     tools = session_of(o, o.offline).resolve(o.toolchain_python)
-    package, status = runtime_package.ensure_runtime_package(tools.runtime, o.output_directory.absolute())
+    package, status = runtime_package.ensure_runtime_package(tools.runtime, _directory(o.output_directory))
     emit(
         o,
         {
@@ -653,11 +671,11 @@ def cmd_verify(o: VerifyOptions) -> int:
 
     entry = Registry.existing(o.registry).entry(o.name)
     if o.rebuild:
-        rebuilt = verify.rebuild_and_compare(entry, session_of(o), o.dist.absolute())
+        rebuilt = verify.rebuild_and_compare(entry, session_of(o), _directory(o.dist))
         data: dict[str, Any] = dataclasses.asdict(rebuilt)
         text = f"{entry.package} {entry.version}: rebuilt bit-identical ({rebuilt.archive_sha256})"
     else:
-        package = verify.check_installed(entry, o.dist.absolute())
+        package = verify.check_installed(entry, _directory(o.dist))
         verification = verify.check_numbers(package, session_of(o))
         report = verification.to_json()
         data = {
@@ -737,7 +755,7 @@ def cmd_specs(o: SpecsOptions) -> int:
     result = flavors.generate(
         Registry.existing(o.registry),
         o.flavor,
-        o.out.absolute(),
+        _directory(o.out),
         check=o.check,
         sources=o.sources.absolute() if o.sources else None,
         log=log,
@@ -1498,7 +1516,12 @@ def main(argv: list[str] | None = None) -> int:
     from tfaot_dist.cache import trusted_root
 
     p = parser()
-    args = p.parse_args(argv)
+    try:
+        args = p.parse_args(argv)
+    except SystemExit:  # --help, or a usage error: argparse printed (stdout may be closed) and exits
+        if not _flush_stdout():
+            return errors.STDOUT_CLOSED
+        raise
     args.cache = default_cache()
     made = False
     try:
@@ -1506,22 +1529,53 @@ def main(argv: list[str] | None = None) -> int:
             made = not os.path.lexists(args.cache)
             trusted_root(args.cache)  # ours alone, or refused (cache.py)
         code: int = args.func(args)
-        return code
+        return code if _flush_stdout() else errors.STDOUT_CLOSED
     except TfaotError as exc:
-        # One line, whatever the message quotes (a line break in a value would start another).
-        line = (
-            shown(f"tfaot-dist: error: {exc}", MAX_ERROR, quote=False)
-            .replace("\r", "\\r")
-            .replace("\n", "\\n")
-        )
-        print(terminal(line), file=sys.stderr)
+        _error_line(str(exc))
         return exc.exit_code
+    except BrokenPipeError:  # what the command printed went to a reader that left (`| head -1`)
+        _flush_stdout()
+        return errors.STDOUT_CLOSED
+    except OSError as exc:
+        if exc.errno not in UNWRITABLE:
+            raise
+        # A place the command writes that cannot be written (a read-only file system, CVMFS): the
+        # commands name their own targets where they can; this is the line for the others.
+        _error_line(f"{exc.filename}: cannot write there ({exc.strerror})")
+        return InvalidInput.exit_code
     except KeyboardInterrupt:
         return 130
     finally:
         if made:  # a cache this command made and left empty (it failed early, or needed nothing) goes
             with contextlib.suppress(OSError):
                 args.cache.rmdir()
+
+
+UNWRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT)
+
+
+def _error_line(message: str) -> None:
+    # One line, whatever the message quotes (a line break in a value would start another).
+    line = (
+        shown(f"tfaot-dist: error: {message}", MAX_ERROR, quote=False)
+        .replace("\r", "\\r")
+        .replace("\n", "\\n")
+    )
+    print(terminal(line), file=sys.stderr)
+
+
+def _flush_stdout() -> bool:
+    """Flush stdout; False when its reader has gone (`| head -1`). Then stdout is pointed at
+    /dev/null, so that the interpreter's own flush at exit has nothing to complain about."""
+    try:
+        sys.stdout.flush()
+        return True
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return False
 
 
 if __name__ == "__main__":

@@ -140,8 +140,11 @@ def _tool_file(value: str, where: str) -> str:
 
 def _signature(value: JsonObject, where: str) -> JsonObject:
     for key in ("inputs", "outputs"):
-        if not isinstance(value.get(key, []), list):
-            raise InvalidInput(f"{where}.{key}: expected a list, got {shown(value.get(key))}")
+        tensors = value.get(key, [])
+        if not isinstance(tensors, list):
+            raise InvalidInput(f"{where}.{key}: expected a list, got {shown(tensors)}")
+        for i, tensor in enumerate(tensors):  # what the catalogue and the C++ call are made from
+            Tensor.from_json(tensor, f"{where}.{key}[{i}]")
     return value
 
 

@@ -12,7 +12,9 @@ EXIT_CODES = {
     7: "integrity failure (digest mismatch, unsafe archive)",
     8: "toolchain environment cannot be created",
     9: "scram refused a tool file (setup) or a removal (remove)",
+    141: "standard output closed by its reader (e.g. | head -1): what was left to print is cut",
 }
+STDOUT_CLOSED = 141  # as a shell reports a program that SIGPIPE ended; no error class, no error line
 
 
 class TfaotError(Exception):

@@ -5,6 +5,7 @@ update_model()  re-pin an entry, checked the same way; a changed build of the sa
                 the next build number (PEP 440 post-release: 1.0.0 -> 1.0.0.post1 -> .post2)
 """
 
+import dataclasses
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -96,6 +97,7 @@ def update_model(
     old = registry.entry(name)
     if version is not None:
         names.version(version, "--version")
+        _check_version(name, old.version, version, new_build)  # before anything is fetched
     aot_config = names.rel_path(aot_config, "--aot-config") if aot_config is not None else old.aot_config
     merged = {**old.overrides, **(overrides or {})}
     if isinstance(old.source, ArchiveSource):
@@ -119,7 +121,8 @@ def update_model(
         same_inputs = ModelEntry(name, old.version, source, aot_config, merged)
         changed = same_inputs.as_dict() != old.as_dict()
         if version is not None:
-            chosen = version
+            # Another spelling of the entry's version (1.0 for 1.0.0) is the same version: kept as spelled.
+            chosen = old.version if Version(version) == Version(old.version) else version
         elif Version(config.version) > Version(old.version):
             chosen = config.version
         elif changed or new_build:
@@ -127,25 +130,30 @@ def update_model(
             _same_signature(old, signature, chosen, session)
         else:
             chosen = old.version
-        if Version(chosen) < Version(old.version):
-            raise InvalidInput(
-                f"--version: {chosen} is lower than the entry's {old.version} (setup installs the "
-                "highest version: a release is never replaced by a lower one)"
-            )
-        if chosen == old.version and (changed or new_build):
-            raise InvalidInput(
-                f"{name}: version {old.version} would stay while what it is built from changed; "
-                f"leave --version out for its next build ({next_build(old.version)}) or give a "
-                "higher version"
-            )
+        _check_version(name, old.version, chosen, changed or new_build)
         return ModelEntry(name, chosen, source, aot_config, merged)
 
     asked_for_nothing = version is None and not new_build
     new = _checked(session, pin, aot_config, merged, entry_of, unchanged=old if asked_for_nothing else None)
     changes = _changes(old.as_dict(), new.as_dict())
     if changes:
-        registry.save(new)
+        new = dataclasses.replace(new, path=registry.save(new))  # the path it was written to
     return Update(old, new if changes else old, tuple(changes))
+
+
+def _check_version(name: str, old: str, chosen: str, new_inputs: bool) -> None:
+    """The version an update chose, against the entry's (compared as values: 1.0 is 1.0.0)."""
+    if Version(chosen) < Version(old):
+        raise InvalidInput(
+            f"--version: {chosen} is lower than the entry's {old} (setup installs the "
+            "highest version: a release is never replaced by a lower one)"
+        )
+    if Version(chosen) == Version(old) and new_inputs:
+        raise InvalidInput(
+            f"{name}: version {old} would stay while what it is built from changed; "
+            f"leave --version out for its next build ({next_build(old)}) or give a "
+            "higher version"
+        )
 
 
 def next_build(version: str) -> str:

@@ -6,6 +6,7 @@ compiled class will take and return before the first compile.
 """
 
 import json
+import os
 import re
 import tempfile
 from dataclasses import dataclass
@@ -72,6 +73,7 @@ def init_config(
         raise InvalidInput(f"{saved_model}: not a SavedModel directory (no saved_model.pb)")
     if output.exists() and not force:
         raise InvalidInput(f"{output}: exists (give --force to replace it, or --output another file)")
+    _check_writable(output)  # before TensorFlow is asked anything
     with tempfile.TemporaryDirectory(prefix="tfaot-init-config-") as work:
         answer = op_check(saved_model, serving_key, session, Path(work))
     return write_starter(
@@ -107,13 +109,33 @@ def write_starter(
     )
     # Read back before writing: what we write must load as written (a temporary sibling, same paths).
     probe = output.with_name(f".{output.name}.check")
-    write_atomic(probe, text)
     try:
-        load_aot_config(probe, str(output))
-    finally:
-        probe.unlink(missing_ok=True)
-    write_atomic(output, text)
+        write_atomic(probe, text)
+        try:
+            load_aot_config(probe, str(output))
+        finally:
+            probe.unlink(missing_ok=True)
+        write_atomic(output, text)
+    except OSError as exc:
+        raise InvalidInput(
+            f"{output}: cannot write it ({exc.strerror}); give --output another file"
+        ) from None
     return Starter(output, name, refusal(answer))
+
+
+def _check_writable(output: Path) -> None:
+    """The config can be written where it goes (a SavedModel on a read-only file system, such as
+    CVMFS, is common): its nearest existing directory allows it."""
+    here = output.parent
+    while not here.exists() and here != here.parent:
+        here = here.parent
+    if not os.access(here, os.W_OK | os.X_OK):
+        problem = "a read-only file system" if _read_only(here) else "permission denied"
+        raise InvalidInput(f"{output}: cannot write it there ({problem}); give --output another file")
+
+
+def _read_only(path: Path) -> bool:
+    return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
 
 
 def render_starter(

@@ -1,5 +1,6 @@
 """The one writer of a user area: every file that setup, repair and removal create, change or
-remove under AREA/tfaot goes through an AreaWriter.
+remove under AREA/tfaot goes through an AreaWriter. A directory channel's files are written by the
+same primitives (directory.ChannelWriter, which only words its errors for a channel).
 
 - Nothing outside AREA/tfaot: paths are relative to it, plain segments (no "..", no "/" first).
 - Never through a link: each directory on the way is opened with O_NOFOLLOW relative to the one
@@ -17,13 +18,15 @@ The writer holds the area's lock (AREA/tfaot/.lock) while it is open.
 import contextlib
 import errno
 import fcntl
+import hashlib
 import os
 import re
 import secrets
 import shutil
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from tfaot_dist.errors import IntegrityError, InvalidInput, TfaotError
 
@@ -43,26 +46,34 @@ def _segments(rel: str) -> list[str]:
 class AreaWriter:
     """AREA/tfaot opened for changes (use open_area())."""
 
+    place = "area"  # what errors call the directory
+
     def __init__(self, root: Path, fd: int):
         self.root = root
         self._fd = fd
 
     # ---- errors
 
+    def _hints(self) -> tuple[str, str]:
+        """What to run once the user removed a link, or something else in the way."""
+        return "setup again", f"`tfaot-dist setup --repair --area {self.root.parent}`"
+
     def _failed(self, rel: str, exc: OSError) -> TfaotError:
         path = self.root / rel if rel else self.root
+        after_link, after_other = self._hints()
         if exc.errno in (errno.ELOOP, errno.EMLINK) or (
             exc.errno == errno.ENOTDIR and self._is_link_on_way(rel)
         ):
             return IntegrityError(
-                f"{self._link_on_way(rel) or path}: a symbolic link inside the area; tfaot-dist "
-                "never follows or removes links there (remove it yourself, then run setup again)"
+                f"{self._link_on_way(rel) or path}: a symbolic link inside the {self.place}; tfaot-dist "
+                f"never follows or removes links there (remove it yourself, then run {after_link})"
             )
         if exc.errno == errno.ENOTDIR:
             return InvalidInput(
-                f"{path}: something on the way is not a directory (remove it, then run "
-                f"`tfaot-dist setup --repair --area {self.root.parent}`)"
+                f"{path}: something on the way is not a directory (remove it, then run {after_other})"
             )
+        if exc.errno == errno.EROFS:
+            return InvalidInput(f"{path}: a read-only file system (the {self.place} cannot be changed there)")
         return InvalidInput(f"{path}: {exc.strerror or exc}")
 
     def _link_on_way(self, rel: str) -> Path | None:
@@ -160,16 +171,45 @@ class AreaWriter:
             raise InvalidInput(f"{self.root / rel}: larger than {limit} bytes")
         return data
 
+    def sha256(self, rel: str) -> str | None:
+        """The sha256 of the regular file rel (read in pieces), None if there is none; a link is refused."""
+        try:
+            with self._parent(rel) as (dfd, name):
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dfd)
+                with os.fdopen(fd, "rb") as f:
+                    if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                        return None
+                    digest = hashlib.sha256()
+                    for piece in iter(lambda: f.read(1 << 20), b""):
+                        digest.update(piece)
+                    return digest.hexdigest()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise self._failed(rel, exc) from None
+
     def write(self, rel: str, data: bytes | str) -> None:
         """rel (its directories made as needed) replaced in one rename by a file holding data."""
         raw = data.encode() if isinstance(data, str) else data
+        self._replace(rel, lambda f: f.write(raw))
+
+    def copy_in(self, rel: str, source: Path) -> None:
+        """rel replaced in one rename by a copy of the file source (read in pieces: archives are large)."""
+
+        def copy(f: BinaryIO) -> None:
+            with open(source, "rb") as s:
+                shutil.copyfileobj(s, f, 1 << 20)
+
+        self._replace(rel, copy)
+
+    def _replace(self, rel: str, fill: Callable[[BinaryIO], object]) -> None:
         try:
             with self._parent(rel, create=True) as (dfd, name):
                 tmp = f".{name}.{secrets.token_hex(4)}.tmp"
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=dfd)
                 try:
                     with os.fdopen(fd, "wb") as f:
-                        f.write(raw)
+                        fill(f)
                         f.flush()
                         os.fsync(f.fileno())
                         os.fchmod(f.fileno(), 0o644)
@@ -185,6 +225,16 @@ class AreaWriter:
                     raise
         except OSError as exc:
             raise self._failed(rel, exc) from None
+
+    def remove_stale(self, rel: str) -> None:
+        """The temporaries of rel that writers killed half-way left (.NAME.XXXXXXXX.tmp beside it).
+        Only correct under the lock those writers held: then none belongs to a live process."""
+        parts = _segments(rel)
+        where = "/".join(parts[:-1])
+        own = re.compile(rf"\.{re.escape(parts[-1])}\.[a-z0-9_]{{8}}\.tmp")
+        for name, kind in self.entries(where):
+            if kind == "file" and own.fullmatch(name):
+                self.remove(f"{where}/{name}" if where else name)
 
     def write_if_changed(self, rel: str, data: bytes | str) -> None:
         raw = data.encode() if isinstance(data, str) else data

@@ -28,16 +28,15 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from urllib.parse import quote, urlsplit
 
 import jinja2
 from packaging.version import Version
 
+from tfaot_dist.channels.area import AreaWriter
 from tfaot_dist.channels.channel import ChannelPackage
 from tfaot_dist.documents import JsonObject, Manifest, load_json
-from tfaot_dist.errors import InvalidInput
-from tfaot_dist.util.fs import remove_stale_siblings, write_atomic
+from tfaot_dist.errors import TfaotError
 from tfaot_dist.util.render import make_environment
 from tfaot_dist.util.textsafe import one_line
 
@@ -45,6 +44,7 @@ INDEX_PAGE = "index.html"
 STYLE = "catalogue.css"
 DESCRIPTIONS = ".catalogue.json"  # the listing's description of each package's newest version
 DESCRIPTIONS_FORMAT = "tfaot-dist-catalogue/1"
+FILES = (STYLE, DESCRIPTIONS, INDEX_PAGE)  # what every publish may write beside index.json
 CXX_TYPES = {
     "float32": "tfaot::FloatArrays",
     "float64": "tfaot::DoubleArrays",
@@ -94,33 +94,37 @@ def render(rows: Iterable[ChannelPackage], manifests: Manifests) -> dict[str, st
     return pages
 
 
-def write_pages(
-    channel: Path,
-    rows: Iterable[ChannelPackage],
-    changed: Iterable[ChannelPackage],
-    manifests: Manifests,
-    read_manifest: ReadManifest,
-) -> None:
-    """Before index.json (under the publish lock): the style sheet, the pages of the changed rows and
-    of listed rows that have none (a channel from before the catalogue). Other pages are never
-    rendered again, so a publish costs the same in a channel of any size.
-
-    manifests: {key: Manifest} of the changed rows; read_manifest(row): a listed row's (or None)."""
-    _write_if_differs(channel / STYLE, CSS)
+def pages_to_write(
+    channel: AreaWriter, rows: Iterable[ChannelPackage], changed: Iterable[ChannelPackage]
+) -> list[ChannelPackage]:
+    """The rows whose version page a publish writes: the changed rows and listed rows that have none
+    (a channel from before the catalogue). Other pages are never rendered again, so a publish costs
+    the same in a channel of any size."""
     fresh = {row.key for row in changed}
-    for row in rows:
-        path = channel / page_path(row.name, row.version)
-        if row.key in fresh or not path.is_file():
-            manifest = manifests[row.key] if row.key in manifests else read_manifest(row)
-            _write_if_differs(path, _version_page(row, manifest))
+    return [
+        row for row in rows if row.key in fresh or channel.kind(page_path(row.name, row.version)) != "file"
+    ]
+
+
+def write_pages(
+    channel: AreaWriter, pages: Iterable[ChannelPackage], manifests: Manifests, read_manifest: ReadManifest
+) -> None:
+    """Before index.json (under the publish lock): the style sheet and the pages of pages_to_write().
+
+    channel: the channel directory opened for writing (directory.ChannelWriter: no link followed);
+    manifests: {key: Manifest} of the changed rows; read_manifest(row): a listed row's (or None)."""
+    channel.write_if_changed(STYLE, CSS)
+    for row in pages:
+        manifest = manifests[row.key] if row.key in manifests else read_manifest(row)
+        channel.write_if_changed(page_path(row.name, row.version), _version_page(row, manifest))
 
 
 def write_listing(
-    channel: Path, rows: Iterable[ChannelPackage], manifests: Manifests, read_manifest: ReadManifest
+    channel: AreaWriter, rows: Iterable[ChannelPackage], manifests: Manifests, read_manifest: ReadManifest
 ) -> None:
     """After index.json: index.html from the same rows. The description of each version shown is
     kept in DESCRIPTIONS, so only the manifests of versions new to the listing are read."""
-    kept = _read_descriptions(channel / DESCRIPTIONS)
+    kept = _read_descriptions(channel)
     newest = _newest(rows)
     wanted: dict[tuple[str, str], str] = {}
     for row in newest:
@@ -140,8 +144,8 @@ def write_listing(
         )
         + "\n"
     )
-    _write_if_differs(channel / DESCRIPTIONS, text)
-    _write_if_differs(channel / INDEX_PAGE, _index_page(rows, wanted))
+    channel.write_if_changed(DESCRIPTIONS, text)
+    channel.write_if_changed(INDEX_PAGE, _index_page(rows, wanted))
 
 
 def description(manifest: Manifest | None) -> str:
@@ -149,11 +153,12 @@ def description(manifest: Manifest | None) -> str:
     return _text(manifest.text("model", "description")) if manifest else ""
 
 
-def _read_descriptions(path: Path) -> dict[str, str]:
+def _read_descriptions(channel: AreaWriter) -> dict[str, str]:
     """The kept descriptions; anything unexpected is ignored (they are made again from manifests)."""
     try:
-        doc = load_json(path.read_bytes(), str(path))
-    except (OSError, InvalidInput):
+        data = channel.read(DESCRIPTIONS)
+        doc = load_json(data, str(channel.root / DESCRIPTIONS)) if data is not None else None
+    except TfaotError:  # a link there is refused when the file is written
         return {}
     found = (
         doc.get("descriptions")
@@ -163,14 +168,6 @@ def _read_descriptions(path: Path) -> dict[str, str]:
     if not isinstance(found, dict):
         return {}
     return {k: v for k, v in found.items() if isinstance(k, str) and isinstance(v, str)}
-
-
-def _write_if_differs(path: Path, text: str) -> None:
-    data = text.encode()
-    if path.is_file() and path.read_bytes() == data:
-        return
-    remove_stale_siblings(path)
-    write_atomic(path, data)
 
 
 def _newest(rows: Iterable[ChannelPackage]) -> list[ChannelPackage]:

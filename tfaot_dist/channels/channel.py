@@ -44,7 +44,7 @@ from packaging.version import InvalidVersion, Version
 from tfaot_dist import names
 from tfaot_dist.cache import Cache
 from tfaot_dist.documents import IndexRow, JsonObject, Manifest, Requirement, load_json
-from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable
+from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable, TfaotError
 from tfaot_dist.package import MANIFEST
 from tfaot_dist.util import archives
 from tfaot_dist.util.archives import PACKAGE, check_name, checked_tar_members, refuse_polyglot
@@ -268,8 +268,32 @@ def _selected(found: list[Path], selection: list[str] | tuple[str, ...], dist: P
 # ---------------------------------------------------------------- the index
 
 
+@dataclass(frozen=True)
+class BrokenRow:
+    """A row of an index that cannot be used (it does not read, is listed twice, or names a file the
+    channel lacks). Its package is refused whole, with reason; other packages are not affected."""
+
+    name: str  # the package the row names ("" when it names none)
+    version: str  # as the row spells it ("" when it has none)
+    reason: str  # one line, naming the index, the row and what is wrong
+    error: type[TfaotError]  # what refusing the package raises (its exit code)
+
+    def refusal(self) -> TfaotError:
+        return self.error(f"{self.reason} (the channel's other packages are not affected)")
+
+
 def parse_index(data: bytes, label: str) -> list[ChannelPackage]:
-    """index.json, checked field by field (documents.IndexRow); errors name the field and the value."""
+    """index.json, checked field by field (documents.IndexRow); errors name the field and the value.
+    Strict: a row that does not read refuses the whole index (publish and yank rewrite it whole)."""
+    rows, broken = parse_index_rows(data, label)
+    if broken:
+        raise broken[0].error(broken[0].reason)
+    return rows
+
+
+def parse_index_rows(data: bytes, label: str) -> tuple[list[ChannelPackage], list[BrokenRow]]:
+    """index.json for reading (setup, --list): the rows that read, and those that do not. Only a
+    document that is not an index at all refuses the channel."""
     doc = load_json(data, label, MAX_INDEX)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         got = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
@@ -277,15 +301,36 @@ def parse_index(data: bytes, label: str) -> list[ChannelPackage]:
     rows = doc.get("packages")
     if not isinstance(rows, list):
         raise InvalidInput(f"{label}: packages: expected a list")
-    out, seen = [], set()
+    out: dict[tuple[str, str], ChannelPackage] = {}
+    broken: list[BrokenRow] = []
     for i, row in enumerate(rows):
         where = f"{label}: packages[{i}]"
-        line = ChannelPackage.from_json(row, where)
-        if line.key in seen:
-            raise InvalidInput(f"{where}: {line.name} {line.version} is listed twice")
-        seen.add(line.key)
-        out.append(line)
-    return out
+        try:
+            line = ChannelPackage.from_json(row, where)
+        except InvalidInput as exc:
+            name = row.get("name") if isinstance(row, dict) else None
+            version = row.get("version") if isinstance(row, dict) else None
+            broken.append(
+                BrokenRow(
+                    name if isinstance(name, str) and names.PACKAGE_NAME.fullmatch(name) else "",
+                    shown(version, 40, False) if isinstance(version, str) else "",
+                    str(exc),
+                    InvalidInput,
+                )
+            )
+            continue
+        if line.key in out:
+            broken.append(
+                BrokenRow(
+                    line.name,
+                    line.version,
+                    f"{where}: {line.name} {line.version} is listed twice",
+                    InvalidInput,
+                )
+            )
+            continue
+        out[line.key] = line
+    return list(out.values()), broken
 
 
 def render_index(packages: Iterable[ChannelPackage]) -> str:
@@ -337,9 +382,18 @@ def exact_pin(specifier: SpecifierSet) -> bool:
 
 @dataclass(frozen=True)
 class Index:
-    """A channel's rows, and how a version is chosen among them."""
+    """A channel's rows, and how a version is chosen among them. Versions are compared as PEP 440
+    values: 1.0 and 1.0.0 are one version."""
 
     rows: tuple[ChannelPackage, ...]
+    broken: tuple[BrokenRow, ...] = ()  # rows that cannot be used: their packages are refused
+
+    def refuse_broken(self, name: str) -> None:
+        """A package with a broken row is refused whole (skipping the row could install an older
+        version than the channel lists); the channel's other packages are not affected."""
+        for row in self.broken:
+            if row.name == name:
+                raise row.refusal()
 
     def versions(self, name: str) -> list[ChannelPackage]:
         return sorted((p for p in self.rows if p.name == name), key=lambda p: Version(p.version))
@@ -347,19 +401,36 @@ class Index:
     def newest(self, name: str, specifier: SpecifierSet) -> ChannelPackage | None:
         """The newest version matching (pre-releases only when the specifier names one; see matches()).
         A yanked version only for an exact pin (`==1.0`), as PEP 592 has it for pip."""
+        self.refuse_broken(name)
         pinned = exact_pin(specifier)
-        candidates = {
-            p.version: p
-            for p in self.versions(name)
-            if matches(specifier, p.version) and (p.yanked is None or pinned)
-        }
-        matching = list(specifier.filter(candidates))
-        if not matching:
+        candidates = [
+            p for p in self.versions(name) if matches(specifier, p.version) and (p.yanked is None or pinned)
+        ]
+        matching = set(specifier.filter(p.version for p in candidates))
+        chosen = [p for p in candidates if p.version in matching]
+        if not chosen:
             return None
-        return candidates[max(matching, key=Version)]
+        best = Version(chosen[-1].version)
+        return self._one(name, [p for p in chosen if Version(p.version) == best])
 
     def exact(self, name: str, version: str) -> ChannelPackage | None:
-        return next((p for p in self.rows if p.key == (name, version)), None)
+        """The row of name at version (compared by value)."""
+        self.refuse_broken(name)
+        wanted = Version(version)
+        found = [p for p in self.rows if p.name == name and Version(p.version) == wanted]
+        return self._one(name, found) if found else None
+
+    @staticmethod
+    def _one(name: str, rows: list[ChannelPackage]) -> ChannelPackage:
+        """The one row of a version; two spellings of it (1.0 and 1.0.0, published before versions
+        were compared by value) are two builds, and which one is meant is not for index order to say."""
+        if len(rows) > 1:
+            spellings = " and ".join(p.version for p in rows)
+            raise IntegrityError(
+                f"{name}: {spellings} are one version listed {len(rows)} times with other archives; "
+                f"pin one spelling exactly ('{name}==={rows[0].version}'), or yank the one not meant"
+            )
+        return rows[0]
 
 
 # ---------------------------------------------------------------- the interface
@@ -373,6 +444,10 @@ class IndexTransaction(Protocol):
     def stored_sha256(self, row: ChannelPackage) -> str | None:
         """The sha256 of what the channel stores under row's name and version without listing it
         (a publish that died before its index), or None: a stored version never changes either."""
+
+    def intact(self, row: ChannelPackage) -> bool:
+        """Whether the listed row's archive and manifest are stored with its digests (a publish of
+        the same bytes stores again what is not)."""
 
     def store(self, archive: VerifiedArchive, row: ChannelPackage) -> None:
         """Put the archive and its manifest where row says (not yet listed)."""
@@ -456,21 +531,38 @@ MAX_LISTED = 5  # conflicts named in one error line
 
 def publish_archives(channel: Channel, verified: list[VerifiedArchive]) -> list[Published]:
     """The rules of publishing, for every transport: a package holds only its own files
-    (ownership.py); a listed version with the same bytes is unchanged (skipped), with other bytes
-    a conflict; a model whose runtime the channel would not have is refused; every refusal (all
-    conflicts named) before the first write; archives stored, then listed in one commit."""
+    (ownership.py); a listed version with the same bytes is unchanged (skipped; stored again if
+    the channel lost them: "restored"), with other bytes a conflict, and so is another spelling of
+    a listed version (1.0 next to 1.0.0: versions are PEP 440 values); a model whose runtime the
+    channel would not have is refused; every refusal (all conflicts named) before the first write;
+    archives stored, then listed in one commit."""
     from tfaot_dist.channels import ownership
 
     for archive in verified:  # what setup would refuse is not published either
         ownership.check_package(archive.manifest, archive.tool_files, archive.label)
+    _one_archive_per_version(verified)
     with channel.transaction() as tx:
-        plan, out, conflicts = [], [], []
+        plan, restore, out, conflicts = [], [], [], []
+        by_value: dict[tuple[str, Version], list[ChannelPackage]] = {}
+        for row in tx.rows.values():
+            by_value.setdefault((row.name, Version(row.version)), []).append(row)
         for archive in verified:
             line = index_line(archive)
             listed = tx.rows.get(line.key)
+            spelled = [r for r in by_value.get((line.name, Version(line.version)), []) if r is not listed]
             old = listed.sha256 if listed else tx.stored_sha256(line)
-            if listed and old == line.sha256:
-                out.append(Published(line.name, line.version, "unchanged", line.sha256, tx.reference(listed)))
+            if spelled:
+                other = spelled[0]
+                conflicts.append(
+                    f"{archive.label} ({line.name} {line.version}: published as {other.version}, sha256 "
+                    f"{other.sha256[:12]}, this one {line.sha256[:12]})"
+                )
+            elif listed and old == line.sha256:
+                status = "unchanged"
+                if not tx.intact(listed):
+                    restore.append((archive, line))  # listed, but the channel lost its files
+                    status = "restored"
+                out.append(Published(line.name, line.version, status, line.sha256, tx.reference(listed)))
             elif old is None or old == line.sha256:
                 plan.append((archive, line))  # new, or stored by a publish that died before listing it
                 out.append(Published(line.name, line.version, "published", line.sha256, tx.reference(line)))
@@ -496,41 +588,70 @@ def publish_archives(channel: Channel, verified: list[VerifiedArchive]) -> list[
                         f"neither {channel.location} nor the archives published have (publish it "
                         "too: it is in the dist directory the model was built into)"
                     )
-        for archive, line in plan:
+        for archive, line in plan + restore:
             tx.store(archive, line)
-        tx.commit([line for _, line in plan], {line.key: archive.manifest for archive, line in plan})
+        tx.commit(
+            [line for _, line in plan], {line.key: archive.manifest for archive, line in plan + restore}
+        )
     return out
+
+
+def _one_archive_per_version(verified: list[VerifiedArchive]) -> None:
+    """Two archives of one version (1.0 and 1.0.0) in one publish: refused, as a conflict is."""
+    seen: dict[tuple[str, Version], VerifiedArchive] = {}
+    for archive in verified:
+        key = (archive.name, Version(archive.version))
+        if key in seen:
+            raise IntegrityError(
+                f"{seen[key].label} and {archive.label}: {archive.name} {seen[key].version} and "
+                f"{archive.version} are one version; nothing published (a version has one build)"
+            )
+        seen[key] = archive
 
 
 def yank(
     location: str, cache: Path, text: str, reason: str | None, log: Log = print
-) -> tuple[ChannelPackage, bool]:
+) -> tuple[list[ChannelPackage], bool]:
     """Mark the version `text` names exactly (NAME==VERSION) as yanked for reason (None: not yanked
-    any more) in the channel's index; returns the row and whether it changed. The archive stays:
-    setup takes a yanked version only when it is pinned exactly."""
+    any more) in the channel's index; returns its rows (every spelling of the version: 1.0 and 1.0.0
+    are one; NAME===VERSION names one spelling) and whether any changed. The archive stays: setup
+    takes a yanked version only when it is pinned exactly."""
     from tfaot_dist.documents import yank_reason
 
     package, specifier = parse_requirement(text)
     if not exact_pin(specifier):
         raise InvalidInput(f"{text!r}: name one version exactly (NAME==VERSION)")
-    version = str(Version(next(iter(specifier)).version))
+    spec = next(iter(specifier))
+    try:
+        wanted = Version(spec.version)
+    except InvalidVersion:
+        raise InvalidInput(f"{text!r}: {spec.version!r} is not a version (PEP 440)") from None
     if reason is not None:
         yank_reason(reason, "--reason")
     channel = open_channel(location, cache, log=log)
     with channel.transaction() as tx:
-        row = tx.rows.get((package, version))
-        if row is None:
+        rows = [
+            row
+            for (name, version), row in sorted(tx.rows.items())
+            if name == package
+            and (version == spec.version if spec.operator == "===" else Version(version) == wanted)
+        ]
+        if not rows:
             have = ", ".join(
                 v for n, v in sorted(tx.rows, key=lambda k: (k[0], Version(k[1]))) if n == package
             )
             raise InvalidInput(
-                f"{text!r}: {package} {version} is not in {location} (versions: {have or 'none'})"
+                f"{text!r}: {package} {wanted} is not in {location} (versions: {have or 'none'})"
             )
-        if row.yanked == reason:
-            return row, False
-        changed = dataclasses.replace(row, yanked=reason, revision=row.revision + 1)
-        tx.commit([changed], {})
-    return changed, True
+        changed = [
+            dataclasses.replace(row, yanked=reason, revision=row.revision + 1)
+            for row in rows
+            if row.yanked != reason
+        ]
+        if changed:
+            tx.commit(changed, {})
+    after = {row.key: row for row in changed}
+    return [after.get(row.key, row) for row in rows], bool(changed)
 
 
 # ---------------------------------------------------------------- shared by the transports
@@ -570,11 +691,12 @@ def remember_index(cache: Path, key: str, data: bytes) -> None:
         write_atomic(saved, data)
 
 
-def read_saved_index(cache: Path, key: str, label: str) -> list[ChannelPackage]:
+def read_saved_index(cache: Path, key: str, label: str) -> Index:
     saved = saved_index(cache, key)
     if not saved.is_file():
         raise SourceUnavailable(f"offline: no copy of the index of {label} in the cache {cache}")
-    return parse_index(saved.read_bytes(), f"{saved} (cached index of {label})")
+    rows, broken = parse_index_rows(saved.read_bytes(), f"{saved} (cached index of {label})")
+    return Index(tuple(rows), tuple(broken))
 
 
 def verify_fetched(path: Path, package: ChannelPackage, location: str) -> VerifiedArchive:

@@ -13,35 +13,39 @@ everything it lists. A lock of the directory itself (flock; no lock file is
 left in the channel) lets concurrent publishers into one channel take turns,
 and both land. Read from a path or a file:// URL; the same
 directory served over HTTP is an http_channel.HttpChannel.
+
+Every file a publish or yank writes goes through a ChannelWriter (area.py's primitives): opened
+relative to the channel directory, never through a link; a link inside the channel is refused with
+one line. A channel given as a link (--channel LINK) is resolved once, when it is opened.
 """
 
 import contextlib
+import errno
+import fcntl
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from tfaot_dist.channels import catalogue
+from tfaot_dist.channels.area import AreaWriter
 from tfaot_dist.channels.channel import (
     INDEX,
+    MAX_INDEX,
     MAX_MANIFEST,
+    BrokenRow,
     ChannelPackage,
     Index,
     VerifiedArchive,
     checked_manifest,
     parse_index,
+    parse_index_rows,
     render_index,
 )
 from tfaot_dist.documents import Manifest, load_json
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable
-from tfaot_dist.util.fs import (
-    copy_atomic,
-    crash_point,
-    file_lock,
-    remove_stale_siblings,
-    sha256_file,
-    write_atomic,
-)
+from tfaot_dist.util.fs import crash_point, sha256_file
 
 
 def channel_root(location: str) -> Path:
@@ -57,10 +61,29 @@ def channel_root(location: str) -> Path:
     return Path(location).absolute()
 
 
+class ChannelWriter(AreaWriter):
+    """The channel directory opened for a publish or yank (DirectoryChannel.transaction()): every
+    write replaces its file in one rename, after removing what writers killed half-way left of it."""
+
+    place = "channel"
+
+    def _hints(self) -> tuple[str, str]:
+        return "the command again", "the command again"
+
+    def write(self, rel: str, data: bytes | str) -> None:
+        self.remove_stale(rel)
+        super().write(rel, data)
+
+    def copy_in(self, rel: str, source: Path) -> None:
+        self.remove_stale(rel)
+        super().copy_in(rel, source)
+
+
 class DirectoryChannel:
     def __init__(self, location: str):
         self.location = location
-        self.root = channel_root(location)
+        # Resolved once: a channel given as a link is the directory it points to, from here on.
+        self.root = Path(os.path.realpath(channel_root(location)))
         self._index: Index | None = None
 
     @property
@@ -71,12 +94,16 @@ class DirectoryChannel:
                 raise SourceUnavailable(
                     f"{self.location}: no {INDEX} (not a channel, or nothing published yet)"
                 )
-            packages = parse_index(index.read_bytes(), str(index))
-            for p in packages:
-                for rel in (p.archive, p.manifest):
-                    if not (self.root / rel).is_file():
-                        raise SourceUnavailable(f"{index}: lists {rel}, which is missing from the channel")
-            self._index = Index(tuple(packages))
+            rows, broken = parse_index_rows(index.read_bytes(), str(index))
+            usable = []
+            for p in rows:
+                missing = [rel for rel in (p.archive, p.manifest) if not (self.root / rel).is_file()]
+                if missing:
+                    reason = f"{index}: lists {missing[0]}, which is missing from the channel"
+                    broken.append(BrokenRow(p.name, p.version, reason, SourceUnavailable))
+                else:
+                    usable.append(p)
+            self._index = Index(tuple(usable), tuple(broken))
         return self._index
 
     def fetch(self, package: ChannelPackage, cache: Path, offline: bool = False) -> tuple[Path, bool]:
@@ -105,12 +132,23 @@ class DirectoryChannel:
         if self.root.exists() and not self.root.is_dir():
             raise InvalidInput(f"--channel: {self.root} is not a directory")
         made = [p for p in (self.root, *self.root.parents) if not p.exists()]  # the directories made here
-        self.root.mkdir(parents=True, exist_ok=True)
         try:
-            with file_lock(self.root):
-                index = self.root / INDEX
-                rows = parse_index(index.read_bytes(), str(index)) if index.exists() else []
-                yield DirectoryTransaction(self, {row.key: row for row in rows})
+            try:
+                self.root.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            except OSError as exc:
+                problem = "a read-only file system" if exc.errno == errno.EROFS else exc.strerror
+                raise InvalidInput(
+                    f"--channel: {self.root}: cannot write a channel there ({problem})"
+                ) from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)  # the directory itself: no lock file in the channel
+                writer = ChannelWriter(self.root, fd)
+                data = writer.read(INDEX, MAX_INDEX)
+                rows = parse_index(data, str(self.root / INDEX)) if data is not None else []
+                yield DirectoryTransaction(self, writer, {row.key: row for row in rows})
+            finally:
+                os.close(fd)
         except BaseException:
             for directory in made:  # a refused publish into a new channel leaves no trace of it
                 with contextlib.suppress(OSError):
@@ -119,41 +157,64 @@ class DirectoryChannel:
 
 
 class DirectoryTransaction:
-    def __init__(self, channel: DirectoryChannel, rows: dict[tuple[str, str], ChannelPackage]):
-        self.channel, self.root, self.rows = channel, channel.root, rows
+    def __init__(
+        self, channel: DirectoryChannel, writer: ChannelWriter, rows: dict[tuple[str, str], ChannelPackage]
+    ):
+        self.channel, self.root, self.writer, self.rows = channel, channel.root, writer, rows
+        self.stored: list[tuple[VerifiedArchive, ChannelPackage]] = []
 
     def stored_sha256(self, row: ChannelPackage) -> str | None:
         return None  # an unlisted archive is what a dead publish left: it is written again
 
+    def intact(self, row: ChannelPackage) -> bool:
+        return (
+            self.writer.sha256(row.archive) == row.sha256
+            and self.writer.sha256(row.manifest) == row.manifest_sha256
+        )
+
     def store(self, archive: VerifiedArchive, row: ChannelPackage) -> None:
-        remove_stale_siblings(self.root / INDEX)
-        remove_stale_siblings(self.root / row.manifest)
-        remove_stale_siblings(self.root / row.archive)
-        write_atomic(self.root / row.manifest, archive.manifest_bytes)
-        copy_atomic(archive.path, self.root / row.archive)
+        """Written by commit(), first: every path is checked for links before anything is written."""
+        self.stored.append((archive, row))
 
     def reference(self, row: ChannelPackage) -> str:
         return row.archive
 
     def commit(self, changed: list[ChannelPackage], manifests: dict[tuple[str, str], Manifest]) -> None:
-        """Version pages of the changed rows (and any missing), then index.json, then index.html
-        (catalogue.py says why in this order)."""
+        """Archives and manifests stored, version pages of the changed rows (and any missing), then
+        index.json, then index.html (catalogue.py says why in this order). A link (or a file) on the
+        way to any of them refuses the commit before the first write."""
         for row in changed:
             self.rows[row.key] = row
         rows = list(self.rows.values())
-        catalogue.write_pages(self.root, rows, changed, manifests, self._manifest)
+        pages = catalogue.pages_to_write(self.writer, rows, changed)
+        for rel in (
+            *(rel for _, row in self.stored for rel in (row.manifest, row.archive)),
+            *(catalogue.page_path(row.name, row.version) for row in pages),
+            *catalogue.FILES,
+            INDEX,
+        ):
+            self.writer.check_removable(rel)  # refuses a link at rel or on the way to it
+        for archive, row in self.stored:
+            self.writer.write(row.manifest, archive.manifest_bytes)
+            self.writer.copy_in(row.archive, archive.path)
+        catalogue.write_pages(self.writer, pages, manifests, self._manifest)
         crash_point("publish_index")
         index = render_index(rows)
-        path = self.root / INDEX
-        if changed or not path.is_file() or path.read_text() != index:
-            write_atomic(path, index)
+        self.writer.remove_stale(INDEX)
+        if changed:
+            self.writer.write(INDEX, index)
+        else:
+            self.writer.write_if_changed(INDEX, index)
         crash_point("publish_catalogue")
-        catalogue.write_listing(self.root, rows, manifests, self._manifest)
+        catalogue.write_listing(self.writer, rows, manifests, self._manifest)
 
     def _manifest(self, row: ChannelPackage) -> Manifest | None:
         """A listed row's published manifest; one that no longer reads gets a page without it."""
+        data = self.writer.read(row.manifest, MAX_MANIFEST)  # a link there is refused, never followed
+        if data is None:
+            return None
         try:
-            data = self.channel.manifest_bytes(row)
-            return Manifest.from_json(load_json(data, row.manifest, MAX_MANIFEST), row.manifest)
-        except (OSError, InvalidInput, IntegrityError, SourceUnavailable):
+            checked = checked_manifest(data, row, str(self.root / row.manifest))
+            return Manifest.from_json(load_json(checked, row.manifest, MAX_MANIFEST), row.manifest)
+        except (InvalidInput, IntegrityError):
             return None

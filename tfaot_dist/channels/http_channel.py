@@ -17,7 +17,7 @@ from tfaot_dist.channels.channel import (
     IndexTransaction,
     cached_or_fetch,
     checked_manifest,
-    parse_index,
+    parse_index_rows,
     read_saved_index,
     remember_index,
 )
@@ -39,11 +39,11 @@ class HttpChannel:
     def index(self) -> Index:
         if self._index is None:
             if self.offline:
-                rows = read_saved_index(self._cache, self.base_url, self.base_url + INDEX)
+                self._index = read_saved_index(self._cache, self.base_url, self.base_url + INDEX)
             else:
                 self._index_bytes = get_bytes(self.base_url + INDEX, limit=MAX_INDEX)
-                rows = parse_index(self._index_bytes, self.base_url + INDEX)
-            self._index = Index(tuple(rows))
+                rows, broken = parse_index_rows(self._index_bytes, self.base_url + INDEX)
+                self._index = Index(tuple(rows), tuple(broken))
         return self._index
 
     def fetch(self, package: ChannelPackage, cache: Path, offline: bool = False) -> tuple[Path, bool]:

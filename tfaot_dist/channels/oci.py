@@ -698,7 +698,7 @@ class OciChannel:
     def index(self) -> Index:
         if self._index is None:
             if self.offline:
-                rows = read_saved_index(self._cache, str(self.where), str(self.where))
+                self._index = read_saved_index(self._cache, str(self.where), str(self.where))
             else:
                 found = read_index(self.client)
                 if not found.packages and not found.tags:
@@ -707,7 +707,7 @@ class OciChannel:
                     )
                 self._index_bytes = render_index(found.packages.values()).encode()
                 rows = parse_index(self._index_bytes, f"{self.where}/{INDEX_REPO}")
-            self._index = Index(tuple(rows))
+                self._index = Index(tuple(rows))
         return self._index
 
     def fetch(self, package: ChannelPackage, cache: Path, offline: bool = False) -> tuple[Path, bool]:
@@ -758,6 +758,12 @@ class OciTransaction:
         where = f"{self.client.location}/{row.name}:{tag_of(row.version)}"
         digest: str = _layer(tagged[1], LAYER_TYPE, where)["digest"]  # a string (_layer checks)
         return digest.removeprefix("sha256:")
+
+    def intact(self, row: ChannelPackage) -> bool:
+        """The layer and config blobs the row names (what setup pulls, by digest) are there."""
+        return self.client.has_blob(row.name, f"sha256:{row.sha256}") and self.client.has_blob(
+            row.name, f"sha256:{row.manifest_sha256}"
+        )
 
     def reference(self, row: ChannelPackage) -> str:
         return f"{self.client.location.namespace}/{row.name}@sha256:{row.sha256}"

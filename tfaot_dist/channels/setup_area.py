@@ -217,6 +217,7 @@ def _check_available(requirements: list[str], channel: Channel) -> None:
     """Every requirement names a package of the channel (a typo gets the closest names), before any is set up."""
     for text in requirements:
         package, _ = parse_requirement(text)
+        channel.index.refuse_broken(package)
         if not channel.index.versions(package):
             known = sorted(
                 {p.name.removeprefix("tfaot-model-") for p in channel.index.rows if p.kind == "model"}
@@ -266,7 +267,7 @@ def _setup_one(
     todo, out = [], []
     for p in wanted:
         row = state.get(p.name)
-        if row and row.version == p.version:
+        if row and _same(row.version, p.version):
             if row.sha256 != p.sha256:
                 raise IntegrityError(
                     f"{root / row.path}: {p.name} {p.version} is installed with sha256 "
@@ -311,7 +312,7 @@ def _setup_one(
         old_dirs, installed = [], []
         for p in todo:
             row = state.get(p.name)
-            if row and row.version == p.version:  # a setup running at the same time was first
+            if row and _same(row.version, p.version):  # a setup running at the same time was first
                 if row.sha256 != p.sha256:
                     raise IntegrityError(
                         f"{root / row.path}: {p.name} {p.version} is installed with sha256 "
@@ -376,7 +377,7 @@ def plan_setup(requirements: list[str], channel: Channel, area: Path) -> list[Pl
         _check_runtimes(state, wanted)
         for p in wanted:
             row = state.get(p.name)
-            if row and row.version == p.version:
+            if row and _same(row.version, p.version):
                 if row.sha256 != p.sha256:
                     raise IntegrityError(
                         f"{root / row.path}: {p.name} {p.version} is installed with sha256 "
@@ -445,6 +446,10 @@ def remove(
             if state[name].scram:
                 if scram:
                     _scram_tool_remove(scram, root.parent, name)
+                    # Recorded at once: if scram refuses the next one, the area says what scram
+                    # holds, and the next setup (or remove) finishes the job from there.
+                    state[name] = dataclasses.replace(state[name], scram=False)
+                    _write_installed(writer, state)
                 else:
                     log(
                         f"warning: {name} was registered with scram, which is not on the PATH now: run "
@@ -506,8 +511,9 @@ def _undone_if_refused(root: Path) -> Iterator[None]:
 def _register(
     scram: str, writer: AreaWriter, state: dict[str, InstalledRow], names: list[str], report: Report
 ) -> None:
-    """`scram setup` each tool file of names, then record that in installed.json (so that a setup
-    killed before it, or one run where scram was missing, is completed by the next). Only our own
+    """`scram setup` each tool file of names, recording each package in installed.json as scram
+    takes it (so that a setup killed or refused half-way, or one run where scram was missing, is
+    completed by the next). Only our own
     packages' tool files, each under its package's name, are ever given to scram."""
     root = writer.root
     for name in names:
@@ -517,8 +523,9 @@ def _register(
             _scram_setup(scram, root.parent, root / tool)
             report.scram.append(str(root / tool))
         state[name] = dataclasses.replace(state[name], scram=True)
-    if names:
-        _write_installed(writer, state)
+        _write_installed(
+            writer, state
+        )  # each as scram takes it: a refusal of the next leaves this one recorded
 
 
 def _repair(writer: AreaWriter, state: dict[str, InstalledRow], scram: str | None, report: Report) -> None:
@@ -601,20 +608,20 @@ def _runtimes_for(model: ChannelPackage, channel: Channel) -> list[ChannelPackag
 
 def _check_runtimes(state: dict[str, InstalledRow], wanted: list[ChannelPackage]) -> None:
     """One runtime per area: every model, installed or coming, must need the same one."""
-    needs: dict[str, list[str]] = {}
+    needs: dict[Version, tuple[str, list[str]]] = {}  # by value: the version as first spelled, who
     incoming = {p.name: p for p in wanted}
     for name, row in state.items():
         if name not in incoming:
             for r in row.requires:
-                needs.setdefault(r.version, []).append(f"{name} {row.version}")
+                needs.setdefault(Version(r.version), (r.version, []))[1].append(f"{name} {row.version}")
     for p in wanted:
         for r in p.requires:
-            needs.setdefault(r.version, []).append(f"{p.name} {p.version}")
+            needs.setdefault(Version(r.version), (r.version, []))[1].append(f"{p.name} {p.version}")
     runtime = incoming.get(RUNTIME)
     if runtime is not None:
-        needs.setdefault(runtime.version, [])
+        needs.setdefault(Version(runtime.version), (runtime.version, []))
     if len(needs) > 1:
-        parts = [f"{RUNTIME} {v} ({', '.join(who) or 'asked for'})" for v, who in sorted(needs.items())]
+        parts = [f"{RUNTIME} {v} ({', '.join(who) or 'asked for'})" for _, (v, who) in sorted(needs.items())]
         raise InvalidInput(f"one area holds one runtime, these would need several: {'; '.join(parts)}")
 
 
@@ -734,6 +741,11 @@ def _cmake_version(version: str) -> str:
 
 def _newer(a: str, b: str) -> bool:
     return Version(a) > Version(b)
+
+
+def _same(a: str, b: str) -> bool:
+    """One version, however spelled (1.0 and 1.0.0)."""
+    return Version(a) == Version(b)
 
 
 def _scram_setup(scram: str, area: Path, tool: Path) -> None:

@@ -472,6 +472,8 @@ def _read_channel(url: str) -> tuple[str, dict[tuple[str, str], ChannelPackage],
             f"(use http(s)://host/path with letters, digits and ._~:/@+- only)"
         )
     channel = open_channel(base, Path(tempfile.gettempdir()))  # read online: nothing is cached
+    for broken in channel.index.broken:  # the specs are made from the whole channel
+        raise broken.refusal()
     return base, {row.key: row for row in channel.index.rows}, channel
 
 
