@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import Cli, DataRepo, copy_registry_yaml, fresh_cache, snapshot
+from conftest import Cli, DataRepo, copy_registry_yaml, fresh_cache, made_once, snapshot
 from httpserve import Server, SilentServer, refused_url
 
 from tfaot_dist import scheduler
@@ -340,21 +340,31 @@ def bomb_zip(path: Path, entries: int, announced: int | None = None) -> None:
     path.write_bytes(bytes(local) + bytes(central) + tail)
 
 
-def test_archive_bombs_of_a_million_entries_are_refused(tmp_path: Path) -> None:
-    # The writers make archives that Python's own readers accept (small ones, same code).
-    bomb_tar_gz(tmp_path / "small.tar.gz", 70_000)
+@pytest.fixture
+def tar_bomb(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A .tar.gz of a million empty files (10 MB), written once per run (made_once) for the tests that
+    refuse it."""
+    return made_once(tmp_path_factory, "tar-bomb", lambda out: bomb_tar_gz(out / "bomb.tar.gz", 10**6)) / (
+        "bomb.tar.gz"
+    )
+
+
+@pytest.mark.xdist_group("bombs")  # beside the rest of this module
+def test_archive_bombs_of_a_million_entries_are_refused(tmp_path: Path, tar_bomb: Path) -> None:
+    # The writers make archives that Python's own readers accept (small ones, same code; past 65535
+    # entries a zip needs zip64 records, a tar nothing new).
+    bomb_tar_gz(tmp_path / "small.tar.gz", 1_000)
     with tarfile.open(tmp_path / "small.tar.gz") as tar:
-        assert len(tar.getnames()) == 70_000
+        assert len(tar.getnames()) == 1_000
     bomb_zip(tmp_path / "small.zip", 70_000)  # past 65535 entries: zip64 records
     with zipfile.ZipFile(tmp_path / "small.zip") as zf:
         assert len(zf.infolist()) == 70_000 and zf.testzip() is None
     assert zip_entry_count(tmp_path / "small.zip") == 70_000
     assert zip_entry_count(tmp_path / "small.tar.gz") is None
 
-    bomb_tar_gz(tmp_path / "bomb.tar.gz", 10**6)
     bomb_zip(tmp_path / "bomb.zip", 10**6)
     with pytest.raises(IntegrityError, match=re.escape("bomb.tar.gz: more than 100000 entries")):
-        extract(tmp_path / "bomb.tar.gz", tmp_path / "out-tar", kind=TAR)
+        extract(tar_bomb, tmp_path / "out-tar", kind=TAR)
     # A zip's central directory is counted before zipfile parses a million entries, record by
     # record: the count its end records announce may lie.
     with pytest.raises(IntegrityError, match=r"bomb.zip: more than 100000 entries"):
@@ -365,12 +375,13 @@ def test_archive_bombs_of_a_million_entries_are_refused(tmp_path: Path) -> None:
     assert not any((tmp_path / out).exists() for out in ("out-tar", "out-zip", "out-liar"))
 
 
+@pytest.mark.xdist_group("source-bomb")  # beside the rest of this module
 def test_a_source_archive_bomb_fails_the_build_and_leaves_the_cache(
-    run: Cli, registry: Path, cache: Path, tmp_path: Path
+    run: Cli, registry: Path, cache: Path, tmp_path: Path, tar_bomb: Path
 ) -> None:
     root = tmp_path / "www"
     root.mkdir()
-    bomb_tar_gz(root / "bomb.tar.gz", 10**6)
+    shutil.copyfile(tar_bomb, root / "bomb.tar.gz")
     server = Server(root)
     try:
         write_entry(
