@@ -1496,6 +1496,7 @@ USES_CACHE = {
 
 def main(argv: list[str] | None = None) -> int:
     from tfaot_dist.cache import trusted_root
+    from tfaot_dist.process import unexpected
 
     p = parser()
     args = p.parse_args(argv)
@@ -1506,22 +1507,38 @@ def main(argv: list[str] | None = None) -> int:
             made = not os.path.lexists(args.cache)
             trusted_root(args.cache)  # ours alone, or refused (cache.py)
         code: int = args.func(args)
+        sys.stdout.flush()  # output that cannot be written is this command's failure, not the exit's
         return code
     except TfaotError as exc:
-        # One line, whatever the message quotes (a line break in a value would start another).
-        line = (
-            shown(f"tfaot-dist: error: {exc}", MAX_ERROR, quote=False)
-            .replace("\r", "\\r")
-            .replace("\n", "\\n")
-        )
-        print(terminal(line), file=sys.stderr)
-        return exc.exit_code
+        return _error_line(exc)
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # nothing expected it: one line, the traceback in a log
+        _drop_unwritable_output()
+        return _error_line(unexpected(exc, sys.argv[1:] if argv is None else argv, args.cache))
     finally:
         if made:  # a cache this command made and left empty (it failed early, or needed nothing) goes
             with contextlib.suppress(OSError):
                 args.cache.rmdir()
+
+
+def _drop_unwritable_output() -> None:
+    """Output that could not be written (a full disk, a closed pipe) is not tried again at exit,
+    where Python would report it once more (and exit 120)."""
+    try:
+        sys.stdout.flush()
+    except OSError:
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _error_line(exc: TfaotError) -> int:
+    # One line, whatever the message quotes (a line break in a value would start another).
+    line = (
+        shown(f"tfaot-dist: error: {exc}", MAX_ERROR, quote=False).replace("\r", "\\r").replace("\n", "\\n")
+    )
+    print(terminal(line), file=sys.stderr)
+    return exc.exit_code
 
 
 if __name__ == "__main__":
