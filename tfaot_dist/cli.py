@@ -17,6 +17,7 @@ from typing import Any, Literal, Self, TypeAlias, TypeVar
 
 from tfaot_dist import __version__, builder, check, errors, intake
 from tfaot_dist.cache import default_cache
+from tfaot_dist.cache_admin import KINDS as CACHE_KINDS
 from tfaot_dist.errors import InvalidInput, TfaotError, UsageError
 from tfaot_dist.registry import Registry
 from tfaot_dist.session import Session
@@ -671,6 +672,24 @@ def cmd_verify(o: VerifyOptions) -> int:
             f"{package.name} {package.version}: {data['files']} files match the manifest; outputs agree with "
             f"TensorFlow at batch sizes {report['batch_sizes']} (max abs deviation {worst:.3g})"
         )
+    emit(o, data, text)
+    return 0
+
+
+@dataclass(frozen=True)
+class CacheOptions(Options):
+    kinds: list[str]
+    prune: bool
+    older_than: float | None
+    max_size: str | None
+    dry_run: bool
+
+
+def cmd_cache(o: CacheOptions) -> int:
+    from tfaot_dist.cache import Cache
+    from tfaot_dist.cache_admin import command as cache_command
+
+    data, text = cache_command(Cache(o.cache), tuple(o.kinds), o.prune, o.older_than, o.max_size, o.dry_run)
     emit(o, data, text)
     return 0
 
@@ -1444,6 +1463,31 @@ def parser() -> argparse.ArgumentParser:
     s = _command(
         sub,
         common,
+        "cache",
+        "show the cache's size per kind, or prune it",
+        "The size of each kind of entry in the cache (tfaot_dist/cache_admin.py lists the kinds). "
+        "--prune removes entries of the kinds given (default: all), with --older-than or --max-size "
+        "only those; never one another process is making or using (it is listed as kept).",
+        [
+            "tfaot-dist cache",
+            "tfaot-dist cache --prune builds logs --older-than 30",
+            "tfaot-dist cache --prune --max-size 5G --dry-run",
+        ],
+    )
+    s.add_argument("kinds", metavar="KIND", nargs="*", help=f"only these: {', '.join(CACHE_KINDS)}")
+    s.add_argument("--prune", action="store_true", help="remove the entries of the kinds (default: all)")
+    s.add_argument(
+        "--older-than", type=float, metavar="DAYS", help="prune only entries not used for DAYS days"
+    )
+    s.add_argument(
+        "--max-size", metavar="SIZE", help="prune the least recently used until the cache is SIZE (5G)"
+    )
+    s.add_argument("--dry-run", action="store_true", help="say what a prune would remove; remove nothing")
+    s.set_defaults(func=command(cmd_cache, CacheOptions))
+
+    s = _command(
+        sub,
+        common,
         "specs",
         "render cmsBuild or rpm specs of the registry",
         "Render the packaging specs of every registry entry from spec_templates/ (byte-identical for "
@@ -1481,6 +1525,7 @@ def parser() -> argparse.ArgumentParser:
 
 # Commands that keep things in the cache (what is there is run, compiled in or installed).
 USES_CACHE = {
+    "cache",
     "add-model",
     "build",
     "setup",
@@ -1495,7 +1540,7 @@ USES_CACHE = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tfaot_dist.cache import trusted_root
+    from tfaot_dist.cache import release_in_use, trusted_root
     from tfaot_dist.process import unexpected
 
     p = parser()
@@ -1517,6 +1562,7 @@ def main(argv: list[str] | None = None) -> int:
         _drop_unwritable_output()
         return _error_line(unexpected(exc, sys.argv[1:] if argv is None else argv, args.cache))
     finally:
+        release_in_use()  # the entries this command used (cache.hold_in_use)
         if made:  # a cache this command made and left empty (it failed early, or needed nothing) goes
             with contextlib.suppress(OSError):
                 args.cache.rmdir()
