@@ -6,6 +6,8 @@ entries it uses and the exclusive lock of a build while it builds, as a running
 `tfaot-dist build` does.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import subprocess

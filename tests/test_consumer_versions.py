@@ -8,6 +8,8 @@ pkg-config --atleast-version and --exact-version; rpm's own version comparison
 and rpmspec on the rpm and cmsBuild specs; SCRAM's reading of the tool file.
 """
 
+from __future__ import annotations
+
 import re
 import subprocess
 from pathlib import Path

@@ -11,6 +11,8 @@ that set minus each one of its non-baseline features (a feature a detector
 leaves out, or asks for at the wrong level, changes the answer for one of those).
 """
 
+from __future__ import annotations
+
 import os
 import subprocess
 from pathlib import Path
