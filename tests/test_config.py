@@ -308,3 +308,33 @@ def test_missing_field_names_only_unknown_keys(config_dir: Path, text: str, mess
     with pytest.raises(InvalidInput) as exc:
         load_aot_config(path)
     assert str(exc.value) == f"{path}: {message}"
+
+
+@pytest.mark.parametrize(
+    "drop, add, message",
+    [
+        ("version", {}, "version: required field is missing"),
+        (
+            "aot_config",
+            {"aot-config": "x.yaml"},
+            "aot_config: required field is missing; unknown key here: 'aot-config' (a misspelling of 'aot_config'?)",
+        ),
+    ],
+)
+def test_registry_entry_missing_field_names_only_unknown_keys(
+    tmp_path: Path, drop: str, add: dict[str, str], message: str
+) -> None:
+    from tfaot_dist.registry import parse_entry
+
+    data = {
+        "name": "m",
+        "version": "1.0.0",
+        "source": {"git": "https://host/data.git", "ref": "main", "commit": "a" * 40},
+        "aot_config": "m/aot_config.yaml",
+        **add,
+    }
+    del data[drop]
+    path = tmp_path / "m.yaml"
+    with pytest.raises(InvalidInput) as exc:
+        parse_entry(data, path)
+    assert str(exc.value) == f"{path}: {message}"
