@@ -248,8 +248,9 @@ def command(
     limit = parse_size(max_size) if max_size is not None else None
     chosen = kinds or tuple(KINDS)
     if not (prune_them or older_than_days is not None or limit is not None):
-        rows = [u for u in usage(cache) if not kinds or u.kind in kinds]
-        total = sum(u.size for u in usage(cache))
+        every = usage(cache)
+        rows = [u for u in every if not kinds or u.kind in kinds]
+        total = sum(u.size for u in every)
         data: dict[str, object] = {
             "cache": str(cache.root),
             "size": total,
