@@ -5,13 +5,26 @@
 # area from there, and build and run a C++ program (examples/consumer) against
 # that area that prints the models' outputs next to TensorFlow's.
 # Usage: examples/run_end_to_end.sh [WORK_DIR]   (default ./_work, recreated)
+# Which tfaot-dist: this checkout's, installed editable into ./.venv by
+# scripts/bootstrap; TFAOT_DIST=tfaot-dist (or a path) runs the one you
+# installed instead. The first line of output names the one that runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/bootstrap
+if [[ -n "${TFAOT_DIST:-}" ]]; then
+  TOOL="$(command -v "$TFAOT_DIST")" || { echo "run_end_to_end.sh: TFAOT_DIST=$TFAOT_DIST: not found" >&2; exit 2; }
+else
+  scripts/bootstrap
+  TOOL="$PWD/.venv/bin/tfaot-dist"
+fi
+# The tool's own Python (its script's #! line) runs the helpers that import tfaot_dist.
+PYTHON="$(sed -n '1s/^#!//p' "$TOOL")"
+"$PYTHON" -c 'import tfaot_dist' || { echo "run_end_to_end.sh: $TOOL: its Python $PYTHON has no tfaot_dist" >&2; exit 2; }
+echo "run_end_to_end.sh: running $TOOL ($("$TOOL" --version), Python $PYTHON)"
+tfaot-dist() { "$TOOL" "$@"; }
+python() { "$PYTHON" "$@"; }
 WORK="$(realpath -m "${1:-_work}")"
 rm -rf "$WORK"
 mkdir -p "$WORK"
-export PATH="$PWD/.venv/bin:$PATH"
 
 URL="$(python examples/make_data_repo.py "$WORK/data")"
 REG=(--registry "$WORK/registry")
@@ -27,7 +40,7 @@ ls -l "$WORK/dist"
 tfaot-dist publish --channel "$WORK/channel" --dist "$WORK/dist"
 # Serve it as any static HTTP server would, on 127.0.0.1; stopped when this script ends.
 PORT="$(python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-python -m http.server "$PORT" --bind 127.0.0.1 --directory "$WORK/channel" >"$WORK/http-server.log" 2>&1 &
+"$PYTHON" -m http.server "$PORT" --bind 127.0.0.1 --directory "$WORK/channel" >"$WORK/http-server.log" 2>&1 &
 SERVER_PID=$!
 trap 'kill "$SERVER_PID" 2>/dev/null || true' EXIT
 CHANNEL="http://127.0.0.1:$PORT/"

@@ -11,6 +11,7 @@ import pytest
 from conftest import Cli
 
 from tfaot_dist import builder
+from tfaot_dist.consumer_versions import cmake_version, rpm_version
 from tfaot_dist.toolchain import WORKER, Toolchain, worker_env
 from tfaot_dist.util.fs import sha256_file
 
@@ -205,6 +206,11 @@ def test_manifest_is_typed_and_names_the_exact_runtime(built: Path, name: str) -
     assert runtime.name == "tfaot-xla-runtime" and runtime.version.startswith("2.21.0+")
     pc = (root / "lib" / "pkgconfig" / f"tfaot-model-{name}.pc").read_text()
     assert f"\nRequires: tfaot-xla-runtime = {runtime.version}\n" in pc
+    # Straight from the build, each consumer's form of the version (consumer_versions.py)
+    assert f"\nVersion: {rpm_version(typed.version)}\n" in pc
+    version_file = f"lib/cmake/tfaot-model-{name}/tfaot-model-{name}ConfigVersion.cmake"
+    assert version_file in typed.files
+    assert f'\nset(PACKAGE_VERSION "{cmake_version(typed.version)}")\n' in (root / version_file).read_text()
     assert typed.verification is not None and typed.verification.batch_sizes == (1, 2, 3, 4, 7)
     assert pkg.Package(typed.package, typed.version, root, root, json.loads(text)).model_manifest == typed
 

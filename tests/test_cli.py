@@ -157,3 +157,24 @@ def test_the_test_command_runs_only_the_file_it_is_given() -> None:
     # pytest -qq --collect-only: one "FILE: COUNT" line per collected file.
     files = [line.split(":")[0] for line in proc.stdout.splitlines() if line.startswith("tests/")]
     assert files == ["tests/test_toolchain.py"], proc.stdout
+
+
+def test_an_unexpected_error_exits_with_its_own_code_and_names_its_log(tmp_path: Path) -> None:
+    """Nothing in tfaot-dist expects standard output to be a full disk (/dev/full): one error line,
+    exit 10 (not 1, which is `specs --check`'s), and the traceback in a log of the cache's logs/."""
+    cache = tmp_path / "cache"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TFAOT_DIST_CACHE": str(cache)}
+    tool = [sys.executable, "-m", "tfaot_dist", "--registry", str(tmp_path / "registry")]
+    subprocess.run([*tool, "init", str(tmp_path / "registry")], env=env, check=True, capture_output=True)
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([*tool, "list"], env=env, stdout=full, stderr=subprocess.PIPE, text=True)
+    assert done.returncode == errors.UnexpectedError.exit_code == 10
+    (log,) = (cache / "logs").iterdir()
+    assert done.stderr == (
+        f"tfaot-dist: error: unexpected OSError: [Errno 28] No space left on device (log: {log})\n"
+    )
+    text = log.read_text()
+    assert "command: tfaot-dist --registry" in text and text.rstrip().endswith(
+        "OSError: [Errno 28] No space left on device"
+    )
+    assert "Traceback (most recent call last)" in text and "tfaot_dist/cli.py" in text

@@ -281,3 +281,60 @@ def test_compile_of_an_upstream_shaped_config_warns_and_maps_the_version(
     assert root.name == "tfaot-model-simple-0+2024.5.final"
     manifest = json.loads((root / "manifest.json").read_text())
     assert manifest["version"] == "0+2024.5.final" and manifest["compilation"]["namespace"] == "tfaot_model"
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        # Documented keys beside a missing one are not called unknown ...
+        (
+            'model: {name: m, version: "1"}\ncompilation: {namespace: ns, target_cpu: haswell}\n',
+            "compilation.batch_sizes: required field is missing",
+        ),
+        (
+            'model: {version: "1", saved_model: ./saved_model, serving_key: k}\ncompilation: {batch_sizes: [1]}\n',
+            "model.name: required field is missing",
+        ),
+        # ... the really unknown ones are, the likeliest misspelling first
+        (
+            'model: {name: m, version: "1"}\ncompilation: {namespace: ns, batch_size: [1], colour: red}\n',
+            "compilation.batch_sizes: required field is missing; unknown keys here: 'batch_size', 'colour' "
+            "(a misspelling of 'batch_sizes'?)",
+        ),
+    ],
+)
+def test_missing_field_names_only_unknown_keys(config_dir: Path, text: str, message: str) -> None:
+    path = write(config_dir, text)
+    with pytest.raises(InvalidInput) as exc:
+        load_aot_config(path)
+    assert str(exc.value) == f"{path}: {message}"
+
+
+@pytest.mark.parametrize(
+    "drop, add, message",
+    [
+        ("version", {}, "version: required field is missing"),
+        (
+            "aot_config",
+            {"aot-config": "x.yaml"},
+            "aot_config: required field is missing; unknown key here: 'aot-config' (a misspelling of 'aot_config'?)",
+        ),
+    ],
+)
+def test_registry_entry_missing_field_names_only_unknown_keys(
+    tmp_path: Path, drop: str, add: dict[str, str], message: str
+) -> None:
+    from tfaot_dist.registry import parse_entry
+
+    data = {
+        "name": "m",
+        "version": "1.0.0",
+        "source": {"git": "https://host/data.git", "ref": "main", "commit": "a" * 40},
+        "aot_config": "m/aot_config.yaml",
+        **add,
+    }
+    del data[drop]
+    path = tmp_path / "m.yaml"
+    with pytest.raises(InvalidInput) as exc:
+        parse_entry(data, path)
+    assert str(exc.value) == f"{path}: {message}"

@@ -192,6 +192,7 @@ def test_golden(
 def test_golden_buildsys_files(tmp_path: Path) -> None:
     files = {
         "tfaot-model-test-simpleConfig.cmake": buildsys.render_cmake_config(typed(MODEL_MANIFEST)),
+        "tfaot-model-test-simpleConfigVersion.cmake": buildsys.render_cmake_version(typed(MODEL_MANIFEST)),
         "tfaot-model-test-simple.pc": buildsys.render_pkgconfig(typed(MODEL_MANIFEST)),
         "tfaot-xla-runtimeConfig.cmake": buildsys.render_runtime_cmake_config(typed(RUNTIME_MANIFEST)),
         "tfaot-xla-runtime.pc": buildsys.render_runtime_pkgconfig(typed(RUNTIME_MANIFEST)),

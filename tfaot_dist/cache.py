@@ -22,7 +22,11 @@ test's) may link to them and reuse what is there.
 ensure_entry() is the one primitive for a directory entry: lock, check again,
 build in a temporary sibling, mark complete, seal, rename into place. A reader
 never sees half an entry; a process that dies leaves only a temporary sibling,
-which the next builder removes.
+which the next builder removes. The process that made or found an entry then
+holds a shared lock on the entry's lock file until it exits (hold_in_use), and
+touches that file: `tfaot-dist cache --prune` (cache_admin.py) removes only
+entries whose lock it can take at once, so never one a running command uses,
+and its mtime says when the entry was last used.
 
 A cache that is not ours is not trusted (what is in it is run and published):
 - the root (trusted_root) must be a directory we own that neither group nor others
@@ -41,12 +45,14 @@ A cache that is not ours is not trusted (what is in it is run and published):
 """
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 import stat
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -307,20 +313,61 @@ def ensure_entry(
     def usable(entry: Path) -> bool:
         return (not sealed or check_entry(entry)) and is_complete(entry)
 
+    lock = lock or entry_lock(final)
     if usable(final):
+        if sealed:  # a cache entry: in use from now on
+            hold_in_use(lock)
         return final
-    with file_lock(lock or entry_lock(final), log):
-        if usable(final):  # another process made it while we waited
-            return final
-        remove_stale_siblings(final)  # under the lock: only dead processes' siblings are there
-        with staging(final, keep_failed) as staged:
-            build(staged)
-            if marker is not None:
-                write_atomic(staged / marker, final.name + "\n")
-            if sealed:
-                seal(staged)
-            replace_dir(staged, final)  # an incomplete final is replaced
+    release_in_use(lock)  # our own shared hold would keep the lock below from us
+    with file_lock(lock, log):
+        if not usable(final):  # else another process made it while we waited
+            remove_stale_siblings(final)  # under the lock: only dead processes' siblings are there
+            with staging(final, keep_failed) as staged:
+                build(staged)
+                if marker is not None:
+                    write_atomic(staged / marker, final.name + "\n")
+                if sealed:
+                    seal(staged)
+                replace_dir(staged, final)  # an incomplete final is replaced
+    if sealed:
+        hold_in_use(lock)
     return final
+
+
+_in_use: dict[str, int] = {}  # lock file -> the descriptor of our shared lock on it
+_in_use_guard = threading.Lock()
+
+
+def hold_in_use(lock: Path) -> None:
+    """A shared lock on an entry's lock file, held until this process exits (or release_in_use):
+    a prune skips the entry. Touches the file: its mtime is when the entry was last used. Where the
+    lock cannot be had at once (another process rebuilds the entry) or the file not written (a
+    read-only cache), nothing is held."""
+    with _in_use_guard:
+        if str(lock) in _in_use:
+            with contextlib.suppress(OSError):
+                os.utime(_in_use[str(lock)])
+            return
+        try:
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        except OSError:
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            os.utime(fd)
+        except OSError:
+            os.close(fd)
+            return
+        _in_use[str(lock)] = fd
+
+
+def release_in_use(lock: Path | None = None) -> None:
+    """Let go of the shared hold on lock (None: on every entry this process holds)."""
+    with _in_use_guard:
+        for key in [str(lock)] if lock is not None else list(_in_use):
+            fd = _in_use.pop(key, None)
+            if fd is not None:
+                os.close(fd)
 
 
 @contextlib.contextmanager

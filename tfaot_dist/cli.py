@@ -18,6 +18,7 @@ from typing import Any, Literal, Self, TypeAlias, TypeVar
 
 from tfaot_dist import __version__, builder, check, errors, intake
 from tfaot_dist.cache import default_cache
+from tfaot_dist.cache_admin import KINDS as CACHE_KINDS
 from tfaot_dist.errors import InvalidInput, TfaotError, UsageError
 from tfaot_dist.registry import Registry
 from tfaot_dist.session import Session
@@ -689,6 +690,24 @@ def cmd_verify(o: VerifyOptions) -> int:
             f"{package.name} {package.version}: {data['files']} files match the manifest; outputs agree with "
             f"TensorFlow at batch sizes {report['batch_sizes']} (max abs deviation {worst:.3g})"
         )
+    emit(o, data, text)
+    return 0
+
+
+@dataclass(frozen=True)
+class CacheOptions(Options):
+    kinds: list[str]
+    prune: bool
+    older_than: float | None
+    max_size: str | None
+    dry_run: bool
+
+
+def cmd_cache(o: CacheOptions) -> int:
+    from tfaot_dist.cache import Cache
+    from tfaot_dist.cache_admin import command as cache_command
+
+    data, text = cache_command(Cache(o.cache), tuple(o.kinds), o.prune, o.older_than, o.max_size, o.dry_run)
     emit(o, data, text)
     return 0
 
@@ -1462,6 +1481,31 @@ def parser() -> argparse.ArgumentParser:
     s = _command(
         sub,
         common,
+        "cache",
+        "show the cache's size per kind, or prune it",
+        "The size of each kind of entry in the cache (tfaot_dist/cache_admin.py lists the kinds). "
+        "--prune removes entries of the kinds given (default: all), with --older-than or --max-size "
+        "only those; never one another process is making or using (it is listed as kept).",
+        [
+            "tfaot-dist cache",
+            "tfaot-dist cache --prune builds logs --older-than 30",
+            "tfaot-dist cache --prune --max-size 5G --dry-run",
+        ],
+    )
+    s.add_argument("kinds", metavar="KIND", nargs="*", help=f"only these: {', '.join(CACHE_KINDS)}")
+    s.add_argument("--prune", action="store_true", help="remove the entries of the kinds (default: all)")
+    s.add_argument(
+        "--older-than", type=float, metavar="DAYS", help="prune only entries not used for DAYS days"
+    )
+    s.add_argument(
+        "--max-size", metavar="SIZE", help="prune the least recently used until the cache is SIZE (5G)"
+    )
+    s.add_argument("--dry-run", action="store_true", help="say what a prune would remove; remove nothing")
+    s.set_defaults(func=command(cmd_cache, CacheOptions))
+
+    s = _command(
+        sub,
+        common,
         "specs",
         "render cmsBuild or rpm specs of the registry",
         "Render the packaging specs of every registry entry from spec_templates/ (byte-identical for "
@@ -1499,6 +1543,7 @@ def parser() -> argparse.ArgumentParser:
 
 # Commands that keep things in the cache (what is there is run, compiled in or installed).
 USES_CACHE = {
+    "cache",
     "add-model",
     "build",
     "setup",
@@ -1513,7 +1558,7 @@ USES_CACHE = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tfaot_dist.cache import trusted_root
+    from tfaot_dist.cache import release_in_use, trusted_root
 
     p = parser()
     try:
@@ -1531,21 +1576,22 @@ def main(argv: list[str] | None = None) -> int:
         code: int = args.func(args)
         return code if _flush_stdout() else errors.STDOUT_CLOSED
     except TfaotError as exc:
-        _error_line(str(exc))
-        return exc.exit_code
+        return _error_line(exc)
     except BrokenPipeError:  # what the command printed went to a reader that left (`| head -1`)
         _flush_stdout()
         return errors.STDOUT_CLOSED
     except OSError as exc:
-        if exc.errno not in UNWRITABLE:
-            raise
+        if exc.errno not in UNWRITABLE or exc.filename is None:
+            return _unexpected(exc, argv, args.cache)
         # A place the command writes that cannot be written (a read-only file system, CVMFS): the
         # commands name their own targets where they can; this is the line for the others.
-        _error_line(f"{exc.filename}: cannot write there ({exc.strerror})")
-        return InvalidInput.exit_code
+        return _error_line(InvalidInput(f"{exc.filename}: cannot write there ({exc.strerror})"))
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # nothing expected it: one line, the traceback in a log
+        return _unexpected(exc, argv, args.cache)
     finally:
+        release_in_use()  # the entries this command used (cache.hold_in_use)
         if made:  # a cache this command made and left empty (it failed early, or needed nothing) goes
             with contextlib.suppress(OSError):
                 args.cache.rmdir()
@@ -1554,14 +1600,20 @@ def main(argv: list[str] | None = None) -> int:
 UNWRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT)
 
 
-def _error_line(message: str) -> None:
+def _unexpected(exc: Exception, argv: list[str] | None, cache: Path) -> int:
+    from tfaot_dist.process import unexpected
+
+    _drop_unwritable_output()
+    return _error_line(unexpected(exc, sys.argv[1:] if argv is None else argv, cache))
+
+
+def _error_line(exc: TfaotError) -> int:
     # One line, whatever the message quotes (a line break in a value would start another).
     line = (
-        shown(f"tfaot-dist: error: {message}", MAX_ERROR, quote=False)
-        .replace("\r", "\\r")
-        .replace("\n", "\\n")
+        shown(f"tfaot-dist: error: {exc}", MAX_ERROR, quote=False).replace("\r", "\\r").replace("\n", "\\n")
     )
     print(terminal(line), file=sys.stderr)
+    return exc.exit_code
 
 
 def _flush_stdout() -> bool:
@@ -1576,6 +1628,16 @@ def _flush_stdout() -> bool:
             os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
         return False
+
+
+def _drop_unwritable_output() -> None:
+    """Output that could not be written (a full disk, a closed pipe) is not tried again at exit,
+    where Python would report it once more (and exit 120)."""
+    try:
+        sys.stdout.flush()
+    except OSError:
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 if __name__ == "__main__":

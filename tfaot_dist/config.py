@@ -220,7 +220,7 @@ def parse_compilation(
     partial=True parses registry overrides, where every field is optional. ignored: unknown keys
     the caller took out already (a missing field's error names them).
     """
-    f = Fields(data, file, prefix)
+    f = Fields(data, file, prefix, known=COMPILATION_KEYS)
     f.ignored = list(ignored or [])
     if not partial:  # an upstream AOT config: null/empty means the default
         _drop_empty(

@@ -12,6 +12,7 @@ EXIT_CODES = {
     7: "integrity failure (digest mismatch, unsafe archive)",
     8: "toolchain environment cannot be created",
     9: "scram refused a tool file (setup) or a removal (remove)",
+    10: "unexpected error: the error line names the log file that holds the traceback",
     141: "standard output closed by its reader (e.g. | head -1): what was left to print is cut",
 }
 STDOUT_CLOSED = 141  # as a shell reports a program that SIGPIPE ended; no error class, no error line
@@ -84,3 +85,10 @@ class ScramFailed(TfaotError):
 
 class BlobsNotReady(SourceUnavailable):
     """An OCI registry does not know a blob the manifest names (yet)."""
+
+
+class UnexpectedError(TfaotError):
+    """An exception no other class describes (a bug, or a failure of the machine nobody foresaw):
+    the CLI writes its traceback to a log and names the log in the one error line."""
+
+    exit_code = 10

@@ -49,12 +49,14 @@ TEMPLATES = (
     "scram_tool.xml.j2",
     "verify_harness.cc.j2",
     "cmake_config.cmake.j2",
+    "cmake_config_version.cmake.j2",
     "pkgconfig.pc.j2",
 )
 # Part of the build key: bump it when the same inputs give other package bytes.
 # 2: the .pc file Requires the exact runtime the package was verified with (was a version range).
 # 3: the archive holds the runtime parts its objects call (cxx/runtime_parts.py).
-LAYOUT_VERSION = 3
+# 4: a CMake version file; the .pc's Version as pkg-config orders it (consumer_versions.py).
+LAYOUT_VERSION = 4
 ORDER_NOTE = "arguments and results are ordered by signature key name (Python str sort)"
 # What a build did with a package: compiled it, copied it from the build cache, or found it in place.
 Status = Literal["built", "cached", "up to date"]
@@ -165,7 +167,12 @@ def assemble(
         package=package, version=version, files={}, model=model.to_json(), source=source, requires=requires
     )
     build_files = (
-        [] if release else [(buildsys.cmake_config_path(package), buildsys.render_cmake_config(facts))]
+        []
+        if release
+        else [
+            (buildsys.cmake_config_path(package), buildsys.render_cmake_config(facts)),
+            (buildsys.cmake_version_path(package), buildsys.render_cmake_version(facts)),
+        ]
     )
     for rel, text in (*build_files, (buildsys.pkgconfig_path(package), buildsys.render_pkgconfig(facts))):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -21,14 +21,17 @@ import re
 import shlex
 import signal
 import subprocess
+import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfaot_dist.cache import Cache, default_cache
-from tfaot_dist.errors import CompileFailed, TfaotError
+from tfaot_dist import __version__
+from tfaot_dist.cache import Cache, default_cache, trusted_root
+from tfaot_dist.errors import CompileFailed, TfaotError, UnexpectedError
 from tfaot_dist.util.fs import write_atomic
 from tfaot_dist.util.textsafe import one_line
 
@@ -167,6 +170,9 @@ def hint(finished: Finished) -> str:
     return ""
 
 
+_TEMP_LOGS = Path(tempfile.gettempdir()) / "tfaot-dist-logs"  # where a log goes when the cache cannot take it
+
+
 def default_log_dir() -> Path:
     return Cache(default_cache()).logs
 
@@ -174,9 +180,6 @@ def default_log_dir() -> Path:
 def _write_log(finished: Finished, what: str, log_dir: Path | None) -> str:
     """Write the log into log_dir, else the system's temporary directory; 'log: PATH' for the message.
     A log that cannot be written must not hide the failure it reports."""
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", what).strip("-.")[:60] or "command"
-    name = f"{slug}-{stamp}-{os.getpid()}-{next(_numbers)}.log"
     text = "\n".join(
         [
             f"what: {what}",
@@ -190,8 +193,17 @@ def _write_log(finished: Finished, what: str, log_dir: Path | None) -> str:
             "",
         ]
     )
+    return write_log(what, text, log_dir)
+
+
+def write_log(what: str, text: str, log_dir: Path | None = None) -> str:
+    """A log file named after what, in log_dir (default: the cache's logs/), else in the system's
+    temporary directory; returns 'log: PATH' for an error line (or why none was written)."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", what).strip("-.")[:60] or "command"
+    name = f"{slug}-{stamp}-{os.getpid()}-{next(_numbers)}.log"
     problems = []
-    for folder in (log_dir or default_log_dir(), Path(tempfile.gettempdir()) / "tfaot-dist-logs"):
+    for folder in (log_dir or default_log_dir(), _TEMP_LOGS):
         try:
             write_atomic(folder / name, text)
             return f"log: {folder / name}"
@@ -204,3 +216,22 @@ def _text(data: str | bytes | None) -> str:
     if isinstance(data, bytes):  # TimeoutExpired keeps raw bytes on some paths
         return data.decode(errors="replace")
     return data or ""
+
+
+def unexpected(exc: BaseException, argv: Sequence[str], cache: Path) -> UnexpectedError:
+    """The one error line of an exception nothing expected: its type and message, and the log (in
+    the cache's logs/, else when the cache is refused the system's temporary directory) holding
+    its traceback."""
+    try:
+        logs: Path | None = Cache(trusted_root(cache)).logs
+    except (TfaotError, OSError):
+        logs = _TEMP_LOGS
+    text = "\n".join(
+        [
+            f"command: {shlex.join(['tfaot-dist', *argv])}",
+            f"tfaot-dist {__version__}, Python {sys.version.split()[0]}",
+            "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+        ]
+    )
+    where = write_log("unexpected-error", text, logs)
+    return UnexpectedError(f"unexpected {type(exc).__name__}: {exc} ({where})")

@@ -247,16 +247,19 @@ def _absolute_path(fields: Fields, key: str) -> Path | None:
 
 
 def parse_entry(data: dict[str, Any], path: Path) -> ModelEntry:
-    f = Fields(data, path)
+    f = Fields(data, path, known=("name", "version", "source", "aot_config", "overrides"))
     name = names.model_name(f.take("name", str, required=True), f.at("name"))
     if name != path.stem:
         raise InvalidInput(f"{f.at('name')}: {name!r} does not match the file name {path.name!r}")
     version = names.version(f.take("version", str, required=True), f.at("version"))
-    source = parse_source(Fields(f.take("source", dict, required=True), path, "source"))
+    source = parse_source(Fields(f.take("source", dict, required=True), path, "source", SOURCE_KEYS))
     aot_config = names.rel_path(f.take("aot_config", str, required=True), f.at("aot_config"))
     overrides = parse_compilation(f.take("overrides", dict, {}), path, "overrides", partial=True)
     f.done()
     return ModelEntry(name, version, source, aot_config, overrides, path)
+
+
+SOURCE_KEYS = ("git", "ref", "commit", "branch", "archive", "sha256")
 
 
 def parse_source(src: Fields) -> GitSource | ArchiveSource:

@@ -35,6 +35,7 @@ from packaging.version import Version
 
 from tfaot_dist.channels.area import AreaWriter
 from tfaot_dist.channels.channel import ChannelPackage
+from tfaot_dist.consumer_versions import cmake_version
 from tfaot_dist.documents import JsonObject, Manifest, load_json
 from tfaot_dist.errors import TfaotError
 from tfaot_dist.util.render import make_environment
@@ -285,6 +286,9 @@ def _version_page(row: ChannelPackage, manifest: Manifest | None) -> str:
         + [(f"{_text(k)} sha256", _text(str(v))) for k, v in sorted((manifest.digests or {}).items())]
         + ([("build key", _text(manifest.build_key))] if manifest.build_key else []),
         "requires": [f"{_text(r.name)} {_text(r.version)}" for r in row.requires],
+        "cmake_version": _text(
+            cmake_version(row.version)
+        ),  # CMake's form of the version (consumer_versions.py)
         "cpp_class": _text(cls),
         "cpp_call": _cpp_call(cls, inputs, outputs),
     }
@@ -489,7 +493,7 @@ TensorFlow {{ row.tensorflow_version }}.{% if requires %} Requires {{ requires |
 <p>In CMSSW, <code>BuildFile.xml</code>:</p>
 <pre id="cmssw">&lt;use name="{{ row.name }}"/&gt;</pre>
 <p>With CMake (after <code>setup</code>, <code>CMAKE_PREFIX_PATH=$CMSSW_BASE/tfaot</code>):</p>
-<pre id="cmake">find_package({{ row.name }} {{ row.version }} REQUIRED)
+<pre id="cmake">find_package({{ row.name }} {{ cmake_version }} REQUIRED)
 target_link_libraries(my_program PRIVATE tfaot::model-{{ model }})</pre>
 <p>With pkg-config: <code>pkg-config --cflags --libs {{ row.name }}</code>. In C++:</p>
 <pre id="cpp">#include "tfaot/Model.h"

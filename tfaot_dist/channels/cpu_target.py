@@ -11,20 +11,22 @@ checkable, never as fine.
 A multi-level package (`compilation.cpu_levels`) runs wherever its lowest level
 runs: model.h picks the best level the CPU has when a model is constructed.
 
-The requirements are the x86-64 micro-architecture levels of the psABI, with
-the Linux /proc/cpuinfo names of the features (pni = SSE3, abm = LZCNT).
+The requirements are the x86-64 micro-architecture levels of the psABI, from
+the one table of tfaot_dist/cpu/levels.py, as Linux /proc/cpuinfo flags
+(pni = SSE3, abm = LZCNT).
 """
 
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from tfaot_dist.cpu.levels import cpuinfo_flags
 from tfaot_dist.documents import Compilation
 
-_V1: frozenset[str] = frozenset({"cmov", "cx8", "fpu", "fxsr", "mmx", "syscall", "sse", "sse2"})
-_V2 = _V1 | {"cx16", "lahf_lm", "popcnt", "pni", "sse4_1", "sse4_2", "ssse3"}
-_V3 = _V2 | {"avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave"}
-_V4 = _V3 | {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}
+_V1 = cpuinfo_flags("x86-64")
+_V2 = cpuinfo_flags("x86-64-v2")
+_V3 = cpuinfo_flags("x86-64-v3")
+_V4 = cpuinfo_flags("x86-64-v4")
 
 # LLVM CPU names (what tfcompile's target_cpu takes) -> cpuinfo flags they need.
 REQUIRED_FLAGS: dict[str, frozenset[str]] = {

@@ -673,6 +673,7 @@ def buildsys_files(manifest: Manifest) -> dict[str, str]:
     else:
         files = {
             buildsys.cmake_config_path(name): buildsys.render_cmake_config(manifest),
+            buildsys.cmake_version_path(name): buildsys.render_cmake_version(manifest),
             buildsys.pkgconfig_path(name): buildsys.render_pkgconfig(manifest),
         }
     return {rel: text for rel, text in files.items() if rel not in manifest.files}
@@ -711,7 +712,7 @@ def _place_area_files(
         f'relative to this file.\ninclude("${{CMAKE_CURRENT_LIST_DIR}}/../../../{rel}/'
         f'{buildsys.cmake_config_path(name)}")\n',
     )
-    writer.write_if_changed(f"lib/cmake/{name}/{name}ConfigVersion.cmake", _cmake_version(version))
+    writer.write_if_changed(buildsys.cmake_version_path(name), buildsys.render_cmake_version(manifest))
     pc = writer.read(f"{rel}/{buildsys.pkgconfig_path(name)}", MAX_TOOL_FILE)
     here = "prefix=${pcfiledir}/../.."
     lines = pc.decode("utf-8", "replace").splitlines() if pc is not None else []
@@ -722,21 +723,6 @@ def _place_area_files(
             "\n".join(f"{here}/{rel}" if line == here else line for line in lines) + "\n",
         )
     return tools
-
-
-def _cmake_version(version: str) -> str:
-    # find_package(NAME X.Y) accepts this version when it is X.Y or newer.
-    return (
-        f'set(PACKAGE_VERSION "{version}")\n'
-        "if(PACKAGE_FIND_VERSION AND PACKAGE_VERSION VERSION_LESS PACKAGE_FIND_VERSION)\n"
-        "  set(PACKAGE_VERSION_COMPATIBLE FALSE)\n"
-        "else()\n"
-        "  set(PACKAGE_VERSION_COMPATIBLE TRUE)\n"
-        "  if(PACKAGE_FIND_VERSION STREQUAL PACKAGE_VERSION)\n"
-        "    set(PACKAGE_VERSION_EXACT TRUE)\n"
-        "  endif()\n"
-        "endif()\n"
-    )
 
 
 def _newer(a: str, b: str) -> bool:

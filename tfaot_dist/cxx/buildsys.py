@@ -1,6 +1,7 @@
 """CMake package configs and pkg-config files of model and runtime packages.
 
     lib/cmake/tfaot-model-NAME/tfaot-model-NAMEConfig.cmake   target tfaot::model-NAME
+    lib/cmake/tfaot-model-NAME/tfaot-model-NAMEConfigVersion.cmake
     lib/pkgconfig/tfaot-model-NAME.pc                          Requires: tfaot-xla-runtime
     lib/cmake/tfaot-xla-runtime/tfaot-xla-runtimeConfig.cmake  target tfaot::xla-runtime
     lib/pkgconfig/tfaot-xla-runtime.pc
@@ -22,6 +23,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from tfaot_dist import __version__, names
+from tfaot_dist.consumer_versions import cmake_version, rpm_version
 from tfaot_dist.cxx import scram_tool
 from tfaot_dist.documents import Manifest
 from tfaot_dist.errors import InvalidInput
@@ -33,6 +35,10 @@ RUNTIME_TARGET = "tfaot::xla-runtime"
 
 def cmake_config_path(package: str) -> str:
     return f"lib/cmake/{package}/{package}Config.cmake"
+
+
+def cmake_version_path(package: str) -> str:
+    return f"lib/cmake/{package}/{package}ConfigVersion.cmake"
 
 
 def pkgconfig_path(package: str) -> str:
@@ -59,6 +65,22 @@ def render_cmake_config(manifest: Manifest) -> str:
     )
 
 
+def render_cmake_version(manifest: Manifest) -> str:
+    """lib/cmake/PACKAGE/PACKAGEConfigVersion.cmake of a model or runtime package: find_package(PACKAGE
+    VERSION) and version ranges."""
+    package = manifest.package
+    if not names.PACKAGE_NAME.fullmatch(package):
+        raise InvalidInput(f"manifest: package: invalid package name {package!r}")
+    version = _pep440(_version(manifest.version, "version"))
+    return render(
+        "cmake_config_version.cmake.j2",
+        package=package,
+        version=version,
+        cmake_version=cmake_version(version),
+        tfaot_dist_version=__version__,
+    )
+
+
 def render_pkgconfig(manifest: Manifest) -> str:
     """lib/pkgconfig/names.MODEL_PACKAGE.pc of a model package; Requires the runtime it was verified with, if known."""
     package, version = _model_identity(manifest)
@@ -71,7 +93,7 @@ def render_pkgconfig(manifest: Manifest) -> str:
     return render(
         "pkgconfig.pc.j2",
         package=package,
-        version=version,
+        version=rpm_version(version),  # pkg-config compares like rpm (consumer_versions.py)
         description=pkgconfig_text(text),
         url=url if names.SAFE_URL.fullmatch(url) else "",  # only informational: left out rather than escaped
         requires=requires,
@@ -140,7 +162,15 @@ def _model_identity(manifest: Manifest) -> tuple[str, str]:
     package = manifest.package
     if not names.MODEL_PACKAGE.fullmatch(package):
         raise InvalidInput(f"manifest: package: invalid package name {package!r}")
-    return package, _version(manifest.version, "version")
+    return package, _pep440(_version(manifest.version, "version"))
+
+
+def _pep440(version: str) -> str:
+    try:
+        Version(version)  # every consumer's form is made from it (consumer_versions.py)
+    except InvalidVersion:
+        raise InvalidInput(f"manifest: version: invalid version {version!r} (expected PEP 440)") from None
+    return version
 
 
 def _version(value: str, field: str) -> str:

@@ -47,7 +47,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
-from tfaot_dist import __version__, builder, names
+from tfaot_dist import __version__, builder, consumer_versions, names
 from tfaot_dist.channels.channel import INDEX, Channel, ChannelPackage, open_channel, verify_archive
 from tfaot_dist.cxx.scram_tool import RUNTIME_TOOL
 from tfaot_dist.documents import Manifest, load_json
@@ -256,20 +256,11 @@ def spec_url(url: str, where: str) -> str:
 
 
 def rpm_version(version: str, where: str) -> str:
-    """A PEP 440 version as an rpm Version that sorts the same way (pre and dev releases with "~")."""
+    """A PEP 440 version as an rpm Version that sorts the same way (consumer_versions.rpm_version)."""
     v = Version(names.version(version, where))
     if v.epoch:
         raise InvalidInput(f"{where}: version {version!r} has an epoch, which specs cannot carry")
-    out = ".".join(str(p) for p in v.release)
-    if v.pre:
-        out += f"~{v.pre[0]}{v.pre[1]}"
-    if v.post is not None:
-        out += f".post{v.post}"
-    if v.dev is not None:
-        out += f"~dev{v.dev}"
-    if v.local:
-        out += f"+{v.local}"
-    return spec_value(out, where)
+    return spec_value(consumer_versions.rpm_version(version), where)
 
 
 def tensorflow_version(defaults: Defaults, where: Path) -> str:

@@ -104,8 +104,12 @@ def load_mapping(path: Path, label: str | None = None) -> dict[str, Any]:
 class Fields:
     """Take typed fields out of one mapping; leftovers are unknown keys."""
 
-    def __init__(self, data: object, file: Path | str, prefix: str = "") -> None:
-        self.file, self.prefix = file, prefix
+    def __init__(
+        self, data: object, file: Path | str, prefix: str = "", known: tuple[str, ...] | None = None
+    ) -> None:
+        """known: the keys the mapping may have, which a missing field's error never calls unknown
+        (None: not told; that error then names only the keys ignore_unknown took out)."""
+        self.file, self.prefix, self.known = file, prefix, known
         if not isinstance(data, dict):
             raise InvalidInput(f"{file}: {prefix or 'top level'}: expected a mapping")
         self.data = dict(data)
@@ -113,6 +117,7 @@ class Fields:
 
     def ignore_unknown(self, known: tuple[str, ...]) -> list[str]:
         """Take the keys not in known out (a schema that warns about them); returns them as 'section.key'."""
+        self.known = known
         unknown = sorted(str(k) for k in self.data if k not in known)
         for key in unknown:
             del self.data[key]
@@ -146,7 +151,8 @@ class Fields:
         """What a missing field's error adds: the unknown keys of its mapping, the likeliest first."""
         import difflib
 
-        unknown = sorted({*map(str, self.data), *self.ignored})
+        left = [str(k) for k in self.data if self.known is not None and k not in self.known]
+        unknown = sorted({*left, *self.ignored})
         if not unknown:
             return ""
         close = difflib.get_close_matches(key, unknown, n=len(unknown), cutoff=0.6)

@@ -16,12 +16,18 @@ namespace {
 #endif
 constexpr int kTop = TFAOT_TOP_LEVEL;
 
+// The levels' features: the one table of tfaot_dist/cpu/levels.py (tests/test_cpu_table.py holds this to it).
 int supported() {
   __builtin_cpu_init();
-  const bool v3 = __builtin_cpu_supports("avx") && __builtin_cpu_supports("avx2") &&
+  const bool v2 = __builtin_cpu_supports("cmpxchg16b") && __builtin_cpu_supports("lahf_lm") &&
+                  __builtin_cpu_supports("popcnt") && __builtin_cpu_supports("sse3") &&
+                  __builtin_cpu_supports("ssse3") && __builtin_cpu_supports("sse4.1") &&
+                  __builtin_cpu_supports("sse4.2");
+  const bool v3 = v2 && __builtin_cpu_supports("avx") && __builtin_cpu_supports("avx2") &&
                   __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi") &&
                   __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("f16c") &&
-                  __builtin_cpu_supports("movbe");
+                  __builtin_cpu_supports("lzcnt") && __builtin_cpu_supports("movbe") &&
+                  __builtin_cpu_supports("xsave");
   const bool v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                   __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
                   __builtin_cpu_supports("avx512vl");

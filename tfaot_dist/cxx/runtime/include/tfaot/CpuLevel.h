@@ -63,29 +63,45 @@ namespace tfaot_dist {
       return -1;
     }
 
-    // the features of `level` this CPU (and its operating system) lacks; empty if it can run it
-    inline std::vector<std::string> missingFeatures(int level) {
-      std::vector<std::string> missing;
+    // What CPUID and XGETBV say about a CPU: the words the levels need (one table of the levels:
+    // tfaot_dist/cpu/levels.py, which a test holds this detector to).
+    struct CpuidWords {
+      unsigned leaf1Ecx = 0;        // CPUID 1: ECX
+      unsigned leaf7Ebx = 0;        // CPUID 7, sub-leaf 0: EBX
+      unsigned ext1Ecx = 0;         // CPUID 0x80000001: ECX
+      unsigned long long xcr0 = 0;  // XCR0: the registers the operating system saves
+    };
+
+    // This CPU's words
+    inline CpuidWords readCpuid() {
+      CpuidWords w;
 #if defined(__x86_64__) || defined(__i386__)
       unsigned a = 0, b = 0, c = 0, d = 0;
-      unsigned c1 = 0, c7b = 0, cext = 0;
       if (__get_cpuid(1, &a, &b, &c, &d)) {
-        c1 = c;
+        w.leaf1Ecx = c;
       }
       if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
-        c7b = b;
+        w.leaf7Ebx = b;
       }
       if (__get_cpuid(0x80000001, &a, &b, &c, &d)) {
-        cext = c;
+        w.ext1Ecx = c;
       }
-      // AVX and AVX-512 registers also need the operating system to save them (XCR0)
-      unsigned long long xcr0 = 0;
-      if (c1 & (1u << 27)) {  // OSXSAVE
+      if (w.leaf1Ecx & (1u << 27)) {  // OSXSAVE: XGETBV is there
         unsigned lo = 0, hi = 0;
         __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-        xcr0 = (static_cast<unsigned long long>(hi) << 32) | lo;
+        w.xcr0 = (static_cast<unsigned long long>(hi) << 32) | lo;
       }
-      const bool ymm = (xcr0 & 0x6) == 0x6, zmm = (xcr0 & 0xe6) == 0xe6;
+#endif
+      return w;
+    }
+
+    // the features of `level` a CPU with words `w` (and its operating system) lacks; empty if it runs it
+    inline std::vector<std::string> missingFeatures(int level, const CpuidWords& w) {
+      std::vector<std::string> missing;
+#if defined(__x86_64__) || defined(__i386__)
+      const unsigned c1 = w.leaf1Ecx, c7b = w.leaf7Ebx, cext = w.ext1Ecx;
+      // AVX and AVX-512 registers also need the operating system to save them (XCR0)
+      const bool ymm = (w.xcr0 & 0x6) == 0x6, zmm = (w.xcr0 & 0xe6) == 0xe6;
       struct Feature {
         int level;
         const char* name;
@@ -110,6 +126,7 @@ namespace tfaot_dist {
         }
       }
 #else
+      (void)w;
       if (level > 0) {
         missing.push_back("x86-64");  // not an x86-64 CPU
       }
@@ -117,15 +134,21 @@ namespace tfaot_dist {
       return missing;
     }
 
+    // the features of `level` this CPU (and its operating system) lacks; empty if it can run it
+    inline std::vector<std::string> missingFeatures(int level) { return missingFeatures(level, readCpuid()); }
+
+    // the highest level a CPU with words `w` runs
+    inline int levelOf(const CpuidWords& w) {
+      int level = 0;
+      while (level + 1 < static_cast<int>(levelNames().size()) && missingFeatures(level + 1, w).empty()) {
+        level++;
+      }
+      return level;
+    }
+
     // the highest level this CPU runs; computed once (CPUID is slow under virtualization)
     inline int hostLevel() {
-      static const int host = [] {
-        int level = 0;
-        while (level + 1 < static_cast<int>(levelNames().size()) && missingFeatures(level + 1).empty()) {
-          level++;
-        }
-        return level;
-      }();
+      static const int host = levelOf(readCpuid());
       return host;
     }
 
