@@ -12,13 +12,15 @@ explicitly or because a fixture it uses needs it (marked here at collection).
 attempt to create or use a toolchain fails the test, so a missing marker shows.
 """
 
+from __future__ import annotations
+
 import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Union
 
 import pytest
 import yaml
@@ -260,7 +262,7 @@ def run(
 
 
 Snapshot = dict[
-    str, bytes | str | tuple[str, str] | None
+    str, Union[bytes, str, tuple[str, str], None]
 ]  # path -> bytes, "dir", ("link", target); None: absent
 
 
@@ -329,8 +331,8 @@ def built(
 
 @pytest.fixture(scope="session")
 def fleet(
-    tmp_path_factory: pytest.TempPathFactory, data_repo: "DataRepo", shared_cache: Path, toolchain: Toolchain
-) -> Iterator["Fleet"]:
+    tmp_path_factory: pytest.TempPathFactory, data_repo: DataRepo, shared_cache: Path, toolchain: Toolchain
+) -> Iterator[Fleet]:
     """test_distribution.make_fleet: the registry of TFAOT_DIST_TEST_MODELS models, built and published
     once for every test module that uses it (distribution tests, OCI channel tests)."""
     from test_distribution import make_fleet

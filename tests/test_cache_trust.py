@@ -5,6 +5,8 @@ toolchains/KEY/bin/python (run by the next command) or builds/KEY/ (copied to di
 The machines run as root, so "another user" is played by chown to nobody (uid 65534).
 """
 
+from __future__ import annotations
+
 import json
 import os
 import stat

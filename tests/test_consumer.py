@@ -126,9 +126,9 @@ def test_consumer_matches_tensorflow_on_fresh_inputs(
     )
     want = (tmp_path / "tf.txt").read_text().split("\n")
     assert len(got) == len(want) == n + 1, (seed, got, want)
-    for row_got, row_want in zip(got[:-1], want[:-1], strict=False):
+    for row_got, row_want in zip(got[:-1], want[:-1]):
         a, b = row_got.split(), row_want.split()
-        for u, v in zip(a[:2], b[:2], strict=False):
+        for u, v in zip(a[:2], b[:2]):
             assert abs(float(u) - float(v)) <= 1e-5 * max(1.0, abs(float(v))), (seed, n, row_got, row_want)
         assert a[2:] == b[2:], (seed, n, row_got, row_want)
 

@@ -8,6 +8,8 @@ shards; `TFAOT_DIST_TEST_MODELS=12 scripts/test tests/test_distribution.py -k sh
 12-model run (about twice as long).
 """
 
+from __future__ import annotations
+
 import array
 import gzip
 import io
@@ -448,7 +450,7 @@ class Fleet:
 
 def make_fleet(
     tmp_path_factory: pytest.TempPathFactory, data_repo: DataRepo, shared_cache: Path
-) -> Iterator["Fleet"]:
+) -> Iterator[Fleet]:
     """N_MODELS registry entries of the simple example, batch size 1, built with --jobs 2 and
     published: all but two from git, one from a tar.gz and one from a zip over HTTP (whose server
     answers 500 twice first). The session fixture `fleet` (conftest.py) runs it once for this
@@ -871,7 +873,7 @@ def test_setup_from_http_channel_gives_a_working_cpp_consumer(
         dtype = "bool" if output == "output_1" else "float32"
         want = read_reference(ref / f"{output}.bin", dtype)
         assert len(got) == len(want) == 6
-        assert all(abs(a - b) <= 1e-5 * max(1.0, abs(b)) for a, b in zip(got, want, strict=False)), (
+        assert all(abs(a - b) <= 1e-5 * max(1.0, abs(b)) for a, b in zip(got, want)), (
             model,
             output,
             got,

@@ -10,6 +10,8 @@ headers with <flags SYSTEM_INCLUDE="1"/>. The tests read every tool file we
 ship that way and check those conventions.
 """
 
+from __future__ import annotations
+
 import json
 import re
 import tarfile

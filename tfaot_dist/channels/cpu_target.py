@@ -15,6 +15,8 @@ The requirements are the x86-64 micro-architecture levels of the psABI, with
 the Linux /proc/cpuinfo names of the features (pni = SSE3, abm = LZCNT).
 """
 
+from __future__ import annotations
+
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path

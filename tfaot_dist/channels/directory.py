@@ -15,6 +15,8 @@ and both land. Read from a path or a file:// URL; the same
 directory served over HTTP is an http_channel.HttpChannel.
 """
 
+from __future__ import annotations
+
 import contextlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -101,7 +103,7 @@ class DirectoryChannel:
         pass  # a local channel is there offline too
 
     @contextmanager
-    def transaction(self) -> Iterator["DirectoryTransaction"]:
+    def transaction(self) -> Iterator[DirectoryTransaction]:
         if self.root.exists() and not self.root.is_dir():
             raise InvalidInput(f"--channel: {self.root} is not a directory")
         made = [p for p in (self.root, *self.root.parents) if not p.exists()]  # the directories made here

@@ -39,6 +39,8 @@ loop; at most MAX_PARTS index parts not yet merged into `latest`. Manifest GETs 
 under the blob rules (download.Via: other hosts over https only, without credentials).
 """
 
+from __future__ import annotations
+
 import json
 import os
 import re
@@ -131,7 +133,7 @@ class Location:
     namespace: str
 
     @classmethod
-    def parse(cls, location: str, where: str = "--channel") -> "Location":
+    def parse(cls, location: str, where: str = "--channel") -> Location:
         names.no_credentials(location, where, how="oci")
         rest = location.removeprefix(SCHEME).rstrip("/")
         host, _, namespace = rest.partition("/")
@@ -665,7 +667,7 @@ class OciChannel:
             remember_index(cache, str(self.where), self._index_bytes)
 
     @contextmanager
-    def transaction(self) -> Iterator["OciTransaction"]:
+    def transaction(self) -> Iterator[OciTransaction]:
         yield OciTransaction(self.client)
 
 
