@@ -29,6 +29,7 @@ from tfaot_dist import cli
 from tfaot_dist.cache import Cache, default_cache
 from tfaot_dist.registry import DEFAULT_REQUIREMENTS
 from tfaot_dist.toolchain import Toolchain, ensure_toolchain, worker_env
+from tfaot_dist.util.archives import PACKAGE, extract
 
 if TYPE_CHECKING:
     from test_distribution import Fleet
@@ -338,3 +339,15 @@ def fleet(
     from test_distribution import make_fleet
 
     yield from make_fleet(tmp_path_factory, data_repo, shared_cache)
+
+
+def unpack_package(archive: Path, into: Path) -> Path:
+    """A package archive unpacked into the directory into (made if missing) as the tool unpacks one
+    (archives.extract: the same on every Python, tarfile's filters or not); its top directory."""
+    into.mkdir(parents=True, exist_ok=True)
+    staged = into / f".unpack-{archive.name}"
+    extract(archive, staged, kind=PACKAGE)
+    (top,) = staged.iterdir()
+    top = top.rename(into / top.name)
+    staged.rmdir()
+    return top

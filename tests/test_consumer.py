@@ -5,11 +5,10 @@ import json
 import random
 import shutil
 import subprocess
-import tarfile
 from pathlib import Path
 
 import pytest
-from conftest import run_in_toolchain
+from conftest import run_in_toolchain, unpack_package
 
 from tfaot_dist import harness
 from tfaot_dist import package as pkg
@@ -65,8 +64,7 @@ def area(built: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The packages unpacked from their archives into an empty area, as a user gets them."""
     area = tmp_path_factory.mktemp("area")
     for archive in sorted((built / "dist").glob("*.tar.gz")):
-        with tarfile.open(archive) as tar:
-            tar.extractall(area, filter="data")
+        unpack_package(archive, area)
     return area
 
 

@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import Cli, DataRepo, copy_registry_yaml, fresh_cache, snapshot
+from conftest import Cli, DataRepo, copy_registry_yaml, fresh_cache, snapshot, unpack_package
 from httpserve import Server, SilentServer, refused_url
 
 from tfaot_dist import scheduler
@@ -683,9 +683,7 @@ def repacked(archive: Path, out_dir: Path, change: str) -> Path:
     """A valid package archive with the same name and version but other bytes: `change` (a file in
     the package) gets one more byte and the manifest follows."""
     work = out_dir / "work"
-    with tarfile.open(archive) as tar:
-        tar.extractall(work, filter="data")
-    (top,) = work.iterdir()
+    top = unpack_package(archive, work)
     target = top / change
     target.write_bytes(target.read_bytes() + b"\0")
     manifest = json.loads((top / "manifest.json").read_text())
@@ -1068,9 +1066,7 @@ def test_setup_checks_every_file_against_the_manifest(
     dist.mkdir()
     archive = built / "dist" / "tfaot-model-test-simple-1.0.0.tar.gz"
     work = tmp_path / "work"
-    with tarfile.open(archive) as tar:
-        tar.extractall(work, filter="data")
-    top = work / "tfaot-model-test-simple-1.0.0"
+    top = unpack_package(archive, work)
     (top / "lib" / "simple_bs1.o").write_bytes(b"tampered")
     (dist / archive.name).write_bytes(reproducible_targz(top, top.name))
     # publish refuses it, so it can only come from a channel written by hand.

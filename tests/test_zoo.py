@@ -15,7 +15,6 @@ import random
 import re
 import subprocess
 import sys
-import tarfile
 from array import array
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import REPO, TF212, DataRepo, fresh_cache, run_in_toolchain
+from conftest import REPO, TF212, DataRepo, fresh_cache, run_in_toolchain, unpack_package
 
 from tfaot_dist import cli
 from tfaot_dist.channels import cpu_target
@@ -215,8 +214,7 @@ def build_area(
         mp.undo()
     area = root / "area"
     for archive in sorted((root / "dist").glob("*.tar.gz")):
-        with tarfile.open(archive) as tar:
-            tar.extractall(area, filter="data")
+        unpack_package(archive, area)
     return area
 
 
