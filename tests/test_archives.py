@@ -100,6 +100,7 @@ def test_modes_are_normalised(tmp_path: Path, kind: str) -> None:
         extract(archive, tmp_path / "out", kind=kind)
     finally:
         os.umask(old)
+    assert stat.S_IMODE((tmp_path / "out").stat().st_mode) == 0o755
     assert modes(tmp_path / "out") == {
         "t": 0o755,
         "t/deep": 0o755,

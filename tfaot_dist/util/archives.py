@@ -315,6 +315,7 @@ class _Tree:
             dest.parent.mkdir(parents=True, exist_ok=True)
             os.mkdir(dest, 0o755)  # dest must not exist (one that does is left alone)
             self._root = os.open(dest, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            os.fchmod(self._root, 0o755)  # whatever the umask
         except OSError as exc:
             raise self._failed("", exc) from None
         self._last: tuple[str, int] | None = None  # the directory written into last: entries come grouped
