@@ -147,7 +147,7 @@ def build_deepjet(size: str) -> Built:
         "sv": keras.Input((n_sv, 12), name="sv"),
     }
     branches = [inputs["global_features"]]
-    for key, units in zip(("cpf", "npf", "sv"), lstm, strict=True):
+    for key, units in zip(("cpf", "npf", "sv"), lstm):
         a = keras.layers.BatchNormalization(name=f"{key}_norm")(inputs[key])
         for i, filters in enumerate(conv):
             a = keras.layers.Conv1D(filters, 1, activation="relu", name=f"{key}_conv{i}")(a)

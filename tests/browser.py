@@ -10,6 +10,8 @@
 (commands) and 4 (answers and events): no websocket library needed.
 """
 
+from __future__ import annotations
+
 import base64
 import contextlib
 import json
@@ -42,7 +44,7 @@ class Browser:
         self._id = 0
         self._buffer = b""
 
-    def __enter__(self) -> "Browser":
+    def __enter__(self) -> Browser:
         if not self.binary:
             raise RuntimeError("chromium is not installed (.ci/run installs it: apt-get install chromium)")
         self._profile = tempfile.TemporaryDirectory(prefix="tfaot-chromium-")

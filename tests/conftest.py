@@ -12,13 +12,15 @@ explicitly or because a fixture it uses needs it (marked here at collection).
 attempt to create or use a toolchain fails the test, so a missing marker shows.
 """
 
+from __future__ import annotations
+
 import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Union
 
 import pytest
 import yaml
@@ -28,6 +30,7 @@ from tfaot_dist.cache import Cache, default_cache
 from tfaot_dist.registry import DEFAULT_REQUIREMENTS
 from tfaot_dist.toolchain import Toolchain, ensure_toolchain, worker_env
 from tfaot_dist.util import download
+from tfaot_dist.util.archives import PACKAGE, extract
 from tfaot_dist.util.fs import file_lock
 
 if TYPE_CHECKING:
@@ -296,7 +299,7 @@ def run(
 
 
 Snapshot = dict[
-    str, bytes | str | tuple[str, str] | None
+    str, Union[bytes, str, tuple[str, str], None]
 ]  # path -> bytes, "dir", ("link", target); None: absent
 
 
@@ -362,10 +365,22 @@ def built(
 
 @pytest.fixture(scope="session")
 def fleet(
-    tmp_path_factory: pytest.TempPathFactory, data_repo: "DataRepo", shared_cache: Path, toolchain: Toolchain
-) -> Iterator["Fleet"]:
+    tmp_path_factory: pytest.TempPathFactory, data_repo: DataRepo, shared_cache: Path, toolchain: Toolchain
+) -> Iterator[Fleet]:
     """test_distribution.make_fleet: the registry of TFAOT_DIST_TEST_MODELS models, built and published
     once for every test module that uses it (distribution tests, OCI channel tests)."""
     from test_distribution import make_fleet
 
     yield from make_fleet(tmp_path_factory, data_repo, shared_cache)
+
+
+def unpack_package(archive: Path, into: Path) -> Path:
+    """A package archive unpacked into the directory into (made if missing) as the tool unpacks one
+    (archives.extract: the same on every Python, tarfile's filters or not); its top directory."""
+    into.mkdir(parents=True, exist_ok=True)
+    staged = into / f".unpack-{archive.name}"
+    extract(archive, staged, kind=PACKAGE)
+    (top,) = staged.iterdir()
+    top = top.rename(into / top.name)
+    staged.rmdir()
+    return top

@@ -6,6 +6,8 @@ set up fine, so that a refusal in a test is the hostile part's doing) and let a 
 attacker would.
 """
 
+from __future__ import annotations
+
 import gzip
 import hashlib
 import io
@@ -114,7 +116,7 @@ class Channel:
         self.rows[row.key] = row
         (self.root / "index.json").write_text(render_index(self.rows.values()))
 
-    def runtime(self) -> "Channel":
+    def runtime(self) -> Channel:
         files, extra = runtime_files()
         self.add(RUNTIME, RUNTIME_VERSION, files, extra)
         return self
@@ -126,7 +128,7 @@ class Channel:
         add: dict[str, bytes] | None = None,
         replace: dict[str, bytes] | None = None,
         **row_changes: Any,
-    ) -> "Channel":
+    ) -> Channel:
         files, extra = model_files(model, version)
         files.update(replace or {})
         files.update(add or {})

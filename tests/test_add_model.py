@@ -1,5 +1,7 @@
 """add-model, list and show against real git repositories and a real TensorFlow toolchain."""
 
+from __future__ import annotations
+
 import json
 import shutil
 from collections.abc import Iterator

@@ -5,6 +5,8 @@ toolchains/KEY/bin/python (run by the next command) or builds/KEY/ (copied to di
 The machines run as root, so "another user" is played by chown to nobody (uid 65534).
 """
 
+from __future__ import annotations
+
 import json
 import os
 import stat
@@ -12,7 +14,7 @@ from pathlib import Path
 from typing import NoReturn
 
 import pytest
-from conftest import Cli
+from conftest import Cli, unpack_package
 from hostile import Channel, archive_bytes, model_files, refused
 
 from tfaot_dist import cache as cache_mod
@@ -170,11 +172,7 @@ def test_a_cached_build_is_verified_before_it_is_copied(tmp_path: Path) -> None:
     build.mkdir(parents=True)
     archive = build / "tfaot-model-x-1.0.tar.gz"
     archive.write_bytes(data)
-    import tarfile
-
-    with tarfile.open(archive) as tar:
-        tar.extractall(build, filter="data")
-    root = build / "tfaot-model-x-1.0"
+    root = unpack_package(archive, build)
     found = pkg.Package("tfaot-model-x", "1.0", root, archive, pkg.read_manifest(root))
     builder._check_cached(found)  # as built: fine
     (root / "lib" / "libtfaot-model-x.a").write_bytes(b"!<arch>\nplanted")

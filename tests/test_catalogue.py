@@ -1,6 +1,8 @@
 """The channel's HTML catalogue: written by publish, escaped, consistent with index.json, and
 checked in a real headless Chromium loading it over HTTP from 127.0.0.1."""
 
+from __future__ import annotations
+
 import json
 import urllib.request
 from contextlib import closing
@@ -301,4 +303,4 @@ def test_readme_cpp_example_builds_with_pkg_config_and_matches_tensorflow(
         check=True,
     ).stdout.split()
     assert len(aot) == len(tf) == 8
-    assert all(abs(float(a) - float(t)) <= 1e-5 for a, t in zip(aot, tf, strict=False)), (aot, tf)
+    assert all(abs(float(a) - float(t)) <= 1e-5 for a, t in zip(aot, tf)), (aot, tf)

@@ -20,6 +20,8 @@ A kill at a random moment rarely lands in the few microseconds between two renam
 util/fs.py's crash_point, where the process kills itself with SIGKILL).
 """
 
+from __future__ import annotations
+
 import collections
 import json
 import os

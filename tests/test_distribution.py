@@ -8,6 +8,8 @@ shards; `TFAOT_DIST_TEST_MODELS=12 scripts/test tests/test_distribution.py -k sh
 12-model run (about twice as long).
 """
 
+from __future__ import annotations
+
 import array
 import gzip
 import io
@@ -30,7 +32,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import Cli, DataRepo, copy_registry_yaml, fresh_cache, made_once, snapshot
+from conftest import Cli, DataRepo, copy_registry_yaml, fresh_cache, made_once, snapshot, unpack_package
 from httpserve import Server, SilentServer, refused_url
 
 from tfaot_dist import scheduler
@@ -459,7 +461,7 @@ class Fleet:
 
 def make_fleet(
     tmp_path_factory: pytest.TempPathFactory, data_repo: DataRepo, shared_cache: Path
-) -> Iterator["Fleet"]:
+) -> Iterator[Fleet]:
     """N_MODELS registry entries of the simple example, batch size 1, built with --jobs 2 and
     published: all but two from git, one from a tar.gz and one from a zip over HTTP (whose server
     answers 500 twice first). The session fixture `fleet` (conftest.py) runs it once for this
@@ -693,9 +695,7 @@ def repacked(archive: Path, out_dir: Path, change: str) -> Path:
     """A valid package archive with the same name and version but other bytes: `change` (a file in
     the package) gets one more byte and the manifest follows."""
     work = out_dir / "work"
-    with tarfile.open(archive) as tar:
-        tar.extractall(work, filter="data")
-    (top,) = work.iterdir()
+    top = unpack_package(archive, work)
     target = top / change
     target.write_bytes(target.read_bytes() + b"\0")
     manifest = json.loads((top / "manifest.json").read_text())
@@ -883,7 +883,7 @@ def test_setup_from_http_channel_gives_a_working_cpp_consumer(
         dtype = "bool" if output == "output_1" else "float32"
         want = read_reference(ref / f"{output}.bin", dtype)
         assert len(got) == len(want) == 6
-        assert all(abs(a - b) <= 1e-5 * max(1.0, abs(b)) for a, b in zip(got, want, strict=False)), (
+        assert all(abs(a - b) <= 1e-5 * max(1.0, abs(b)) for a, b in zip(got, want)), (
             model,
             output,
             got,
@@ -1079,9 +1079,7 @@ def test_setup_checks_every_file_against_the_manifest(
     dist.mkdir()
     archive = built / "dist" / "tfaot-model-test-simple-1.0.0.tar.gz"
     work = tmp_path / "work"
-    with tarfile.open(archive) as tar:
-        tar.extractall(work, filter="data")
-    top = work / "tfaot-model-test-simple-1.0.0"
+    top = unpack_package(archive, work)
     (top / "lib" / "simple_bs1.o").write_bytes(b"tampered")
     (dist / archive.name).write_bytes(reproducible_targz(top, top.name))
     # publish refuses it, so it can only come from a channel written by hand.

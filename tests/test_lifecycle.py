@@ -2,6 +2,8 @@
 build in dist/, a starter config, and --offline builds that create nothing. Real git repositories and
 the real TensorFlow toolchain."""
 
+from __future__ import annotations
+
 import json
 import shutil
 from pathlib import Path

@@ -1,14 +1,23 @@
 """Ruff (check and format), mypy and codespell, configured in pyproject.toml, are clean: run here so that scripts/test (and CI)
 runs them in its fast tier. The pre-commit hooks (.pre-commit-config.yaml) run the same tools."""
 
+from __future__ import annotations
+
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+
+# The lint tools run under one interpreter, the main venv's: the test extra installs mypy and pre-commit
+# from Python 3.10 on (scripts/test-pythons leaves this file out under the others).
+pytestmark = pytest.mark.skipif(
+    sys.version_info < (3, 10), reason="the lint tools install from Python 3.10 on"
+)
 
 
 def run(tool: str, *args: str) -> subprocess.CompletedProcess[str]:

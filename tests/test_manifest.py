@@ -1,6 +1,8 @@
 """The typed model manifest and the worker's compile protocol (documents.py), without TensorFlow:
 manifests read back to the same bytes, refusals name the field, the request is the wire format."""
 
+from __future__ import annotations
+
 import copy
 import dataclasses
 import json

@@ -3,6 +3,8 @@
 test's temporary directory; with an htpasswd file (bcrypt, apache2-utils' htpasswd) for the auth tests.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import shutil
@@ -106,7 +108,7 @@ class Registry:
 
 
 @pytest.fixture(scope="module")
-def registry_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator["Registry"]:
+def registry_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
     server = Registry(tmp_path_factory.mktemp("oci-registry"))
     yield server
     server.stop()

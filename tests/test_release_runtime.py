@@ -7,6 +7,8 @@ against it carry the same model objects as against ours, are verified against Te
 by the harness linked to the .so, and name the release's tool.
 """
 
+from __future__ import annotations
+
 import hashlib
 import json
 from pathlib import Path

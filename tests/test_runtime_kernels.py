@@ -10,6 +10,8 @@ a double-precision reference; a level the CPU cannot run must be lowered to
 one it can, never executed.
 """
 
+from __future__ import annotations
+
 import json
 import re
 import subprocess

@@ -5,6 +5,8 @@ own temporary directory changed. No TensorFlow: package archives are assembled b
 manifest listing each file's digest is all verify_archive and setup need to refuse them).
 """
 
+from __future__ import annotations
+
 import hashlib
 import io
 import json

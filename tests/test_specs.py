@@ -10,6 +10,8 @@ The rpm tests build real rpms with rpmbuild from the packages `tfaot-dist
 build` made (Debian: `apt-get install rpm`).
 """
 
+from __future__ import annotations
+
 import hashlib
 import json
 import os
@@ -1164,7 +1166,10 @@ def test_real_packages_with_generated_cmake_and_pkgconfig_files(built: Path, tmp
         got = subprocess.run(
             [str(exe), str(reference / "input_0.bin")], check=True, capture_output=True, text=True
         ).stdout.split()
-        assert all(abs(float(g) - w) <= 1e-5 for g, w in zip(got, want, strict=True)), (got, want)
+        assert len(got) == len(want) and all(abs(float(g) - w) <= 1e-5 for g, w in zip(got, want)), (
+            got,
+            want,
+        )
 
     flags = pkg_config(
         "--define-prefix", "--cflags", "--libs", "tfaot-model-test-simple", path=[model, runtime]
@@ -1368,7 +1373,7 @@ MULTI_SOURCE = {
 
 
 @pytest.fixture
-def fake_channel(tmp_path: Path) -> Iterator[tuple["Server", Path]]:
+def fake_channel(tmp_path: Path) -> Iterator[tuple[Server, Path]]:
     """The golden registry's packages (small fakes) and their runtime in a channel served on 127.0.0.1."""
     from httpserve import Server
 
@@ -1389,7 +1394,7 @@ def fake_channel(tmp_path: Path) -> Iterator[tuple["Server", Path]]:
 
 def test_prebuilt_golden(
     golden_registry: Path,
-    fake_channel: tuple["Server", Path],
+    fake_channel: tuple[Server, Path],
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -1425,7 +1430,7 @@ def test_prebuilt_golden(
 
 
 def test_prebuilt_specs_parse_and_install_from_the_channel(
-    golden_registry: Path, fake_channel: tuple["Server", Path], tmp_path: Path
+    golden_registry: Path, fake_channel: tuple[Server, Path], tmp_path: Path
 ) -> None:
     server, channel = fake_channel
     files = flavors.render_all(Registry(golden_registry), "cmsbuild-prebuilt", server.url())
@@ -1461,7 +1466,7 @@ def test_prebuilt_specs_parse_and_install_from_the_channel(
 
 
 def test_prebuilt_refuses_a_tampered_archive_before_unpacking(
-    golden_registry: Path, fake_channel: tuple["Server", Path], tmp_path: Path
+    golden_registry: Path, fake_channel: tuple[Server, Path], tmp_path: Path
 ) -> None:
     server, channel = fake_channel
     files = flavors.render_all(Registry(golden_registry), "cmsbuild-prebuilt", server.url())
@@ -1477,7 +1482,7 @@ def test_prebuilt_refuses_a_tampered_archive_before_unpacking(
 
 def test_prebuilt_refuses_what_is_not_the_entry_s_build(
     golden_registry: Path,
-    fake_channel: tuple["Server", Path],
+    fake_channel: tuple[Server, Path],
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:

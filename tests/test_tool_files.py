@@ -10,14 +10,15 @@ headers with <flags SYSTEM_INCLUDE="1"/>. The tests read every tool file we
 ship that way and check those conventions.
 """
 
+from __future__ import annotations
+
 import json
 import re
-import tarfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from conftest import Cli, snapshot
+from conftest import Cli, snapshot, unpack_package
 
 from tfaot_dist.cxx import scram_tool
 
@@ -113,9 +114,7 @@ def test_every_shipped_tool_file_reads_as_scram_reads_it(built: Path, tmp_path: 
     assert len(archives) == 3  # test-simple, test-multi, the runtime
     seen = {}
     for archive in archives:
-        with tarfile.open(archive) as tar:
-            tar.extractall(tmp_path, filter="data")
-        root = tmp_path / archive.name.removesuffix(".tar.gz")
+        root = unpack_package(archive, tmp_path)
         manifest = json.loads((root / "manifest.json").read_text())
         (xml,) = (root / "etc" / "scram.d").glob("*.xml")
         tool = check_conventions(xml.read_text(), xml.name, root)

@@ -131,7 +131,7 @@ def test_simple_model_matches_tensorflow(simple_consumer: Path, simple_package: 
     assert proc.returncode == 0, proc.stderr
     got, want = _floats(result), _floats(ref / "output_0.bin")
     assert len(got) == len(want) == 2
-    assert all(abs(g - w) <= 1e-5 for g, w in zip(got, want, strict=False)), (got, want)
+    assert all(abs(g - w) <= 1e-5 for g, w in zip(got, want)), (got, want)
 
 
 def test_consumer_needs_no_tensorflow_library(simple_consumer: Path) -> None:

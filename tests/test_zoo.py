@@ -7,13 +7,14 @@ for Keras 2 exports (tf_keras) of the recurrent models with TensorFlow 2.21, and
 convolutional models exported and compiled by TensorFlow 2.12 (tf.keras is Keras 2 there).
 """
 
+from __future__ import annotations
+
 import json
 import math
 import random
 import re
 import subprocess
 import sys
-import tarfile
 from array import array
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import REPO, TF212, DataRepo, fresh_cache, made_once, run_in_toolchain
+from conftest import REPO, TF212, DataRepo, fresh_cache, made_once, run_in_toolchain, unpack_package
 
 from tfaot_dist import cli
 from tfaot_dist.channels import cpu_target
@@ -140,7 +141,7 @@ def consumer_source(package: str, cpp_class: str, signature: dict[str, Any]) -> 
     )
 
 
-def fresh_inputs(model: str, signature: dict[str, Any], rows: int, rng: random.Random) -> "list[array[Any]]":
+def fresh_inputs(model: str, signature: dict[str, Any], rows: int, rng: random.Random) -> list[array[Any]]:
     """Inputs in signature order, flat; padded inputs get a random length per row and zeros after it."""
     values = []
     for t in signature["inputs"]:
@@ -161,7 +162,7 @@ def fresh_inputs(model: str, signature: dict[str, Any], rows: int, rng: random.R
     return values
 
 
-def read(path: Path, dtype: str) -> "array[Any]":
+def read(path: Path, dtype: str) -> array[Any]:
     return array(CXX_TYPES[dtype][2], path.read_bytes())
 
 
@@ -213,8 +214,7 @@ def build_area(
         mp.undo()
     area = root / "area"
     for archive in sorted((root / "dist").glob("*.tar.gz")):
-        with tarfile.open(archive) as tar:
-            tar.extractall(area, filter="data")
+        unpack_package(archive, area)
     return area
 
 
@@ -294,7 +294,7 @@ def check_consumer(area: Path, model: str, saved_model: Path, toolchain: Toolcha
             got = read(case / f"output_{i}.bin", t["dtype"])
             assert len(got) == len(want) == ROWS * math.prod(t["shape"]), (level, t["name"])
             scale = max(1.0, *map(abs, want))
-            deviation = max(abs(a - b) for a, b in zip(got, want, strict=True))
+            deviation = max(abs(a - b) for a, b in zip(got, want))
             assert deviation <= TOLERANCE * scale, (model, level, t["name"], deviation)
 
 

@@ -8,6 +8,8 @@ Finished packages are cached under CACHE/builds/<key>/ and copied into the
 output directory; both moves are atomic renames.
 """
 
+from __future__ import annotations
+
 import json
 import shutil
 import tarfile

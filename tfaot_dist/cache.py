@@ -44,6 +44,8 @@ A cache that is not ours is not trusted (what is in it is run and published):
   checked against their manifests' digests before they are copied (builder.py).
 """
 
+from __future__ import annotations
+
 import contextlib
 import fcntl
 import hashlib
@@ -264,7 +266,7 @@ class Cache:
         output directory holds only packages."""
         return self.locks / f"output-{sha256_bytes(str(path.absolute()).encode())[:24]}.lock"
 
-    def share_into(self, other: Path) -> "Cache":
+    def share_into(self, other: Path) -> Cache:
         """A cache at other (made if missing) whose shared directories are links to ours."""
         other.mkdir(parents=True, exist_ok=True)
         for name in SHARED:

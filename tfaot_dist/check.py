@@ -7,6 +7,8 @@ init-config, build): its signature, whether XLA has a CPU kernel for each op, an
     refusal()       why an answer's model cannot be compiled, or None
 """
 
+from __future__ import annotations
+
 import os
 import shutil
 import tempfile

@@ -4,6 +4,8 @@ Each command's options are a dataclass (Options and its subclasses below), made 
 arguments before the command runs, so every command reads typed values.
 """
 
+from __future__ import annotations
+
 import argparse
 import contextlib
 import dataclasses
@@ -14,7 +16,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Self, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from tfaot_dist import __version__, builder, check, errors, intake
 from tfaot_dist.cache import default_cache
@@ -31,6 +33,9 @@ def log(message: str) -> None:
     print(terminal(f"tfaot-dist: {message}"), file=sys.stderr, flush=True)
 
 
+OptionsT = TypeVar("OptionsT", bound="Options")
+
+
 @dataclass(frozen=True)
 class Options:
     """What every command has: --registry, --json, and the cache ($TFAOT_DIST_CACHE)."""
@@ -40,11 +45,8 @@ class Options:
     cache: Path
 
     @classmethod
-    def of(cls, namespace: argparse.Namespace) -> Self:
+    def of(cls: type[OptionsT], namespace: argparse.Namespace) -> OptionsT:
         return cls(**{f.name: getattr(namespace, f.name) for f in dataclasses.fields(cls)})
-
-
-OptionsT = TypeVar("OptionsT", bound=Options)
 
 
 def command(run: Callable[[OptionsT], int], options: type[OptionsT]) -> Callable[[argparse.Namespace], int]:
@@ -890,7 +892,8 @@ def cmd_tune(o: TuneOptions) -> int:
     return 0
 
 
-Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+if TYPE_CHECKING:  # annotations only (they are not evaluated): the class is private
+    Subcommands = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def _command(

@@ -30,6 +30,8 @@ refused. JSON files are accepted too (JSON is YAML). Every value is validated
 here, so later stages can place them in C++, XML and specs.
 """
 
+from __future__ import annotations
+
 import contextlib
 import re
 from collections import Counter
@@ -87,11 +89,11 @@ class AotConfig:
     tolerance: float = DEFAULT_TOLERANCE  # verification.tolerance
     warnings: tuple[str, ...] = ()  # e.g. unknown keys: upstream ignores them, we say so
 
-    def with_overrides(self, overrides: Overrides) -> "AotConfig":
+    def with_overrides(self, overrides: Overrides) -> AotConfig:
         """Apply validated registry overrides of compilation settings."""
         return replace(self, compilation=replace(self.compilation, **overrides)) if overrides else self
 
-    def with_target_defaults(self, triple: str, cpu: str, levels: tuple[str, ...]) -> "AotConfig":
+    def with_target_defaults(self, triple: str, cpu: str, levels: tuple[str, ...]) -> AotConfig:
         """Fill the target settings this config leaves open.
 
         A non-empty target_cpu wins over levels: a single-target package (cpu_levels ()).
@@ -166,7 +168,7 @@ def tolerance(value: object, where: str) -> float:
     if isinstance(value, str):
         with contextlib.suppress(ValueError):
             number = float(value)
-    if isinstance(number, bool) or not isinstance(number, int | float) or not 0 < number <= MAX_TOLERANCE:
+    if isinstance(number, bool) or not isinstance(number, (int, float)) or not 0 < number <= MAX_TOLERANCE:
         raise InvalidInput(
             f"{where}: expected a number above 0 and at most {MAX_TOLERANCE:g}, got {shown(value)}"
         )
@@ -320,7 +322,7 @@ def load_aot_config(path: Path, label: str | None = None, within: Path | None = 
     )
 
 
-def load_source_config(src: "ResolvedSource", aot_config: str) -> AotConfig:
+def load_source_config(src: ResolvedSource, aot_config: str) -> AotConfig:
     """The AOT config at aot_config (relative to a fetched source tree): errors name the source's
     URL and pin, and model.saved_model must stay inside the tree."""
     path = src.root / aot_config

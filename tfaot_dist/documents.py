@@ -18,6 +18,8 @@ with bounds on size, nesting depth and integer length, so no document can exhaus
 memory or the stack.
 """
 
+# No `from __future__ import annotations` here, and Optional/Union rather than X | Y: the fields'
+# types are read at run time (typing.get_type_hints), and Python 3.9 cannot evaluate X | Y.
 import dataclasses
 import json
 import re
@@ -26,7 +28,7 @@ import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, Literal, NoReturn, Self
+from typing import Any, Literal, NoReturn, Optional, TypeVar, Union
 
 from tfaot_dist import names
 from tfaot_dist.errors import InvalidInput
@@ -57,7 +59,7 @@ def _no_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not JSON")
 
 
-def load_json(data: bytes | str, label: str, max_bytes: int = MAX_JSON) -> Any:
+def load_json(data: Union[bytes, str], label: str, max_bytes: int = MAX_JSON) -> Any:
     """Parse one JSON document: at most max_bytes, MAX_DEPTH levels, integers of MAX_INT_DIGITS."""
     if len(data) > max_bytes:
         raise InvalidInput(f"{label}: larger than {max_bytes} bytes")
@@ -76,7 +78,7 @@ def _depth(doc: Any) -> int:
     deepest, todo = 0, [(doc, 1)]
     while todo:
         value, level = todo.pop()
-        if isinstance(value, dict | list):
+        if isinstance(value, (dict, list)):
             deepest = max(deepest, level)
             if level <= MAX_DEPTH:
                 todo += [(v, level + 1) for v in (value.values() if isinstance(value, dict) else value)]
@@ -168,11 +170,14 @@ def check(fn: Check, **extra: Any) -> dict[str, Any]:
 # ---------------------------------------------------------------- the schema machinery
 
 
+DocumentT = TypeVar("DocumentT", bound="Document")
+
+
 class Document:
     """Base of the documents below: from_json/to_json driven by the dataclass fields."""
 
     @classmethod
-    def from_json(cls, value: Any, where: str) -> Self:
+    def from_json(cls: type[DocumentT], value: Any, where: str) -> DocumentT:
         if not isinstance(value, dict):
             raise InvalidInput(f"{where}: expected an object, got {shown(value)}")
         kwargs: dict[str, Any] = {}
@@ -212,7 +217,7 @@ def _hints(cls: Any) -> dict[str, Any]:
 
 
 @cache
-def _plan(cls: Any) -> tuple[tuple[str, bool, Check, Check | None], ...]:
+def _plan(cls: Any) -> tuple[tuple[str, bool, Check, Optional[Check]], ...]:
     """(name, required, converter, check) of each field of a document class, worked out once."""
     hints = _hints(cls)
     return tuple(
@@ -230,12 +235,16 @@ def _convert(kind: Any, value: Any, where: str) -> Any:
     return _converter(kind)(value, where)
 
 
+# typing.Union[X, Y] and Optional[X]; X | Y (types.UnionType) from 3.10 on.
+_UNIONS = (typing.Union, getattr(types, "UnionType", typing.Union))
+
+
 @cache
 def _converter(kind: Any) -> Check:
     """A function (value, where) -> value of type kind, refusing anything else (InvalidInput naming where).
     Worked out once per type: an index of 20,000 rows is read field by field."""
     origin, args = typing.get_origin(kind), typing.get_args(kind)
-    if origin in (typing.Union, types.UnionType):
+    if origin in _UNIONS:
         inner = _converter(next(a for a in args if a is not type(None)))
         optional = type(None) in args
         return lambda value, where: None if value is None and optional else inner(value, where)
@@ -265,7 +274,7 @@ def _converter(kind: Any) -> Check:
     def plain(value: Any, where: str) -> Any:
         if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
             raise InvalidInput(f"{where}: expected an integer, got {shown(value)}")
-        if kind is float and (isinstance(value, bool) or not isinstance(value, int | float)):
+        if kind is float and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise InvalidInput(f"{where}: expected a number, got {shown(value)}")
         if kind in (str, bool) and not isinstance(value, kind):
             raise InvalidInput(
@@ -279,7 +288,7 @@ def _converter(kind: Any) -> Check:
 def _to_json(value: Any) -> Any:
     if isinstance(value, Document):
         return value.to_json()
-    if isinstance(value, tuple | list):
+    if isinstance(value, (tuple, list)):
         return [_to_json(v) for v in value]
     if isinstance(value, dict):
         return {k: _to_json(v) for k, v in value.items()}
@@ -318,11 +327,11 @@ class IndexRow(Document):
     requires: tuple[Requirement, ...]
     tensorflow_version: str
     batch_sizes: tuple[int, ...]  # () for the runtime
-    signature: JsonObject | None = field(
+    signature: Optional[JsonObject] = field(
         metadata=check(_signature)
     )  # inputs and outputs; None for the runtime
     # Yanked (PEP 592's sense): the reason. setup takes the version only when it is pinned exactly.
-    yanked: str | None = field(default=None, metadata=check(yank_reason, omit_default=True))
+    yanked: Optional[str] = field(default=None, metadata=check(yank_reason, omit_default=True))
     # Raised by each change of a listed row (a yank, its undoing): OCI readers merge index parts by it.
     revision: int = field(default=0, metadata=check(_non_negative, omit_default=True))
 
@@ -333,7 +342,7 @@ class IndexRow(Document):
             _positive(n, "batch_sizes")
 
     @classmethod
-    def from_json(cls, value: Any, where: str) -> Self:
+    def from_json(cls: type[DocumentT], value: Any, where: str) -> DocumentT:
         try:
             return super().from_json(value, where)
         except InvalidInput as exc:
@@ -427,7 +436,7 @@ class Signature(Document):
 
     inputs: tuple[Tensor, ...]
     outputs: tuple[Tensor, ...]
-    order: str | None = field(default=None, metadata=OMIT_NONE)
+    order: Optional[str] = field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True)
@@ -474,7 +483,7 @@ class Verification(Document):
     outputs: dict[str, Deviation]
     paths: tuple[str, ...]
     # Multi-level packages: each level of compilation.cpu_levels, verified or not (and why).
-    cpu_levels: dict[str, LevelCheck] | None = field(
+    cpu_levels: Optional[dict[str, LevelCheck]] = field(
         default=None, metadata={**OMIT_NONE, "check": _each(_cpu_level)}
     )
 
@@ -507,9 +516,9 @@ class RuntimeOrigin(Document):
 
     origin: str = field(metadata=check(_one_of("installed")))
     key: str
-    kind: str | None = field(default=None, metadata={**OMIT_NONE, "check": _one_of("release")})
-    tensorflow_version: str | None = field(default=None, metadata=OMIT_NONE)
-    library_sha256: str | None = field(default=None, metadata={**OMIT_NONE, "check": check_sha256})
+    kind: Optional[str] = field(default=None, metadata={**OMIT_NONE, "check": _one_of("release")})
+    tensorflow_version: Optional[str] = field(default=None, metadata=OMIT_NONE)
+    library_sha256: Optional[str] = field(default=None, metadata={**OMIT_NONE, "check": check_sha256})
 
 
 @dataclass(frozen=True)
@@ -519,10 +528,10 @@ class ToolchainRecord(Document):
     toolchain.Toolchain is the environment itself, on this machine."""
 
     tensorflow_version: str = ""
-    requirements: tuple[str, ...] | None = field(default=None, metadata=OMIT_NONE)
-    environment: str | None = field(default=None, metadata=OMIT_NONE)
-    installed: tuple[str, ...] | None = field(default=None, metadata=OMIT_NONE)
-    runtime: RuntimeOrigin | None = field(default=None, metadata=OMIT_NONE)
+    requirements: Optional[tuple[str, ...]] = field(default=None, metadata=OMIT_NONE)
+    environment: Optional[str] = field(default=None, metadata=OMIT_NONE)
+    installed: Optional[tuple[str, ...]] = field(default=None, metadata=OMIT_NONE)
+    runtime: Optional[RuntimeOrigin] = field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True)
@@ -530,8 +539,8 @@ class Compilation(Document):
     """config.Compilation as compiled, with the C++ class name."""
 
     batch_sizes: tuple[int, ...] = ()
-    target_triple: str | None = None
-    target_cpu: str | None = None
+    target_triple: Optional[str] = None
+    target_cpu: Optional[str] = None
     namespace: str = ""
     class_name: str = ""
     tf_xla_flags: tuple[str, ...] = ()
@@ -548,7 +557,7 @@ class Compilation(Document):
     tfcompile_target_features: dict[str, str] = field(default_factory=dict, metadata={"omit_default": True})
     # How Selu and Elu were compiled: "tensorflow" (TensorFlow's CPU formula, exp(x) - 1) or "xla"
     # (XLA's expm1); absent in packages made before the choice existed (they have XLA's).
-    activation_formulas: str | None = field(
+    activation_formulas: Optional[str] = field(
         default=None, metadata=check(_one_of(*names.ACTIVATION_FORMULAS), omit_default=True)
     )
     # op -> nodes compiled with TensorFlow's formula, in each batch size's graph.
@@ -568,19 +577,19 @@ class Manifest(Document):
     files: dict[str, FileDigest]
     kind: Kind = "model"
     requires: tuple[Requirement, ...] = ()
-    tensorflow_version: str | None = None  # the runtime's
-    toolchain: ToolchainRecord | None = None  # a model's
-    compilation: Compilation | None = None
-    signature: JsonObject | None = field(default=None, metadata=check(_signature))
-    model: JsonObject | None = None  # free text: whoever shows it checks the types of its fields
-    source: JsonObject | None = None
+    tensorflow_version: Optional[str] = None  # the runtime's
+    toolchain: Optional[ToolchainRecord] = None  # a model's
+    compilation: Optional[Compilation] = None
+    signature: Optional[JsonObject] = field(default=None, metadata=check(_signature))
+    model: Optional[JsonObject] = None  # free text: whoever shows it checks the types of its fields
+    source: Optional[JsonObject] = None
     cxxflags: tuple[str, ...] = ()
     system_libs: tuple[str, ...] = ()
     libs: tuple[str, ...] = ()
     # Shown by the catalogue only, as older versions wrote them: kept as objects.
-    digests: JsonObject | None = None
-    build_key: str | None = None
-    verification: JsonObject | None = None
+    digests: Optional[JsonObject] = None
+    build_key: Optional[str] = None
+    verification: Optional[JsonObject] = None
 
     def __post_init__(self) -> None:
         for rel in self.files:
@@ -620,7 +629,7 @@ class ModelManifest(Document):
     package: str = field(metadata=check(_model_package))
     name: str
     version: str = field(metadata=check(names.version))
-    build_key: str | None
+    build_key: Optional[str]
     source: dict[str, str]
     digests: dict[str, str]
     model: ModelInfo
@@ -632,7 +641,7 @@ class ModelManifest(Document):
     tool: ToolInfo
     constants: SharedConstants
     files: dict[str, FileDigest] = field(metadata=check(_each(_rel_path)))
-    verification: Verification | None  # None only between assembly and verification
+    verification: Optional[Verification]  # None only between assembly and verification
     # The XLA runtime parts (cxx/runtime_parts.py) the package's archive carries: those its objects call.
     runtime_parts: tuple[str, ...] = field(
         default=(), metadata=check(_each(_runtime_part), omit_default=True)
@@ -683,8 +692,8 @@ class CompileRequest(Document):
     namespace: str
     class_name: str
     output_dir: str
-    target_triple: str | None
-    target_cpu: str | None
+    target_triple: Optional[str]
+    target_cpu: Optional[str]
     reference_dir: str
     reference_sizes: tuple[int, ...]
     # Compile each batch size once per level (target_cpu unused); () = once for target_cpu.
@@ -751,5 +760,5 @@ class CheckAnswer(Document):
     signature: Signature
     ops: tuple[OpSupport, ...]
     # tfcompile's error for the graph compile gets (frozen at batch size 1), when every op has a kernel
-    compile_error: str | None = field(default=None, metadata=OMIT_NONE)
+    compile_error: Optional[str] = field(default=None, metadata=OMIT_NONE)
     timings: dict[str, float] = field(default_factory=dict)

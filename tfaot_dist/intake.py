@@ -5,13 +5,15 @@ update_model()  re-pin an entry, checked the same way; a changed build of the sa
                 the next build number (PEP 440 post-release: 1.0.0 -> 1.0.0.post1 -> .post2)
 """
 
+from __future__ import annotations
+
 import dataclasses
 import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 from packaging.version import Version
 
@@ -171,7 +173,7 @@ def next_build(version: str) -> str:
     return str(Version(f"{base}.post{(parsed.post or 0) + 1}"))
 
 
-Pin = Callable[[Path], tuple[GitSource | ArchiveSource, ResolvedSource]]
+Pin = Callable[[Path], tuple[Union[GitSource, ArchiveSource], ResolvedSource]]
 
 
 def _git_pin(sources: Path, url: str, ref: str, session: Session) -> tuple[GitSource, ResolvedSource]:

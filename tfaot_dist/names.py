@@ -4,6 +4,8 @@ Each check returns the value unchanged or raises InvalidInput naming where the
 value came from (`where`, e.g. "registry/models/x.yaml: name").
 """
 
+from __future__ import annotations
+
 import re
 from functools import lru_cache
 

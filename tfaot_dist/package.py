@@ -13,6 +13,8 @@ The manifest holds no times or paths of the build machine, so that two builds
 of the same inputs give the same bytes.
 """
 
+from __future__ import annotations
+
 import json
 import shutil
 from collections.abc import Sequence

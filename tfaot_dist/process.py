@@ -15,6 +15,8 @@ sibling and renamed, like every file others may read. The environment is not
 logged: it may hold tokens.
 """
 
+from __future__ import annotations
+
 import itertools
 import os
 import re

@@ -27,6 +27,8 @@ target_cpu: ""                          # non-empty: single-target packages for 
 cpu_levels: [x86-64, x86-64-v3, x86-64-v4]   # when target_cpu is "": code for each level
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -169,7 +171,7 @@ class Registry:
         self.models_dir = root / "models"
 
     @classmethod
-    def existing(cls, root: Path) -> "Registry":
+    def existing(cls, root: Path) -> Registry:
         """The --registry directory, which must exist (only add-model and init create one)."""
         if not root.is_dir():
             raise InvalidInput(

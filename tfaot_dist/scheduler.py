@@ -9,6 +9,8 @@ subprocesses, so threads are enough to keep several cores busy; the caches
 they share (toolchain, XLA runtime, sources, build cache) take file locks.
 """
 
+from __future__ import annotations
+
 import hashlib
 import threading
 import traceback

@@ -8,6 +8,8 @@ runtime built from its TensorFlow. Each is made or found on first use, once per
 session, however many steps need it.
 """
 
+from __future__ import annotations
+
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,25 +34,23 @@ class Session:
     offline: bool = False  # use the cache only: what is missing is a SourceUnavailable error
     log: Log = print
     # Tools by (python, runtime): each session (a copy made by logging_to too) resolves its own.
-    _tools: dict[tuple[Path | None, Path | None], "Tools"] = field(
+    _tools: dict[tuple[Path | None, Path | None], Tools] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
 
     @classmethod
-    def of_registry(
-        cls, registry: Path, cache: Path, *, offline: bool = False, log: Log = print
-    ) -> "Session":
+    def of_registry(cls, registry: Path, cache: Path, *, offline: bool = False, log: Log = print) -> Session:
         """The defaults of the registry at registry (the built-in ones where it has no registry.yaml)."""
         return cls(Cache(cache), Registry(registry).defaults(), offline, log)
 
-    def logging_to(self, log: Log) -> "Session":
+    def logging_to(self, log: Log) -> Session:
         """The same session, progress going to log (one model's lines of a parallel build)."""
         return dataclasses.replace(self, log=log)
 
-    def with_cache(self, cache: Path) -> "Session":
+    def with_cache(self, cache: Path) -> Session:
         return dataclasses.replace(self, cache=Cache(cache))
 
-    def resolve(self, python: Path | None = None, runtime: Path | None = None) -> "Tools":
+    def resolve(self, python: Path | None = None, runtime: Path | None = None) -> Tools:
         """The toolchain and runtime of this command. python: an existing Python with TensorFlow
         (--toolchain-python), else the registry's toolchain.python, else our isolated venv of the
         defaults' requirements. runtime: an installed XLA runtime (--runtime), else the registry's

@@ -13,6 +13,8 @@ A source tree is extracted into a temporary sibling and renamed into place,
 so a tree that exists is complete.
 """
 
+from __future__ import annotations
+
 import contextlib
 import os
 import shutil

@@ -5,6 +5,8 @@ signature in the C++ argument order as comments, so that a user sees what the
 compiled class will take and return before the first compile.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import re

@@ -7,6 +7,8 @@ was made with; it is built in a temporary sibling and renamed into place, so
 an environment that exists is complete. One that no longer runs is rebuilt.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import platform

@@ -8,6 +8,8 @@ fresh temporary cache, so the source is fetched again, and a fresh output
 directory) and compare the two packages file by file and archive to archive.
 """
 
+from __future__ import annotations
+
 import json
 import shutil
 import tempfile

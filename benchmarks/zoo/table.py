@@ -10,6 +10,8 @@ for each level the run has (best first), the TF C API's and ONNX Runtime's time 
 time: the goals "peer / AOT >= 1 at every level".
 """
 
+from __future__ import annotations
+
 import argparse
 import json
 import sys

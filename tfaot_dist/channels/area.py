@@ -5,7 +5,7 @@ same primitives (directory.ChannelWriter, which only words its errors for a chan
 - Nothing outside AREA/tfaot: paths are relative to it, plain segments (no "..", no "/" first).
 - Never through a link: each directory on the way is opened with O_NOFOLLOW relative to the one
   before (openat), files are created with O_EXCL|O_NOFOLLOW and renamed into place relative to
-  their directory, trees are removed by shutil.rmtree(dir_fd=...) (which never follows a link).
+  their directory, trees are removed through descriptors the same way (_remove_tree).
   A link met on the way refuses the operation with one line naming it (exit 7): setup never
   follows one, nor removes what the user put there.
 - Atomic: a file is written to a temporary sibling and renamed; a package directory is staged in
@@ -14,6 +14,8 @@ same primitives (directory.ChannelWriter, which only words its errors for a chan
 
 The writer holds the area's lock (AREA/tfaot/.lock) while it is open.
 """
+
+from __future__ import annotations
 
 import contextlib
 import errno
@@ -275,7 +277,7 @@ class AreaWriter:
                 if stat.S_ISLNK(st.st_mode):
                     raise OSError(errno.ELOOP, "a symbolic link", name)
                 if stat.S_ISDIR(st.st_mode):
-                    shutil.rmtree(name, dir_fd=dfd)
+                    _remove_tree(dfd, name)
                 else:
                     os.unlink(name, dir_fd=dfd)
         except FileNotFoundError:
@@ -316,9 +318,27 @@ class AreaWriter:
                     os.rename(name, old, src_dir_fd=dfd, dst_dir_fd=dfd)
                 os.rename(sname, name, src_dir_fd=sfd, dst_dir_fd=dfd)
                 if old is not None:
-                    shutil.rmtree(old, dir_fd=dfd)
+                    _remove_tree(dfd, old)
         except OSError as exc:
             raise self._failed(rel, exc) from None
+
+
+def _remove_tree(dfd: int, name: str) -> None:
+    """Remove the directory name of the open directory dfd and everything in it, each directory
+    opened relative to the one before and none followed if it is a link (a link is removed itself).
+    shutil.rmtree(dir_fd=...) does the same from Python 3.11 on; this is the one way on every Python."""
+    fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dfd)
+    try:
+        with os.scandir(fd) as listing:
+            entries = list(listing)  # read whole before removing
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                _remove_tree(fd, entry.name)
+            else:
+                os.unlink(entry.name, dir_fd=fd)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=dfd)
 
 
 @contextlib.contextmanager

@@ -24,10 +24,13 @@ listing links to it (a crash in between leaves an unlinked page, as it leaves
 an unlisted archive; the next publish writes the same bytes again).
 """
 
+from __future__ import annotations
+
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
+from typing import Optional
 from urllib.parse import quote, urlsplit
 
 import jinja2
@@ -78,8 +81,8 @@ class Row:
 
 
 Key = tuple[str, str]  # (package name, version): ChannelPackage.key
-Manifests = Mapping[Key, Manifest | None]
-ReadManifest = Callable[[ChannelPackage], Manifest | None]
+Manifests = Mapping[Key, Optional[Manifest]]
+ReadManifest = Callable[[ChannelPackage], Optional[Manifest]]
 
 
 def render(rows: Iterable[ChannelPackage], manifests: Manifests) -> dict[str, str]:

@@ -24,8 +24,9 @@ Remote indexes are kept under CACHE/channels/ after a successful setup (remember
 `setup --offline` can use the last one seen; archives go to the content-addressed CACHE/archives/.
 """
 
+from __future__ import annotations
+
 import dataclasses
-import hashlib
 import io
 import json
 import tarfile
@@ -56,6 +57,7 @@ from tfaot_dist.util.fs import (
     remove_stale_siblings,
     sha256_bytes,
     sha256_file,
+    sha256_stream,
     write_atomic,
 )
 from tfaot_dist.util.progress import Log
@@ -143,7 +145,7 @@ def verify_archive(path: Path, label: str | None = None) -> VerifiedArchive:
                     tools.append((rel, data))
                     found[rel] = (sha256_bytes(data), member.size)
                     continue
-                found[rel] = (hashlib.file_digest(f, "sha256").hexdigest(), member.size)
+                found[rel] = (sha256_stream(f), member.size)
     except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
         raise IntegrityError(f"{label}: not a readable .tar.gz ({exc})") from None
     if manifest_bytes is None:

@@ -16,6 +16,8 @@ the one table of tfaot_dist/cpu/levels.py, as Linux /proc/cpuinfo flags
 (pni = SSE3, abm = LZCNT).
 """
 
+from __future__ import annotations
+
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path

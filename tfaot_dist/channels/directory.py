@@ -19,6 +19,8 @@ relative to the channel directory, never through a link; a link inside the chann
 one line. A channel given as a link (--channel LINK) is resolved once, when it is opened.
 """
 
+from __future__ import annotations
+
 import contextlib
 import errno
 import fcntl
@@ -128,7 +130,7 @@ class DirectoryChannel:
         pass  # a local channel is there offline too
 
     @contextmanager
-    def transaction(self) -> Iterator["DirectoryTransaction"]:
+    def transaction(self) -> Iterator[DirectoryTransaction]:
         if self.root.exists() and not self.root.is_dir():
             raise InvalidInput(f"--channel: {self.root} is not a directory")
         made = [p for p in (self.root, *self.root.parents) if not p.exists()]  # the directories made here

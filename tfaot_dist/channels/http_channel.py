@@ -4,6 +4,8 @@ Every request goes through util/download (its size caps, deadline, retries and r
 no credentials are ever sent (a channel URL with user:password@ is refused by check_url).
 """
 
+from __future__ import annotations
+
 from contextlib import AbstractContextManager
 from pathlib import Path
 from urllib.parse import quote

@@ -47,6 +47,8 @@ digest; a registry that does not allow deletes keeps them, and that is only slow
 publish does: a part is deleted only once another part holding its rows is there.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import re
@@ -146,7 +148,7 @@ class Location:
     namespace: str
 
     @classmethod
-    def parse(cls, location: str, where: str = "--channel") -> "Location":
+    def parse(cls, location: str, where: str = "--channel") -> Location:
         names.no_credentials(location, where, how="oci")
         rest = location.removeprefix(SCHEME).rstrip("/")
         host, _, namespace = rest.partition("/")
@@ -738,7 +740,7 @@ class OciChannel:
             remember_index(cache, str(self.where), self._index_bytes)
 
     @contextmanager
-    def transaction(self) -> Iterator["OciTransaction"]:
+    def transaction(self) -> Iterator[OciTransaction]:
         yield OciTransaction(self.client)
 
 

@@ -25,6 +25,8 @@ is touched), and every file of setup and repair goes through the area writer
 (area.py): nothing outside AREA/tfaot, no link followed.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import json
 import os

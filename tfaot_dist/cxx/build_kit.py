@@ -8,7 +8,8 @@ names anonymous namespaces); an archive is written by `ar` in deterministic
 mode (zero times, uids and modes) with its members sorted.
 """
 
-import itertools
+from __future__ import annotations
+
 import os
 import threading
 import time
@@ -148,7 +149,7 @@ def archive(target: Path, objects: list[Path], error: type[TfaotError] = Compile
     """A static archive of objects with deterministic headers and members sorted by name (ar stores
     file names only: two objects of one name are refused)."""
     members = sorted(objects, key=lambda p: p.name)
-    for a, b in itertools.pairwise(members):
+    for a, b in zip(members, members[1:]):
         if a.name == b.name:
             raise error(f"archive {target.name}: two members named {a.name} ({a.parent}, {b.parent})")
     process.run(

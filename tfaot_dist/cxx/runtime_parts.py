@@ -31,6 +31,8 @@ they need (xla_runtime.py scans them), with the flags of the core, so a part
 can be built later for an installed runtime package as well.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import re

@@ -26,6 +26,8 @@ Builds are deterministic (build_kit.py), so two builds of the same inputs in
 different directories give identical bytes.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import re
@@ -114,7 +116,7 @@ class XlaRuntime:
     library_sha256: str = ""  # of a release runtime's shared library: its path-free identity
 
     @classmethod
-    def from_dir(cls, root: Path) -> "XlaRuntime":
+    def from_dir(cls, root: Path) -> XlaRuntime:
         """Load a complete runtime tree (also after it was moved elsewhere)."""
         root = Path(root)
         if not (root / MARKER).is_file():
@@ -133,7 +135,7 @@ class XlaRuntime:
         )
 
     @classmethod
-    def from_package(cls, root: Path) -> "XlaRuntime":
+    def from_package(cls, root: Path) -> XlaRuntime:
         """The runtime of an installed tfaot-xla-runtime package (what its cmsBuild spec puts in %{i})."""
         where = str(root / PACKAGE_MANIFEST)
         meta = RuntimeManifest.from_json(json.loads((root / PACKAGE_MANIFEST).read_text()), where)

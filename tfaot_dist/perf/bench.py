@@ -36,6 +36,8 @@ Results go to OUT/NAME.json, plots to OUT/NAME_time.png, NAME_gflops.png and NAM
 neither the tool nor the TensorFlow toolchain depends on it).
 """
 
+from __future__ import annotations
+
 import json
 import os
 import platform

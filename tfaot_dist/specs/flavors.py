@@ -37,6 +37,8 @@ is validated and rendered in memory before the first file is written, and
 each file is written atomically, so an error leaves the output as it was.
 """
 
+from __future__ import annotations
+
 import json
 import tempfile
 import time
@@ -74,7 +76,7 @@ TOOL_PACKAGE = (
 TOOL_PIP_FILE = "pip/tfaot-dist.file"
 # The tool's dependencies (pyproject.toml) as cmsdist names their pip/NAME.file packages.
 TOOL_REQUIRES = ("py3-GitPython", "py3-Jinja2", "py3-PyYAML", "py3-packaging", "py3-requests")
-TOOL_PYTHON = (3, 11)  # pyproject's requires-python
+TOOL_PYTHON = (3, 9)  # pyproject's requires-python
 # The release's Python and TensorFlow: cmsdist's python3 and py3-tensorflow (found through PYTHON3PATH).
 RELEASE_TENSORFLOW = "py3-tensorflow"
 TENSORFLOW_DISTS = ("tensorflow", "tensorflow-cpu", "tensorflow-intel")
@@ -203,10 +205,7 @@ def render_all(registry: Registry, flavor: str, channel: str | None = None) -> d
         if channel is None:
             raise UsageError(f"--channel: the {PREBUILT} flavour needs the http(s) URL of a channel")
         base, rows, opened = _read_channel(channel)
-        prebuilt = [
-            _prebuilt_model(base, rows, opened, e, m, tf_version)
-            for e, m in zip(entries, models, strict=True)
-        ]
+        prebuilt = [_prebuilt_model(base, rows, opened, e, m, tf_version) for e, m in zip(entries, models)]
         for p in prebuilt:
             files[f"{p['package']}.spec"] = render(
                 "cmsbuild_prebuilt.spec.j2", **common, p=p, channel=base, runtime_package=RPM_RUNTIME

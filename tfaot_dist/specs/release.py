@@ -23,6 +23,8 @@ should go with a registry commit (the tool version is in every spec header,
 so `specs --check` shows the upgrade).
 """
 
+from __future__ import annotations
+
 import os
 from collections.abc import Callable
 from dataclasses import dataclass

@@ -10,8 +10,18 @@ MAX_BYTES bytes. Nothing is written through a link, and once everything is
 written every link's real path, as the file system resolves it, must lie
 inside the tree. One bad entry refuses the whole archive with an
 IntegrityError naming it, and nothing of it is left.
+
+The entries are written here (_Tree), not by tarfile or zipfile: the same
+checks and the same result on every Python, with or without tarfile's
+extraction filters (3.11.4 and 3.12 brought them; Debian 12's 3.11.2 and
+3.9 lack them).
 """
 
+from __future__ import annotations
+
+import contextlib
+import errno
+import functools
 import os
 import posixpath
 import shutil
@@ -19,10 +29,13 @@ import stat
 import struct
 import tarfile
 import zipfile
-from collections.abc import Iterator
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
-from tfaot_dist.errors import IntegrityError
+from tfaot_dist.errors import IntegrityError, InvalidInput, TfaotError
 
 MAX_ENTRIES = 100_000
 MAX_BYTES = 16 << 30
@@ -70,6 +83,17 @@ def _is_tar(archive: Path) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class _Entry:
+    """One checked entry of an archive, to be written: a directory, a regular file or a link."""
+
+    name: str  # a safe relative POSIX path (check_name)
+    kind: str  # "dir", "file" or "link"
+    executable: bool = False  # a file: written 0o755, else 0o644
+    target: str = ""  # a link: its text (check_link)
+    data: Callable[[], IO[bytes]] | None = None  # a file: opens its bytes
+
+
 def extract(
     archive: Path,
     dest: Path,
@@ -79,38 +103,63 @@ def extract(
     max_entries: int = MAX_ENTRIES,
     max_bytes: int = MAX_BYTES,
 ) -> None:
-    """Extract archive, which is of the declared kind, into dest, which must not exist yet."""
+    """Extract archive, which is of the declared kind, into dest, which must not exist yet.
+
+    Every entry is checked before the first write; then each is written by _Tree (never through a
+    link, modes normalised), whatever the interpreter's tarfile offers: the same on every Python.
+    max_bytes bounds the bytes extracted, as the archive declares them and as they are written."""
     label = label or str(archive)
     if kind not in KINDS:
         raise ValueError(f"unknown archive kind {kind!r}")
     refuse_polyglot(archive, kind, label)
-    try:
-        if kind == ZIP:
-            _extract_zip(archive, dest, label, max_entries, max_bytes)
-        else:
-            _extract_tar(archive, dest, label, kind, max_entries, max_bytes)
-        check_links_inside(dest, label)
-    except BaseException:
-        if dest.is_dir() and not dest.is_symlink():
-            shutil.rmtree(dest, ignore_errors=True)
-        raise
+    entries = _zip_entries if kind == ZIP else _tar_entries
+    with entries(archive, label, kind, max_entries, max_bytes) as checked:
+        tree = _Tree(dest, label, max_bytes)
+        try:
+            for entry in checked:
+                tree.add(entry)
+            check_links_inside(dest, label)
+        except BaseException:
+            tree.close()
+            shutil.rmtree(dest, ignore_errors=True)  # made by _Tree; rmtree never follows a link
+            raise
+        tree.close()
 
 
-def _extract_tar(archive: Path, dest: Path, label: str, kind: str, max_entries: int, max_bytes: int) -> None:
+@contextlib.contextmanager
+def _tar_entries(
+    archive: Path, label: str, kind: str, max_entries: int, max_bytes: int
+) -> Iterator[list[_Entry]]:
+    """The checked entries of a tar (a package archive: gzip, no links), open while they are written;
+    damage found while reading, before or during the writes, is an IntegrityError."""
     try:
         with tarfile.open(archive, "r:gz" if kind == PACKAGE else "r:*") as tar:
-            members = list(checked_tar_members(tar, label, max_entries, max_bytes, links=kind != PACKAGE))
-            dest.mkdir(parents=True)
-            # The data filter repeats the checks above inside tarfile (against the file system as it
-            # is written), and drops modes we do not want.
-            tar.extractall(dest, members=members, filter="data")
-    except tarfile.FilterError as exc:
-        member = getattr(exc, "tarinfo", None)
-        raise IntegrityError(f"{label}: {member.name if member else 'an entry'!r}: {exc}") from None
-    except (tarfile.TarError, EOFError, OSError) as exc:
+            entries = []
+            for member in checked_tar_members(tar, label, max_entries, max_bytes, links=kind != PACKAGE):
+                name = check_name(member.name, label)
+                if member.isdir():
+                    entries.append(_Entry(name, "dir"))
+                elif member.issym():
+                    entries.append(_Entry(name, "link", target=member.linkname))
+                else:
+                    entries.append(
+                        _Entry(name, "file", bool(member.mode & 0o111), data=_tar_data(tar, member, label))
+                    )
+            yield entries
+    except (tarfile.TarError, EOFError, OSError, zlib.error, ValueError) as exc:
         raise IntegrityError(
             f"{label}: not a readable {'.tar.gz' if kind == PACKAGE else 'tar'} archive ({exc})"
         ) from None
+
+
+def _tar_data(tar: tarfile.TarFile, member: tarfile.TarInfo, label: str) -> Callable[[], IO[bytes]]:
+    def data() -> IO[bytes]:
+        f = tar.extractfile(member)
+        if f is None:  # a regular file (checked) always has data
+            raise IntegrityError(f"{label}: unreadable entry {member.name!r}")
+        return f
+
+    return data
 
 
 def check_links_inside(dest: Path, label: str) -> None:
@@ -215,59 +264,163 @@ def zip_entry_count(archive: Path, stop_after: int = MAX_ENTRIES) -> int | None:
         return count
 
 
-def _extract_zip(archive: Path, dest: Path, label: str, max_entries: int, max_bytes: int) -> None:
+@contextlib.contextmanager
+def _zip_entries(
+    archive: Path, label: str, kind: str, max_entries: int, max_bytes: int
+) -> Iterator[list[_Entry]]:
+    """The checked entries of a zip, open while they are written (damage: IntegrityError)."""
     counted = zip_entry_count(archive, max_entries)
     if counted is not None and counted > max_entries:
         raise IntegrityError(f"{label}: more than {max_entries} entries")
     try:
-        zf = zipfile.ZipFile(archive)
-    except (zipfile.BadZipFile, OSError) as exc:
+        with zipfile.ZipFile(archive) as zf:
+            infos = zf.infolist()
+            if len(infos) > max_entries:
+                raise IntegrityError(f"{label}: more than {max_entries} entries")
+            entries, total = [], 0
+            for info in infos:
+                name = check_name(info.filename, label)
+                mode = info.external_attr >> 16
+                if info.is_dir():
+                    entries.append(_Entry(name, "dir"))
+                elif stat.S_ISLNK(mode):
+                    target = os.fsdecode(zf.read(info))
+                    check_link(name, target, label)
+                    entries.append(_Entry(name, "link", target=target))
+                elif stat.S_IFMT(mode) in (0, stat.S_IFREG):  # 0: written without Unix modes
+                    total += info.file_size
+                    entries.append(
+                        _Entry(name, "file", bool(mode & 0o111), data=functools.partial(zf.open, info))
+                    )
+                else:
+                    raise IntegrityError(f"{label}: {info.filename!r} is not a file, directory or link")
+                if total > max_bytes:
+                    raise IntegrityError(f"{label}: more than {max_bytes} bytes when extracted")
+            yield entries
+    except (zipfile.BadZipFile, OSError, EOFError, zlib.error, RuntimeError, NotImplementedError) as exc:
         raise IntegrityError(f"{label}: damaged zip archive ({exc})") from None
-    with zf:
-        infos = zf.infolist()
-        if len(infos) > max_entries:
-            raise IntegrityError(f"{label}: more than {max_entries} entries")
-        plan, total = [], 0
-        for info in infos:
-            name = check_name(info.filename, label)
-            mode = info.external_attr >> 16
-            if info.is_dir():
-                kind = "dir"
-            elif stat.S_ISLNK(mode):
-                kind = "link"
-                check_link(name, zf.read(info).decode("utf-8", "replace"), label)
-            elif stat.S_IFMT(mode) in (0, stat.S_IFREG):  # 0: written without Unix modes
-                kind = "file"
-                total += info.file_size
-            else:
-                raise IntegrityError(f"{label}: {info.filename!r} is not a file, directory or link")
-            if total > max_bytes:
-                raise IntegrityError(f"{label}: more than {max_bytes} bytes when extracted")
-            plan.append((info, name, kind, mode))
-        dest.mkdir(parents=True)
+
+
+class _Tree:
+    """A new directory written entry by entry with the primitives of the area writer
+    (channels/area.py): each directory on the way opened relative to the one before without
+    following a link (openat, O_NOFOLLOW), files and links created where nothing is (O_EXCL), modes
+    normalised (directories 0o755, files 0o755 or 0o644). A link or a file on the way, or an entry
+    that is there already, is an IntegrityError naming it; a failed write names the file."""
+
+    def __init__(self, dest: Path, label: str, max_bytes: int):
+        self.dest, self.label, self.max_bytes = dest, label, max_bytes
+        self.written = 0
         try:
-            for info, name, kind, mode in plan:
-                path = dest / name
-                _no_link_on_the_way(dest, path, label)
-                if kind == "dir":
-                    if path.is_symlink():
-                        raise IntegrityError(f"{label}: {name} lies below the link {name}")
-                    path.mkdir(parents=True, exist_ok=True)
-                    continue
-                path.parent.mkdir(parents=True, exist_ok=True)
-                if kind == "link":
-                    os.symlink(zf.read(info).decode(), path)
-                    continue
-                with zf.open(info) as src, open(path, "xb") as out:
-                    while chunk := src.read(1 << 20):
-                        out.write(chunk)
-                os.chmod(path, 0o755 if mode & 0o111 else 0o644)
-        except (zipfile.BadZipFile, OSError, RuntimeError, EOFError) as exc:
-            raise IntegrityError(f"{label}: damaged zip archive ({exc})") from None
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.mkdir(dest, 0o755)  # dest must not exist (one that does is left alone)
+            self._root = os.open(dest, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            os.fchmod(self._root, 0o755)  # whatever the umask
+        except OSError as exc:
+            raise self._failed("", exc) from None
+        self._last: tuple[str, int] | None = None  # the directory written into last: entries come grouped
 
+    def close(self) -> None:
+        if self._last is not None:
+            os.close(self._last[1])
+            self._last = None
+        os.close(self._root)
 
-def _no_link_on_the_way(dest: Path, path: Path, label: str) -> None:
-    """Refuse writing through a link extracted earlier (it could point anywhere inside, or be swapped)."""
-    for parent in path.relative_to(dest).parents:
-        if parent != Path(".") and (dest / parent).is_symlink():
-            raise IntegrityError(f"{label}: {path.relative_to(dest)} lies below the link {parent}")
+    def add(self, entry: _Entry) -> None:
+        parent, _, name = entry.name.rpartition("/")
+        if entry.kind == "dir":
+            os.close(self._open_dir(entry.name, entry.name))
+            return
+        fd = self._parent_dir(parent, entry.name)
+        try:
+            if entry.kind == "link":
+                os.symlink(entry.target, name, dir_fd=fd)
+                return
+            out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=fd)
+        except FileExistsError:
+            raise IntegrityError(f"{self.label}: {entry.name!r} appears twice") from None
+        except OSError as exc:
+            raise self._failed(entry.name, exc) from None
+        try:
+            assert entry.data is not None  # a file has data
+            with entry.data() as src:
+                while True:
+                    chunk = src.read(1 << 20)  # damage here is the reader's (an IntegrityError there)
+                    if not chunk:
+                        break
+                    self.written += len(chunk)
+                    if self.written > self.max_bytes:
+                        raise IntegrityError(f"{self.label}: more than {self.max_bytes} bytes when extracted")
+                    self._write(out, chunk, entry.name)
+            try:
+                os.fchmod(out, 0o755 if entry.executable else 0o644)
+            except OSError as exc:
+                raise self._failed(entry.name, exc) from None
+        finally:
+            os.close(out)
+
+    def _write(self, fd: int, chunk: bytes, name: str) -> None:
+        view = memoryview(chunk)
+        try:
+            while view:
+                view = view[os.write(fd, view) :]
+        except OSError as exc:
+            raise self._failed(name, exc) from None
+
+    def _parent_dir(self, rel: str, entry: str) -> int:
+        """A descriptor of the directory rel ("": dest) of entry, made as needed, kept for the next entry."""
+        if not rel:
+            return self._root
+        if self._last is not None and self._last[0] == rel:
+            return self._last[1]
+        fd = self._open_dir(rel, entry)
+        if self._last is not None:
+            os.close(self._last[1])
+        self._last = (rel, fd)
+        return fd
+
+    def _open_dir(self, rel: str, entry: str) -> int:
+        """A new descriptor of the directory rel (of entry), each part made (0o755) if missing, none
+        followed."""
+        fd = os.dup(self._root)
+        parts = rel.split("/")
+        try:
+            for i, part in enumerate(parts):
+                made = False
+                try:
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                    made = True
+                except FileExistsError:
+                    pass
+                try:
+                    nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                except OSError as exc:
+                    raise self._in_the_way(entry, "/".join(parts[: i + 1]), part, fd, exc) from None
+                os.close(fd)
+                fd = nxt
+                if made:
+                    os.fchmod(fd, 0o755)  # whatever the umask
+            return fd
+        except OSError as exc:
+            os.close(fd)
+            raise self._failed(rel, exc) from None
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def _in_the_way(self, entry: str, prefix: str, part: str, fd: int, exc: OSError) -> Exception:
+        """The error for the directory prefix (on the way to entry) that could not be opened: a link
+        or a file there, or exc."""
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+            return exc
+        try:
+            st = os.lstat(part, dir_fd=fd)
+        except OSError:
+            return exc
+        if prefix == entry:
+            return IntegrityError(f"{self.label}: {entry!r} appears twice")
+        what = "link" if stat.S_ISLNK(st.st_mode) else "file"
+        return IntegrityError(f"{self.label}: {entry} lies below the {what} {prefix}")
+
+    def _failed(self, rel: str, exc: OSError) -> TfaotError:
+        return InvalidInput(f"{self.dest / rel}: cannot write it ({exc.strerror or exc})")

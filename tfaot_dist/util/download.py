@@ -25,6 +25,8 @@ A cached archive is hashed again before each use (cached_verified): bytes
 replaced in the cache are a miss, removed and fetched again, never installed.
 """
 
+from __future__ import annotations
+
 import hashlib
 import os
 import threading
@@ -121,7 +123,7 @@ class _Late(Exception):
 
 
 def _attempt(
-    url: str, sink: Sink, limit: int | None, via: "Via", ends: float, budget: float
+    url: str, sink: Sink, limit: int | None, via: Via, ends: float, budget: float
 ) -> tuple[str, int]:
     """One GET of url (following the redirects via allows) streamed into sink; returns (sha256, size).
     ends: when the whole download (all its attempts) must be done."""
@@ -160,10 +162,10 @@ def _attempt(
     ) as exc:
         if time.monotonic() >= ends:
             raise _Late(late) from None
-        if isinstance(exc, requests.exceptions.ChunkedEncodingError | urllib3.exceptions.ProtocolError):
+        if isinstance(exc, (requests.exceptions.ChunkedEncodingError, urllib3.exceptions.ProtocolError)):
             how = "reset (Connection reset by peer)" if "Connection reset" in str(exc) else "closed"
             raise _Retry(f"connection {how} before the end of the body (truncated)") from None
-        if isinstance(exc, requests.Timeout | urllib3.exceptions.ReadTimeoutError):
+        if isinstance(exc, (requests.Timeout, urllib3.exceptions.ReadTimeoutError)):
             raise _Retry(f"no answer within {timeout():g} s") from None
         if isinstance(exc, requests.ConnectionError):
             raise _Retry(f"cannot connect: {_reason(exc)}") from None
@@ -193,7 +195,7 @@ class Origin:
     port: int
 
     @classmethod
-    def of(cls, url: str) -> "Origin":
+    def of(cls, url: str) -> Origin:
         parts = urlsplit(url)
         try:
             port = parts.port

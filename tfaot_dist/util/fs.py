@@ -5,6 +5,8 @@ and is renamed into place, so a reader sees the old state or the new one,
 never half of either.
 """
 
+from __future__ import annotations
+
 import contextlib
 import fcntl
 import glob
@@ -34,7 +36,15 @@ def sha256_bytes(data: bytes) -> str:
 
 def sha256_file(path: Path) -> str:
     with open_regular(path) as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
+        return sha256_stream(f)
+
+
+def sha256_stream(f: BinaryIO) -> str:
+    """The sha256 of what is left to read in f (hashlib.file_digest is Python 3.11)."""
+    digest = hashlib.sha256()
+    while chunk := f.read(1 << 20):
+        digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _not_regular(mode: int) -> str:

@@ -7,6 +7,8 @@
 Builds run in parallel threads, so the reporters serialise their writes.
 """
 
+from __future__ import annotations
+
 import contextlib
 import os
 import sys

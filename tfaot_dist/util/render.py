@@ -15,6 +15,8 @@ builds the one-line environment of specs, CMake and pkg-config files, and
 catalogue.py the HTML one, with the same factory.
 """
 
+from __future__ import annotations
+
 import hashlib
 from collections.abc import Callable, Iterable
 from functools import cache

@@ -6,6 +6,8 @@ most MAX_INT_DIGITS digits, nesting of at most MAX_DEPTH levels, files of at
 most MAX_BYTES. Error messages quote at most ~200 characters of any value.
 """
 
+from __future__ import annotations
+
 from pathlib import Path
 from typing import Any
 

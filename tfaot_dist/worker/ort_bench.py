@@ -107,7 +107,7 @@ def convert(req: Json) -> Json:
             np, {n: (s.dtype.as_numpy_dtype, s.shape.as_list()[1:]) for n, s in specs.items()}, bs, seed=bs
         )
         expected = {n: t.numpy() for n, t in fn(**{n: tf.constant(v) for n, v in feeds.items()}).items()}
-        got = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds), strict=True))
+        got = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
         for name, want in expected.items():
             have = got[name]
             if have.shape != want.shape:
@@ -229,7 +229,7 @@ def bound(ort: Any, np: Any, session: Any, feeds: dict[str, Any]) -> tuple[Any, 
     for name, value in feeds.items():
         keep.append(ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(value)))
         binding.bind_ortvalue_input(name, keep[-1])
-    for name, value in zip(names, results, strict=True):
+    for name, value in zip(names, results):
         keep.append(ort.OrtValue.ortvalue_from_numpy(np.empty_like(value)))
         binding.bind_ortvalue_output(name, keep[-1])
     return binding, keep

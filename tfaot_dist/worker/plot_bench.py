@@ -15,7 +15,7 @@ of model instances). Prints the paths written.
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 import matplotlib
 
@@ -23,7 +23,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 # A series' label, linestyle (a name, or an offset and a dash pattern) and color (None: matplotlib's choice).
-Style = dict[str, str | tuple[int, tuple[int, ...]] | None]
+Style = dict[str, Union[str, tuple[int, tuple[int, ...]], None]]
 
 STYLE: dict[str, Style] = {
     "aot": {"label": "AOT (tfaot::Model, C++)", "linestyle": "-", "color": "tab:blue"},
