@@ -157,13 +157,15 @@ def _stub(path: Path, body: str) -> None:
 def test_the_test_command_runs_the_fast_tier_first(
     tmp_path: Path, fast_tier_passes: bool, workers: str
 ) -> None:
-    """scripts/test without arguments: the fast tier, then (only if it passed) the toolchain tier; both with
-    one pytest-xdist worker per core (TFAOT_DIST_TEST_WORKERS, here set), none when there is one."""
+    """scripts/test without arguments: the fast tier, then (only if it passed) the fast tier under the other
+    Pythons and the toolchain tier; both tiers with one pytest-xdist worker per core
+    (TFAOT_DIST_TEST_WORKERS, here set), none when there is one."""
     (tmp_path / "scripts").mkdir()
     shutil.copy2(REPO / "scripts" / "test", tmp_path / "scripts" / "test")
     for name in ("install-test-tools", "bootstrap", "install-actionlint"):
         _stub(tmp_path / "scripts" / name, "exit 0")
     log = tmp_path / "pytest.log"
+    _stub(tmp_path / "scripts" / "test-pythons", f"echo the-other-pythons >> {log}")
     # The venv's python stands in for pytest: it records each run and fails the fast tier if asked.
     _stub(
         tmp_path / ".venv" / "bin" / "python",
@@ -181,7 +183,7 @@ def test_the_test_command_runs_the_fast_tier_first(
     fast = f"FAST=1 -m pytest -q -p no:cacheprovider {parallel} -m not tf tests"
     if fast_tier_passes:
         tf = f"FAST=0 -m pytest -q -p no:cacheprovider {parallel} -m tf tests"
-        assert proc.returncode == 0 and runs == [fast, tf]
+        assert proc.returncode == 0 and runs == [fast, "the-other-pythons", tf]
     else:
         assert proc.returncode == 1 and runs == [fast]
 
