@@ -801,6 +801,12 @@ def test_broken_channels_are_clear_errors(
         if damage == "missing file":
             # A path channel checks every listed file on opening; over HTTP the archive is a 404.
             line = run.error("setup", "test-multi", "--channel", location, "--area", area, expect=code)
+        elif damage in ("ill-typed", "bad path"):
+            # A row that does not read refuses its own package only: --list names it (issue 38).
+            out, _ = run("setup", "--list", "--channel", location)
+            assert message in out and "broken:" in out, out
+            name = doc["packages"][0]["name"].removeprefix("tfaot-model-")
+            line = run.error("setup", name, "--channel", location, "--area", area, expect=code)
         else:
             line = run.error("setup", "--list", "--channel", location, expect=code)
     finally:
