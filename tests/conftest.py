@@ -59,13 +59,39 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     Under pytest-xdist (`--dist loadgroup`, scripts/test) a test runs on the worker of its group: by
     default its module's, so that module-scoped fixtures (built packages, servers) are made once; a
     module whose fixtures fall into independent families marks its tests with groups of their own
-    (`@pytest.mark.xdist_group(NAME)`), which then run beside the rest.
+    (`@pytest.mark.xdist_group(NAME)`), which then run beside the rest. Workers take groups in the order
+    of the items: the long ones first (LONG_GROUPS), so that no long group starts last and runs alone.
     """
     for item in items:
         if "toolchain" in getattr(item, "fixturenames", ()) or item.get_closest_marker("slow"):
             item.add_marker(TF_MARKER)
         if not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    items.sort(key=lambda item: -LONG_GROUPS.get(group_of(item), 0))  # stable: a group keeps its order
+
+
+# Seconds of the longest groups of the toolchain tier in a warm run (2 cores, 2 workers, 2026-11-26);
+# only their order matters.
+LONG_GROUPS = {
+    "tests/test_perf.py": 314,
+    "tests/test_cpp_interface.py": 281,
+    "tests/test_lifecycle.py": 235,
+    "fleet": 173,
+    "zoo-keras2-recurrent": 158,
+    "tests/test_distribution.py": 153,
+    "tests/test_runtime_kernels.py": 147,
+    "tests/test_tf212.py": 121,
+    "tests/test_add_model.py": 99,
+    "zoo212-recurrent": 86,
+    "tests/test_build.py": 81,
+    "tests/test_crashes.py": 70,
+    "tests/test_release_runtime.py": 68,
+}
+
+
+def group_of(item: pytest.Item) -> str:
+    mark = item.get_closest_marker("xdist_group")
+    return str(mark.args[0]) if mark and mark.args else ""
 
 
 def refuse_toolchain(*args: Any, **kwargs: Any) -> None:

@@ -9,9 +9,10 @@ the area passes its manifest and every tool file points at one of them. The same
 must then finish and leave exactly the reference result, with no temporary file behind.
 
 TFAOT_DIST_KILL_TRIALS (default 4) is the number of trials per command and TFAOT_DIST_KILL_SEED
-(default 2026) the seed; the full count is
+(default 2026) the seed. The random kills are a soak test (marker `soak`): scripts/test leaves them out, and
+the weekly workflow (.github/workflows/soak.yml) runs the full count,
 
-    TFAOT_DIST_KILL_TRIALS=30 scripts/test -k kill -s
+    TFAOT_DIST_KILL_TRIALS=30 scripts/test -m soak -s
 
 which prints one line per command: trials, kills that hit a running process, and the outcomes seen.
 
@@ -227,6 +228,7 @@ def check_build_cache(cache: Path, reference: dict[str, str]) -> int:
     return len(done)
 
 
+@pytest.mark.soak  # the crash_at tests below stop each command at its exact renames in every run
 def test_kill_build_at_random_moments(
     crash_registry: Path, crash_reference: Reference, tmp_path: Path, shared_cache: Path
 ) -> None:
@@ -346,6 +348,7 @@ def split_dist(built: Path, tmp_path: Path) -> tuple[Path, Path]:
     return out[0], out[1]
 
 
+@pytest.mark.soak  # the crash_at tests below stop each command at its exact renames in every run
 def test_kill_publish_at_random_moments(built: Path, tmp_path: Path, cache: Path) -> None:
     """The index is always the old one or the new one, and lists only files that are there."""
     simple, _ = split_dist(built, tmp_path)
@@ -481,6 +484,7 @@ def relocated(state: Snapshot, old: str, new: str) -> Snapshot:
     }
 
 
+@pytest.mark.soak  # the crash_at tests below stop each command at its exact renames in every run
 def test_kill_setup_at_random_moments(built: Path, tmp_path: Path, cache: Path, shared_cache: Path) -> None:
     from httpserve import Server
 

@@ -142,8 +142,13 @@ def test_ci_workflow_lints_and_runs_the_test_command() -> None:
     assert "scripts/install-actionlint" in script
     fast = script.index('TFAOT_DIST_FAST=1 "${pytest[@]}" "${parallel[@]}" -m "not tf" tests\n')
     assert "set -euo pipefail" in script and fast < script.index(
-        'exec "${pytest[@]}" "${parallel[@]}" -m tf tests'
+        'exec "${pytest[@]}" "${parallel[@]}" -m "tf and not soak" tests'
     )
+    # What the tiers leave out runs weekly (the random kills' full count).
+    soak = load("soak.yml")
+    triggers = soak.get("on", soak.get(True))
+    assert triggers is not None and "schedule" in triggers
+    assert any("scripts/test -m soak" in run for job in soak["jobs"].values() for run in steps_running(job))
     assert os.access(REPO / "scripts" / "release-shard", os.X_OK)
 
 
@@ -182,7 +187,7 @@ def test_the_test_command_runs_the_fast_tier_first(
     parallel = "-n 2 --dist loadgroup" if workers == "2" else "-n 0"
     fast = f"FAST=1 -m pytest -q -p no:cacheprovider {parallel} -m not tf tests"
     if fast_tier_passes:
-        tf = f"FAST=0 -m pytest -q -p no:cacheprovider {parallel} -m tf tests"
+        tf = f"FAST=0 -m pytest -q -p no:cacheprovider {parallel} -m tf and not soak tests"
         assert proc.returncode == 0 and runs == [fast, "the-other-pythons", tf]
     else:
         assert proc.returncode == 1 and runs == [fast]
