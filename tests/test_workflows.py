@@ -321,7 +321,7 @@ def test_a_modules_tests_share_a_worker() -> None:
     """scripts/test's `--dist loadgroup`: every test carries its group (conftest.py: its module's by
     default), and the tests of one group run on one worker, so a module's fixtures are made once. (pytest
     9.2 with pytest-xdist 3.8 drops the groups silently: pyproject pins pytest below 9.)"""
-    chosen = ["tests/test_download.py", "tests/test_lint.py", "-k", "backoff or codespell"]
+    chosen = ["tests/test_download.py", "tests/test_workflows.py", "-k", "backoff or release_plan"]
     proc = subprocess.run(
         [
             sys.executable,
@@ -345,5 +345,5 @@ def test_a_modules_tests_share_a_worker() -> None:
     ran = re.findall(r"^\[(gw\d)\] .* PASSED (tests/\S+)@(\S+)", proc.stdout, re.MULTILINE)
     assert len(ran) == 5, proc.stdout[-2000:]
     workers = {group: {worker for worker, _, g in ran if g == group} for _, _, group in ran}
-    assert workers.keys() == {"tests/test_download.py", "tests/test_lint.py"}
+    assert workers.keys() == {"tests/test_download.py", "tests/test_workflows.py"}
     assert all(len(w) == 1 for w in workers.values()), ran
