@@ -2,12 +2,20 @@
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from tfaot_dist import cli
-from tfaot_dist.toolchain import Toolchain, ensure_toolchain, list_toolchains, toolchain_key, worker_env
+from tfaot_dist.toolchain import (
+    Toolchain,
+    _built_at,
+    ensure_toolchain,
+    list_toolchains,
+    toolchain_key,
+    worker_env,
+)
 
 SMALL = ("numpy",)  # a real, quick environment; the TensorFlow one is tested everywhere else
 
@@ -115,3 +123,14 @@ def test_tensorflow_toolchain_scripts_run(toolchain: Toolchain) -> None:
     assert out.returncode in (0, 1) and "USAGE:" in out.stdout and "saved_model_cli" in out.stdout, (
         out.stderr[-500:]
     )
+
+
+def test_the_directory_a_venv_names_is_read_from_its_activate_script(tmp_path: Path) -> None:
+    """A venv made by this Python (the tool makes toolchains with its own), then renamed: its scripts still
+    name where it was made. Python 3.13's activate sets VIRTUAL_ENV indented, in a case whose first branch
+    runs cygpath; read wrong, every later use of a toolchain took its lock again (and waited on its own
+    hold: a hang under 3.13)."""
+    made = tmp_path / "staged"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(made)], check=True)
+    moved = made.rename(tmp_path / "final")  # as a cache entry is made: built aside, then renamed
+    assert _built_at(moved) == str(made)

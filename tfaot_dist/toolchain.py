@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tfaot_dist import errors, process
-from tfaot_dist.cache import Cache, check_entry, ensure_entry, entry_lock, seal
+from tfaot_dist.cache import Cache, check_entry, ensure_entry, entry_lock, release_in_use, seal
 from tfaot_dist.util.fs import file_lock, sha256_bytes, write_atomic
 from tfaot_dist.util.textsafe import one_line
 
@@ -96,6 +96,7 @@ def ensure_toolchain(
             f"{Cache(cache).root} (run once without --offline to create it)"
         )
     if as_made and not usable(root) and _load(root, requirements):
+        release_in_use(entry_lock(root))  # our own shared hold (an earlier call) would keep the lock from us
         with file_lock(entry_lock(root)):  # environments made before the scripts were fixed
             if _load(root, requirements):
                 _point_scripts_at(root, _built_at(root), real)
@@ -185,11 +186,14 @@ def _load(root: Path, requirements: tuple[str, ...]) -> Toolchain | None:
 
 
 def _built_at(venv: Path) -> str:
-    """The directory the venv's scripts name (VIRTUAL_ENV in bin/activate)."""
+    """The directory the venv's scripts name (VIRTUAL_ENV in bin/activate: `VIRTUAL_ENV="DIR"` up to
+    Python 3.12; 3.13 writes `export VIRTUAL_ENV="DIR"` after a `$(cygpath "DIR")` for Windows shells)."""
     try:
         for line in (venv / "bin" / "activate").read_text().splitlines():
-            if line.startswith("VIRTUAL_ENV="):
-                return line.partition("=")[2].strip().strip("'\"")
+            name, equals, value = line.strip().removeprefix("export ").partition("=")
+            value = value.strip().strip("'\"")
+            if name == "VIRTUAL_ENV" and equals and value.startswith("/"):
+                return value
     except OSError:
         pass
     return str(venv)
