@@ -70,8 +70,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: -LONG_GROUPS.get(group_of(item), 0))  # stable: a group keeps its order
 
 
-# Seconds of the longest groups of the toolchain tier in a warm run (2 cores, 2 workers, 2026-11-26);
-# only their order matters.
+# Seconds of the longest groups of the toolchain tier in one run (2 cores, 2 workers, 2026-11-26, beside
+# other work; test_runtime_parts left out: its parts are cached across runs); only their order matters.
 LONG_GROUPS = {
     "tests/test_perf.py": 314,
     "tests/test_cpp_interface.py": 281,
