@@ -86,7 +86,6 @@ from tfaot_dist.util.download import (
     deadline,
     download,
     read_capped,
-    read_prefix,
     send,
     timeout,
 )
@@ -349,7 +348,7 @@ class Client:
             elif resp.status_code in ok:
                 body = read_capped(resp, url, limit, ends)
             else:
-                body = read_prefix(resp, url, MAX_ERROR_BODY, ends)  # an error's text, cut
+                body = read_capped(resp, url, MAX_ERROR_BODY, ends, cut=True)  # an error's text, cut
             return Reply(resp.status_code, resp.url or url, resp.headers, body, links)
         except requests.Timeout:
             raise SourceUnavailable(

@@ -285,32 +285,23 @@ def send(
     raise SourceUnavailable(f"{url}: more than {MAX_REDIRECTS} redirects")
 
 
-def read_capped(resp: requests.Response, url: str, limit: int, ends: float) -> bytes:
-    """The whole body of resp (closed after), refused past limit bytes or past the deadline."""
+def read_capped(resp: requests.Response, url: str, limit: int, ends: float, *, cut: bool = False) -> bytes:
+    """The body of resp (closed after), read within the deadline ends (a server trickling it cannot hold
+    a command) and refused past limit bytes; with cut (an error answer's text) its first limit bytes."""
     parts, size = [], 0
     with resp:
-        _check_declared(resp, url, limit)
+        if not cut:
+            _check_declared(resp, url, limit)
         while chunk := resp.raw.read1(CHUNK, decode_content=False):
             size += len(chunk)
-            if size > limit:
+            parts.append(chunk)
+            if size > limit and not cut:
                 raise IntegrityError(f"{url}: larger than {limit} bytes")
-            parts.append(chunk)
             if time.monotonic() > ends:
                 raise requests.Timeout(f"{url}: not complete within the deadline")
-    return b"".join(parts)
-
-
-def read_prefix(resp: requests.Response, url: str, limit: int, ends: float) -> bytes:
-    """At most the first limit bytes of resp's body (an error answer's text; closed after), read
-    within the deadline ends like every other body: a server trickling it cannot hold a command."""
-    parts, size = [], 0
-    with resp:
-        while size < limit and (chunk := resp.raw.read1(min(CHUNK, limit - size), decode_content=False)):
-            size += len(chunk)
-            parts.append(chunk)
-            if time.monotonic() > ends:
-                raise requests.Timeout(f"{url}: not complete within the deadline")
-    return b"".join(parts)
+            if size >= limit and cut:
+                break
+    return b"".join(parts)[:limit]
 
 
 def _with_retries(
