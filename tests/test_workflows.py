@@ -133,6 +133,9 @@ def test_ci_workflow_lints_and_runs_the_test_command() -> None:
     runs = [run for job in ci["jobs"].values() for run in steps_running(job)]
     assert any(run.startswith("ruff check") for run in runs)
     assert "scripts/test" in runs
+    # There the other Pythons are jobs of their own (the runners have no pyenv): scripts/test leaves them out.
+    (test_step,) = [step for step in ci["jobs"]["test"]["steps"] if step.get("run") == "scripts/test"]
+    assert test_step["env"] == {"TFAOT_DIST_OTHER_PYTHONS": "0"} and "pythons" in ci["jobs"]
     assert "scripts/install-actionlint" in runs
     # .ci/run (this machine's CI) runs the same test command, which installs the linter too and runs
     # the fast tier first, stopping there when it fails.
@@ -158,13 +161,16 @@ def _stub(path: Path, body: str) -> None:
     path.chmod(0o755)
 
 
-@pytest.mark.parametrize("fast_tier_passes, workers", [(True, "2"), (False, "2"), (True, "1")])
+@pytest.mark.parametrize(
+    "fast_tier_passes, workers, others",
+    [(True, "2", "1"), (False, "2", "1"), (True, "1", "1"), (True, "2", "0")],
+)
 def test_the_test_command_runs_the_fast_tier_first(
-    tmp_path: Path, fast_tier_passes: bool, workers: str
+    tmp_path: Path, fast_tier_passes: bool, workers: str, others: str
 ) -> None:
     """scripts/test without arguments: the fast tier, then (only if it passed) the fast tier under the other
-    Pythons and the toolchain tier; both tiers with one pytest-xdist worker per core
-    (TFAOT_DIST_TEST_WORKERS, here set), none when there is one."""
+    Pythons (unless TFAOT_DIST_OTHER_PYTHONS=0) and the toolchain tier; both tiers with one pytest-xdist
+    worker per core (TFAOT_DIST_TEST_WORKERS, here set), none when there is one."""
     (tmp_path / "scripts").mkdir()
     shutil.copy2(REPO / "scripts" / "test", tmp_path / "scripts" / "test")
     for name in ("install-test-tools", "bootstrap", "install-actionlint"):
@@ -180,6 +186,7 @@ def test_the_test_command_runs_the_fast_tier_first(
     (tmp_path / "tests").mkdir()
     env = {k: v for k, v in os.environ.items() if k != "TFAOT_DIST_FAST"}
     env["TFAOT_DIST_TEST_WORKERS"] = workers
+    env["TFAOT_DIST_OTHER_PYTHONS"] = others
     proc = subprocess.run(
         [str(tmp_path / "scripts" / "test")], env=env, capture_output=True, text=True, check=False
     )
@@ -188,7 +195,7 @@ def test_the_test_command_runs_the_fast_tier_first(
     fast = f"FAST=1 -m pytest -q -p no:cacheprovider {parallel} -m not tf tests"
     if fast_tier_passes:
         tf = f"FAST=0 -m pytest -q -p no:cacheprovider {parallel} -m tf and not soak tests"
-        assert proc.returncode == 0 and runs == [fast, "the-other-pythons", tf]
+        assert proc.returncode == 0 and runs == [fast, *(["the-other-pythons"] if others == "1" else []), tf]
     else:
         assert proc.returncode == 1 and runs == [fast]
 
