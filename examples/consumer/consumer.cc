@@ -17,39 +17,39 @@
 
 namespace {
 
-  const int kBatch = 3;  // not a compiled size: the model stitches 2 + 1
-  bool ok = true;
+const int kBatch = 3;  // not a compiled size: the model stitches 2 + 1
+bool ok = true;
 
-  template <typename T>
-  std::vector<std::vector<T>> load(const std::string& path, int rows) {
-    std::ifstream in(path, std::ios::binary);
-    std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (!in || bytes.empty() || bytes.size() % (rows * sizeof(T)) != 0) {
-      throw std::runtime_error(path + ": cannot read " + std::to_string(rows) + " rows");
-    }
-    const std::size_t cols = bytes.size() / (rows * sizeof(T));
-    const T* flat = reinterpret_cast<const T*>(bytes.data());
-    std::vector<std::vector<T>> out(rows);
-    for (int r = 0; r < rows; r++) {
-      out[r].assign(flat + r * cols, flat + (r + 1) * cols);
-    }
-    return out;
+template <typename T>
+std::vector<std::vector<T>> load(const std::string& path, int rows) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in || bytes.empty() || bytes.size() % (rows * sizeof(T)) != 0) {
+    throw std::runtime_error(path + ": cannot read " + std::to_string(rows) + " rows");
   }
+  const std::size_t cols = bytes.size() / (rows * sizeof(T));
+  const T* flat = reinterpret_cast<const T*>(bytes.data());
+  std::vector<std::vector<T>> out(rows);
+  for (int r = 0; r < rows; r++) {
+    out[r].assign(flat + r * cols, flat + (r + 1) * cols);
+  }
+  return out;
+}
 
-  template <typename Got, typename Want>
-  void show(const char* model, const char* output, const std::vector<std::vector<Got>>& got,
-            const std::vector<std::vector<Want>>& want) {
-    for (std::size_t r = 0; r < got.size(); r++) {
-      for (std::size_t c = 0; c < got[r].size(); c++) {
-        const double a = static_cast<double>(got[r][c]), b = static_cast<double>(want[r][c]);
-        const double diff = std::fabs(a - b);
-        const bool good = diff <= 1e-5 || diff <= 1e-5 * std::fabs(b);
-        ok = ok && good;
-        std::printf("%-12s %-9s row %zu col %zu  aot %.9g  tensorflow %.9g%s\n", model, output, r, c, a, b,
-                    good ? "" : "  MISMATCH");
-      }
+template <typename Got, typename Want>
+void show(const char* model, const char* output, const std::vector<std::vector<Got>>& got,
+          const std::vector<std::vector<Want>>& want) {
+  for (std::size_t r = 0; r < got.size(); r++) {
+    for (std::size_t c = 0; c < got[r].size(); c++) {
+      const double a = static_cast<double>(got[r][c]), b = static_cast<double>(want[r][c]);
+      const double diff = std::fabs(a - b);
+      const bool good = diff <= 1e-5 || diff <= 1e-5 * std::fabs(b);
+      ok = ok && good;
+      std::printf("%-12s %-9s row %zu col %zu  aot %.9g  tensorflow %.9g%s\n", model, output, r, c, a, b,
+                  good ? "" : "  MISMATCH");
     }
   }
+}
 
 }  // namespace
 
@@ -59,8 +59,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string area = argv[1];
-  const std::string simpleRef =
-      area + "/tfaot-model-test-simple/1.0.0/share/tfaot-model-test-simple/reference/bs3/";
+  const std::string simpleRef = area + "/tfaot-model-test-simple/1.0.0/share/tfaot-model-test-simple/reference/bs3/";
   const std::string multiRef = area + "/tfaot-model-test-multi/1.0.0/share/tfaot-model-test-multi/reference/bs3/";
   try {
     tfaot::Model<tfaot_model::simple> simple;

@@ -32,46 +32,46 @@ int secondUnitChecks();
 
 namespace {
 
-  template <typename T>
-  std::vector<std::vector<T>> load(const std::string& path, size_t rows) {
-    std::ifstream in(path, std::ios::binary);
-    std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const size_t values = bytes.size() / (std::is_same_v<T, bool> ? 1 : sizeof(T));
-    std::vector<std::vector<T>> out(rows);
-    for (size_t i = 0; i < values; i++) {
-      T value;
-      if constexpr (std::is_same_v<T, bool>) {
-        value = bytes[i] != 0;
-      } else {
-        std::memcpy(&value, bytes.data() + i * sizeof(T), sizeof(T));
-      }
-      out[i / (values / rows)].push_back(value);
+template <typename T>
+std::vector<std::vector<T>> load(const std::string& path, size_t rows) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t values = bytes.size() / (std::is_same_v<T, bool> ? 1 : sizeof(T));
+  std::vector<std::vector<T>> out(rows);
+  for (size_t i = 0; i < values; i++) {
+    T value;
+    if constexpr (std::is_same_v<T, bool>) {
+      value = bytes[i] != 0;
+    } else {
+      std::memcpy(&value, bytes.data() + i * sizeof(T), sizeof(T));
     }
-    return out;
+    out[i / (values / rows)].push_back(value);
   }
+  return out;
+}
 
-  template <typename T>
-  bool same(const std::vector<std::vector<T>>& got, const std::vector<std::vector<T>>& want, const std::string& what) {
-    bool ok = got.size() == want.size();
-    for (size_t r = 0; ok && r < got.size(); r++) {
-      ok = got[r].size() == want[r].size();
-      for (size_t j = 0; ok && j < got[r].size(); j++) {
-        const double a = static_cast<double>(got[r][j]), b = static_cast<double>(want[r][j]);
-        ok = std::fabs(a - b) <= 1e-5 * std::max(1.0, std::fabs(b));
-        if (!ok) {
-          std::cout << what << ": [" << r << "][" << j << "] " << a << " != " << b << std::endl;
-        }
+template <typename T>
+bool same(const std::vector<std::vector<T>>& got, const std::vector<std::vector<T>>& want, const std::string& what) {
+  bool ok = got.size() == want.size();
+  for (size_t r = 0; ok && r < got.size(); r++) {
+    ok = got[r].size() == want[r].size();
+    for (size_t j = 0; ok && j < got[r].size(); j++) {
+      const double a = static_cast<double>(got[r][j]), b = static_cast<double>(want[r][j]);
+      ok = std::fabs(a - b) <= 1e-5 * std::max(1.0, std::fabs(b));
+      if (!ok) {
+        std::cout << what << ": [" << r << "][" << j << "] " << a << " != " << b << std::endl;
       }
     }
-    if (got.size() != want.size()) {
-      std::cout << what << ": " << got.size() << " rows, TensorFlow " << want.size() << std::endl;
-    }
-    return ok;
   }
+  if (got.size() != want.size()) {
+    std::cout << what << ": " << got.size() << " rows, TensorFlow " << want.size() << std::endl;
+  }
+  return ok;
+}
 
-  std::string ref(const std::string& dir, size_t bs, const char* kind, int i) {
-    return dir + "/bs" + std::to_string(bs) + "/" + kind + "_" + std::to_string(i) + ".bin";
-  }
+std::string ref(const std::string& dir, size_t bs, const char* kind, int i) {
+  return dir + "/bs" + std::to_string(bs) + "/" + kind + "_" + std::to_string(i) + ".bin";
+}
 
 }  // namespace
 

@@ -38,13 +38,13 @@
 static int nChecks = 0;
 static int nFailures = 0;
 
-#define TEST_CHECK(cond)                                                                          \
-  do {                                                                                       \
-    nChecks++;                                                                               \
-    if (!(cond)) {                                                                           \
-      nFailures++;                                                                           \
+#define TEST_CHECK(cond)                                                                    \
+  do {                                                                                      \
+    nChecks++;                                                                              \
+    if (!(cond)) {                                                                          \
+      nFailures++;                                                                          \
       std::cerr << __FILE__ << ":" << __LINE__ << ": CHECK failed: " << #cond << std::endl; \
-    }                                                                                        \
+    }                                                                                       \
   } while (false)
 
 // checks that f() throws an exception of type E whose message contains `needle`
@@ -57,8 +57,7 @@ static void expectThrow(const std::string& what, F&& f, const std::string& needl
     const std::string msg = e.what();
     if (msg.find(needle) == std::string::npos) {
       nFailures++;
-      std::cerr << "line " << line << ": " << what << ": message '" << msg << "' lacks '" << needle << "'"
-                << std::endl;
+      std::cerr << "line " << line << ": " << what << ": message '" << msg << "' lacks '" << needle << "'" << std::endl;
     } else {
       std::cout << "  ok, throws: " << msg << std::endl;
     }
@@ -273,7 +272,7 @@ struct MockLog {
 };
 
 class MockModel {
-public:
+ public:
   static constexpr int tfaotContractVersion = 1;
   using InputTypes = std::tuple<std::int32_t, std::int64_t>;
   using OutputTypes = std::tuple<double, std::int64_t>;
@@ -315,7 +314,7 @@ public:
     log.expectRows -= dataRows;
   }
 
-private:
+ private:
   struct Slot {
     std::vector<std::int32_t> a;
     std::vector<std::int64_t> b;
@@ -386,7 +385,7 @@ static void testMock() {
     const auto& sizes = model.getBatchStrategy().getRule(n).getSizes();
     TEST_CHECK(MockModel::log.runs.size() == sizes.size());
     TEST_CHECK(std::equal(sizes.begin(), sizes.end(), MockModel::log.runs.begin(),
-                     [](std::size_t s, int r) { return s == static_cast<std::size_t>(r); }));
+                          [](std::size_t s, int r) { return s == static_cast<std::size_t>(r); }));
 
     // flat path, same numbers
     std::vector<std::int32_t> fa;
@@ -401,10 +400,10 @@ static void testMock() {
     TEST_CHECK(verify(n, nest(fsum, static_cast<std::size_t>(n)), nest(ft10, static_cast<std::size_t>(n))));
     TEST_CHECK(MockModel::log.paddingZero);
   }
-  TEST_CHECK(model.getBatchStrategy().getRule(1).toString() == "1:2");          // smallest size, padded
-  TEST_CHECK(model.getBatchStrategy().getRule(3).toString() == "3:3");          // exact
-  TEST_CHECK(model.getBatchStrategy().getRule(5).toString() == "5:2,2,2");      // smallest size repeated
-  TEST_CHECK(model.getBatchStrategy().getRule(8).toString() == "8:2,2,2,2");    // no padding
+  TEST_CHECK(model.getBatchStrategy().getRule(1).toString() == "1:2");        // smallest size, padded
+  TEST_CHECK(model.getBatchStrategy().getRule(3).toString() == "3:3");        // exact
+  TEST_CHECK(model.getBatchStrategy().getRule(5).toString() == "5:2,2,2");    // smallest size repeated
+  TEST_CHECK(model.getBatchStrategy().getRule(8).toString() == "8:2,2,2,2");  // no padding
 
   // rules with sizes the model was not compiled for
   EXPECT_THROW(std::invalid_argument, model.setBatchRule("4:4"), "uses batch size 4, but model 'mock' was compiled");
@@ -424,7 +423,8 @@ static void testMock() {
     MockModel::log = MockLog();
     tfaot::DoubleArrays sum;
     tfaot::Int64Arrays t10;
-    std::tie(sum, t10) = model.run<tfaot::DoubleArrays, tfaot::Int64Arrays>(0, tfaot::Int32Arrays(), tfaot::Int64Arrays());
+    std::tie(sum, t10) =
+        model.run<tfaot::DoubleArrays, tfaot::Int64Arrays>(0, tfaot::Int32Arrays(), tfaot::Int64Arrays());
     TEST_CHECK(sum.empty() && t10.empty());
     TEST_CHECK(MockModel::log.runs.empty());
     TEST_CHECK(!model.getBatchStrategy().hasRule(0));
@@ -526,7 +526,7 @@ static void testSimple() {
   compare(1, "explicit");
   TEST_CHECK(!model.getBatchStrategy().hasRule(2));
   compare(2, "default");
-  TEST_CHECK(model.getBatchStrategy().hasRule(2));  // created on demand
+  TEST_CHECK(model.getBatchStrategy().hasRule(2));                      // created on demand
   TEST_CHECK(model.getBatchStrategy().getRule(2).toString() == "2:2");  // exact compiled size
   compare(3, "explicit, padded");
   TEST_CHECK(!model.getBatchStrategy().hasRule(4));  // still none for 4
@@ -572,8 +572,7 @@ static void testSimple() {
     EXPECT_THROW(std::invalid_argument, model.run<tfaot::FloatArrays>(2, shortRow),
                  "row 1 has 3 elements, but input_0: float32[4] needs 4 per row");
     EXPECT_THROW(std::invalid_argument, model.run<tfaot::FloatArrays>(2, longRow), "row 0 has 5 elements");
-    EXPECT_THROW(std::invalid_argument, model.run<tfaot::FloatArrays>(-1, tfaot::FloatArrays()),
-                 "negative batch size");
+    EXPECT_THROW(std::invalid_argument, model.run<tfaot::FloatArrays>(-1, tfaot::FloatArrays()), "negative batch size");
   }
 
   // flat fast path
@@ -587,7 +586,8 @@ static void testSimple() {
     // pointer + count form, into a larger buffer
     std::vector<float> big(n * 2 + 3, -1.0f);
     model.runFlat(bs, {tfaot::InputSpan(input.data(), input.size())}, {tfaot::OutputSpan(big.data() + 1, n * 2)});
-    TEST_CHECK(allCloseFlat(std::vector<float>(big.begin() + 1, big.begin() + 1 + static_cast<std::ptrdiff_t>(n * 2)), want));
+    TEST_CHECK(
+        allCloseFlat(std::vector<float>(big.begin() + 1, big.begin() + 1 + static_cast<std::ptrdiff_t>(n * 2)), want));
     TEST_CHECK(big[0] == -1.0f && big[n * 2 + 1] == -1.0f);
   }
   {
@@ -601,10 +601,12 @@ static void testSimple() {
     EXPECT_THROW(std::invalid_argument, model.runFlat(3, {in}, {out}),
                  "input 0 ('input_0') of model 'simple': got 8 elements, but batch size 3 of input_0: float32[4] needs "
                  "12");
-    EXPECT_THROW(std::invalid_argument, model.runFlat(2, {in}, {outShort}), "output 0 ('output_0') of model 'simple': got 3");
-    EXPECT_THROW(std::invalid_argument, model.runFlat(2, {inDouble}, {out}), "got a float64 buffer, but input_0: float32[4] needs float32");
-    EXPECT_THROW(std::invalid_argument, model.runFlat(2, {tfaot::InputSpan(static_cast<const float*>(nullptr), 8)}, {out}),
-                 "null buffer");
+    EXPECT_THROW(std::invalid_argument, model.runFlat(2, {in}, {outShort}),
+                 "output 0 ('output_0') of model 'simple': got 3");
+    EXPECT_THROW(std::invalid_argument, model.runFlat(2, {inDouble}, {out}),
+                 "got a float64 buffer, but input_0: float32[4] needs float32");
+    EXPECT_THROW(std::invalid_argument,
+                 model.runFlat(2, {tfaot::InputSpan(static_cast<const float*>(nullptr), 8)}, {out}), "null buffer");
     EXPECT_THROW(std::invalid_argument, model.runFlat(-2, {in}, {out}), "negative batch size");
   }
 
@@ -697,7 +699,8 @@ static void testMulti() {
     tfaot::DoubleArrays in1Narrow = {{0, 1, 2, 3}, {4, 5}};
     using O0 = tfaot::FloatArrays;
     using O1 = tfaot::BoolArrays;
-    EXPECT_THROW(std::invalid_argument, (model.run<O0, O1>(2, in0)), "received 1 inputs, but it has 2 (input_0, input_1)");
+    EXPECT_THROW(std::invalid_argument, (model.run<O0, O1>(2, in0)),
+                 "received 1 inputs, but it has 2 (input_0, input_1)");
     EXPECT_THROW(std::invalid_argument, (model.run<O0, O1>(2, in0, in1, in1)), "received 3 inputs");
     EXPECT_THROW(std::invalid_argument, (model.run<O0, O1>(2, in0, in1Short)),
                  "input 1 ('input_1') of model 'multi' has 1 rows, but the batch size is 2");

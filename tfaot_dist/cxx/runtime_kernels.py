@@ -9,10 +9,10 @@ seventh of what the core can do.
 
 So the runtime part of the entry point's source (runtime_parts.py) carries
 the kernel once per level of LEVELS, compiled with -march=<level> from
-tfaot_dist/cxx/runtime_kernels/: level_kernels.cc for the float product (Eigen's,
-with its packing buffers kept per thread, and its own kernel for 2-4 columns,
-where Eigen would pack all the weights on every call; level_product.h),
-level_kernels_f64.cc for the same in double precision (TF 2.16+),
+tfaot_dist/cxx/runtime_kernels/: level_kernels.cc for the float and double
+products (Eigen's, with its packing buffers kept per thread, and its own kernel
+for 2-4 columns, where Eigen would pack all the weights on every call;
+level_product.h), one source built per element type (double for TF 2.16+),
 conv_kernels.cc for 2-D float convolutions (patches copied per block, times
 the same product), and a dispatcher takes the
 place of the wheel's entry point (DISPATCHES): the wheel's definition is
@@ -51,6 +51,7 @@ class Level:
 
 
 LEVELS = (Level("x86-64", 1), Level("x86-64-v3", 3), Level("x86-64-v4", 4))
+ELEMENT_INFIXES = {"float": "f32", "double": "f64"}  # in the kernels' and XLA's symbol names
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,12 @@ class Dispatch:
     dispatcher: str  # our source in SOURCE_DIR that defines the original name
     kernels: str = "level_kernels.cc"  # our source in SOURCE_DIR compiled once per level
     objects: str = "tfaot_kernels"  # the name of its objects, with the level's suffix
+    element: str = "float"  # the C++ element type both sources are built for
+
+    @property
+    def type_flags(self) -> list[str]:
+        """One source serves every element type: the build names the type and its symbols' infix."""
+        return [f"-DTFAOT_ELEMENT={self.element}", f"-DTFAOT_TYPE={ELEMENT_INFIXES[self.element]}"]
 
     def level_object(self, level: Level) -> str:
         return f"{self.objects}_{level.suffix}.o"
@@ -81,9 +88,10 @@ DISPATCHES = (
         "xla/backends/cpu/runtime/dot_lib_f64.cc",
         r"_ZN3xla3cpu8internal11TypedMatMulIdddEEv\S+",
         "tfaot_xla_typed_matmul_f64",
-        "dispatch_thunk_dot_f64.cc",
-        "level_kernels_f64.cc",
+        "dispatch_thunk_dot.cc",
+        "level_kernels.cc",
         "tfaot_kernels_f64",
+        "double",
     ),
     # TensorFlow 2.12: the C entry compiled models call.
     Dispatch(
@@ -158,7 +166,12 @@ def part_units(
             cc,
             dispatch.kernels,
             dispatch.level_object(lv),
-            [f"-march={lv.name}", f"-DTFAOT_LEVEL={lv.suffix}", f"-DEigen=tfaot_eigen_{lv.suffix}"],
+            [
+                f"-march={lv.name}",
+                f"-DTFAOT_LEVEL={lv.suffix}",
+                f"-DEigen=tfaot_eigen_{lv.suffix}",
+                *dispatch.type_flags,
+            ],
             include,
             objdir,
         )
@@ -169,7 +182,7 @@ def part_units(
             cc,
             dispatch.dispatcher,
             f"tfaot_{Path(dispatch.dispatcher).stem}.o",
-            [_top(built)],
+            [_top(built), *dispatch.type_flags],
             include,
             objdir,
         )

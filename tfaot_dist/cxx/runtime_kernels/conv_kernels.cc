@@ -12,8 +12,6 @@
 #include <cstdint>
 #include <cstring>
 
-#include <immintrin.h>
-
 #include "level_product.h"
 
 #ifndef TFAOT_LEVEL
@@ -38,29 +36,22 @@ constexpr int64_t kPatchBlockBytes = 256 * 1024;
 #define TFAOT_NO_LIBC_CALLS
 #endif
 
-// With AVX2 or AVX-512 a run is copied a whole vector at a time: the input is read under a mask (no
-// read past the run, which may end the input), and the vector is stored whole. The store may pass the
-// run's end by less than a vector: the patch buffer is filled in address order, so what lies there
-// is written again by a later run, or is the buffer's slack (kSlack floats past the patches).
-#if defined(__AVX512F__)
-using Floats = __m512;
-constexpr int64_t kWidth = 16;
+// With AVX2 or AVX-512 a run is copied a whole vector (Eigen's packet of the level: 8 or 16 floats)
+// at a time: the input is read under a mask (no read past the run, which may end the input), and
+// the vector is stored whole. The store may pass the run's end by less than a vector: the patch
+// buffer is filled in address order, so what lies there is written again by a later run, or is the
+// buffer's slack (kSlack floats past the patches).
+#if defined(__AVX2__)
+using Floats = Eigen::internal::packet_traits<float>::type;
+using Lanes = Eigen::internal::unpacket_traits<Floats>::mask_t;  // one bit per float
+constexpr int64_t kWidth = Eigen::internal::unpacket_traits<Floats>::size;
+static_assert(kWidth == 8 || kWidth == 16, "AVX2 or AVX-512 packets");
 inline Floats load_first(const float* from, int64_t n) {
-  return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1u), from);
+  return Eigen::internal::ploadu<Floats>(from, static_cast<Lanes>((1u << n) - 1u));
 }
-inline void store(float* to, Floats v) { _mm512_storeu_ps(to, v); }
-inline Floats load(const float* from) { return _mm512_loadu_ps(from); }
-inline Floats zeros() { return _mm512_setzero_ps(); }
-#elif defined(__AVX2__)
-using Floats = __m256;
-constexpr int64_t kWidth = 8;
-inline Floats load_first(const float* from, int64_t n) {
-  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  return _mm256_maskload_ps(from, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), lanes));
-}
-inline void store(float* to, Floats v) { _mm256_storeu_ps(to, v); }
-inline Floats load(const float* from) { return _mm256_loadu_ps(from); }
-inline Floats zeros() { return _mm256_setzero_ps(); }
+inline void store(float* to, Floats v) { Eigen::internal::pstoreu(to, v); }
+inline Floats load(const float* from) { return Eigen::internal::ploadu<Floats>(from); }
+inline Floats zeros() { return Eigen::internal::pzero(Floats()); }
 #else
 constexpr int64_t kWidth = 1;  // baseline x86-64: element by element
 #endif
@@ -102,8 +93,8 @@ extern "C" TFAOT_NO_LIBC_CALLS void TFAOT_JOIN(tfaot_conv2d_f32_, TFAOT_LEVEL)(
   const int64_t depth = kernel_x * kernel_y * channels;  // one patch
   // out^T [filters x pixels] = kernel^T [filters x depth] * patches^T [depth x pixels], column-major:
   // the same memory as the row-major matrices above.
-  if (kernel_x == 1 && kernel_y == 1 && stride_x == 1 && stride_y == 1 && pad_x == 0 && pad_y == 0 &&
-      out_x == in_x && out_y == in_y) {
+  if (kernel_x == 1 && kernel_y == 1 && stride_x == 1 && stride_y == 1 && pad_x == 0 && pad_y == 0 && out_x == in_x &&
+      out_y == in_y) {
     product(out, kernel, in, filters, pixels, depth, false, false);
     return;
   }

@@ -24,10 +24,9 @@ int supported() {
                   __builtin_cpu_supports("ssse3") && __builtin_cpu_supports("sse4.1") &&
                   __builtin_cpu_supports("sse4.2");
   const bool v3 = v2 && __builtin_cpu_supports("avx") && __builtin_cpu_supports("avx2") &&
-                  __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi") &&
-                  __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("f16c") &&
-                  __builtin_cpu_supports("lzcnt") && __builtin_cpu_supports("movbe") &&
-                  __builtin_cpu_supports("xsave");
+                  __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") &&
+                  __builtin_cpu_supports("f16c") && __builtin_cpu_supports("lzcnt") &&
+                  __builtin_cpu_supports("movbe") && __builtin_cpu_supports("xsave");
   const bool v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                   __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
                   __builtin_cpu_supports("avx512vl");
@@ -59,8 +58,10 @@ int from_environment() {
   const char* name = std::getenv("TFAOT_CPU_LEVEL");
   int wanted = parse(name);
   if (wanted < 0) {
-    std::fprintf(stderr, "tfaot runtime: TFAOT_CPU_LEVEL=%s is not x86-64, x86-64-v2, x86-64-v3 or x86-64-v4; "
-                 "ignored\n", name);
+    std::fprintf(stderr,
+                 "tfaot runtime: TFAOT_CPU_LEVEL=%s is not x86-64, x86-64-v2, x86-64-v3 or x86-64-v4; "
+                 "ignored\n",
+                 name);
     wanted = 0;
   }
   return usable(wanted);

@@ -8,7 +8,7 @@
 #include "matmul_dispatch.h"
 
 extern "C" void __xla_cpu_runtime_EigenSingleThreadedMatMulF32(const void* /*run_options*/, float* out, float* lhs,
-                                                                float* rhs, int64_t m, int64_t n, int64_t k,
-                                                                int32_t transpose_lhs, int32_t transpose_rhs) {
-  tfaot_runtime::matmul_f32(out, lhs, rhs, m, n, k, transpose_lhs != 0, transpose_rhs != 0);
+                                                               float* rhs, int64_t m, int64_t n, int64_t k,
+                                                               int32_t transpose_lhs, int32_t transpose_rhs) {
+  tfaot_runtime::matmul(out, lhs, rhs, m, n, k, transpose_lhs != 0, transpose_rhs != 0);
 }

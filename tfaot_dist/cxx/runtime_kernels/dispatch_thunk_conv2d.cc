@@ -24,13 +24,12 @@ namespace xla::cpu::internal {
 using DoneCallback = absl::AnyInvocable<void()>;
 
 template <typename ScalarType>
-void EigenConv2D(const Eigen::ThreadPoolDevice* device, ScalarType* out, const ScalarType* lhs,
-                 const ScalarType* rhs, int64_t input_batch, int64_t input_x, int64_t input_y,
-                 int64_t input_channels, int64_t kernel_x, int64_t kernel_y, int64_t kernel_channels,
-                 int64_t kernel_filters, int64_t output_x, int64_t output_y, int64_t x_stride, int64_t y_stride,
-                 int64_t padding_x_before, int64_t padding_x_after, int64_t padding_y_before,
-                 int64_t padding_y_after, int64_t lhs_x_dilation, int64_t lhs_y_dilation, int64_t rhs_x_dilation,
-                 int64_t rhs_y_dilation, int64_t feature_group_count, DoneCallback done);
+void EigenConv2D(const Eigen::ThreadPoolDevice* device, ScalarType* out, const ScalarType* lhs, const ScalarType* rhs,
+                 int64_t input_batch, int64_t input_x, int64_t input_y, int64_t input_channels, int64_t kernel_x,
+                 int64_t kernel_y, int64_t kernel_channels, int64_t kernel_filters, int64_t output_x, int64_t output_y,
+                 int64_t x_stride, int64_t y_stride, int64_t padding_x_before, int64_t padding_x_after,
+                 int64_t padding_y_before, int64_t padding_y_after, int64_t lhs_x_dilation, int64_t lhs_y_dilation,
+                 int64_t rhs_x_dilation, int64_t rhs_y_dilation, int64_t feature_group_count, DoneCallback done);
 
 }  // namespace xla::cpu::internal
 
@@ -50,22 +49,22 @@ void xla::cpu::internal::EigenConv2D<float>(const Eigen::ThreadPoolDevice* devic
                                             int64_t input_channels, int64_t kernel_x, int64_t kernel_y,
                                             int64_t kernel_channels, int64_t kernel_filters, int64_t output_x,
                                             int64_t output_y, int64_t x_stride, int64_t y_stride,
-                                            int64_t padding_x_before, int64_t padding_x_after,
-                                            int64_t padding_y_before, int64_t padding_y_after, int64_t lhs_x_dilation,
-                                            int64_t lhs_y_dilation, int64_t rhs_x_dilation, int64_t rhs_y_dilation,
-                                            int64_t feature_group_count, DoneCallback done) {
+                                            int64_t padding_x_before, int64_t padding_x_after, int64_t padding_y_before,
+                                            int64_t padding_y_after, int64_t lhs_x_dilation, int64_t lhs_y_dilation,
+                                            int64_t rhs_x_dilation, int64_t rhs_y_dilation, int64_t feature_group_count,
+                                            DoneCallback done) {
   const bool ours = device == nullptr && feature_group_count == 1 && kernel_channels == input_channels &&
                     lhs_x_dilation == 1 && lhs_y_dilation == 1 && padding_x_before >= 0 && padding_y_before >= 0 &&
                     x_stride > 0 && y_stride > 0 && rhs_x_dilation > 0 && rhs_y_dilation > 0;
   if (!ours) {
-    tfaot_xla_eigen_conv2d_f32(device, out, lhs, rhs, input_batch, input_x, input_y, input_channels, kernel_x,
-                               kernel_y, kernel_channels, kernel_filters, output_x, output_y, x_stride, y_stride,
+    tfaot_xla_eigen_conv2d_f32(device, out, lhs, rhs, input_batch, input_x, input_y, input_channels, kernel_x, kernel_y,
+                               kernel_channels, kernel_filters, output_x, output_y, x_stride, y_stride,
                                padding_x_before, padding_x_after, padding_y_before, padding_y_after, lhs_x_dilation,
                                lhs_y_dilation, rhs_x_dilation, rhs_y_dilation, feature_group_count, std::move(done));
     return;
   }
-  tfaot_runtime::conv2d_f32(out, lhs, rhs, input_batch, input_x, input_y, input_channels, kernel_x, kernel_y,
-                            kernel_filters, output_x, output_y, x_stride, y_stride, padding_x_before,
-                            padding_y_before, rhs_x_dilation, rhs_y_dilation);
+  tfaot_runtime::level_conv2d()(out, lhs, rhs, input_batch, input_x, input_y, input_channels, kernel_x, kernel_y,
+                                kernel_filters, output_x, output_y, x_stride, y_stride, padding_x_before,
+                                padding_y_before, rhs_x_dilation, rhs_y_dilation);
   done();
 }

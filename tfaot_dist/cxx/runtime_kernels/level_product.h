@@ -1,5 +1,5 @@
 // The float and double matrix products of one x86-64 level, for the per-level kernel sources
-// (level_kernels.cc, level_kernels_f64.cc, conv_kernels.cc): everything here has internal linkage,
+// (level_kernels.cc, conv_kernels.cc): everything here has internal linkage,
 // so each object that includes it carries its own copy, compiled for its own level (the build
 // compiles those sources with -march=<level> -DEigen=tfaot_eigen_<suffix>).
 #ifndef TFAOT_RUNTIME_KERNELS_LEVEL_PRODUCT_H_
@@ -187,9 +187,9 @@ void blocked_product(T* out, const T* lhs, Eigen::Index lhs_stride, const T* rhs
                      Eigen::Index m, Eigen::Index n, Eigen::Index k) {
   std::fill(out, out + m * n, T(0));  // Eigen's kernel adds to the result
   KeptBlocking<T> blocking(m, n, k);
-  Eigen::internal::general_matrix_matrix_product<Eigen::Index, T, LhsOrder, false, T, RhsOrder, false,
-                                                 Eigen::ColMajor, 1>::run(m, n, k, lhs, lhs_stride, rhs, rhs_stride,
-                                                                          out, 1, m, T(1), blocking, nullptr);
+  Eigen::internal::general_matrix_matrix_product<Eigen::Index, T, LhsOrder, false, T, RhsOrder, false, Eigen::ColMajor,
+                                                 1>::run(m, n, k, lhs, lhs_stride, rhs, rhs_stride, out, 1, m, T(1),
+                                                         blocking, nullptr);
 }
 
 // out[m x n] = op(lhs) * op(rhs), all column-major, op() transposing where asked: the contract of

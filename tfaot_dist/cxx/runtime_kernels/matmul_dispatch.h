@@ -1,66 +1,42 @@
-// The per-level float and double matrix products, chosen at each call by cpu_level().
+// The per-level matrix products (level_kernels.cc, built per level and element type), chosen at
+// each call by cpu_level().
 #ifndef TFAOT_RUNTIME_KERNELS_MATMUL_DISPATCH_H_
 #define TFAOT_RUNTIME_KERNELS_MATMUL_DISPATCH_H_
 
 #include <cstdint>
 
-#include "cpu_level.h"
+#include "level_dispatch.h"
+
+namespace tfaot_runtime {
+
+// out[m x n] = op(lhs) * op(rhs), all column-major, op() transposing where asked.
+template <typename T>
+using Matmul = void(T* out, const T* lhs, const T* rhs, int64_t m, int64_t n, int64_t k, int transpose_lhs,
+                    int transpose_rhs);
+
+}  // namespace tfaot_runtime
 
 extern "C" {
-void tfaot_matmul_f32_x86_64(float* out, const float* lhs, const float* rhs, int64_t m, int64_t n, int64_t k,
-                             int transpose_lhs, int transpose_rhs);
-#if TFAOT_TOP_LEVEL >= 3
-void tfaot_matmul_f32_x86_64_v3(float* out, const float* lhs, const float* rhs, int64_t m, int64_t n, int64_t k,
-                                int transpose_lhs, int transpose_rhs);
-#endif
-#if TFAOT_TOP_LEVEL >= 4
-void tfaot_matmul_f32_x86_64_v4(float* out, const float* lhs, const float* rhs, int64_t m, int64_t n, int64_t k,
-                                int transpose_lhs, int transpose_rhs);
-#endif
-void tfaot_matmul_f64_x86_64(double* out, const double* lhs, const double* rhs, int64_t m, int64_t n, int64_t k,
-                             int transpose_lhs, int transpose_rhs);
-#if TFAOT_TOP_LEVEL >= 3
-void tfaot_matmul_f64_x86_64_v3(double* out, const double* lhs, const double* rhs, int64_t m, int64_t n, int64_t k,
-                                int transpose_lhs, int transpose_rhs);
-#endif
-#if TFAOT_TOP_LEVEL >= 4
-void tfaot_matmul_f64_x86_64_v4(double* out, const double* lhs, const double* rhs, int64_t m, int64_t n, int64_t k,
-                                int transpose_lhs, int transpose_rhs);
-#endif
+tfaot_runtime::Matmul<float> tfaot_matmul_f32_x86_64, tfaot_matmul_f32_x86_64_v3, tfaot_matmul_f32_x86_64_v4;
+tfaot_runtime::Matmul<double> tfaot_matmul_f64_x86_64, tfaot_matmul_f64_x86_64_v3, tfaot_matmul_f64_x86_64_v4;
 }
 
 namespace tfaot_runtime {
 
-inline void matmul_f32(float* out, const float* lhs, const float* rhs, int64_t m, int64_t n, int64_t k,
-                       bool transpose_lhs, bool transpose_rhs) {
-  switch (cpu_level()) {
-#if TFAOT_TOP_LEVEL >= 4
-    case kV4:
-      return tfaot_matmul_f32_x86_64_v4(out, lhs, rhs, m, n, k, transpose_lhs, transpose_rhs);
-#endif
-#if TFAOT_TOP_LEVEL >= 3
-    case kV3:
-      return tfaot_matmul_f32_x86_64_v3(out, lhs, rhs, m, n, k, transpose_lhs, transpose_rhs);
-#endif
-    default:
-      return tfaot_matmul_f32_x86_64(out, lhs, rhs, m, n, k, transpose_lhs, transpose_rhs);
-  }
+inline Matmul<float>* level_matmul(float* /*type*/) {
+  return by_level<Matmul<float>>(tfaot_matmul_f32_x86_64, TFAOT_BUILT_V3(tfaot_matmul_f32_x86_64_v3),
+                                 TFAOT_BUILT_V4(tfaot_matmul_f32_x86_64_v4));
 }
 
-inline void matmul_f64(double* out, const double* lhs, const double* rhs, int64_t m, int64_t n, int64_t k,
-                       bool transpose_lhs, bool transpose_rhs) {
-  switch (cpu_level()) {
-#if TFAOT_TOP_LEVEL >= 4
-    case kV4:
-      return tfaot_matmul_f64_x86_64_v4(out, lhs, rhs, m, n, k, transpose_lhs, transpose_rhs);
-#endif
-#if TFAOT_TOP_LEVEL >= 3
-    case kV3:
-      return tfaot_matmul_f64_x86_64_v3(out, lhs, rhs, m, n, k, transpose_lhs, transpose_rhs);
-#endif
-    default:
-      return tfaot_matmul_f64_x86_64(out, lhs, rhs, m, n, k, transpose_lhs, transpose_rhs);
-  }
+inline Matmul<double>* level_matmul(double* /*type*/) {
+  return by_level<Matmul<double>>(tfaot_matmul_f64_x86_64, TFAOT_BUILT_V3(tfaot_matmul_f64_x86_64_v3),
+                                  TFAOT_BUILT_V4(tfaot_matmul_f64_x86_64_v4));
+}
+
+template <typename T>
+inline void matmul(T* out, const T* lhs, const T* rhs, int64_t m, int64_t n, int64_t k, bool transpose_lhs,
+                   bool transpose_rhs) {
+  level_matmul(out)(out, lhs, rhs, m, n, k, transpose_lhs, transpose_rhs);
 }
 
 }  // namespace tfaot_runtime

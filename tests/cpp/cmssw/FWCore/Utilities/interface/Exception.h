@@ -10,25 +10,25 @@
 
 namespace cms {
 
-  class Exception : public std::exception {
-  public:
-    explicit Exception(const std::string& category) : category_(category), text_("[" + category + "] ") {}
+class Exception : public std::exception {
+ public:
+  explicit Exception(const std::string& category) : category_(category), text_("[" + category + "] ") {}
 
-    template <typename T>
-    Exception& operator<<(const T& value) {
-      std::ostringstream out;
-      out << value;
-      text_ += out.str();
-      return *this;
-    }
+  template <typename T>
+  Exception& operator<<(const T& value) {
+    std::ostringstream out;
+    out << value;
+    text_ += out.str();
+    return *this;
+  }
 
-    const std::string& category() const { return category_; }
-    const char* what() const noexcept override { return text_.c_str(); }
+  const std::string& category() const { return category_; }
+  const char* what() const noexcept override { return text_.c_str(); }
 
-  private:
-    std::string category_;
-    std::string text_;
-  };
+ private:
+  std::string category_;
+  std::string text_;
+};
 
 }  // namespace cms
 

@@ -12,42 +12,42 @@
 
 namespace tfaot {
 
-  class BatchRule {
-  public:
-    explicit BatchRule(size_t batchSize, const std::vector<size_t>& sizes, size_t lastPadding = 0);
-    BatchRule(const std::string& ruleString);  // "TARGET:SIZE,...", padding inferred
-    ~BatchRule() = default;
+class BatchRule {
+ public:
+  explicit BatchRule(size_t batchSize, const std::vector<size_t>& sizes, size_t lastPadding = 0);
+  BatchRule(const std::string& ruleString);  // "TARGET:SIZE,...", padding inferred
+  ~BatchRule() = default;
 
-    size_t getBatchSize() const { return batchSize_; }
-    const std::vector<size_t>& getSizes() const { return sizes_; }
-    size_t getLastPadding() const { return lastPadding_; }
-    size_t nSizes() const { return sizes_.size(); }
-    size_t getSize(size_t i) const { return sizes_[i]; }
+  size_t getBatchSize() const { return batchSize_; }
+  const std::vector<size_t>& getSizes() const { return sizes_; }
+  size_t getLastPadding() const { return lastPadding_; }
+  size_t nSizes() const { return sizes_.size(); }
+  size_t getSize(size_t i) const { return sizes_[i]; }
 
-  private:
-    size_t batchSize_;
-    std::vector<size_t> sizes_;
-    size_t lastPadding_;
+ private:
+  size_t batchSize_;
+  std::vector<size_t> sizes_;
+  size_t lastPadding_;
 
-    void validate() const;
-  };
+  void validate() const;
+};
 
-  std::ostream& operator<<(std::ostream& out, const BatchRule& rule);
+std::ostream& operator<<(std::ostream& out, const BatchRule& rule);
 
-  class BatchStrategy {
-  public:
-    explicit BatchStrategy() = default;
-    ~BatchStrategy() = default;
+class BatchStrategy {
+ public:
+  explicit BatchStrategy() = default;
+  ~BatchStrategy() = default;
 
-    void setRule(const BatchRule& rule) { rules_.insert_or_assign(rule.getBatchSize(), rule); }
-    void setRule(const std::string& ruleString) { setRule(BatchRule(ruleString)); }
-    bool hasRule(size_t batchSize) const { return rules_.count(batchSize) > 0; }
-    const BatchRule& getRule(size_t batchSize) const;
-    void setDefaultRule(size_t batchSize, const std::vector<size_t>& availableBatchSizes);
+  void setRule(const BatchRule& rule) { rules_.insert_or_assign(rule.getBatchSize(), rule); }
+  void setRule(const std::string& ruleString) { setRule(BatchRule(ruleString)); }
+  bool hasRule(size_t batchSize) const { return rules_.count(batchSize) > 0; }
+  const BatchRule& getRule(size_t batchSize) const;
+  void setDefaultRule(size_t batchSize, const std::vector<size_t>& availableBatchSizes);
 
-  private:
-    std::map<size_t, BatchRule> rules_;
-  };
+ private:
+  std::map<size_t, BatchRule> rules_;
+};
 
 }  // namespace tfaot
 

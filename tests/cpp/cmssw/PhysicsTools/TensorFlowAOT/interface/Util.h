@@ -17,21 +17,22 @@
 
 namespace tfaot {
 
-  using AllocMode = tensorflow::XlaCompiledCpuFunction::AllocMode;
-  using BoolArrays = std::vector<std::vector<bool>>;
-  using Int32Arrays = std::vector<std::vector<int32_t>>;
-  using Int64Arrays = std::vector<std::vector<int64_t>>;
-  using FloatArrays = std::vector<std::vector<float>>;
-  using DoubleArrays = std::vector<std::vector<double>>;
+using AllocMode = tensorflow::XlaCompiledCpuFunction::AllocMode;
+using BoolArrays = std::vector<std::vector<bool>>;
+using Int32Arrays = std::vector<std::vector<int32_t>>;
+using Int64Arrays = std::vector<std::vector<int64_t>>;
+using FloatArrays = std::vector<std::vector<float>>;
+using DoubleArrays = std::vector<std::vector<double>>;
 
-  // a callable that calls f(std::integral_constant<size_t, I>{}) for I in [0, N)
-  template <size_t N>
-  auto createIndexLooper() {
-    return [](auto&& f) {
-      [&]<size_t... I>(std::index_sequence<I...>) { (f(std::integral_constant<size_t, I>{}), ...); }
-      (std::make_index_sequence<N>{});
-    };
-  }
+// a callable that calls f(std::integral_constant<size_t, I>{}) for I in [0, N)
+template <size_t N>
+auto createIndexLooper() {
+  return [](auto&& f) {
+    [&]<size_t... I>(std::index_sequence<I...>) {
+      (f(std::integral_constant<size_t, I>{}), ...);
+    }(std::make_index_sequence<N>{});
+  };
+}
 
 }  // namespace tfaot
 
