@@ -244,7 +244,7 @@ def test_catalogue_in_headless_chromium(published: Path) -> None:
         assert browser.errors == []
 
 
-README_TF = """
+EXAMPLE_TF = """
 import sys, numpy as np, tensorflow as tf
 fn = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
 x = np.arange(8).reshape(2, 4)
@@ -257,7 +257,8 @@ for y, b in zip(res["output_0"].numpy(), res["output_1"].numpy()):
 def test_readme_cpp_example_builds_with_pkg_config_and_matches_tensorflow(
     built: Path, run: Cli, tmp_path: Path, example_models: Path, toolchain: Toolchain
 ) -> None:
-    """The README's C++ snippet and pkg-config line, as written, against an area set up from a channel."""
+    """The C++ snippet and pkg-config line of docs/how-to/cmake.md, as written, against an area set up
+    from a channel."""
     import re
     import subprocess
 
@@ -265,10 +266,10 @@ def test_readme_cpp_example_builds_with_pkg_config_and_matches_tensorflow(
 
     from tfaot_dist.toolchain import worker_env
 
-    readme = (REPO / "README.md").read_text().split("## Using a package from C++", 1)[1]
-    cpp = re.search(r"```cpp\n(.*?)```", readme, re.S)
-    shell = re.search(r"pkg-config:\n\n```\n(.*?)```", readme, re.S)
-    assert cpp and shell, "README: the C++ example and its pkg-config line"
+    page = (REPO / "docs" / "how-to" / "cmake.md").read_text().split("# Using a package from C++", 1)[1]
+    cpp = re.search(r"```cpp\n(.*?)```", page, re.S)
+    shell = re.search(r"pkg-config:\n\n```\n(.*?)```", page, re.S)
+    assert cpp and shell, "docs/how-to/cmake.md: the C++ example and its pkg-config line"
     snippet = cpp.group(1)
     compile_line = next(line for line in shell.group(1).splitlines() if line.startswith("g++"))
     includes = [line for line in snippet.splitlines() if line.startswith("#include")]
@@ -296,7 +297,7 @@ def test_readme_cpp_example_builds_with_pkg_config_and_matches_tensorflow(
         [str(work / "my_program")], capture_output=True, text=True, check=True
     ).stdout.split()
     tf = subprocess.run(
-        [str(toolchain.python), "-I", "-c", README_TF, str(example_models / "multi" / "saved_model")],
+        [str(toolchain.python), "-I", "-c", EXAMPLE_TF, str(example_models / "multi" / "saved_model")],
         env=worker_env(tmp_path),
         capture_output=True,
         text=True,

@@ -87,7 +87,7 @@ CMAKE_REQUESTS = {
         "1.0...<1.0.1": True,
         "1.0.0.3...<2": False,
     },
-    # CMake has no pre-releases: 2.0.0rc1 is 2.0.0 (the README says so)
+    # CMake has no pre-releases: 2.0.0rc1 is 2.0.0 (docs/how-to/cmake.md says so)
     "2.0.0rc1": {"2.0.0": True, "2.0.1": False, "1.0...<2.0.0": False, "1.0...<3": True},
 }
 

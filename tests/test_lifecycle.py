@@ -531,7 +531,7 @@ def test_remove_never_follows_a_link(run: Cli, tmp_path: Path) -> None:
 def test_a_models_whole_life(
     run: Cli, model_repo: DataRepo, registry: Path, cache: Path, tmp_path: Path
 ) -> None:
-    """The README's story with real parts: register, build, publish (a directory served over HTTP and
+    """The story of docs/how-to/update-yank-remove.md with real parts: register, build, publish (a directory served over HTTP and
     an OCI registry), set up, update to a new commit (the next build), rebuild, publish, yank the old
     version, upgrade the area, remove the model and its runtime."""
     from test_oci import Registry

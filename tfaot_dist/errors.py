@@ -1,6 +1,7 @@
 """Typed errors, each class with its own exit code, carried to one exit path in the CLI."""
 
-# Every exit code and its meaning: every --help lists them, and so does the README's table.
+# Every exit code and its meaning: every --help lists them, and so does the documentation's exit-code
+# page (generated from this table and the classes' docstrings by docs/hooks/reference.py).
 EXIT_CODES = {
     0: "success",
     1: "specs --check: stale files",
@@ -25,11 +26,14 @@ class TfaotError(Exception):
 
 
 class UsageError(TfaotError):
+    """Options that do not go together, or a missing argument."""
+
     exit_code = 2
 
 
 class InvalidInput(TfaotError):
-    """A registry entry, AOT config, SavedModel or argument is wrong."""
+    """A registry entry, AOT config, SavedModel or an option's value is wrong, a name or --ref does not
+    exist, or the registry directory is missing."""
 
     exit_code = 3
 

@@ -1,4 +1,4 @@
-"""Bounds on what a model may declare, each with an environment override (the README lists them).
+"""Bounds on what a model may declare, each with an environment override (docs: reference/environment, from environment.py).
 
 A SavedModel or AOT config from elsewhere could otherwise ask for anything: an input of
 [batch, 2147483648] float64 makes the compile worker allocate 16 GiB for its reference inputs, and
