@@ -47,10 +47,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from tfaot_dist import builder, process
 from tfaot_dist import package as pkg
-from tfaot_dist import process
 from tfaot_dist.cache import Cache, ensure_entry
-from tfaot_dist.channels import cpu_target
+from tfaot_dist.config import load_aot_config, load_source_config
+from tfaot_dist.cpu import target as cpu_target
 from tfaot_dist.cxx import INTERFACE_INCLUDE, build_kit, pch
 from tfaot_dist.cxx.build_kit import CXX
 from tfaot_dist.cxx.xla_runtime import XlaRuntime, compile_consumer
@@ -59,6 +60,7 @@ from tfaot_dist.errors import CompileFailed, InvalidInput
 from tfaot_dist.perf import ort_engine
 from tfaot_dist.registry import ModelEntry, Registry
 from tfaot_dist.session import Session
+from tfaot_dist.sources import fetch_source
 from tfaot_dist.toolchain import Toolchain, ensure_toolchain, worker_env
 from tfaot_dist.util.fs import sha256_bytes, write_atomic
 from tfaot_dist.util.progress import Log
@@ -558,10 +560,6 @@ def resolve_target(
     Returns (Target, ModelEntry or None). A package directory has no SavedModel
     unless saved_model is given: then only the AOT engine runs.
     """
-    from tfaot_dist import builder
-    from tfaot_dist.config import load_aot_config, load_source_config
-    from tfaot_dist.sources import fetch_source
-
     path = Path(spec)
     if path.is_dir():
         if not (path / "manifest.json").is_file():

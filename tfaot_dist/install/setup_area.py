@@ -41,8 +41,6 @@ from packaging.version import Version
 
 from tfaot_dist import names, process
 from tfaot_dist import package as pkg
-from tfaot_dist.channels import cpu_target, ownership
-from tfaot_dist.channels.area import LOCK, TEMP, AreaWriter, open_area
 from tfaot_dist.channels.channel import (
     MAX_TOOL_FILE,
     RUNTIME,
@@ -52,9 +50,12 @@ from tfaot_dist.channels.channel import (
     parse_requirement,
     verify_fetched,
 )
+from tfaot_dist.cpu import target as cpu_target
 from tfaot_dist.cxx import buildsys
 from tfaot_dist.documents import InstalledRow, Manifest, load_json
 from tfaot_dist.errors import IntegrityError, InvalidInput, ScramFailed, SourceUnavailable
+from tfaot_dist.install import ownership
+from tfaot_dist.install.area import LOCK, TEMP, AreaWriter, open_area
 from tfaot_dist.util.archives import PACKAGE, extract
 from tfaot_dist.util.download import discard, keep
 from tfaot_dist.util.fs import crash_point, write_atomic
