@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from tfaot_dist.cache import default_cache
-from tfaot_dist.channels import cpu_target
+from tfaot_dist.cpu import target as cpu_target
 from tfaot_dist.cxx import runtime_kernels, xla_runtime
 from tfaot_dist.registry import DEFAULT_REQUIREMENTS
 from tfaot_dist.toolchain import ensure_toolchain

@@ -26,8 +26,9 @@ sys.path.insert(0, str(REPO / "tests"))
 from hostile import RUNTIME, RUNTIME_VERSION, archive_bytes, model_files, runtime_files  # noqa: E402
 
 from tfaot_dist.channels import catalogue  # noqa: E402
-from tfaot_dist.channels.channel import index_line, publish, render_index, verify_archive  # noqa: E402
+from tfaot_dist.channels.channel import index_line, render_index, verify_archive  # noqa: E402
 from tfaot_dist.channels.directory import DirectoryChannel  # noqa: E402
+from tfaot_dist.channels.publishing import publish  # noqa: E402
 from tfaot_dist.documents import Manifest, load_json  # noqa: E402
 
 

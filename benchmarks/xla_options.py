@@ -17,7 +17,7 @@ Studies (each a set of variants of the same model):
 Each variant is compiled (and verified against TensorFlow, as every build: its largest
 deviation is printed) and timed with the AOT benchmark program; the timing runs of all
 variants alternate, ROUNDS times, the fastest kept. Variants the host CPU cannot run are
-skipped (tfaot_dist.channels.cpu_target).
+skipped (tfaot_dist.cpu.target).
 """
 
 import argparse
@@ -30,8 +30,8 @@ from typing import Any
 
 from tfaot_dist import builder
 from tfaot_dist.cache import Cache, default_cache
-from tfaot_dist.channels import cpu_target
 from tfaot_dist.config import load_aot_config
+from tfaot_dist.cpu import target as cpu_target
 from tfaot_dist.cxx.xla_runtime import ensure_runtime
 from tfaot_dist.perf import bench
 from tfaot_dist.registry import DEFAULT_REQUIREMENTS

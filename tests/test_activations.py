@@ -21,7 +21,7 @@ from conftest import Cli, run_in_toolchain
 
 from tfaot_dist import harness
 from tfaot_dist import package as pkg
-from tfaot_dist.channels import cpu_target
+from tfaot_dist.cpu import target as cpu_target
 from tfaot_dist.cxx.xla_runtime import ensure_runtime
 from tfaot_dist.documents import ReferenceCase
 from tfaot_dist.toolchain import Toolchain

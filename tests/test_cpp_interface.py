@@ -27,7 +27,7 @@ from conftest import fresh_cache
 
 from tfaot_dist import builder
 from tfaot_dist.cache import Cache
-from tfaot_dist.channels import cpu_target
+from tfaot_dist.cpu import target as cpu_target
 from tfaot_dist.cxx import INTERFACE_INCLUDE, runtime_package, scram_tool
 from tfaot_dist.cxx.xla_runtime import ensure_runtime
 from tfaot_dist.registry import Defaults

@@ -15,8 +15,8 @@ from conftest import Cli, fresh_cache
 
 from tfaot_dist import builder
 from tfaot_dist.cache import Cache
-from tfaot_dist.channels import cpu_target
 from tfaot_dist.config import load_aot_config
+from tfaot_dist.cpu import target as cpu_target
 from tfaot_dist.cxx import INTERFACE_INCLUDE
 from tfaot_dist.cxx.xla_runtime import compile_consumer, ensure_runtime
 from tfaot_dist.documents import Compilation
@@ -100,7 +100,8 @@ def test_registry_defaults_and_target_cpu_precedence(tmp_path: Path) -> None:
 
 
 def test_levels_are_part_of_the_build_key() -> None:
-    from tfaot_dist.registry import GitSource, ModelEntry
+    from tfaot_dist.pins import GitSource
+    from tfaot_dist.registry import ModelEntry
 
     entry = ModelEntry(
         "m", "1.0", GitSource("https://example.org/r.git", "main", "0" * 40), "m/aot_config.yaml"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tfaot_dist.channels import cpu_target
+from tfaot_dist.cpu import target as cpu_target
 from tfaot_dist.cpu.levels import FEATURES, LEVELS, best_level, required
 from tfaot_dist.cxx import INTERFACE_INCLUDE
 from tfaot_dist.cxx.runtime_kernels import SOURCE_DIR

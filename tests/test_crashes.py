@@ -41,7 +41,7 @@ from conftest import DataRepo, Snapshot, fresh_cache, snapshot
 
 from tfaot_dist import package as pkg
 from tfaot_dist.channels.channel import verify_archive
-from tfaot_dist.channels.setup_area import buildsys_files, read_installed
+from tfaot_dist.install.setup_area import buildsys_files, read_installed
 from tfaot_dist.toolchain import Toolchain
 from tfaot_dist.util.fs import CRASH_AT, sha256_file, tree_digest
 

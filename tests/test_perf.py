@@ -17,7 +17,7 @@ import yaml
 from conftest import REPO, Cli, run_in_toolchain
 
 from tfaot_dist import config as config_mod
-from tfaot_dist.channels import cpu_target
+from tfaot_dist.cpu import target as cpu_target
 from tfaot_dist.documents import Compilation, JsonObject
 from tfaot_dist.errors import InvalidInput
 from tfaot_dist.perf import bench, tune

@@ -18,7 +18,7 @@ from conftest import REPO, fresh_cache, run_in_toolchain
 from release_runtime import ABSEIL_DIR, RUNTIME_DIR, ensure_release_runtime
 
 from tfaot_dist import cli, package
-from tfaot_dist.channels import cpu_target
+from tfaot_dist.cpu import target as cpu_target
 from tfaot_dist.cxx import INTERFACE_INCLUDE, buildsys, scram_tool
 from tfaot_dist.registry import Registry
 from tfaot_dist.toolchain import Toolchain

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tfaot_dist.channels import cpu_target
+from tfaot_dist.cpu import target as cpu_target
 from tfaot_dist.cxx import runtime_kernels, runtime_parts, xla_runtime
 from tfaot_dist.toolchain import Toolchain
 

@@ -25,7 +25,7 @@ import yaml
 from conftest import REPO, TF212, DataRepo, fresh_cache, made_once, run_in_toolchain, unpack_package
 
 from tfaot_dist import cli
-from tfaot_dist.channels import cpu_target
+from tfaot_dist.cpu import target as cpu_target
 from tfaot_dist.registry import DEFAULT_CPU_LEVELS, DEFAULT_REQUIREMENTS
 from tfaot_dist.toolchain import WORKER, Toolchain, ensure_toolchain, worker_env
 

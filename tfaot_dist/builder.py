@@ -20,6 +20,7 @@ from pathlib import Path
 from tfaot_dist import __version__, documents, harness, limits, names
 from tfaot_dist import package as pkg
 from tfaot_dist.cache import ensure_entry, staging
+from tfaot_dist.channels.channel import verify_archive
 from tfaot_dist.check import check_saved_model_files
 from tfaot_dist.config import AotConfig, load_aot_config, load_source_config
 from tfaot_dist.cxx import runtime_package, weight_sharing
@@ -407,8 +408,6 @@ def _existing(root: Path, key: str) -> pkg.Package | None:
 def _check_cached(found: pkg.Package) -> None:
     """A build from the cache, before it is copied: every file against its manifest's digests, and
     its archive the same package (the cache entry's ownership was checked by ensure_entry)."""
-    from tfaot_dist.channels.channel import verify_archive
-
     pkg.check_files(found.root, found.manifest)
     archive = verify_archive(found.archive)
     if (archive.name, archive.version) != (found.name, found.version) or archive.manifest != found.manifest:

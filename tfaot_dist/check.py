@@ -21,6 +21,7 @@ from tfaot_dist.documents import CheckAnswer, CheckRequest, Signature, Tensor
 from tfaot_dist.errors import InvalidInput
 from tfaot_dist.registry import Registry
 from tfaot_dist.session import Session
+from tfaot_dist.sources import fetch_source
 from tfaot_dist.toolchain import run_worker
 from tfaot_dist.util.fs import open_regular
 from tfaot_dist.util.textsafe import one_line, shown
@@ -42,8 +43,6 @@ def check_target(target: str, serving_key: str, registry: Path, session: Session
         if path.is_file():
             config = load_aot_config(path)
         else:
-            from tfaot_dist.sources import fetch_source
-
             entry = Registry.existing(registry).entry(target)
             config = load_source_config(fetch_source(entry.source, session.cache.root), entry.aot_config)
         for warning in config.warnings:

@@ -48,7 +48,7 @@ from tfaot_dist.errors import InvalidInput
 from tfaot_dist.util.textsafe import shown
 from tfaot_dist.util.yamlio import Fields, load_mapping
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: reading a config needs no gitpython (sources.py imports it)
     from tfaot_dist.sources import ResolvedSource
 
 # Compilation settings by field name, validated (parse_compilation): a registry entry's overrides.

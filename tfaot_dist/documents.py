@@ -32,7 +32,7 @@ from typing import Any, Literal, NoReturn, Optional, TypeVar, Union
 
 from tfaot_dist import names
 from tfaot_dist.errors import InvalidInput
-from tfaot_dist.util.download import check_sha256
+from tfaot_dist.pins import check_sha256
 from tfaot_dist.util.textsafe import shown
 
 MAX_DEPTH = 64

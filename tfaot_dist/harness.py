@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tfaot_dist import config, process
-from tfaot_dist.channels import cpu_target
+from tfaot_dist.cpu import target as cpu_target
 from tfaot_dist.cxx import INTERFACE_INCLUDE, pch
 from tfaot_dist.cxx.xla_runtime import XlaRuntime, compile_consumer
 from tfaot_dist.documents import Deviation, LevelCheck, ModelManifest, ReferenceCase, Signature, Verification

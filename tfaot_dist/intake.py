@@ -23,14 +23,14 @@ from tfaot_dist.check import check_model, describe_signature, op_check
 from tfaot_dist.config import AotConfig, Overrides, load_source_config
 from tfaot_dist.documents import Signature
 from tfaot_dist.errors import InvalidInput
-from tfaot_dist.registry import ArchiveSource, GitSource, ModelEntry, Registry
+from tfaot_dist.pins import ArchiveSource, GitSource, check_git_url
+from tfaot_dist.registry import ModelEntry, Registry
 from tfaot_dist.session import Session
 from tfaot_dist.sources import (
     SOURCE_COMPLETE,
     ArchiveSources,
     GitSources,
     ResolvedSource,
-    check_git_url,
     fetch_source,
 )
 

@@ -36,6 +36,7 @@ from tfaot_dist.documents import (
     Reference,
     Requirement,
     SharedConstants,
+    Signature,
     ToolchainRecord,
     ToolInfo,
 )
@@ -106,11 +107,58 @@ def assemble(
     """Lay out a package in root from the worker's output; returns its manifest, not yet verified
     (verification None) and not written. runtime_parts: the XLA runtime parts the objects call, which
     go into the package's archive with them."""
-    class_name = compilation.class_name
     include = root / "include" / package
     lib = root / "lib"
     include.mkdir(parents=True)
     lib.mkdir()
+    objects = _copy_compiled(compiled, answer, compilation, include, lib)
+    # Weights once: identical constant buffers of several batch sizes and levels are defined by one object.
+    shared = weight_sharing.share_constants(
+        include,
+        lib,
+        compilation.class_name,
+        list(compilation.batch_sizes),
+        other_levels=compilation.cpu_levels[1:],
+    )
+    build_kit.archive(
+        lib / f"lib{package}.a",
+        [lib / obj for obj in objects] + [obj for part in runtime_parts for obj in part.objects],
+        CompileFailed,
+    )
+    signature = answer.signature
+    _write_model_header(include / "model.h", package, compilation, signature)
+    _write_consumer_files(root, package, version, source, model, requires)
+    if reference.is_dir():
+        shutil.copytree(reference, root / "share" / package / "reference")
+
+    return ModelManifest(
+        package=package,
+        name=package.removeprefix("tfaot-model-"),
+        version=version,
+        build_key=build_key,
+        source=source,
+        digests=digests,
+        model=model,
+        toolchain=toolchain,
+        compilation=compilation,
+        requires=requires,
+        signature=replace(signature, order=ORDER_NOTE),
+        reference=Reference(dir=f"share/{package}/reference", cases=answer.reference),
+        tool=ToolInfo(name="tfaot-dist", version=__version__),
+        constants=SharedConstants.from_json(shared.as_dict(), "constants"),
+        files={
+            rel: FileDigest(sha256=sha256_file(root / rel), size=(root / rel).stat().st_size)
+            for rel in tree_files(root)
+        },
+        verification=None,
+        runtime_parts=tuple(part.name for part in runtime_parts),
+    )
+
+
+def _copy_compiled(
+    compiled: Path, answer: CompileAnswer, compilation: Compilation, include: Path, lib: Path
+) -> list[str]:
+    """Each batch size's (and level's) header into include, its objects into lib; returns the objects."""
     objects = []
     levels = compilation.cpu_levels
     keys = [str(bs) for bs in compilation.batch_sizes]
@@ -121,33 +169,37 @@ def assemble(
         for obj in files.objects:
             shutil.copyfile(compiled / obj, lib / obj)
             objects.append(obj)
-    # Weights once: identical constant buffers of several batch sizes and levels are defined by one object.
-    shared = weight_sharing.share_constants(
-        include, lib, class_name, list(compilation.batch_sizes), other_levels=levels[1:]
-    )
-    build_kit.archive(
-        lib / f"lib{package}.a",
-        [lib / obj for obj in objects] + [obj for part in runtime_parts for obj in part.objects],
-        CompileFailed,
-    )
+    return objects
 
-    signature = answer.signature
-    (include / "model.h").write_text(
+
+def _write_model_header(path: Path, package: str, compilation: Compilation, signature: Signature) -> None:
+    path.write_text(
         render_model_header(
             {
                 "package": package,
                 "namespace": compilation.namespace,
-                "class_name": class_name,
+                "class_name": compilation.class_name,
                 "batch_sizes": list(compilation.batch_sizes),
                 "inputs": [t.to_json() for t in signature.inputs],
                 "outputs": [t.to_json() for t in signature.outputs],
                 "default_rules": list(compilation.batch_rules),  # tuned rules (tfaot-dist tune)
-                "cpu_levels": list(levels),
+                "cpu_levels": list(compilation.cpu_levels),
                 "target_cpu": compilation.target_cpu or "",
                 "tfaot_dist_version": __version__,
             }
         )
     )
+
+
+def _write_consumer_files(
+    root: Path,
+    package: str,
+    version: str,
+    source: dict[str, str],
+    model: ModelInfo,
+    requires: tuple[Requirement, ...],
+) -> None:
+    """What builds find the package by: its scram tool file, CMake config and pkg-config file."""
     # Built against a release's tensorflow-xla-runtime: its tool is the one used, and the package
     # carries the interface headers model.h includes, which that runtime does not have; no CMake
     # config (the release has none for that runtime to depend on).
@@ -179,31 +231,6 @@ def assemble(
     for rel, text in (*build_files, (buildsys.pkgconfig_path(package), buildsys.render_pkgconfig(facts))):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
-    if reference.is_dir():
-        shutil.copytree(reference, root / "share" / package / "reference")
-
-    return ModelManifest(
-        package=package,
-        name=package.removeprefix("tfaot-model-"),
-        version=version,
-        build_key=build_key,
-        source=source,
-        digests=digests,
-        model=model,
-        toolchain=toolchain,
-        compilation=compilation,
-        requires=requires,
-        signature=replace(signature, order=ORDER_NOTE),
-        reference=Reference(dir=f"share/{package}/reference", cases=answer.reference),
-        tool=ToolInfo(name="tfaot-dist", version=__version__),
-        constants=SharedConstants.from_json(shared.as_dict(), "constants"),
-        files={
-            rel: FileDigest(sha256=sha256_file(root / rel), size=(root / rel).stat().st_size)
-            for rel in tree_files(root)
-        },
-        verification=None,
-        runtime_parts=tuple(part.name for part in runtime_parts),
-    )
 
 
 def write_manifest(root: Path, manifest: dict[str, Any]) -> None:

@@ -38,6 +38,7 @@ import yaml
 from tfaot_dist import names
 from tfaot_dist.config import DEFAULT_TARGET_TRIPLE, Overrides, parse_compilation
 from tfaot_dist.errors import InvalidInput
+from tfaot_dist.pins import ArchiveSource, GitSource, check_git_url, check_sha256, check_url
 from tfaot_dist.util.fs import write_atomic
 from tfaot_dist.util.textsafe import did_you_mean, shown
 from tfaot_dist.util.yamlio import Fields, load_mapping
@@ -70,39 +71,6 @@ class Defaults:
             if getattr(self, key) is not None:
                 data[key] = str(getattr(self, key))
         return data
-
-
-@dataclass(frozen=True)
-class GitSource:
-    url: str
-    ref: str
-    commit: str
-    # A branch that contains the commit, for fetchers that pull a branch and then reset to the commit
-    # (cmsBuild's git download); optional, and not part of as_dict: it changes no byte of the build.
-    branch: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"git": self.url, "ref": self.ref, "commit": self.commit}
-
-    @property
-    def pin(self) -> str:
-        """What fixes the bytes of the source."""
-        return self.commit
-
-
-@dataclass(frozen=True)
-class ArchiveSource:
-    """A tar.gz or zip archive over http(s), pinned by its sha256."""
-
-    url: str
-    sha256: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"archive": self.url, "sha256": self.sha256}
-
-    @property
-    def pin(self) -> str:
-        return f"sha256:{self.sha256}"
 
 
 @dataclass(frozen=True)
@@ -269,8 +237,6 @@ def parse_source(src: Fields) -> GitSource | ArchiveSource:
     if "archive" in src.data and "git" in src.data:
         raise InvalidInput(f"{src.at('archive')}: give either git or archive, not both")
     if "archive" in src.data:
-        from tfaot_dist.util.download import check_sha256, check_url  # here: requests only when needed
-
         archive = ArchiveSource(
             url=check_url(src.take("archive", str, required=True), src.at("archive")),
             sha256=check_sha256(src.take("sha256", str, required=True), src.at("sha256")),
@@ -278,8 +244,6 @@ def parse_source(src: Fields) -> GitSource | ArchiveSource:
         src.done()
         return archive
     url = src.take("git", str, required=True)
-    from tfaot_dist.sources import check_git_url
-
     check_git_url(url, src.at("git"))
     branch = src.take("branch", str, default=None)
     source = GitSource(

@@ -28,7 +28,7 @@ import git
 from tfaot_dist import names
 from tfaot_dist.cache import Cache, check_entry, ensure_entry, seal
 from tfaot_dist.errors import InvalidInput, SourceUnavailable
-from tfaot_dist.registry import ArchiveSource, GitSource
+from tfaot_dist.pins import ArchiveSource, GitSource, check_git_url
 from tfaot_dist.util.archives import TAR, extract, kind_of_content, kind_of_url
 from tfaot_dist.util.download import cached_archive, cached_verified, discard, download, keep
 from tfaot_dist.util.fs import file_lock, owned_temp_dir
@@ -37,16 +37,6 @@ from tfaot_dist.util.fs import file_lock, owned_temp_dir
 SOURCE_COMPLETE = ".complete"
 # Transports that cannot run commands: ext:: and fd:: are never allowed.
 ALLOWED_PROTOCOLS = "file:git:http:https:ssh"
-
-
-def check_git_url(url: object, where: str) -> str:
-    names.no_credentials(url, where)
-    if not isinstance(url, str) or "::" in url or url.startswith("-") or not names.GIT_URL.fullmatch(url):
-        raise InvalidInput(
-            f"{where}: unsupported git URL {url!r} (use https://, ssh://, git://, file://, "
-            "user@host:path or an absolute path)"
-        )
-    return url
 
 
 def source_url(text: str) -> str:
@@ -90,7 +80,7 @@ class ResolvedSource:
 
 
 def fetch_source(source: GitSource | ArchiveSource, cache: Path, offline: bool = False) -> ResolvedSource:
-    """The tree of a registry entry's source (registry.GitSource or registry.ArchiveSource)."""
+    """The tree of a registry entry's source (pins.GitSource or pins.ArchiveSource)."""
     if isinstance(source, ArchiveSource):
         return ArchiveSources(cache, offline).fetch(source.url, source.sha256)
     return GitSources(cache, offline).fetch(source.url, source.commit)

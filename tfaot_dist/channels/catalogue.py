@@ -36,11 +36,11 @@ from urllib.parse import quote, urlsplit
 import jinja2
 from packaging.version import Version
 
-from tfaot_dist.channels.area import AreaWriter
 from tfaot_dist.channels.channel import ChannelPackage
 from tfaot_dist.consumer_versions import cmake_version
 from tfaot_dist.documents import JsonObject, Manifest, load_json
 from tfaot_dist.errors import TfaotError
+from tfaot_dist.install.area import AreaWriter
 from tfaot_dist.util.render import make_environment
 from tfaot_dist.util.textsafe import one_line
 

@@ -6,7 +6,7 @@
       packages/PACKAGE/VERSION/manifest.json             its manifest, to read without unpacking
       index.html, packages/PACKAGE/VERSION/index.html    the catalogue (catalogue.py)
 
-Publishing is atomic and immutable (channel.publish_archives): archives and
+Publishing is atomic and immutable (publishing.publish_archives): archives and
 manifests are written (each by a rename) before the index that lists them, and
 the index is replaced in one rename, so a crash leaves the previous index and
 everything it lists. A lock of the directory itself (flock; no lock file is
@@ -31,7 +31,6 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from tfaot_dist.channels import catalogue
-from tfaot_dist.channels.area import AreaWriter
 from tfaot_dist.channels.channel import (
     INDEX,
     MAX_INDEX,
@@ -47,6 +46,7 @@ from tfaot_dist.channels.channel import (
 )
 from tfaot_dist.documents import Manifest, load_json
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable
+from tfaot_dist.install.area import AreaWriter
 from tfaot_dist.util.fs import crash_point, sha256_file
 
 

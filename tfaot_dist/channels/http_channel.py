@@ -24,7 +24,8 @@ from tfaot_dist.channels.channel import (
     remember_index,
 )
 from tfaot_dist.errors import UsageError
-from tfaot_dist.util.download import check_url, download, get_bytes
+from tfaot_dist.pins import check_url
+from tfaot_dist.util.download import download, get_bytes
 
 
 class HttpChannel:

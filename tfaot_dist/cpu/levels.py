@@ -1,10 +1,10 @@
 """The one table of x86-64 micro-architecture levels (psABI): what x86-64, v2, v3 and v4 require.
 
 Three detectors judge a CPU against these levels: the Python check of `setup`
-(channels/cpu_target.py, from /proc/cpuinfo flags), the interface header's
+(cpu/target.py, from /proc/cpuinfo flags), the interface header's
 (runtime include tfaot/CpuLevel.h, from CPUID, which model.h uses to pick a
 package's level) and the XLA runtime kernels' (cxx/runtime_kernels/cpu_level.cc,
-from GCC's __builtin_cpu_supports). cpu_target.py is built from this table;
+from GCC's __builtin_cpu_supports). target.py is built from this table;
 tests/test_cpu_table.py compiles both C++ detectors against made-up CPUs (one
 per feature set) and fails when any of the three disagrees with this table.
 

@@ -447,14 +447,31 @@ def _build_runtime(
         RuntimeBuildError,
     )
 
-    licenses = out / "licenses"
+    _copy_licenses(tf, absl, out / "licenses")
+    shutil.rmtree(work)
+    meta = _runtime_meta(tf, cc, key, out, libs, codegen, sources)
+    write_atomic(out / MANIFEST, json.dumps(meta, indent=1, sort_keys=True) + "\n")
+
+
+def _copy_licenses(tf: InstalledTensorFlow, absl: Path, licenses: Path) -> None:
     copy_file(_tensorflow_license(tf), licenses / "tensorflow-LICENSE")
     if (tf.dir / "THIRD_PARTY_NOTICES.txt").is_file():
         copy_file(tf.dir / "THIRD_PARTY_NOTICES.txt", licenses / "tensorflow-THIRD_PARTY_NOTICES.txt")
     copy_file(absl / "LICENSE", licenses / f"abseil-via-{tf.abseil.dist}-LICENSE")
 
-    shutil.rmtree(work)
-    meta = {
+
+def _runtime_meta(
+    tf: InstalledTensorFlow,
+    cc: Compiler,
+    key: str,
+    out: Path,
+    libs: list[Path],
+    codegen: list[str],
+    sources: list[str],
+) -> dict[str, object]:
+    """The runtime's manifest (MANIFEST), once its tree under out is complete."""
+    include = out / "include"
+    return {
         "format": 1,
         "key": key,
         "recipe_version": RECIPE_VERSION,
@@ -479,7 +496,6 @@ def _build_runtime(
         # x86-64 levels of the matrix kernels, chosen at run time (runtime_kernels.py)
         "cpu_levels": [lv.name for lv in runtime_kernels.levels(cc, sources)],
     }
-    write_atomic(out / MANIFEST, json.dumps(meta, indent=1, sort_keys=True) + "\n")
 
 
 def _tensorflow_license(tf: InstalledTensorFlow) -> Path:

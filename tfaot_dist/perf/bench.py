@@ -47,10 +47,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from tfaot_dist import builder, process
 from tfaot_dist import package as pkg
-from tfaot_dist import process
 from tfaot_dist.cache import Cache, ensure_entry
-from tfaot_dist.channels import cpu_target
+from tfaot_dist.config import load_aot_config, load_source_config
+from tfaot_dist.cpu import target as cpu_target
 from tfaot_dist.cxx import INTERFACE_INCLUDE, build_kit, pch
 from tfaot_dist.cxx.build_kit import CXX
 from tfaot_dist.cxx.xla_runtime import XlaRuntime, compile_consumer
@@ -59,6 +60,7 @@ from tfaot_dist.errors import CompileFailed, InvalidInput
 from tfaot_dist.perf import ort_engine
 from tfaot_dist.registry import ModelEntry, Registry
 from tfaot_dist.session import Session
+from tfaot_dist.sources import fetch_source
 from tfaot_dist.toolchain import Toolchain, ensure_toolchain, worker_env
 from tfaot_dist.util.fs import sha256_bytes, write_atomic
 from tfaot_dist.util.progress import Log
@@ -301,7 +303,6 @@ def run(
     """Measure every engine of protocol on target; writes OUT/NAME.json (and plots); returns the result."""
     manifest = target.manifest
     name = manifest.package.removeprefix("tfaot-model-")
-    compiled = sorted(manifest.compilation.batch_sizes)
     engines = [e for e in protocol.engines if e == "aot" or target.saved_model is not None]
     unknown = sorted(set(protocol.engines) - set(ENGINES))
     if unknown:
@@ -309,20 +310,7 @@ def run(
     out_dir.mkdir(parents=True, exist_ok=True)
     levels = aot_levels(manifest, runtime)
     forced = levels[:-1]  # the last, the best this CPU runs, is what "aot" picks by itself
-    result: JsonObject = {  # the JSON report (NAME.json)
-        "package": manifest.package,
-        "version": manifest.version,
-        "compiled_batch_sizes": compiled,
-        "target_cpu": manifest.compilation.target_cpu or "generic",
-        "cpu_levels": list(manifest.compilation.cpu_levels),  # [] for a single-target package
-        "protocol": asdict(protocol),
-        "engines": engines,
-        "host": host_info(),
-        "time": {e: [] for e in engines},
-        "memory": {e: [] for e in engines if e != "tf-python"},
-    }
-    if "aot" in engines:
-        result["time"].update({f"aot:{lv}": [] for lv in forced})
+    result = _new_result(manifest, protocol, engines, forced)
     with tempfile.TemporaryDirectory(prefix="tfaot-bench-") as tmp_dir:
         work = Path(tmp_dir)
         log(f"building the AOT benchmark of {manifest.package}")
@@ -350,60 +338,137 @@ def run(
             if info is None:  # engines other than aot run only with a SavedModel (engines above)
                 raise InvalidInput("the tf-capi engine needs the model's SavedModel")
             spec = write_capi_spec(work / "capi.spec", target, info)
-        env = tf_env(work, protocol)
-        sizes = [str(bs) for bs in protocol.batch_sizes]
-        for r in range(protocol.rounds):
-            for engine in engines:
-                log(f"round {r + 1}/{protocol.rounds}: timing {engine} at batch sizes {','.join(sizes)}")
-                if engine == "aot":
-                    for series, level in [("aot", None), *((f"aot:{lv}", lv) for lv in forced)]:
-                        aot_env = None if level is None else {**os.environ, "TFAOT_CPU_LEVEL": level}
-                        rows = _json_lines(
-                            [str(aot), "time", str(protocol.warmup), str(protocol.calls), *sizes],
-                            aot_env,
-                            f"AOT benchmark {level or ''}".strip(),
-                        )
-                        _keep_fastest(result["time"][series], rows)
-                    continue
-                if engine == "tf-capi":
+        programs = _Programs(work, aot, capi, spec, tf_env(work, protocol), ort)
+        _time_engines(result, engines, forced, programs, toolchain, target, protocol, log)
+        _measure_memory(result, programs, protocol, log)
+    _per_event_figures(result, sorted(manifest.compilation.batch_sizes))
+    result["ratios"] = ratios(result)
+    path = out_dir / f"{name}.json"
+    write_atomic(path, json.dumps(result, indent=1, sort_keys=True) + "\n")
+    result["json"] = str(path)
+    if plots:
+        result["plots"] = [str(p) for p in plot(path, out_dir, cache, log)]
+    return result
+
+
+def _new_result(
+    manifest: ModelManifest, protocol: Protocol, engines: list[str], forced: list[str]
+) -> JsonObject:
+    """The JSON report (NAME.json) before any measurement: what is measured, on what, and empty series."""
+    result: JsonObject = {
+        "package": manifest.package,
+        "version": manifest.version,
+        "compiled_batch_sizes": sorted(manifest.compilation.batch_sizes),
+        "target_cpu": manifest.compilation.target_cpu or "generic",
+        "cpu_levels": list(manifest.compilation.cpu_levels),  # [] for a single-target package
+        "protocol": asdict(protocol),
+        "engines": engines,
+        "host": host_info(),
+        "time": {e: [] for e in engines},
+        "memory": {e: [] for e in engines if e != "tf-python"},
+    }
+    if "aot" in engines:
+        result["time"].update({f"aot:{lv}": [] for lv in forced})
+    return result
+
+
+@dataclass(frozen=True)
+class _Programs:
+    """What the engines run, in one benchmark's work directory."""
+
+    work: Path
+    aot: Path
+    capi: Path | None  # the TensorFlow C API program and its spec, when that engine runs
+    spec: Path | None
+    env: dict[str, str]  # TensorFlow's environment
+    ort: ort_engine.OrtModel | None  # the converted model, when the ort engine runs
+
+
+def _time_engines(
+    result: JsonObject,
+    engines: list[str],
+    forced: list[str],
+    programs: _Programs,
+    toolchain: Toolchain,
+    target: Target,
+    protocol: Protocol,
+    log: Log,
+) -> None:
+    """protocol.rounds rounds of every engine at every batch size, the fastest call of each kept."""
+    sizes = [str(bs) for bs in protocol.batch_sizes]
+    for r in range(protocol.rounds):
+        for engine in engines:
+            log(f"round {r + 1}/{protocol.rounds}: timing {engine} at batch sizes {','.join(sizes)}")
+            if engine == "aot":
+                for series, level in [("aot", None), *((f"aot:{lv}", lv) for lv in forced)]:
+                    aot_env = None if level is None else {**os.environ, "TFAOT_CPU_LEVEL": level}
                     rows = _json_lines(
-                        [str(capi), "time", str(spec), str(protocol.warmup), str(protocol.calls), *sizes],
-                        env,
-                        "TensorFlow C API benchmark",
+                        [str(programs.aot), "time", str(protocol.warmup), str(protocol.calls), *sizes],
+                        aot_env,
+                        f"AOT benchmark {level or ''}".strip(),
                     )
-                elif engine == "ort":
-                    if ort is None:  # engines lost "ort" above when the model was not converted
-                        raise CompileFailed("ONNX Runtime benchmark (time): no converted model")
-                    rows, overhead = ort_engine.time_rows(
-                        ort, protocol.batch_sizes, protocol.warmup, protocol.calls, work / f"ort{r}"
-                    )
-                    best = result["ort"].get("call_overhead_us", float("inf"))
-                    result["ort"]["call_overhead_us"] = min(best, overhead * 1e6)
-                else:
-                    rows = run_tf_python(toolchain, target, protocol, work / f"py{r}", protocol.batch_sizes)[
-                        "timings"
-                    ]
-                _keep_fastest(result["time"][engine], rows)
-        result["memory_baseline"] = {}
-        for engine in result["memory"]:
-            for n in (0, *protocol.instances):
-                log(f"memory of {n} {engine} instance(s)")
-                if engine == "aot":
-                    rows = _json_lines([str(aot), "mem", str(n), "1"], None, "AOT memory benchmark")
-                elif engine == "ort":
-                    if ort is None:  # result["memory"] lost "ort" above when the model was not converted
-                        raise CompileFailed("ONNX Runtime benchmark (memory): no converted model")
-                    rows = [ort_engine.memory_row(ort, n, work / f"ort-mem{n}")]
-                else:
-                    rows = _json_lines(
-                        [str(capi), "mem", str(spec), str(n), "1"], env, "TensorFlow memory benchmark"
-                    )
-                if n == 0:
-                    result["memory_baseline"][engine] = rows[0]
-                    continue
-                for row in rows:
-                    row["model_kb"] = row["vm_hwm_kb"] - result["memory_baseline"][engine]["vm_hwm_kb"]
-                result["memory"][engine] += rows
+                    _keep_fastest(result["time"][series], rows)
+                continue
+            if engine == "tf-capi":
+                rows = _json_lines(
+                    [
+                        str(programs.capi),
+                        "time",
+                        str(programs.spec),
+                        str(protocol.warmup),
+                        str(protocol.calls),
+                        *sizes,
+                    ],
+                    programs.env,
+                    "TensorFlow C API benchmark",
+                )
+            elif engine == "ort":
+                if programs.ort is None:  # run() drops "ort" when the model was not converted
+                    raise CompileFailed("ONNX Runtime benchmark (time): no converted model")
+                rows, overhead = ort_engine.time_rows(
+                    programs.ort,
+                    protocol.batch_sizes,
+                    protocol.warmup,
+                    protocol.calls,
+                    programs.work / f"ort{r}",
+                )
+                best = result["ort"].get("call_overhead_us", float("inf"))
+                result["ort"]["call_overhead_us"] = min(best, overhead * 1e6)
+            else:
+                rows = run_tf_python(
+                    toolchain, target, protocol, programs.work / f"py{r}", protocol.batch_sizes
+                )["timings"]
+            _keep_fastest(result["time"][engine], rows)
+
+
+def _measure_memory(result: JsonObject, programs: _Programs, protocol: Protocol, log: Log) -> None:
+    """Peak memory of 0 and of protocol.instances instances of each engine; a model's is over the 0 baseline."""
+    result["memory_baseline"] = {}
+    for engine in result["memory"]:
+        for n in (0, *protocol.instances):
+            log(f"memory of {n} {engine} instance(s)")
+            if engine == "aot":
+                rows = _json_lines([str(programs.aot), "mem", str(n), "1"], None, "AOT memory benchmark")
+            elif engine == "ort":
+                if programs.ort is None:  # run() drops "ort" when the model was not converted
+                    raise CompileFailed("ONNX Runtime benchmark (memory): no converted model")
+                rows = [ort_engine.memory_row(programs.ort, n, programs.work / f"ort-mem{n}")]
+            else:
+                rows = _json_lines(
+                    [str(programs.capi), "mem", str(programs.spec), str(n), "1"],
+                    programs.env,
+                    "TensorFlow memory benchmark",
+                )
+            if n == 0:
+                result["memory_baseline"][engine] = rows[0]
+                continue
+            for row in rows:
+                row["model_kb"] = row["vm_hwm_kb"] - result["memory_baseline"][engine]["vm_hwm_kb"]
+            result["memory"][engine] += rows
+
+
+def _per_event_figures(result: JsonObject, compiled: list[int]) -> None:
+    """Per-event time, GFLOP/s and the fraction of the CPU's peak, on every timed row."""
     flops = result.get("flops_per_event")
     for engine, rows in result["time"].items():
         for row in rows:
@@ -417,13 +482,6 @@ def run(
                 peak = result["peak_gflops"].get(max(used, key=list(LANES).index)) if used else None
                 if flops and peak:
                     row["peak_fraction"] = row["gflops"] / peak
-    result["ratios"] = ratios(result)
-    path = out_dir / f"{name}.json"
-    write_atomic(path, json.dumps(result, indent=1, sort_keys=True) + "\n")
-    result["json"] = str(path)
-    if plots:
-        result["plots"] = [str(p) for p in plot(path, out_dir, cache, log)]
-    return result
 
 
 def _ort_model(
@@ -558,10 +616,6 @@ def resolve_target(
     Returns (Target, ModelEntry or None). A package directory has no SavedModel
     unless saved_model is given: then only the AOT engine runs.
     """
-    from tfaot_dist import builder
-    from tfaot_dist.config import load_aot_config, load_source_config
-    from tfaot_dist.sources import fetch_source
-
     path = Path(spec)
     if path.is_dir():
         if not (path / "manifest.json").is_file():

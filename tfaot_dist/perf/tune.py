@@ -18,15 +18,20 @@ default strategy (users can still override with setBatchRule), and rebuilding
 the same entry gives the same bytes. The measurements go to OUT/NAME_tune.json.
 """
 
+import dataclasses
 import json
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tfaot_dist import process
+from tfaot_dist import builder, process
 from tfaot_dist.errors import CompileFailed, InvalidInput
+from tfaot_dist.intake import next_build
+from tfaot_dist.perf import bench
 from tfaot_dist.registry import Registry
 from tfaot_dist.session import Session
+from tfaot_dist.util.fs import write_atomic
 from tfaot_dist.util.progress import Log
 
 INF = float("inf")
@@ -200,14 +205,6 @@ def tune_command(
 ) -> Report:
     """`tfaot-dist tune`: tune the package of spec (see bench.resolve_target); for a registry entry, write the
     kept rules into its overrides and rebuild, so the package's model.h applies them by default."""
-    import dataclasses
-    import tempfile
-
-    from tfaot_dist import builder
-    from tfaot_dist.intake import next_build
-    from tfaot_dist.perf import bench
-    from tfaot_dist.util.fs import write_atomic
-
     log = session.log
     target, entry = bench.resolve_target(spec, registry, session, dist, None)
     manifest = target.manifest

@@ -50,14 +50,15 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
 from tfaot_dist import __version__, builder, consumer_versions, names
-from tfaot_dist.channels.channel import INDEX, Channel, ChannelPackage, open_channel, verify_archive
+from tfaot_dist.channels.channel import INDEX, Channel, ChannelPackage, verify_archive
+from tfaot_dist.channels.factory import open_channel
 from tfaot_dist.cxx.scram_tool import RUNTIME_TOOL
 from tfaot_dist.documents import Manifest, load_json
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable, UsageError
-from tfaot_dist.registry import DEFAULT_REQUIREMENTS, ArchiveSource, Defaults, GitSource, ModelEntry, Registry
+from tfaot_dist.pins import ArchiveSource, GitSource, check_url
+from tfaot_dist.registry import DEFAULT_REQUIREMENTS, Defaults, ModelEntry, Registry
 from tfaot_dist.specs import release
 from tfaot_dist.util import yamlio
-from tfaot_dist.util.download import check_url
 from tfaot_dist.util.fs import copy_atomic, sha256_file, write_atomic
 from tfaot_dist.util.progress import Log
 from tfaot_dist.util.render import spec_templates_dir

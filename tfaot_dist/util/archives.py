@@ -303,7 +303,7 @@ def _zip_entries(
 
 class _Tree:
     """A new directory written entry by entry with the primitives of the area writer
-    (channels/area.py): each directory on the way opened relative to the one before without
+    (install/area.py): each directory on the way opened relative to the one before without
     following a link (openat, O_NOFOLLOW), files and links created where nothing is (O_EXCL), modes
     normalised (directories 0o755, files 0o755 or 0o644). A link or a file on the way, or an entry
     that is there already, is an IntegrityError naming it; a failed write names the file."""

@@ -40,7 +40,7 @@ from urllib.parse import urljoin, urlsplit
 import requests
 import urllib3
 
-from tfaot_dist import __version__, names
+from tfaot_dist import __version__
 from tfaot_dist.cache import Cache
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable
 from tfaot_dist.util.fs import claim_temp, remove_abandoned, sha256_file
@@ -59,19 +59,6 @@ DOWNLOAD_PREFIX = ".download-"
 CHUNK = 1 << 16
 # Anything else a request raises (bad URL, TLS, ...): not worth another attempt.
 _OTHER = (requests.RequestException, urllib3.exceptions.HTTPError)
-
-
-def check_url(url: object, where: str) -> str:
-    names.no_credentials(url, where, how="netrc")
-    if not isinstance(url, str) or not names.HTTP_URL.fullmatch(url):
-        raise InvalidInput(f"{where}: invalid URL {url!r} (expected http:// or https://)")
-    return url
-
-
-def check_sha256(value: object, where: str) -> str:
-    if not isinstance(value, str) or not names.SHA256.fullmatch(value):
-        raise InvalidInput(f"{where}: invalid sha256 {value!r} (expected 64 lowercase hex digits)")
-    return value
 
 
 def _env_number(name: str, default: float, kind: type[int] | type[float] = float) -> float:

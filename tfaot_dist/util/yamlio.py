@@ -8,6 +8,7 @@ most MAX_BYTES. Error messages quote at most ~200 characters of any value.
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Any
 
@@ -151,8 +152,6 @@ class Fields:
 
     def _misspelt(self, key: str) -> str:
         """What a missing field's error adds: the unknown keys of its mapping, the likeliest first."""
-        import difflib
-
         left = [str(k) for k in self.data if self.known is not None and k not in self.known]
         unknown = sorted({*left, *self.ignored})
         if not unknown:

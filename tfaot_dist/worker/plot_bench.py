@@ -51,8 +51,17 @@ def main(argv: list[str]) -> int:
     out = Path(argv[2])
     name = result["package"].removeprefix("tfaot-model-")
     title = f"{result['package']} {result['version']} (compiled: {','.join(map(str, result['compiled_batch_sizes']))})"
-    written = []
+    written = [plot_time(result, title, out / f"{name}_time.png")]
+    if result.get("flops_per_event"):
+        written.append(plot_gflops(result, title, out / f"{name}_gflops.png"))
+    if result.get("memory"):
+        written.append(plot_memory(result, title, out / f"{name}_memory.png"))
+    print("\n".join(str(p) for p in written))
+    return 0
 
+
+def plot_time(result: dict[str, Any], title: str, path: Path) -> Path:
+    """Time per event against batch size, each engine a line; AOT's compiled batch sizes filled."""
     fig, ax = plt.subplots(figsize=(7, 5))
     for engine, rows in result["time"].items():
         rows = sorted(rows, key=lambda r: r["batch_size"])
@@ -91,67 +100,67 @@ def main(argv: list[str]) -> int:
     )
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    written.append(save(fig, out / f"{name}_time.png"))
+    return save(fig, path)
 
-    if result.get("flops_per_event"):
-        fig, ax = plt.subplots(figsize=(7, 5))
-        for engine, rows in result["time"].items():
-            rows = sorted((r for r in rows if "gflops" in r), key=lambda r: r["batch_size"])
-            look = style(engine)
-            ax.plot(
-                [r["batch_size"] for r in rows],
-                [r["gflops"] for r in rows],
-                marker="o",
-                ms=3,
-                linestyle=look["linestyle"],
-                color=look["color"],
-                label=look["label"],
-            )
-        for level, peak in result.get("peak_gflops", {}).items():
-            ax.axhline(peak, color="grey", linewidth=0.8, linestyle="-.")
-            ax.annotate(f"peak {level}: {peak:.0f}", (1, peak), fontsize=7, va="bottom", color="grey")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("batch size")
-        ax.set_ylabel("GFLOP/s (one core)")
-        ax.set_title(
-            f"{title}\n{result['flops_per_event']:,} floating point operations per event", fontsize=9
+
+def plot_gflops(result: dict[str, Any], title: str, path: Path) -> Path:
+    """GFLOP/s against batch size, with each CPU level's single-core peak."""
+    fig, ax = plt.subplots(figsize=(7, 5))
+    for engine, rows in result["time"].items():
+        rows = sorted((r for r in rows if "gflops" in r), key=lambda r: r["batch_size"])
+        look = style(engine)
+        ax.plot(
+            [r["batch_size"] for r in rows],
+            [r["gflops"] for r in rows],
+            marker="o",
+            ms=3,
+            linestyle=look["linestyle"],
+            color=look["color"],
+            label=look["label"],
         )
+    for level, peak in result.get("peak_gflops", {}).items():
+        ax.axhline(peak, color="grey", linewidth=0.8, linestyle="-.")
+        ax.annotate(f"peak {level}: {peak:.0f}", (1, peak), fontsize=7, va="bottom", color="grey")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("batch size")
+    ax.set_ylabel("GFLOP/s (one core)")
+    ax.set_title(f"{title}\n{result['flops_per_event']:,} floating point operations per event", fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return save(fig, path)
+
+
+def plot_memory(result: dict[str, Any], title: str, path: Path) -> Path:
+    """Peak RSS and heap against the number of model instances in one process."""
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4.5))
+    for engine, rows in result["memory"].items():
+        rows = sorted(rows, key=lambda r: r["instances"])
+        look = style(engine)
+        xs = [r["instances"] for r in rows]
+        ax1.plot(
+            xs,
+            [r["vm_hwm_kb"] / 1024 for r in rows],
+            marker="o",
+            linestyle=look["linestyle"],
+            color=look["color"],
+            label=look["label"],
+        )
+        ax2.plot(
+            xs,
+            [r["heap_bytes"] / 2**20 for r in rows],
+            marker="o",
+            linestyle=look["linestyle"],
+            color=look["color"],
+            label=look["label"],
+        )
+    for ax, what in ((ax1, "peak RSS of the process [MiB]"), (ax2, "heap in use [MiB]")):
+        ax.set_yscale("log")
+        ax.set_xlabel("model instances in the process (AOT models / TF sessions)")
+        ax.set_ylabel(what)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
-        written.append(save(fig, out / f"{name}_gflops.png"))
-
-    if result.get("memory"):
-        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4.5))
-        for engine, rows in result["memory"].items():
-            rows = sorted(rows, key=lambda r: r["instances"])
-            look = style(engine)
-            xs = [r["instances"] for r in rows]
-            ax1.plot(
-                xs,
-                [r["vm_hwm_kb"] / 1024 for r in rows],
-                marker="o",
-                linestyle=look["linestyle"],
-                color=look["color"],
-                label=look["label"],
-            )
-            ax2.plot(
-                xs,
-                [r["heap_bytes"] / 2**20 for r in rows],
-                marker="o",
-                linestyle=look["linestyle"],
-                color=look["color"],
-                label=look["label"],
-            )
-        for ax, what in ((ax1, "peak RSS of the process [MiB]"), (ax2, "heap in use [MiB]")):
-            ax.set_yscale("log")
-            ax.set_xlabel("model instances in the process (AOT models / TF sessions)")
-            ax.set_ylabel(what)
-            ax.grid(True, which="both", alpha=0.3)
-            ax.legend(fontsize=8)
-        fig.suptitle(title, fontsize=9)
-        written.append(save(fig, out / f"{name}_memory.png"))
-    print("\n".join(str(p) for p in written))
-    return 0
+    fig.suptitle(title, fontsize=9)
+    return save(fig, path)
 
 
 if __name__ == "__main__":

@@ -914,36 +914,85 @@ def do_compile(tf: Any, req: Json) -> Json:
     check_bounds(signature, req, list(req["batch_sizes"]) + list(req.get("reference_sizes") or []))
     t = _stage("load", t)
     out_dir = req["output_dir"]
-    class_name, namespace = req["class_name"], req["namespace"]
-    batch_sizes = req["batch_sizes"]
 
     work = tempfile.mkdtemp(prefix="frozen-", dir=os.environ.get("TMPDIR"))
     xla_flags = _xla_flags(tf, os.environ.get("XLA_FLAGS", ""))
-    # Multi-level: one tfcompile per (batch size, level) of one frozen graph. The lowest level
-    # keeps the single-target names (CLASS_bsN), the others add the level (CLASS_bsN_x86_64_v3).
-    # Level x86-64 is compiled for tfcompile's default CPU (""), what packages got before levels: the
-    # same instructions (generic x86-64), byte-identical objects to a single-target package's.
     levels = list(req.get("cpu_levels") or [])
-    targets: list[
-        tuple[str, str, str]
-    ] = []  # (target_cpu, class name suffix, answer key suffix) of each compile of a batch size
+    targets = _compile_targets(levels, req["target_cpu"])
+    features = {cpu: _target_features(tf, cpu) for cpu, _, _ in targets}
+    formulas = req.get("activation_formulas", "tensorflow")
+    if formulas not in ("tensorflow", "xla"):
+        raise WorkerError(INVALID_INPUT, f"unknown activation formulas {formulas!r}")
+    jobs, rewritten, rewritten_ops = _freeze_all(
+        tf, fn, signature, req, work, targets, features, xla_flags, formulas == "tensorflow"
+    )
+    t = _stage("freeze", t)
+
+    reference: list[Json] = []
+    if req.get("reference_dir"):
+        # TensorFlow's outputs are computed while the helpers compile.
+        reference = _reference(
+            tf, fn, signature, req["reference_sizes"], req["reference_dir"], req.get("reference_seed", 0)
+        )
+        t = _stage("reference", t)
+
+    # Relative output prefixes keep the header guard free of build paths.
+    errors = HELPERS.finish() if HELPERS is not None else {job["key"]: _run_job(job, out_dir) for job in jobs}
+    t = _stage("tfcompile", t)
+    os.chdir(out_dir)
+    files = _compiled_files(jobs, errors, signature, bool(levels))
+
+    shutil.rmtree(work, ignore_errors=True)
+    return {
+        "signature": signature,
+        "files": files,
+        "reference": reference,
+        "tensorflow_version": tf.__version__,
+        "xla_flags": xla_flags,
+        "target_features": {cpu or "x86-64": given for cpu, given in features.items() if given},
+        "rewritten_activations": rewritten,
+        "rewritten_ops": rewritten_ops,
+    }
+
+
+def _compile_targets(levels: list[str], target_cpu: str) -> list[tuple[str, str, str]]:
+    """(target_cpu, class name suffix, answer key suffix) of each compile of a batch size.
+
+    Multi-level: one tfcompile per (batch size, level) of one frozen graph. The lowest level
+    keeps the single-target names (CLASS_bsN), the others add the level (CLASS_bsN_x86_64_v3).
+    Level x86-64 is compiled for tfcompile's default CPU (""), what packages got before levels: the
+    same instructions (generic x86-64), byte-identical objects to a single-target package's.
+    """
+    targets: list[tuple[str, str, str]] = []
     for i, level in enumerate(levels):
         if not re.fullmatch(r"x86-64(-v[234])?", level):  # it becomes part of C++ names
             raise WorkerError(INVALID_INPUT, f"unknown CPU level {level!r}")
         cpu = "" if level == "x86-64" else level
         targets.append((cpu, "", "") if i == 0 else (cpu, "_" + level.replace("-", "_"), "@" + level))
-    targets = targets or [(req["target_cpu"], "", "")]
-    features = {cpu: _target_features(tf, cpu) for cpu, _, _ in targets}
-    formulas = req.get("activation_formulas", "tensorflow")
-    if formulas not in ("tensorflow", "xla"):
-        raise WorkerError(INVALID_INPUT, f"unknown activation formulas {formulas!r}")
+    return targets or [(target_cpu, "", "")]
+
+
+def _freeze_all(
+    tf: Any,
+    fn: Any,
+    signature: Json,
+    req: Json,
+    work: str,
+    targets: list[tuple[str, str, str]],
+    features: dict[str, str],
+    xla_flags: list[str],
+    tensorflow_formulas: bool,
+) -> tuple[list[Json], dict[str, int], dict[str, int]]:
+    """Each batch size's graph frozen (and rewritten) into work, and its compile jobs, one per target (handed
+    to the helpers at once, when there are helpers); returns the jobs and what the last graph's rewrites replaced."""
     rewritten: dict[str, int] = {}  # op -> nodes replaced in each batch size's graph
     rewritten_ops: dict[str, int] = {}
     no_conv3d = _writes_no_conv3d(tf)
     jobs: list[Json] = []
-    for bs in batch_sizes:
+    class_name, namespace = req["class_name"], req["namespace"]
+    for bs in req["batch_sizes"]:
         graph_def, config = _frozen(tf, fn, signature, bs)
-        if formulas == "tensorflow":
+        if tensorflow_formulas:
             rewritten = _tensorflow_activations(tf, graph_def)
         rewritten_ops = _conv3d_as_conv2d(tf, graph_def) if no_conv3d else {}
         rewritten_ops.update(_top_k_kept_whole(tf, graph_def))
@@ -967,27 +1016,23 @@ def do_compile(tf: Any, req: Json) -> Json:
                 "xla_flags": xla_flags,
             }
             if HELPERS is not None:  # a helper compiles it while the next size is frozen
-                HELPERS.submit(job, out_dir)
+                HELPERS.submit(job, req["output_dir"])
             jobs.append(job)
-    t = _stage("freeze", t)
+    return jobs, rewritten, rewritten_ops
 
-    reference: list[Json] = []
-    if req.get("reference_dir"):
-        # TensorFlow's outputs are computed while the helpers compile.
-        reference = _reference(
-            tf, fn, signature, req["reference_sizes"], req["reference_dir"], req.get("reference_seed", 0)
-        )
-        t = _stage("reference", t)
 
+def _compiled_files(
+    jobs: list[Json], errors: dict[str, str | None], signature: Json, multi_level: bool
+) -> dict[str, Json]:
+    """What each job left in the current directory, checked (argument and result order) and kept: its header
+    and objects by answer key. The first failed job is the error."""
     files: dict[str, Json] = {}
-    # Relative output prefixes keep the header guard free of build paths.
-    errors = HELPERS.finish() if HELPERS is not None else {job["key"]: _run_job(job, out_dir) for job in jobs}
-    t = _stage("tfcompile", t)
-    os.chdir(out_dir)
     for job in jobs:
         bs, stem, key = job["bs"], job["stem"], job["key"]
         if errors[key] is not None:
-            where = f"batch size {bs}" + (f", CPU level {job['target_cpu'] or 'x86-64'}" if levels else "")
+            where = f"batch size {bs}" + (
+                f", CPU level {job['target_cpu'] or 'x86-64'}" if multi_level else ""
+            )
             raise WorkerError(COMPILE_FAILED, f"{where}: {errors[key]}")
         with open(stem + ".h") as header:
             header_text = header.read()
@@ -1007,18 +1052,7 @@ def do_compile(tf: Any, req: Json) -> Json:
         else:
             os.remove(stem + "_metadata.o")
         files[key] = {"header": keep[0], "objects": keep[1:]}
-
-    shutil.rmtree(work, ignore_errors=True)
-    return {
-        "signature": signature,
-        "files": files,
-        "reference": reference,
-        "tensorflow_version": tf.__version__,
-        "xla_flags": xla_flags,
-        "target_features": {cpu or "x86-64": given for cpu, given in features.items() if given},
-        "rewritten_activations": rewritten,
-        "rewritten_ops": rewritten_ops,
-    }
+    return files
 
 
 OPS: dict[str, Callable[[Any, Json], Json]] = {

@@ -41,8 +41,6 @@ from packaging.version import Version
 
 from tfaot_dist import names, process
 from tfaot_dist import package as pkg
-from tfaot_dist.channels import cpu_target, ownership
-from tfaot_dist.channels.area import LOCK, TEMP, AreaWriter, open_area
 from tfaot_dist.channels.channel import (
     MAX_TOOL_FILE,
     RUNTIME,
@@ -52,9 +50,12 @@ from tfaot_dist.channels.channel import (
     parse_requirement,
     verify_fetched,
 )
+from tfaot_dist.cpu import target as cpu_target
 from tfaot_dist.cxx import buildsys
 from tfaot_dist.documents import InstalledRow, Manifest, load_json
 from tfaot_dist.errors import IntegrityError, InvalidInput, ScramFailed, SourceUnavailable
+from tfaot_dist.install import ownership
+from tfaot_dist.install.area import LOCK, TEMP, AreaWriter, open_area
 from tfaot_dist.util.archives import PACKAGE, extract
 from tfaot_dist.util.download import discard, keep
 from tfaot_dist.util.fs import crash_point, write_atomic
@@ -268,14 +269,9 @@ def _setup_one(
 
     todo, out = [], []
     for p in wanted:
-        row = state.get(p.name)
-        if row and _same(row.version, p.version):
-            if row.sha256 != p.sha256:
-                raise IntegrityError(
-                    f"{root / row.path}: {p.name} {p.version} is installed with sha256 "
-                    f"{row.sha256}, {channel.location} has {p.sha256}"
-                )
-            out.append(Installed(p.name, p.version, "already installed", root / row.path))
+        there = _already_installed(state, p, root, channel.location)
+        if there:
+            out.append(there)
         else:
             todo.append(p)
     if not todo:
@@ -283,8 +279,59 @@ def _setup_one(
             _repair(writer, read_installed(root, writer), scram, report)
         return out
 
-    # Fetch and verify everything (digests, then what each package may install) before the area
-    # (or the cache) changes.
+    verified = _fetch_verified(todo, channel, cache, offline)
+    for p in todo:
+        # Only a warning: areas are often prepared on one machine and used on others.
+        check = cpu_target.check_package(verified[p.key].manifest.compilation)
+        if p.kind == "model" and not check.ok:
+            log(f"warning: {p.name} {p.version}: {check.message}")
+
+    with _undone_if_refused(root), open_area(root) as writer:
+        state = read_installed(root, writer)
+        _check_runtimes(state, wanted)
+        _repair(writer, state, scram, report)
+        installed, old_dirs = [], []
+        for p in todo:
+            there = _already_installed(state, p, root, channel.location)  # a setup at the same time was first
+            if there:
+                out.append(there)
+                continue
+            installed.append(p)
+            previous = state.get(p.name)
+            out.append(_install_one(writer, state, p, verified[p.key], channel.location, root))
+            if previous and previous.path != state[p.name].path:
+                old_dirs.append(previous.path)
+        crash_point("setup_listed")
+        _write_installed(writer, state)
+        writer.write("env.sh", env_script(environment(root, state)))
+        for old in old_dirs:
+            writer.remove(old)
+            writer.remove_if_empty(old.split("/")[0])
+        if scram:
+            _register(scram, writer, state, [p.name for p in installed], report)
+    return out
+
+
+def _already_installed(
+    state: dict[str, InstalledRow], p: ChannelPackage, root: Path, location: str
+) -> Installed | None:
+    """p's version as the area has it (None: not installed); the same version with other bytes is refused."""
+    row = state.get(p.name)
+    if not row or not _same(row.version, p.version):
+        return None
+    if row.sha256 != p.sha256:
+        raise IntegrityError(
+            f"{root / row.path}: {p.name} {p.version} is installed with sha256 "
+            f"{row.sha256}, {location} has {p.sha256}"
+        )
+    return Installed(p.name, p.version, "already installed", root / row.path)
+
+
+def _fetch_verified(
+    todo: list[ChannelPackage], channel: Channel, cache: Path, offline: bool
+) -> dict[tuple[str, str], VerifiedArchive]:
+    """Fetch and verify everything (digests, then what each package may install) before the area
+    (or the cache) changes; fresh downloads enter the cache only once all are verified."""
     verified, fresh = {}, []
     try:
         for p in todo:
@@ -301,61 +348,35 @@ def _setup_one(
     finally:
         for path in fresh:
             discard(path)
-    for p in todo:
-        # Only a warning: areas are often prepared on one machine and used on others.
-        check = cpu_target.check_package(verified[p.key].manifest.compilation)
-        if p.kind == "model" and not check.ok:
-            log(f"warning: {p.name} {p.version}: {check.message}")
+    return verified
 
-    with _undone_if_refused(root), open_area(root) as writer:
-        state = read_installed(root, writer)
-        _check_runtimes(state, wanted)
-        _repair(writer, state, scram, report)
-        old_dirs, installed = [], []
-        for p in todo:
-            row = state.get(p.name)
-            if row and _same(row.version, p.version):  # a setup running at the same time was first
-                if row.sha256 != p.sha256:
-                    raise IntegrityError(
-                        f"{root / row.path}: {p.name} {p.version} is installed with sha256 "
-                        f"{row.sha256}, {channel.location} has {p.sha256}"
-                    )
-                out.append(Installed(p.name, p.version, "already installed", root / row.path))
-                continue
-            installed.append(p)
-            archive = verified[p.key]
-            rel = f"{p.name}/{p.version}"
-            _install_tree(writer, archive, rel)
-            previous = state.get(p.name)
-            tool_files = _place_area_files(writer, archive.manifest, rel, previous)
-            state[p.name] = InstalledRow(
-                version=p.version,
-                kind=p.kind,
-                sha256=p.sha256,
-                path=rel,
-                requires=tuple(p.requires),
-                tool_files=tuple(tool_files),
-                channel=channel.location,
-            )
-            if previous and previous.path != rel:
-                old_dirs.append(previous.path)
-            status = (
-                "installed"
-                if not previous
-                else ("upgraded" if _newer(p.version, previous.version) else "replaced")
-            )
-            out.append(
-                Installed(p.name, p.version, status, root / rel, previous.version if previous else None)
-            )
-        crash_point("setup_listed")
-        _write_installed(writer, state)
-        writer.write("env.sh", env_script(environment(root, state)))
-        for old in old_dirs:
-            writer.remove(old)
-            writer.remove_if_empty(old.split("/")[0])
-        if scram:
-            _register(scram, writer, state, [p.name for p in installed], report)
-    return out
+
+def _install_one(
+    writer: AreaWriter,
+    state: dict[str, InstalledRow],
+    p: ChannelPackage,
+    archive: VerifiedArchive,
+    location: str,
+    root: Path,
+) -> Installed:
+    """p's tree and area files in place, its row in state (not yet written)."""
+    rel = f"{p.name}/{p.version}"
+    _install_tree(writer, archive, rel)
+    previous = state.get(p.name)
+    tool_files = _place_area_files(writer, archive.manifest, rel, previous)
+    state[p.name] = InstalledRow(
+        version=p.version,
+        kind=p.kind,
+        sha256=p.sha256,
+        path=rel,
+        requires=tuple(p.requires),
+        tool_files=tuple(tool_files),
+        channel=location,
+    )
+    status = (
+        "installed" if not previous else ("upgraded" if _newer(p.version, previous.version) else "replaced")
+    )
+    return Installed(p.name, p.version, status, root / rel, previous.version if previous else None)
 
 
 @dataclass(frozen=True)
