@@ -14,6 +14,7 @@ attempt to create or use a toolchain fails the test, so a missing marker shows.
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import subprocess
@@ -50,6 +51,30 @@ FAST = os.environ.get("TFAOT_DIST_FAST") == "1"
 # the default); the commands the tests run as subprocesses inherit it.
 os.environ.setdefault(download.BACKOFF_ENV, "0.01")
 TF_MARKER = "tf"
+# Each test's limit in seconds (its setup, call and teardown: pytest-timeout), unless --timeout is given; 0 for
+# none. Generous: on a cold cache the first test that needs a toolchain waits for it, Abseil and the XLA
+# runtime to be built (10-15 min on 2 busy cores). A test that hangs then fails, named, and the run goes on.
+TIMEOUT_ENV = "TFAOT_DIST_TEST_TIMEOUT"
+DEFAULT_TIMEOUT = 1800.0
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-timeout reads its settings
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("timeout", None) is None:
+        config.option.timeout = per_test_timeout()
+
+
+def per_test_timeout() -> float:
+    value = os.environ.get(TIMEOUT_ENV, "")
+    if not value:
+        return DEFAULT_TIMEOUT
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < math.inf:  # also NaN
+        raise pytest.UsageError(f"{TIMEOUT_ENV}: {value!r} is not a number of seconds (0: no limit)")
+    return seconds
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
