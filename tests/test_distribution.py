@@ -4,8 +4,8 @@ and `setup` into user areas that a real C++ program builds against.
 Everything runs for real: git repositories, an HTTP server on 127.0.0.1 (tests/httpserve.py)
 that also fails, truncates, lies and stays silent on purpose, TensorFlow builds, CMake and g++.
 TFAOT_DIST_TEST_MODELS (default 6) sets the size of the registry built with --jobs 2 and in four
-shards; `TFAOT_DIST_TEST_MODELS=12 scripts/test tests/test_distribution.py -k shards` is the
-12-model run (about twice as long).
+shards (which compile two of them again); `TFAOT_DIST_TEST_MODELS=12 scripts/test
+tests/test_distribution.py -k shards` is the 12-model run.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from conftest import Cli, DataRepo, copy_registry_yaml, fresh_cache, made_once, 
 from httpserve import Server, SilentServer, refused_url
 
 from tfaot_dist import scheduler
+from tfaot_dist.cache import SEAL
 from tfaot_dist.errors import IntegrityError
 from tfaot_dist.util.archives import TAR, ZIP, extract, tar_header_count, zip_entry_count
 from tfaot_dist.util.fs import reproducible_targz, sha256_file
@@ -516,20 +517,32 @@ def make_fleet(
 def test_jobs_and_shards_publish_the_same_packages(fleet: Fleet, tmp_path: Path, shared_cache: Path) -> None:
     assert [r["status"] for r in fleet.build["results"]] == ["built"] * N_MODELS
     assert fleet.server.count("data-1.0.tar.gz") == 3  # 500, 500, then the archive
-    # Four shards one after another (as the release matrix does), each into its own dist, with a
-    # build cache of their own: every package is compiled again.
+    # Four shards one after another (as the release matrix does), each into its own dist, with a build
+    # cache of their own that holds the single run's builds but two: one from git and one from an archive
+    # over HTTP are compiled again (the others are copied from the cache), so the shards' channel
+    # equal to the single run's proves reproducible builds (two compiles prove it as well as six did).
     cache = fresh_cache(tmp_path / "cache", shared_cache)
+    again = {"tfaot-model-fleet-01-1.0.0", f"tfaot-model-fleet-{N_MODELS - 1:02}-tgz-1.0.0"}
+    for entry in (fleet.cache / "builds").iterdir():
+        if (entry / SEAL).is_file() and not any((entry / name).exists() for name in again):
+            shutil.copytree(entry, cache / "builds" / entry.name, symlinks=True)
+    assert len(list((cache / "builds").iterdir())) == N_MODELS - 2
     seen: dict[str, int] = {}  # archive -> shard
+    compiled: list[str] = []
     for k in range(1, 5):
         dist = tmp_path / f"dist-{k}"
         out = script(SHARD_SCRIPT, f"{k}/4", dist, fleet.registry, cache=cache)
         assert f"shard {k}/4:" in out.stderr
+        compiled += [
+            m.replace(" ", "-") for m in re.findall(r"compiling (tfaot-model-\S+ \S+) for", out.stderr)
+        ]
         for archive in dist.glob("tfaot-model-*.tar.gz"):
             assert archive.name not in seen, f"{archive.name} in shards {seen[archive.name]} and {k}"
             seen[archive.name] = k
         if dist.exists():  # an empty shard uploads no artifact
             script(PUBLISH_SCRIPT, tmp_path / "channel", dist, cache=cache)
     assert len(seen) == N_MODELS
+    assert sorted(compiled) == sorted(again)
     jobs, shards = index_of(fleet.channel), index_of(tmp_path / "channel")
     assert len(jobs) == N_MODELS + 1 and {n for n, _ in jobs} >= {RUNTIME}
     assert shards == jobs  # same names, versions and digests: reproducible builds
