@@ -26,9 +26,10 @@ from typing import TYPE_CHECKING, Any, Union
 import pytest
 import yaml
 
-from tfaot_dist import cli
+from tfaot_dist import builder, cli
 from tfaot_dist.cache import Cache, default_cache
-from tfaot_dist.registry import DEFAULT_REQUIREMENTS
+from tfaot_dist.registry import DEFAULT_REQUIREMENTS, Defaults
+from tfaot_dist.session import Session
 from tfaot_dist.toolchain import Toolchain, ensure_toolchain, worker_env
 from tfaot_dist.util import download
 from tfaot_dist.util.archives import PACKAGE, extract
@@ -214,6 +215,24 @@ def test_models(toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory) 
             toolchain, REPO / "tests" / "models" / "make_test_models.py", out, tmp=out / ".tmp"
         ),
     )
+
+
+@pytest.fixture(scope="session")
+def simple_every_level(
+    example_models: Path, tmp_path_factory: pytest.TempPathFactory, shared_cache: Path, toolchain: Toolchain
+) -> Path:
+    """The package root of the simple example compiled (`compile`, no registry) for every default CPU level
+    and batch sizes 1, 2, 4, verified. Made once per run (made_once) for test_cpu_levels and
+    test_cpp_interface, which compiled the same thing each; read-only for them."""
+
+    def make(out: Path) -> None:
+        cache = fresh_cache(out / "cache", shared_cache)
+        config = example_models / "simple" / "aot_config.yaml"
+        builder.compile_config(config, out / "dist", Session(Cache(cache), Defaults()))
+
+    dist = made_once(tmp_path_factory, "simple-every-level", make) / "dist"
+    (root,) = (p for p in dist.iterdir() if p.is_dir())
+    return root
 
 
 def git(*args: object, cwd: Path | str) -> str:
