@@ -260,8 +260,6 @@ def tar_header_count(tar: tarfile.TarFile, stop_after: int = MAX_ENTRIES) -> int
     try:
         count, base, at, buffer = 0, 0, 0, b""  # buffer: the stream from offset base; at: the next header
         while count <= stop_after:
-            if base + at > budget:
-                return None
             if at + _BLOCK > len(buffer):
                 buffer, base, at = buffer[at:] + stream.read(1 << 20), base + at, 0
             block = buffer[at : at + _BLOCK]
@@ -284,6 +282,8 @@ def tar_header_count(tar: tarfile.TarFile, stop_after: int = MAX_ENTRIES) -> int
             else:
                 return None
             count += 1
+            if count <= stop_after and base + at > budget:  # before skipping: a size may claim anything
+                return None
             if at > len(buffer):  # the data goes on past what was read: skip it in the stream
                 stream.seek(at - len(buffer), os.SEEK_CUR)
                 buffer, base, at = b"", base + at, 0
