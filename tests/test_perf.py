@@ -116,8 +116,9 @@ def test_six_batch_sizes_cost_two_copies_of_the_weights(run: Cli, study: Path, t
 
 def test_bench_against_tensorflow(run: Cli, study: Path, tmp_path: Path) -> None:
     # The JSON's shape and the engines' behaviour on one compiled batch size (1, where the wide margins
-    # below hold) and one the batch rules emulate (8), one instance: every engine, level and ratio is
-    # there; the ratios at other sizes and instance counts are benchmarks' (benchmarks/study.sh).
+    # below hold) and one the batch rules emulate (8), one instance, one round (how rounds merge:
+    # test_rounds_keep_the_fastest_call_of_each_batch_size): every engine, level and ratio is there; the
+    # ratios at other sizes and instance counts are the benchmarks' (benchmarks/study.sh).
     # Two levels: the baseline and the one this machine runs best. From batch size 64 on the
     # generated code calls the runtime's matrix product, so the runtime's kernels are in the program.
     cfg = tmp_path / "aot_config.yaml"
@@ -139,7 +140,7 @@ def test_bench_against_tensorflow(run: Cli, study: Path, tmp_path: Path) -> None
         "--calls",
         "20",
         "--rounds",
-        "2",
+        "1",
         "--instances",
         "1",
         "--json",
@@ -292,6 +293,22 @@ def test_small_matrix_products_take_our_tiles_and_match_tensorflow(
     verification = manifest["verification"]
     assert 2 in verification["batch_sizes"]
     assert verification["outputs"]["output_0"]["max_abs"] <= verification["tolerance"]
+
+
+def test_rounds_keep_the_fastest_call_of_each_batch_size() -> None:
+    """`bench --rounds N` times each engine N times; each batch size keeps its fastest row."""
+    rows: list[JsonObject] = []
+    bench._keep_fastest(
+        rows, [{"batch_size": 1, "seconds_per_call": 2.0}, {"batch_size": 8, "seconds_per_call": 1.0}]
+    )
+    bench._keep_fastest(
+        rows,
+        [{"batch_size": 1, "seconds_per_call": 1.5, "round": 2}, {"batch_size": 8, "seconds_per_call": 3.0}],
+    )
+    assert rows == [
+        {"batch_size": 1, "seconds_per_call": 1.5, "round": 2},
+        {"batch_size": 8, "seconds_per_call": 1.0},
+    ]
 
 
 # ---------------------------------------------------------------- tune
