@@ -14,6 +14,7 @@ attempt to create or use a toolchain fails the test, so a missing marker shows.
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import subprocess
@@ -25,9 +26,10 @@ from typing import TYPE_CHECKING, Any, Union
 import pytest
 import yaml
 
-from tfaot_dist import cli
+from tfaot_dist import builder, cli
 from tfaot_dist.cache import Cache, default_cache
-from tfaot_dist.registry import DEFAULT_REQUIREMENTS
+from tfaot_dist.registry import DEFAULT_REQUIREMENTS, Defaults
+from tfaot_dist.session import Session
 from tfaot_dist.toolchain import Toolchain, ensure_toolchain, worker_env
 from tfaot_dist.util import download
 from tfaot_dist.util.archives import PACKAGE, extract
@@ -50,6 +52,30 @@ FAST = os.environ.get("TFAOT_DIST_FAST") == "1"
 # the default); the commands the tests run as subprocesses inherit it.
 os.environ.setdefault(download.BACKOFF_ENV, "0.01")
 TF_MARKER = "tf"
+# Each test's limit in seconds (its setup, call and teardown: pytest-timeout), unless --timeout is given; 0 for
+# none. Generous: on a cold cache the first test that needs a toolchain waits for it, Abseil and the XLA
+# runtime to be built (10-15 min on 2 busy cores). A test that hangs then fails, named, and the run goes on.
+TIMEOUT_ENV = "TFAOT_DIST_TEST_TIMEOUT"
+DEFAULT_TIMEOUT = 1800.0
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-timeout reads its settings
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("timeout", None) is None:
+        config.option.timeout = per_test_timeout()
+
+
+def per_test_timeout() -> float:
+    value = os.environ.get(TIMEOUT_ENV, "")
+    if not value:
+        return DEFAULT_TIMEOUT
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < math.inf:  # also NaN
+        raise pytest.UsageError(f"{TIMEOUT_ENV}: {value!r} is not a number of seconds (0: no limit)")
+    return seconds
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
@@ -189,6 +215,24 @@ def test_models(toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory) 
             toolchain, REPO / "tests" / "models" / "make_test_models.py", out, tmp=out / ".tmp"
         ),
     )
+
+
+@pytest.fixture(scope="session")
+def simple_every_level(
+    example_models: Path, tmp_path_factory: pytest.TempPathFactory, shared_cache: Path, toolchain: Toolchain
+) -> Path:
+    """The package root of the simple example compiled (`compile`, no registry) for every default CPU level
+    and batch sizes 1, 2, 4, verified. Made once per run (made_once) for test_cpu_levels and
+    test_cpp_interface, which compiled the same thing each; read-only for them."""
+
+    def make(out: Path) -> None:
+        cache = fresh_cache(out / "cache", shared_cache)
+        config = example_models / "simple" / "aot_config.yaml"
+        builder.compile_config(config, out / "dist", Session(Cache(cache), Defaults()))
+
+    dist = made_once(tmp_path_factory, "simple-every-level", make) / "dist"
+    (root,) = (p for p in dist.iterdir() if p.is_dir())
+    return root
 
 
 def git(*args: object, cwd: Path | str) -> str:

@@ -104,19 +104,22 @@ CMSSW_FLAGS = ["-std=c++20", *CMSSW_CXXFLAGS]
 
 @pytest.fixture(scope="module")
 def packages(
-    example_models: Path, tmp_path_factory: pytest.TempPathFactory, shared_cache: Path, toolchain: Toolchain
+    example_models: Path,
+    simple_every_level: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    shared_cache: Path,
+    toolchain: Toolchain,
 ) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("cpp-packages")
     cache = fresh_cache(out / "cache", shared_cache)
-    # simple with every default CPU level (model.h dispatches, under both contracts), multi with one
-    return {
-        name: builder.compile_config(
-            example_models / name / "aot_config.yaml",
-            out / "dist",
-            Session(Cache(cache), Defaults() if name == "simple" else Defaults(cpu_levels=("x86-64",))),
-        ).root
-        for name in ("simple", "multi")
-    }
+    # simple with every default CPU level (model.h dispatches, under both contracts: conftest.py makes it
+    # once per run, test_cpu_levels reads it too), multi with one
+    multi = builder.compile_config(
+        example_models / "multi" / "aot_config.yaml",
+        out / "dist",
+        Session(Cache(cache), Defaults(cpu_levels=("x86-64",))),
+    )
+    return {"simple": simple_every_level, "multi": multi.root}
 
 
 def link_flags(toolchain: Toolchain, shared_cache: Path) -> tuple[list[str], list[str]]:

@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Cli, fresh_cache
+from conftest import Cli
 
 from tfaot_dist import builder
-from tfaot_dist.cache import Cache
 from tfaot_dist.config import load_aot_config
 from tfaot_dist.cpu import target as cpu_target
 from tfaot_dist.cxx import INTERFACE_INCLUDE
@@ -22,7 +21,6 @@ from tfaot_dist.cxx.xla_runtime import compile_consumer, ensure_runtime
 from tfaot_dist.documents import Compilation
 from tfaot_dist.errors import InvalidInput
 from tfaot_dist.registry import DEFAULT_CPU_LEVELS, Defaults, Registry
-from tfaot_dist.session import Session
 from tfaot_dist.toolchain import WORKER, Toolchain, worker_env
 
 LEVELS = ("x86-64", "x86-64-v3", "x86-64-v4")
@@ -133,15 +131,10 @@ def test_check_package_runs_where_the_lowest_level_runs() -> None:
 
 
 @pytest.fixture(scope="module")
-def multi_level(
-    example_models: Path, tmp_path_factory: pytest.TempPathFactory, shared_cache: Path, toolchain: Toolchain
-) -> Path:
-    """The simple example for every default level (and batch sizes 1, 2, 4), verified."""
-    out = tmp_path_factory.mktemp("levels")
-    cache = fresh_cache(out / "cache", shared_cache)
-    return builder.compile_config(
-        example_models / "simple" / "aot_config.yaml", out / "dist", Session(Cache(cache))
-    ).root
+def multi_level(simple_every_level: Path) -> Path:
+    """The simple example for every default level (and batch sizes 1, 2, 4), verified (conftest.py: made
+    once per run, test_cpp_interface reads it too)."""
+    return simple_every_level
 
 
 def test_manifest_lists_levels_and_what_was_verified(multi_level: Path) -> None:

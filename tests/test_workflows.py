@@ -354,3 +354,24 @@ def test_a_modules_tests_share_a_worker() -> None:
     workers = {group: {worker for worker, _, g in ran if g == group} for _, _, group in ran}
     assert workers.keys() == {"tests/test_download.py", "tests/test_workflows.py"}
     assert all(len(w) == 1 for w in workers.values()), ran
+
+
+def test_a_test_that_hangs_fails_alone_at_its_timeout(tmp_path: Path) -> None:
+    """pytest-timeout with tests/conftest.py's limit (TFAOT_DIST_TEST_TIMEOUT): a test that sleeps past it
+    fails, named, under pytest-xdist workers as scripts/test runs them, and the other tests still run."""
+    (tmp_path / "test_hang.py").write_text(
+        "import time\n\n\ndef test_hangs():\n    time.sleep(60)\n\n\ndef test_returns():\n    pass\n"
+    )
+    # tests/conftest.py loaded as a plugin (-p conftest), so its hooks set the limit as in the suite.
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "conftest", "-c"]
+    command += [str(REPO / "pyproject.toml"), "--rootdir", str(tmp_path), "-n", "2", "test_hang.py"]
+    env = {**os.environ, "TFAOT_DIST_TEST_TIMEOUT": "1", "PYTHONPATH": str(REPO / "tests")}
+    proc = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=50)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "1 failed, 1 passed" in proc.stdout, proc.stdout[-3000:]
+    (failed,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("FAILED ")]
+    assert failed.startswith("FAILED test_hang.py::test_hangs - Failed: Timeout (>1.0s)"), failed
+    env["TFAOT_DIST_TEST_TIMEOUT"] = "soon"
+    proc = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=50)
+    assert proc.returncode == 4, proc.stdout[-3000:] + proc.stderr[-3000:]  # pytest's usage error
+    assert "TFAOT_DIST_TEST_TIMEOUT: 'soon' is not a number of seconds" in proc.stderr

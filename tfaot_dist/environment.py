@@ -40,6 +40,7 @@ DEVELOPER_VARIABLES: dict[str, str] = {
     "TFAOT_DIST_OTHER_PYTHONS": "0: scripts/test leaves the other Pythons out (a CI that runs each as a job)",
     "TFAOT_DIST_TOOLS": "where scripts/install-actionlint puts actionlint (default $TFAOT_DIST_CACHE/tools)",
     "TFAOT_DIST_TEST_MODELS": "models in the registry of the distribution tests (default 6)",
+    "TFAOT_DIST_TEST_TIMEOUT": "seconds a test may take before it fails, named (default 1800; 0 for no limit)",
     "TFAOT_DIST_KILL_TRIALS": "trials per command of the soak test's random kills (default 4)",
     "TFAOT_DIST_KILL_SEED": "seed of the soak test's random kills (default 2026)",
     "TFAOT_DIST_CRASH_AT": "the rename at which a command dies as kill -9 would (the crash tests)",
