@@ -177,4 +177,4 @@ def test_an_unexpected_error_exits_with_its_own_code_and_names_its_log(tmp_path:
     assert "command: tfaot-dist --registry" in text and text.rstrip().endswith(
         "OSError: [Errno 28] No space left on device"
     )
-    assert "Traceback (most recent call last)" in text and "tfaot_dist/cli.py" in text
+    assert "Traceback (most recent call last)" in text and "tfaot_dist/cli/" in text
