@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tfaot_dist import builder
 from tfaot_dist.cli.common import (
     FIRST_RUN,
     Options,
-    add_command,
+    arg,
     batch_sizes_option,
     command,
     directory,
@@ -23,21 +22,42 @@ from tfaot_dist.cli.common import (
 from tfaot_dist.errors import UsageError
 from tfaot_dist.registry import Registry
 
-if TYPE_CHECKING:
-    from tfaot_dist.cli.common import Subcommands
-
 
 @dataclass(frozen=True)
 class BuildOptions(Options):
-    names: list[str]
-    all: bool
-    dist: Path
-    jobs: int
-    fail_fast: bool
-    shard: str | None
-    offline: bool
+    names: list[str] = arg(nargs="*", metavar="NAME", help="registered models to build (or --all)")
+    all: bool = arg("--all", action="store_true", help="every registered model")
+    dist: Path = arg("--dist", type=Path, default=Path("dist"), help="output directory (default: ./dist)")
+    jobs: int = arg(
+        "--jobs", "-j", type=int, default=1, metavar="N", help="models built at once (default: 1)"
+    )
+    fail_fast: bool = arg(
+        "--fail-fast", action="store_true", help="start no more builds after the first failure"
+    )
+    shard: str | None = arg(
+        "--shard", metavar="K/N", help="only the K-th of N shares (by sha256 of the name), for CI"
+    )
+    offline: bool = arg(
+        "--offline", action="store_true", help="use the cache only; fail naming what is missing"
+    )
 
 
+@command(
+    "build",
+    BuildOptions,
+    summary="compile and package models that changed",
+    description="Compile each named model (or --all) with XLA AOT for its batch sizes, verify the result "
+    "against TensorFlow, and write tfaot-model-NAME-VERSION/ and its .tar.gz to --dist, together "
+    "with the XLA runtime package. Unchanged models (same build key) come from the cache. The "
+    "first build on a machine creates the TensorFlow toolchain and builds Abseil and the XLA "
+    f"runtime ({FIRST_RUN}, network needed).",
+    examples=(
+        "tfaot-dist build test-simple",
+        "tfaot-dist build --all --jobs 2",
+        "tfaot-dist build --all --shard 2/8 --dist out/",
+    ),
+    uses_cache=True,
+)
 def cmd_build(o: BuildOptions) -> int:
     from tfaot_dist import scheduler
     from tfaot_dist.util.progress import make_reporter
@@ -102,17 +122,65 @@ def _result_json(r: builder.BuildResult) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class CompileOptions(Options):
-    aot_config: Path
-    output_directory: Path
-    name: str | None
-    model_version: str | None
-    batch_sizes: str | None
-    cpu_levels: str | None
-    toolchain_python: Path | None
-    runtime: Path | None
-    offline: bool
+    aot_config: Path = arg(
+        "--aot-config",
+        type=Path,
+        required=True,
+        metavar="FILE",
+        help="the model's aot_config.yaml; the paths in it are relative to its directory",
+    )
+    output_directory: Path = arg(
+        "--output-directory",
+        type=Path,
+        required=True,
+        metavar="DIR",
+        help="where the package directory and archive are written (created if missing)",
+    )
+    name: str | None = arg("--name", help="package is tfaot-model-NAME (default: model.name)")
+    model_version: str | None = arg("--version", help="package version (default: model.version)")
+    batch_sizes: str | None = arg("--batch-sizes", help="override compilation.batch_sizes, e.g. 1,2,4")
+    cpu_levels: str | None = arg(
+        "--cpu-levels", help="override compilation.cpu_levels (and clear target_cpu), e.g. x86-64,x86-64-v3"
+    )
+    toolchain_python: Path | None = arg(
+        "--toolchain-python",
+        type=Path,
+        metavar="PATH",
+        help="an existing Python with TensorFlow (installs nothing; default: the registry's "
+        "toolchain.python)",
+    )
+    runtime: Path | None = arg(
+        "--runtime",
+        type=Path,
+        metavar="DIR",
+        help="an installed XLA runtime, builds none: a "
+        "tfaot-xla-runtime package, a runtime tree or a release's tensorflow-xla-runtime "
+        "(lib/libtf_xla_runtime.so; Abseil from $ABSEIL_CPP_ROOT); default: the registry's "
+        "toolchain.runtime",
+    )
+    offline: bool = arg(
+        "--offline",
+        action="store_true",
+        help="download nothing: the cached toolchain and runtime, "
+        "or --toolchain-python and --runtime (as the cmsBuild specs' %%build does); what is missing is "
+        "named (exit 4)",
+    )
 
 
+@command(
+    "compile",
+    CompileOptions,
+    summary="compile a local aot_config.yaml, no registry",
+    description="Compile and verify the model an AOT config describes, without a registry or git: the "
+    "package directory tfaot-model-NAME-VERSION/ and its .tar.gz go to --output-directory. "
+    "Registry defaults (TensorFlow version, target) are used when ./registry exists.",
+    examples=(
+        "tfaot-dist compile --aot-config simple/aot_config.yaml --output-directory out/",
+        "tfaot-dist compile --aot-config cfg.yaml --output-directory out/ --batch-sizes 1,8 "
+        "--name my-model --version 0.1",
+    ),
+    uses_cache=True,
+)
 def cmd_compile(o: CompileOptions) -> int:
     from tfaot_dist import names
 
@@ -145,11 +213,40 @@ def cmd_compile(o: CompileOptions) -> int:
 
 @dataclass(frozen=True)
 class RuntimeOptions(Options):
-    output_directory: Path
-    toolchain_python: Path | None
-    offline: bool
+    output_directory: Path = arg(
+        "--output-directory",
+        type=Path,
+        required=True,
+        metavar="DIR",
+        help="where the runtime package and archive are written",
+    )
+    toolchain_python: Path | None = arg(
+        "--toolchain-python",
+        type=Path,
+        metavar="PATH",
+        help="an existing Python with TensorFlow (installs nothing)",
+    )
+    offline: bool = arg(
+        "--offline",
+        action="store_true",
+        help="download nothing: the cached toolchain (or "
+        "--toolchain-python) and the Abseil sdist in the cache's downloads/ (as the cmsBuild spec puts "
+        "it there); what is missing is named (exit 4)",
+    )
 
 
+@command(
+    "runtime",
+    RuntimeOptions,
+    summary="place the XLA runtime package in a directory",
+    description="Build (once, cached) the XLA AOT runtime library of the registry's TensorFlow version and "
+    "write its package tfaot-xla-runtime-VERSION/ and .tar.gz. build does this too.",
+    examples=(
+        "tfaot-dist runtime --output-directory dist/",
+        "tfaot-dist --registry my-registry runtime --output-directory out/ --json",
+    ),
+    uses_cache=True,
+)
 def cmd_runtime(o: RuntimeOptions) -> int:
     from tfaot_dist.cxx import runtime_package
 
@@ -172,11 +269,26 @@ def cmd_runtime(o: RuntimeOptions) -> int:
 
 @dataclass(frozen=True)
 class VerifyOptions(Options):
-    name: str
-    dist: Path
-    rebuild: bool
+    name: str = arg(metavar="NAME", help="registered model name")
+    dist: Path = arg("--dist", type=Path, default=Path("dist"), help="output directory (default: ./dist)")
+    rebuild: bool = arg(
+        "--rebuild", action="store_true", help="rebuild from scratch and compare file by file"
+    )
 
 
+@command(
+    "verify",
+    VerifyOptions,
+    summary="check a built package's files and numbers, or rebuild it and compare",
+    description="Without --rebuild: every file of the built package against its manifest, and its objects "
+    "linked again into the verification harness to compare with TensorFlow. With --rebuild: build "
+    "the entry again in a fresh cache and name the first file that differs.",
+    examples=(
+        "tfaot-dist verify test-simple",
+        "tfaot-dist verify test-simple --rebuild",
+    ),
+    uses_cache=True,
+)
 def cmd_verify(o: VerifyOptions) -> int:
     from tfaot_dist import verify
 
@@ -202,144 +314,3 @@ def cmd_verify(o: VerifyOptions) -> int:
         )
     emit(o, data, text)
     return 0
-
-
-def add_build(sub: Subcommands, common: argparse.ArgumentParser) -> None:
-    s = add_command(
-        sub,
-        common,
-        "build",
-        "compile and package models that changed",
-        "Compile each named model (or --all) with XLA AOT for its batch sizes, verify the result "
-        "against TensorFlow, and write tfaot-model-NAME-VERSION/ and its .tar.gz to --dist, together "
-        "with the XLA runtime package. Unchanged models (same build key) come from the cache. The "
-        "first build on a machine creates the TensorFlow toolchain and builds Abseil and the XLA "
-        f"runtime ({FIRST_RUN}, network needed).",
-        [
-            "tfaot-dist build test-simple",
-            "tfaot-dist build --all --jobs 2",
-            "tfaot-dist build --all --shard 2/8 --dist out/",
-        ],
-    )
-    s.add_argument("names", nargs="*", metavar="NAME", help="registered models to build (or --all)")
-    s.add_argument("--all", action="store_true", help="every registered model")
-    s.add_argument("--dist", type=Path, default=Path("dist"), help="output directory (default: ./dist)")
-    s.add_argument("--jobs", "-j", type=int, default=1, metavar="N", help="models built at once (default: 1)")
-    s.add_argument("--fail-fast", action="store_true", help="start no more builds after the first failure")
-    s.add_argument("--shard", metavar="K/N", help="only the K-th of N shares (by sha256 of the name), for CI")
-    s.add_argument("--offline", action="store_true", help="use the cache only; fail naming what is missing")
-    s.set_defaults(func=command(cmd_build, BuildOptions))
-
-
-def add_compile(sub: Subcommands, common: argparse.ArgumentParser) -> None:
-    s = add_command(
-        sub,
-        common,
-        "compile",
-        "compile a local aot_config.yaml, no registry",
-        "Compile and verify the model an AOT config describes, without a registry or git: the "
-        "package directory tfaot-model-NAME-VERSION/ and its .tar.gz go to --output-directory. "
-        "Registry defaults (TensorFlow version, target) are used when ./registry exists.",
-        [
-            "tfaot-dist compile --aot-config simple/aot_config.yaml --output-directory out/",
-            "tfaot-dist compile --aot-config cfg.yaml --output-directory out/ --batch-sizes 1,8 "
-            "--name my-model --version 0.1",
-        ],
-    )
-    s.add_argument(
-        "--aot-config",
-        type=Path,
-        required=True,
-        metavar="FILE",
-        help="the model's aot_config.yaml; the paths in it are relative to its directory",
-    )
-    s.add_argument(
-        "--output-directory",
-        type=Path,
-        required=True,
-        metavar="DIR",
-        help="where the package directory and archive are written (created if missing)",
-    )
-    s.add_argument("--name", help="package is tfaot-model-NAME (default: model.name)")
-    s.add_argument("--version", dest="model_version", help="package version (default: model.version)")
-    s.add_argument("--batch-sizes", help="override compilation.batch_sizes, e.g. 1,2,4")
-    s.add_argument(
-        "--cpu-levels", help="override compilation.cpu_levels (and clear target_cpu), e.g. x86-64,x86-64-v3"
-    )
-    s.add_argument(
-        "--toolchain-python",
-        type=Path,
-        metavar="PATH",
-        help="an existing Python with TensorFlow (installs nothing; default: the registry's "
-        "toolchain.python)",
-    )
-    s.add_argument(
-        "--runtime",
-        type=Path,
-        metavar="DIR",
-        help="an installed XLA runtime, builds none: a "
-        "tfaot-xla-runtime package, a runtime tree or a release's tensorflow-xla-runtime "
-        "(lib/libtf_xla_runtime.so; Abseil from $ABSEIL_CPP_ROOT); default: the registry's "
-        "toolchain.runtime",
-    )
-    s.add_argument(
-        "--offline",
-        action="store_true",
-        help="download nothing: the cached toolchain and runtime, "
-        "or --toolchain-python and --runtime (as the cmsBuild specs' %%build does); what is missing is "
-        "named (exit 4)",
-    )
-    s.set_defaults(func=command(cmd_compile, CompileOptions))
-
-
-def add_runtime(sub: Subcommands, common: argparse.ArgumentParser) -> None:
-    s = add_command(
-        sub,
-        common,
-        "runtime",
-        "place the XLA runtime package in a directory",
-        "Build (once, cached) the XLA AOT runtime library of the registry's TensorFlow version and "
-        "write its package tfaot-xla-runtime-VERSION/ and .tar.gz. build does this too.",
-        [
-            "tfaot-dist runtime --output-directory dist/",
-            "tfaot-dist --registry my-registry runtime --output-directory out/ --json",
-        ],
-    )
-    s.add_argument(
-        "--output-directory",
-        type=Path,
-        required=True,
-        metavar="DIR",
-        help="where the runtime package and archive are written",
-    )
-    s.add_argument(
-        "--toolchain-python",
-        type=Path,
-        metavar="PATH",
-        help="an existing Python with TensorFlow (installs nothing)",
-    )
-    s.add_argument(
-        "--offline",
-        action="store_true",
-        help="download nothing: the cached toolchain (or "
-        "--toolchain-python) and the Abseil sdist in the cache's downloads/ (as the cmsBuild spec puts "
-        "it there); what is missing is named (exit 4)",
-    )
-    s.set_defaults(func=command(cmd_runtime, RuntimeOptions))
-
-
-def add_verify(sub: Subcommands, common: argparse.ArgumentParser) -> None:
-    s = add_command(
-        sub,
-        common,
-        "verify",
-        "check a built package's files and numbers, or rebuild it and compare",
-        "Without --rebuild: every file of the built package against its manifest, and its objects "
-        "linked again into the verification harness to compare with TensorFlow. With --rebuild: build "
-        "the entry again in a fresh cache and name the first file that differs.",
-        ["tfaot-dist verify test-simple", "tfaot-dist verify test-simple --rebuild"],
-    )
-    s.add_argument("name", metavar="NAME", help="registered model name")
-    s.add_argument("--dist", type=Path, default=Path("dist"), help="output directory (default: ./dist)")
-    s.add_argument("--rebuild", action="store_true", help="rebuild from scratch and compare file by file")
-    s.set_defaults(func=command(cmd_verify, VerifyOptions))

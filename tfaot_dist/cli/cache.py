@@ -2,32 +2,47 @@
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from tfaot_dist.cache_admin import KINDS as CACHE_KINDS
 from tfaot_dist.cli.common import (
     Options,
-    add_command,
+    arg,
     command,
     emit,
     session_of,
 )
 
-if TYPE_CHECKING:
-    from tfaot_dist.cli.common import Subcommands
-
 
 @dataclass(frozen=True)
 class CacheOptions(Options):
-    kinds: list[str]
-    prune: bool
-    older_than: float | None
-    max_size: str | None
-    dry_run: bool
+    kinds: list[str] = arg(metavar="KIND", nargs="*", help=f"only these: {', '.join(CACHE_KINDS)}")
+    prune: bool = arg("--prune", action="store_true", help="remove the entries of the kinds (default: all)")
+    older_than: float | None = arg(
+        "--older-than", type=float, metavar="DAYS", help="prune only entries not used for DAYS days"
+    )
+    max_size: str | None = arg(
+        "--max-size", metavar="SIZE", help="prune the least recently used until the cache is SIZE (5G)"
+    )
+    dry_run: bool = arg(
+        "--dry-run", action="store_true", help="say what a prune would remove; remove nothing"
+    )
 
 
+@command(
+    "cache",
+    CacheOptions,
+    summary="show the cache's size per kind, or prune it",
+    description="The size of each kind of entry in the cache (tfaot_dist/cache_admin.py lists the kinds). "
+    "--prune removes entries of the kinds given (default: all), with --older-than or --max-size "
+    "only those; never one another process is making or using (it is listed as kept).",
+    examples=(
+        "tfaot-dist cache",
+        "tfaot-dist cache --prune builds logs --older-than 30",
+        "tfaot-dist cache --prune --max-size 5G --dry-run",
+    ),
+    uses_cache=True,
+)
 def cmd_cache(o: CacheOptions) -> int:
     from tfaot_dist.cache import Cache
     from tfaot_dist.cache_admin import command as cache_command
@@ -39,10 +54,24 @@ def cmd_cache(o: CacheOptions) -> int:
 
 @dataclass(frozen=True)
 class ToolchainOptions(Options):
-    python: bool
-    listing: bool
+    python: bool = arg("--python", action="store_true", help="print only the path of its Python")
+    listing: bool = arg("--list", action="store_true", help="list the cached toolchains (creates none)")
 
 
+@command(
+    "toolchain",
+    ToolchainOptions,
+    summary="create (if needed) and show the TensorFlow toolchain",
+    description="The isolated venv with TensorFlow that compiles models (TensorFlow is never installed into "
+    "tfaot-dist's own environment). Created on first use under CACHE/toolchains/KEY (about "
+    "1.6 GB, a few minutes, network needed); KEY digests the requirements and the Python.",
+    examples=(
+        "tfaot-dist toolchain",
+        "$(tfaot-dist toolchain --python) -c 'import tensorflow'",
+        '. "$(dirname "$(tfaot-dist toolchain --python)")/activate"; saved_model_cli --help',
+    ),
+    uses_cache=True,
+)
 def cmd_toolchain(o: ToolchainOptions) -> int:
     from tfaot_dist.toolchain import list_toolchains
 
@@ -82,52 +111,3 @@ def cmd_toolchain(o: ToolchainOptions) -> int:
         f"{toolchain.key} {toolchain.root} (tensorflow {toolchain.tensorflow_version})",
     )
     return 0
-
-
-def add_toolchain(sub: Subcommands, common: argparse.ArgumentParser) -> None:
-    s = add_command(
-        sub,
-        common,
-        "toolchain",
-        "create (if needed) and show the TensorFlow toolchain",
-        "The isolated venv with TensorFlow that compiles models (TensorFlow is never installed into "
-        "tfaot-dist's own environment). Created on first use under CACHE/toolchains/KEY (about "
-        "1.6 GB, a few minutes, network needed); KEY digests the requirements and the Python.",
-        [
-            "tfaot-dist toolchain",
-            "$(tfaot-dist toolchain --python) -c 'import tensorflow'",
-            '. "$(dirname "$(tfaot-dist toolchain --python)")/activate"; saved_model_cli --help',
-        ],
-    )
-    s.add_argument("--python", action="store_true", help="print only the path of its Python")
-    s.add_argument(
-        "--list", dest="listing", action="store_true", help="list the cached toolchains (creates none)"
-    )
-    s.set_defaults(func=command(cmd_toolchain, ToolchainOptions))
-
-
-def add_cache(sub: Subcommands, common: argparse.ArgumentParser) -> None:
-    s = add_command(
-        sub,
-        common,
-        "cache",
-        "show the cache's size per kind, or prune it",
-        "The size of each kind of entry in the cache (tfaot_dist/cache_admin.py lists the kinds). "
-        "--prune removes entries of the kinds given (default: all), with --older-than or --max-size "
-        "only those; never one another process is making or using (it is listed as kept).",
-        [
-            "tfaot-dist cache",
-            "tfaot-dist cache --prune builds logs --older-than 30",
-            "tfaot-dist cache --prune --max-size 5G --dry-run",
-        ],
-    )
-    s.add_argument("kinds", metavar="KIND", nargs="*", help=f"only these: {', '.join(CACHE_KINDS)}")
-    s.add_argument("--prune", action="store_true", help="remove the entries of the kinds (default: all)")
-    s.add_argument(
-        "--older-than", type=float, metavar="DAYS", help="prune only entries not used for DAYS days"
-    )
-    s.add_argument(
-        "--max-size", metavar="SIZE", help="prune the least recently used until the cache is SIZE (5G)"
-    )
-    s.add_argument("--dry-run", action="store_true", help="say what a prune would remove; remove nothing")
-    s.set_defaults(func=command(cmd_cache, CacheOptions))

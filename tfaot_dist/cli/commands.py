@@ -1,4 +1,4 @@
-"""The command line: parser() with every command in the order --help lists them, and main()."""
+"""The command line: every command, in the order `tfaot-dist --help` lists them; parser() and main()."""
 
 from __future__ import annotations
 
@@ -6,12 +6,35 @@ import argparse
 import contextlib
 import os
 from pathlib import Path
+from typing import Any
 
 from tfaot_dist import __version__, errors
-from tfaot_dist.cache import default_cache
+from tfaot_dist.cache import default_cache, release_in_use, trusted_root
 from tfaot_dist.cli import build, cache, distribution, install, model, perf, registry
-from tfaot_dist.cli.common import EXIT_CODES, UNWRITABLE, cache_note, error_line, flush_stdout, unexpected
-from tfaot_dist.errors import InvalidInput, TfaotError
+from tfaot_dist.cli.common import EXIT_CODES, Command, cache_note, exit_code, flush_stdout
+
+COMMANDS: tuple[Command[Any], ...] = (
+    registry.cmd_init,
+    registry.cmd_add_model,
+    registry.cmd_update,
+    registry.cmd_list,
+    registry.cmd_show,
+    build.cmd_build,
+    distribution.cmd_publish,
+    distribution.cmd_yank,
+    install.cmd_remove,
+    install.cmd_setup,
+    build.cmd_compile,
+    build.cmd_runtime,
+    model.cmd_check,
+    model.cmd_init_config,
+    build.cmd_verify,
+    cache.cmd_toolchain,
+    cache.cmd_cache,
+    distribution.cmd_specs,
+    perf.cmd_bench,
+    perf.cmd_tune,
+)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -40,48 +63,12 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print results as JSON on stdout")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    registry.add_init(sub, common)
-    registry.add_add_model(sub, common)
-    registry.add_update(sub, common)
-    registry.add_list(sub, common)
-    registry.add_show(sub, common)
-    build.add_build(sub, common)
-    distribution.add_publish(sub, common)
-    distribution.add_yank(sub, common)
-    install.add_remove(sub, common)
-    install.add_setup(sub, common)
-    build.add_compile(sub, common)
-    build.add_runtime(sub, common)
-    model.add_check(sub, common)
-    model.add_init_config(sub, common)
-    build.add_verify(sub, common)
-    cache.add_toolchain(sub, common)
-    cache.add_cache(sub, common)
-    distribution.add_specs(sub, common)
-    perf.add_bench(sub, common)
-    perf.add_tune(sub, common)
+    for c in COMMANDS:
+        c.add_to(sub, common)
     return p
 
 
-# Commands that keep things in the cache (what is there is run, compiled in or installed).
-USES_CACHE = {
-    "cache",
-    "add-model",
-    "build",
-    "setup",
-    "compile",
-    "runtime",
-    "check",
-    "verify",
-    "toolchain",
-    "bench",
-    "tune",
-}
-
-
 def main(argv: list[str] | None = None) -> int:
-    from tfaot_dist.cache import release_in_use, trusted_root
-
     p = parser()
     try:
         args = p.parse_args(argv)
@@ -90,28 +77,16 @@ def main(argv: list[str] | None = None) -> int:
             return errors.STDOUT_CLOSED
         raise
     args.cache = default_cache()
-    made = False
-    try:
-        if args.command in USES_CACHE:
-            made = not os.path.lexists(args.cache)
+    chosen: Command[Any] = args.func
+    made = chosen.uses_cache and not os.path.lexists(args.cache)
+
+    def run() -> int:
+        if chosen.uses_cache:
             trusted_root(args.cache)  # ours alone, or refused (cache.py)
-        code: int = args.func(args)
-        return code if flush_stdout() else errors.STDOUT_CLOSED
-    except TfaotError as exc:
-        return error_line(exc)
-    except BrokenPipeError:  # what the command printed went to a reader that left (`| head -1`)
-        flush_stdout()
-        return errors.STDOUT_CLOSED
-    except OSError as exc:
-        if exc.errno not in UNWRITABLE or exc.filename is None:
-            return unexpected(exc, argv, args.cache)
-        # A place the command writes that cannot be written (a read-only file system, CVMFS): the
-        # commands name their own targets where they can; this is the line for the others.
-        return error_line(InvalidInput(f"{exc.filename}: cannot write there ({exc.strerror})"))
-    except KeyboardInterrupt:
-        return 130
-    except Exception as exc:  # nothing expected it: one line, the traceback in a log
-        return unexpected(exc, argv, args.cache)
+        return chosen(args)
+
+    try:
+        return exit_code(run, argv, args.cache)
     finally:
         release_in_use()  # the entries this command used (cache.hold_in_use)
         if made:  # a cache this command made and left empty (it failed early, or needed nothing) goes

@@ -10,10 +10,11 @@ import errno
 import json
 import os
 import sys
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tfaot_dist import errors
 from tfaot_dist.cache import default_cache
@@ -29,11 +30,30 @@ def log(message: str) -> None:
 
 
 OptionsT = TypeVar("OptionsT", bound="Options")
+ARGUMENT = "tfaot_dist.cli.argument"  # the key of a field's argparse declaration in its metadata
+
+
+@dataclass(frozen=True)
+class Argument:
+    """How a field of a command's options is given on the command line (see arg)."""
+
+    flags: tuple[str, ...]  # none: a positional argument, named as the field
+    keywords: dict[str, Any]  # argparse's: help, type, default, metavar, action, nargs, ...
+    exclusive: str | None  # the fields that name the same group exclude each other (a command's modes)
+
+
+def arg(*flags: str, exclusive: str | None = None, **keywords: Any) -> Any:
+    """A field of a command's options, declared with its argparse flags and keywords (its value is the
+    parsed argument: the field's name is its dest)."""
+    return dataclasses.field(metadata={ARGUMENT: Argument(flags, keywords, exclusive)})
 
 
 @dataclass(frozen=True)
 class Options:
-    """What every command has: --registry, --json, and the cache ($TFAOT_DIST_CACHE)."""
+    """What every command has: --registry, --json, and the cache ($TFAOT_DIST_CACHE).
+
+    A command's options subclass it; their fields, declared with arg(), are the command's arguments,
+    in the order its --help lists them."""
 
     registry: Path
     json: bool
@@ -43,10 +63,74 @@ class Options:
     def of(cls: type[OptionsT], namespace: argparse.Namespace) -> OptionsT:
         return cls(**{f.name: getattr(namespace, f.name) for f in dataclasses.fields(cls)})
 
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        """The arguments the fields declare (not --registry and --json: the common parser has them)."""
+        groups: dict[str, argparse._MutuallyExclusiveGroup] = {}
+        for f in dataclasses.fields(cls):
+            argument: Argument | None = f.metadata.get(ARGUMENT)
+            if argument is None:
+                continue
+            to: argparse._ActionsContainer = parser
+            if argument.exclusive:
+                if argument.exclusive not in groups:
+                    groups[argument.exclusive] = parser.add_mutually_exclusive_group()
+                to = groups[argument.exclusive]
+            if argument.flags:
+                to.add_argument(*argument.flags, dest=f.name, **argument.keywords)
+            else:
+                to.add_argument(f.name, **argument.keywords)
 
-def command(run: Callable[[OptionsT], int], options: type[OptionsT]) -> Callable[[argparse.Namespace], int]:
-    """A subcommand's entry point: its options, typed, from the parsed arguments; then the command."""
-    return lambda namespace: run(options.of(namespace))
+
+@dataclass(frozen=True)
+class Command(Generic[OptionsT]):
+    """A subcommand: its name and --help texts, its options (their fields are its arguments) and the
+    function that runs it."""
+
+    name: str
+    options: type[OptionsT]
+    run: Callable[[OptionsT], int]
+    summary: str  # its line in `tfaot-dist --help`
+    description: str
+    examples: tuple[str, ...]
+    uses_cache: bool  # keeps things in the cache (what is there is run, compiled in or installed)
+
+    def __call__(self, namespace: argparse.Namespace) -> int:
+        return self.run(self.options.of(namespace))
+
+    def add_to(self, sub: Subcommands, common: argparse.ArgumentParser) -> None:
+        """Its parser, whose --help has the description, the examples, the exit codes and the cache."""
+        epilog = (
+            "examples:\n"
+            + "\n".join(f"  {e}" for e in self.examples)
+            + "\n\n"
+            + EXIT_CODES
+            + "\n\n"
+            + cache_note()
+        )
+        parser = sub.add_parser(
+            self.name,
+            parents=[common],
+            help=self.summary,
+            description=textwrap.fill(self.description, 79),
+            epilog=epilog,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        self.options.add_arguments(parser)
+        parser.set_defaults(func=self)
+
+
+def command(
+    name: str,
+    options: type[OptionsT],
+    *,
+    summary: str,
+    description: str,
+    examples: tuple[str, ...],
+    uses_cache: bool = False,
+) -> Callable[[Callable[[OptionsT], int]], Command[OptionsT]]:
+    """The function it decorates as the subcommand NAME (see Command)."""
+    return lambda run: Command(name, options, run, summary, description, examples, uses_cache)
 
 
 def emit(o: Options, data: Any, text: str) -> None:
@@ -95,30 +179,6 @@ if TYPE_CHECKING:  # annotations only (they are not evaluated): the class is pri
     Subcommands = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
-def add_command(
-    sub: Subcommands,
-    common: argparse.ArgumentParser,
-    name: str,
-    summary: str,
-    description: str,
-    examples: list[str],
-) -> argparse.ArgumentParser:
-    """A subcommand whose --help has a description, examples, the exit codes and the cache location."""
-    import textwrap
-
-    epilog = (
-        "examples:\n" + "\n".join(f"  {e}" for e in examples) + "\n\n" + EXIT_CODES + "\n\n" + cache_note()
-    )
-    return sub.add_parser(
-        name,
-        parents=[common],
-        help=summary,
-        description=textwrap.fill(description, 79),
-        epilog=epilog,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-
-
 # Measured: the README's main job on a fresh clone with an empty cache (the table "On a fresh machine").
 FIRST_RUN = "about 4 minutes on 2 cores"
 
@@ -134,14 +194,36 @@ def cache_note() -> str:
 UNWRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT)
 
 
-def unexpected(exc: Exception, argv: list[str] | None, cache: Path) -> int:
+def exit_code(run: Callable[[], int], argv: list[str] | None, cache: Path) -> int:
+    """The one exit path: run's code, or one error line and the code of its error."""
+    try:
+        code = run()
+        return code if flush_stdout() else errors.STDOUT_CLOSED
+    except TfaotError as exc:
+        return _error_line(exc)
+    except BrokenPipeError:  # what the command printed went to a reader that left (`| head -1`)
+        flush_stdout()
+        return errors.STDOUT_CLOSED
+    except OSError as exc:
+        if exc.errno not in UNWRITABLE or exc.filename is None:
+            return _unexpected(exc, argv, cache)
+        # A place the command writes that cannot be written (a read-only file system, CVMFS): the
+        # commands name their own targets where they can; this is the line for the others.
+        return _error_line(InvalidInput(f"{exc.filename}: cannot write there ({exc.strerror})"))
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # nothing expected it: one line, the traceback in a log
+        return _unexpected(exc, argv, cache)
+
+
+def _unexpected(exc: Exception, argv: list[str] | None, cache: Path) -> int:
     from tfaot_dist.process import unexpected
 
-    drop_unwritable_output()
-    return error_line(unexpected(exc, sys.argv[1:] if argv is None else argv, cache))
+    _drop_unwritable_output()
+    return _error_line(unexpected(exc, sys.argv[1:] if argv is None else argv, cache))
 
 
-def error_line(exc: TfaotError) -> int:
+def _error_line(exc: TfaotError) -> int:
     # One line, whatever the message quotes (a line break in a value would start another).
     line = (
         shown(f"tfaot-dist: error: {exc}", MAX_ERROR, quote=False).replace("\r", "\\r").replace("\n", "\\n")
@@ -164,7 +246,7 @@ def flush_stdout() -> bool:
         return False
 
 
-def drop_unwritable_output() -> None:
+def _drop_unwritable_output() -> None:
     """Output that could not be written (a full disk, a closed pipe) is not tried again at exit,
     where Python would report it once more (and exit 120)."""
     try:

@@ -2,34 +2,48 @@
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from tfaot_dist.cli.common import (
     Options,
-    add_command,
     area_of,
+    arg,
     command,
     emit,
     log,
 )
 from tfaot_dist.errors import UsageError
 
-if TYPE_CHECKING:
-    from tfaot_dist.cli.common import Subcommands
-
 
 @dataclass(frozen=True)
 class RemoveOptions(Options):
-    packages: list[str]
-    area: Path | None
-    dry_run: bool
+    packages: list[str] = arg(
+        nargs="+",
+        metavar="NAME",
+        help="installed model name or package name "
+        "(a specifier such as 'my-model==1.0' must match the installed version)",
+    )
+    area: Path | None = arg("--area", type=Path, help="user area (default: $CMSSW_BASE)")
+    dry_run: bool = arg("--dry-run", action="store_true", help="print what would be removed, change nothing")
 
 
+@command(
+    "remove",
+    RemoveOptions,
+    summary="take packages out of a user area",
+    description="Remove installed packages from AREA/tfaot: their directories, tool files, CMake and "
+    "pkg-config files, their lines in env.sh and installed.json, and, with scram on the PATH, "
+    "`scram tool remove NAME` for tools scram had taken. A runtime an installed model still "
+    "needs is refused.",
+    examples=(
+        "tfaot-dist remove my-model --area $CMSSW_BASE",
+        "tfaot-dist remove my-model --dry-run --area ~/area",
+        "tfaot-dist remove my-model tfaot-xla-runtime --area ~/area",
+    ),
+)
 def cmd_remove(o: RemoveOptions) -> int:
     import shutil
 
@@ -59,13 +73,33 @@ def cmd_remove(o: RemoveOptions) -> int:
 
 @dataclass(frozen=True)
 class SetupOptions(Options):
-    requirements: list[str]
-    channel: str | None
-    area: Path | None
-    listing: bool
-    offline: bool
-    dry_run: bool
-    repair: bool
+    requirements: list[str] = arg(
+        nargs="*",
+        metavar="NAME",
+        help="model name with optional PEP 440 version specifiers, e.g. test-simple or 'test-simple>=1.0,<2'",
+    )
+    channel: str | None = arg(
+        "--channel",
+        metavar="URL-OR-DIR",
+        help="channel: directory, file://, http(s):// (default: $TFAOT_DIST_CHANNEL)",
+    )
+    area: Path | None = arg("--area", type=Path, help="user area (default: $CMSSW_BASE)")
+    listing: bool = arg(
+        "--list", action="store_true", help="list installed packages (--area) or available (--channel)"
+    )
+    offline: bool = arg(
+        "--offline", action="store_true", help="use the cache only; fail naming what is missing"
+    )
+    dry_run: bool = arg(
+        "--dry-run",
+        action="store_true",
+        help="print what would be installed, upgraded or replaced (from the index), change nothing",
+    )
+    repair: bool = arg(
+        "--repair",
+        action="store_true",
+        help="drop invalid rows of the area's installed.json and tidy the area to what it lists",
+    )
 
 
 SETUP_WORDS = {
@@ -76,6 +110,20 @@ SETUP_WORDS = {
 }
 
 
+@command(
+    "setup",
+    SetupOptions,
+    summary="install models (and their runtime) from a channel",
+    description="Download the newest matching version of each model and the runtime it was verified with, "
+    "check every file against the manifest, and install them under AREA/tfaot/ with SCRAM tool "
+    "files, CMake configs, pkg-config files and env.sh.",
+    examples=(
+        "tfaot-dist setup test-simple --channel http://127.0.0.1:8000/ --area $CMSSW_BASE",
+        "tfaot-dist setup 'test-simple>=1.0,<2' --channel /srv/channel --area ~/area",
+        "tfaot-dist setup --list --channel http://127.0.0.1:8000/   # what is available",
+    ),
+    uses_cache=True,
+)
 def cmd_setup(o: SetupOptions) -> int:
     import shutil
 
@@ -184,78 +232,3 @@ def cmd_setup(o: SetupOptions) -> int:
         "\n".join(lines),
     )
     return 0
-
-
-def add_remove(sub: Subcommands, common: argparse.ArgumentParser) -> None:
-    s = add_command(
-        sub,
-        common,
-        "remove",
-        "take packages out of a user area",
-        "Remove installed packages from AREA/tfaot: their directories, tool files, CMake and "
-        "pkg-config files, their lines in env.sh and installed.json, and, with scram on the PATH, "
-        "`scram tool remove NAME` for tools scram had taken. A runtime an installed model still "
-        "needs is refused.",
-        [
-            "tfaot-dist remove my-model --area $CMSSW_BASE",
-            "tfaot-dist remove my-model --dry-run --area ~/area",
-            "tfaot-dist remove my-model tfaot-xla-runtime --area ~/area",
-        ],
-    )
-    s.add_argument(
-        "packages",
-        nargs="+",
-        metavar="NAME",
-        help="installed model name or package name "
-        "(a specifier such as 'my-model==1.0' must match the installed version)",
-    )
-    s.add_argument("--area", type=Path, help="user area (default: $CMSSW_BASE)")
-    s.add_argument("--dry-run", action="store_true", help="print what would be removed, change nothing")
-    s.set_defaults(func=command(cmd_remove, RemoveOptions))
-
-
-def add_setup(sub: Subcommands, common: argparse.ArgumentParser) -> None:
-    s = add_command(
-        sub,
-        common,
-        "setup",
-        "install models (and their runtime) from a channel",
-        "Download the newest matching version of each model and the runtime it was verified with, "
-        "check every file against the manifest, and install them under AREA/tfaot/ with SCRAM tool "
-        "files, CMake configs, pkg-config files and env.sh.",
-        [
-            "tfaot-dist setup test-simple --channel http://127.0.0.1:8000/ --area $CMSSW_BASE",
-            "tfaot-dist setup 'test-simple>=1.0,<2' --channel /srv/channel --area ~/area",
-            "tfaot-dist setup --list --channel http://127.0.0.1:8000/   # what is available",
-        ],
-    )
-    s.add_argument(
-        "requirements",
-        nargs="*",
-        metavar="NAME",
-        help="model name with optional PEP 440 version specifiers, e.g. test-simple or 'test-simple>=1.0,<2'",
-    )
-    s.add_argument(
-        "--channel",
-        metavar="URL-OR-DIR",
-        help="channel: directory, file://, http(s):// (default: $TFAOT_DIST_CHANNEL)",
-    )
-    s.add_argument("--area", type=Path, help="user area (default: $CMSSW_BASE)")
-    s.add_argument(
-        "--list",
-        dest="listing",
-        action="store_true",
-        help="list installed packages (--area) or available (--channel)",
-    )
-    s.add_argument("--offline", action="store_true", help="use the cache only; fail naming what is missing")
-    s.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="print what would be installed, upgraded or replaced (from the index), change nothing",
-    )
-    s.add_argument(
-        "--repair",
-        action="store_true",
-        help="drop invalid rows of the area's installed.json and tidy the area to what it lists",
-    )
-    s.set_defaults(func=command(cmd_setup, SetupOptions))

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from tfaot_dist import check
 from tfaot_dist.cli.common import (
     Options,
-    add_command,
+    arg,
     batch_sizes_option,
     command,
     emit,
@@ -19,17 +17,31 @@ from tfaot_dist.cli.common import (
 )
 from tfaot_dist.errors import InvalidInput
 
-if TYPE_CHECKING:
-    from tfaot_dist.cli.common import Subcommands
-
 
 @dataclass(frozen=True)
 class CheckOptions(Options):
-    target: str
-    serving_key: str
-    table: bool
+    target: str = arg(metavar="PATH-OR-NAME", help="SavedModel dir, aot_config.yaml or registry name")
+    serving_key: str = arg(
+        "--serving-key",
+        default="serving_default",
+        help="signature of a SavedModel directory (default: serving_default)",
+    )
+    table: bool = arg("--table", action="store_true", help="print every op")
 
 
+@command(
+    "check",
+    CheckOptions,
+    summary="list the ops of a model and whether XLA compiles them",
+    description="Load the SavedModel's serving function with TensorFlow and report, op by op, whether XLA "
+    "can compile it for CPU. Exit 3 if any cannot.",
+    examples=(
+        "tfaot-dist check path/to/saved_model --table",
+        "tfaot-dist check my/aot_config.yaml",
+        "tfaot-dist check test-simple   # a registered model",
+    ),
+    uses_cache=True,
+)
 def cmd_check(o: CheckOptions) -> int:
     checked = check.check_target(o.target, o.serving_key, o.registry, session_of(o))
     answer = checked.answer
@@ -63,15 +75,34 @@ def cmd_check(o: CheckOptions) -> int:
 
 @dataclass(frozen=True)
 class InitConfigOptions(Options):
-    saved_model: Path
-    name: str | None
-    model_version: str
-    serving_key: str
-    batch_sizes: str | None
-    output: Path | None
-    force: bool
+    saved_model: Path = arg(metavar="SAVED_MODEL", type=Path, help="the SavedModel directory")
+    name: str | None = arg("--name", help="model.name, the C++ class (default: from the directory name)")
+    model_version: str = arg("--version", default="1.0.0", help="model.version (default: 1.0.0)")
+    serving_key: str = arg(
+        "--serving-key", default="serving_default", help="the signature (default: serving_default)"
+    )
+    batch_sizes: str | None = arg("--batch-sizes", help="compilation.batch_sizes (default: 1,2,4,8)")
+    output: Path | None = arg(
+        "--output",
+        type=Path,
+        metavar="FILE",
+        help="where to write it (default: aot_config.yaml beside the SavedModel directory)",
+    )
+    force: bool = arg("--force", action="store_true", help="replace an existing file")
 
 
+@command(
+    "init-config",
+    InitConfigOptions,
+    summary="write a starter aot_config.yaml for a SavedModel",
+    description="Load the SavedModel's signature with TensorFlow and write an aot_config.yaml next to it: "
+    "model name and version, the signature's inputs and outputs (in the C++ order) as comments, "
+    "and batch sizes 1, 2, 4 and 8. An existing file is kept unless --force.",
+    examples=(
+        "tfaot-dist init-config models/tagger/saved_model",
+        "tfaot-dist init-config sm/ --name tagger --batch-sizes 1,16 --output sm/../aot_config.yaml",
+    ),
+)
 def cmd_init_config(o: InitConfigOptions) -> int:
     from tfaot_dist import starter
 
@@ -93,58 +124,3 @@ def cmd_init_config(o: InitConfigOptions) -> int:
         f"wrote {result.path} (model.name {result.name}); next: tfaot-dist check {result.path}",
     )
     return 0
-
-
-def add_check(sub: Subcommands, common: argparse.ArgumentParser) -> None:
-    s = add_command(
-        sub,
-        common,
-        "check",
-        "list the ops of a model and whether XLA compiles them",
-        "Load the SavedModel's serving function with TensorFlow and report, op by op, whether XLA "
-        "can compile it for CPU. Exit 3 if any cannot.",
-        [
-            "tfaot-dist check path/to/saved_model --table",
-            "tfaot-dist check my/aot_config.yaml",
-            "tfaot-dist check test-simple   # a registered model",
-        ],
-    )
-    s.add_argument("target", metavar="PATH-OR-NAME", help="SavedModel dir, aot_config.yaml or registry name")
-    s.add_argument(
-        "--serving-key",
-        default="serving_default",
-        help="signature of a SavedModel directory (default: serving_default)",
-    )
-    s.add_argument("--table", action="store_true", help="print every op")
-    s.set_defaults(func=command(cmd_check, CheckOptions))
-
-
-def add_init_config(sub: Subcommands, common: argparse.ArgumentParser) -> None:
-    s = add_command(
-        sub,
-        common,
-        "init-config",
-        "write a starter aot_config.yaml for a SavedModel",
-        "Load the SavedModel's signature with TensorFlow and write an aot_config.yaml next to it: "
-        "model name and version, the signature's inputs and outputs (in the C++ order) as comments, "
-        "and batch sizes 1, 2, 4 and 8. An existing file is kept unless --force.",
-        [
-            "tfaot-dist init-config models/tagger/saved_model",
-            "tfaot-dist init-config sm/ --name tagger --batch-sizes 1,16 --output sm/../aot_config.yaml",
-        ],
-    )
-    s.add_argument("saved_model", metavar="SAVED_MODEL", type=Path, help="the SavedModel directory")
-    s.add_argument("--name", help="model.name, the C++ class (default: from the directory name)")
-    s.add_argument("--version", dest="model_version", default="1.0.0", help="model.version (default: 1.0.0)")
-    s.add_argument(
-        "--serving-key", default="serving_default", help="the signature (default: serving_default)"
-    )
-    s.add_argument("--batch-sizes", help="compilation.batch_sizes (default: 1,2,4,8)")
-    s.add_argument(
-        "--output",
-        type=Path,
-        metavar="FILE",
-        help="where to write it (default: aot_config.yaml beside the SavedModel directory)",
-    )
-    s.add_argument("--force", action="store_true", help="replace an existing file")
-    s.set_defaults(func=command(cmd_init_config, InitConfigOptions))

@@ -5,19 +5,15 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from tfaot_dist.cli.common import (
     Options,
-    add_command,
+    arg,
     command,
     emit,
     session_of,
 )
 from tfaot_dist.registry import Registry
-
-if TYPE_CHECKING:
-    from tfaot_dist.cli.common import Subcommands
 
 
 def _int_tuple_arg(text: str) -> tuple[int, ...]:
@@ -29,20 +25,55 @@ def _int_tuple_arg(text: str) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class BenchOptions(Options):
-    target: str
-    out: Path
-    dist: Path
-    warmup: int
-    calls: int
-    batch_sizes: tuple[int, ...]
-    instances: tuple[int, ...]
-    engines: str
-    rounds: int
-    saved_model: Path | None
-    tf_no_onednn: bool
-    no_plots: bool
+    target: str = arg(metavar="NAME-OR-PATH", help="registry name, package directory or aot_config.yaml")
+    out: Path = arg("--out", type=Path, default=Path("bench"), help="results directory (default: ./bench)")
+    dist: Path = arg(
+        "--dist", type=Path, default=Path("dist"), help="where packages are built (default: ./dist)"
+    )
+    warmup: int = arg("--warmup", type=int, default=100, help="warm-up calls per batch size (default: 100)")
+    calls: int = arg("--calls", type=int, default=500, help="timed calls per batch size (default: 500)")
+    batch_sizes: tuple[int, ...] = arg(
+        "--batch-sizes",
+        type=_int_tuple_arg,
+        default=tuple(2**i for i in range(11)),
+        help="batch sizes to time (default: 1,2,4,...,1024)",
+    )
+    instances: tuple[int, ...] = arg(
+        "--instances",
+        type=_int_tuple_arg,
+        default=(1, 4, 12),
+        help="model instances per process for the memory measurement (default: 1,4,12)",
+    )
+    engines: str = arg(
+        "--engines", default="aot,tf-capi,ort,tf-python", help="subset of aot,tf-capi,ort,tf-python"
+    )
+    rounds: int = arg(
+        "--rounds", type=int, default=1, help="repeat the timings, keep the fastest (default: 1)"
+    )
+    saved_model: Path | None = arg(
+        "--saved-model", type=Path, help="the SavedModel of a package directory (TensorFlow engines)"
+    )
+    tf_no_onednn: bool = arg(
+        "--tf-no-onednn", action="store_true", help="run TensorFlow with TF_ENABLE_ONEDNN_OPTS=0"
+    )
+    no_plots: bool = arg("--no-plots", action="store_true", help="write the JSON only")
 
 
+@command(
+    "bench",
+    BenchOptions,
+    summary="time and memory of a package against TensorFlow",
+    description="Time a package's compiled model per batch size against a TensorFlow C API session of the same "
+    "wheel and the Python call, and measure peak memory with several instances. Writes "
+    "OUT/NAME.json and NAME_time.png / NAME_memory.png.",
+    examples=(
+        "tfaot-dist bench test-simple",
+        "tfaot-dist bench dist/tfaot-model-test-simple-1.0.0 --saved-model data/simple/saved_model",
+        "tfaot-dist bench my/aot_config.yaml --calls 50 "
+        "--warmup 10 --batch-sizes 1,8 --engines aot,tf-capi --no-plots",
+    ),
+    uses_cache=True,
+)
 def cmd_bench(o: BenchOptions) -> int:
     from tfaot_dist.perf import bench
 
@@ -85,15 +116,35 @@ def cmd_bench(o: BenchOptions) -> int:
 
 @dataclass(frozen=True)
 class TuneOptions(Options):
-    target: str
-    targets: str
-    out: Path
-    dist: Path
-    warmup: int
-    calls: int
-    dry_run: bool
+    target: str = arg(metavar="NAME-OR-PATH", help="registry name, package directory or aot_config.yaml")
+    targets: str = arg(
+        "--targets", default="1-64", help="target batch sizes, e.g. 1-64 or 3,5,9-12 (default: 1-64)"
+    )
+    out: Path = arg("--out", type=Path, default=Path("bench"), help="report directory (default: ./bench)")
+    dist: Path = arg(
+        "--dist", type=Path, default=Path("dist"), help="where packages are built (default: ./dist)"
+    )
+    warmup: int = arg("--warmup", type=int, default=100, help="warm-up calls per measurement (default: 100)")
+    calls: int = arg("--calls", type=int, default=500, help="timed calls per measurement (default: 500)")
+    dry_run: bool = arg(
+        "--dry-run", action="store_true", help="report only; leave the registry entry as it is"
+    )
 
 
+@command(
+    "tune",
+    TuneOptions,
+    summary="measure and set the batch rules of a model",
+    description="Time each compiled batch size, pick the cheapest composition for every target batch size and "
+    "keep only rules measured faster than the default. For a registry entry the rules are written "
+    "to its overrides: batch_rules and the package is rebuilt.",
+    examples=(
+        "tfaot-dist tune test-simple --targets 1-64",
+        "tfaot-dist tune test-simple --targets 3,5,9-12 --dry-run",
+        "tfaot-dist tune my/aot_config.yaml --calls 100 --warmup 10",
+    ),
+    uses_cache=True,
+)
 def cmd_tune(o: TuneOptions) -> int:
     from tfaot_dist.perf import tune
 
@@ -120,83 +171,3 @@ def cmd_tune(o: TuneOptions) -> int:
     )
     emit(o, report, "\n".join(lines))
     return 0
-
-
-def add_bench(sub: Subcommands, common: argparse.ArgumentParser) -> None:
-    s = add_command(
-        sub,
-        common,
-        "bench",
-        "time and memory of a package against TensorFlow",
-        "Time a package's compiled model per batch size against a TensorFlow C API session of the same "
-        "wheel and the Python call, and measure peak memory with several instances. Writes "
-        "OUT/NAME.json and NAME_time.png / NAME_memory.png.",
-        [
-            "tfaot-dist bench test-simple",
-            "tfaot-dist bench dist/tfaot-model-test-simple-1.0.0 --saved-model data/simple/saved_model",
-            "tfaot-dist bench my/aot_config.yaml --calls 50 "
-            "--warmup 10 --batch-sizes 1,8 --engines aot,tf-capi --no-plots",
-        ],
-    )
-    s.add_argument(
-        "target", metavar="NAME-OR-PATH", help="registry name, package directory or aot_config.yaml"
-    )
-    s.add_argument("--out", type=Path, default=Path("bench"), help="results directory (default: ./bench)")
-    s.add_argument(
-        "--dist", type=Path, default=Path("dist"), help="where packages are built (default: ./dist)"
-    )
-    s.add_argument("--warmup", type=int, default=100, help="warm-up calls per batch size (default: 100)")
-    s.add_argument("--calls", type=int, default=500, help="timed calls per batch size (default: 500)")
-    s.add_argument(
-        "--batch-sizes",
-        type=_int_tuple_arg,
-        default=tuple(2**i for i in range(11)),
-        help="batch sizes to time (default: 1,2,4,...,1024)",
-    )
-    s.add_argument(
-        "--instances",
-        type=_int_tuple_arg,
-        default=(1, 4, 12),
-        help="model instances per process for the memory measurement (default: 1,4,12)",
-    )
-    s.add_argument(
-        "--engines", default="aot,tf-capi,ort,tf-python", help="subset of aot,tf-capi,ort,tf-python"
-    )
-    s.add_argument("--rounds", type=int, default=1, help="repeat the timings, keep the fastest (default: 1)")
-    s.add_argument(
-        "--saved-model", type=Path, help="the SavedModel of a package directory (TensorFlow engines)"
-    )
-    s.add_argument("--tf-no-onednn", action="store_true", help="run TensorFlow with TF_ENABLE_ONEDNN_OPTS=0")
-    s.add_argument("--no-plots", action="store_true", help="write the JSON only")
-    s.set_defaults(func=command(cmd_bench, BenchOptions))
-
-
-def add_tune(sub: Subcommands, common: argparse.ArgumentParser) -> None:
-    s = add_command(
-        sub,
-        common,
-        "tune",
-        "measure and set the batch rules of a model",
-        "Time each compiled batch size, pick the cheapest composition for every target batch size and "
-        "keep only rules measured faster than the default. For a registry entry the rules are written "
-        "to its overrides: batch_rules and the package is rebuilt.",
-        [
-            "tfaot-dist tune test-simple --targets 1-64",
-            "tfaot-dist tune test-simple --targets 3,5,9-12 --dry-run",
-            "tfaot-dist tune my/aot_config.yaml --calls 100 --warmup 10",
-        ],
-    )
-    s.add_argument(
-        "target", metavar="NAME-OR-PATH", help="registry name, package directory or aot_config.yaml"
-    )
-    s.add_argument(
-        "--targets", default="1-64", help="target batch sizes, e.g. 1-64 or 3,5,9-12 (default: 1-64)"
-    )
-    s.add_argument("--out", type=Path, default=Path("bench"), help="report directory (default: ./bench)")
-    s.add_argument(
-        "--dist", type=Path, default=Path("dist"), help="where packages are built (default: ./dist)"
-    )
-    s.add_argument("--warmup", type=int, default=100, help="warm-up calls per measurement (default: 100)")
-    s.add_argument("--calls", type=int, default=500, help="timed calls per measurement (default: 500)")
-    s.add_argument("--dry-run", action="store_true", help="report only; leave the registry entry as it is")
-    s.set_defaults(func=command(cmd_tune, TuneOptions))

@@ -2,32 +2,29 @@
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from tfaot_dist import builder, intake
-from tfaot_dist.cli.common import (
-    Options,
-    add_command,
-    batch_sizes_option,
-    command,
-    emit,
-    log,
-    session_of,
-)
+from tfaot_dist.cli.common import Options, arg, batch_sizes_option, command, emit, log, session_of
 from tfaot_dist.registry import Registry
-
-if TYPE_CHECKING:
-    from tfaot_dist.cli.common import Subcommands
 
 
 @dataclass(frozen=True)
 class InitOptions(Options):
-    directory: Path | None
+    directory: Path | None = arg(
+        metavar="DIR", nargs="?", type=Path, help="where to create it (default: --registry, i.e. ./registry)"
+    )
 
 
+@command(
+    "init",
+    InitOptions,
+    summary="create an empty registry",
+    description="Create a registry directory: registry.yaml with the defaults (TensorFlow requirements, "
+    "generic x86-64 target) and an empty models/. An existing registry is left as it is.",
+    examples=("tfaot-dist init", "tfaot-dist init my-registry", "tfaot-dist --registry my-registry init"),
+)
 def cmd_init(o: InitOptions) -> int:
     from tfaot_dist.registry import init_registry
 
@@ -46,14 +43,41 @@ def cmd_init(o: InitOptions) -> int:
 
 @dataclass(frozen=True)
 class AddModelOptions(Options):
-    name: str
-    source: str
-    ref: str
-    aot_config: str
-    model_version: str | None
-    batch_sizes: str | None
+    name: str = arg(
+        metavar="NAME", help="model name (lower case, digits, - and _): the package is tfaot-model-NAME"
+    )
+    source: str = arg(
+        "--source",
+        required=True,
+        metavar="URL-OR-PATH",
+        help="git repository: https://, ssh://, git://, file://, user@host:path, or a local path "
+        "(recorded as file:// with its absolute path)",
+    )
+    ref: str = arg("--ref", default="HEAD", help="branch, tag or commit to pin (default: HEAD)")
+    aot_config: str = arg(
+        "--aot-config", required=True, metavar="PATH", help="path of aot_config.yaml inside the repository"
+    )
+    model_version: str | None = arg(
+        "--version", help="package version, PEP 440 (default: model.version of the AOT config)"
+    )
+    batch_sizes: str | None = arg("--batch-sizes", help="override compilation.batch_sizes, e.g. 1,2,4")
 
 
+@command(
+    "add-model",
+    AddModelOptions,
+    summary="register a model from a git data repository",
+    description="Resolve --ref to a commit, read the AOT config there, load the SavedModel with TensorFlow "
+    "to check its signature and ops, and write models/NAME.yaml pinned to that commit. Creates the "
+    "registry if it does not exist. Nothing is compiled yet (see build).",
+    examples=(
+        "tfaot-dist add-model my-model --source https://github.com/org/data.git --ref v1 "
+        "--aot-config my/aot_config.yaml",
+        "tfaot-dist add-model my-model --source ../data-repo --aot-config my/aot_config.yaml --batch-sizes 1,2,4",
+        "tfaot-dist add-model my-model --source git@host:org/data.git --aot-config cfg.yaml --version 1.1.0",
+    ),
+    uses_cache=True,
+)
 def cmd_add_model(o: AddModelOptions) -> int:
     from tfaot_dist.sources import source_url
 
@@ -82,15 +106,39 @@ def cmd_add_model(o: AddModelOptions) -> int:
 
 @dataclass(frozen=True)
 class UpdateOptions(Options):
-    name: str
-    ref: str | None
-    source: str | None
-    aot_config: str | None
-    model_version: str | None
-    batch_sizes: str | None
-    new_build: bool
+    name: str = arg(metavar="NAME", help="registered model name (see list)")
+    ref: str | None = arg("--ref", help="branch, tag or commit to pin (default: the entry's ref)")
+    source: str | None = arg(
+        "--source", metavar="URL-OR-PATH", help="another git repository (default: the entry's)"
+    )
+    aot_config: str | None = arg(
+        "--aot-config", metavar="PATH", help="another AOT config path inside the repository"
+    )
+    model_version: str | None = arg("--version", help="package version, PEP 440, higher than the entry's")
+    batch_sizes: str | None = arg("--batch-sizes", help="override compilation.batch_sizes, e.g. 1,2,4")
+    new_build: bool = arg(
+        "--new-build",
+        action="store_true",
+        help="the next build number even if the inputs are the same (registry.yaml changed)",
+    )
 
 
+@command(
+    "update",
+    UpdateOptions,
+    summary="re-pin a registered model (new commit, version or settings)",
+    description="Resolve the entry's ref again (or --ref), check the model there as add-model does, and "
+    "rewrite models/NAME.yaml, printing each field that changed. The version is --version, else "
+    "the AOT config's model.version when it is higher than the entry's, else the entry's with "
+    "the next build number (1.0.0 -> 1.0.0.post1) when anything the package is built from "
+    "changed: a published version never changes. A new build must keep the signature. Nothing "
+    "changed: the entry is left as it is.",
+    examples=(
+        "tfaot-dist update my-model                    # the branch's new head",
+        "tfaot-dist update my-model --ref v2 --version 2.0.0",
+        "tfaot-dist update my-model --new-build        # same inputs, built anew (e.g. new TensorFlow)",
+    ),
+)
 def cmd_update(o: UpdateOptions) -> int:
     from tfaot_dist.sources import source_url
 
@@ -131,6 +179,13 @@ def cmd_update(o: UpdateOptions) -> int:
     return 0
 
 
+@command(
+    "list",
+    Options,
+    summary="list registered models",
+    description="One line per registry entry: name, version, pinned commit (or archive digest), source.",
+    examples=("tfaot-dist list", "tfaot-dist --registry other/registry list --json"),
+)
 def cmd_list(o: Options) -> int:
     reg = Registry.existing(o.registry)
     entries = reg.load_all()
@@ -144,9 +199,17 @@ def cmd_list(o: Options) -> int:
 
 @dataclass(frozen=True)
 class ShowOptions(Options):
-    name: str
+    name: str = arg(metavar="NAME", help="registered model name (see list)")
 
 
+@command(
+    "show",
+    ShowOptions,
+    summary="show one registry entry",
+    description="The entry as the registry holds it, its package name and its build key (a digest of "
+    "everything that goes into the package: a changed key means a rebuild).",
+    examples=("tfaot-dist show test-simple", "tfaot-dist show test-simple --json"),
+)
 def cmd_show(o: ShowOptions) -> int:
     reg = Registry.existing(o.registry)
     entry = reg.entry(o.name)
@@ -158,126 +221,3 @@ def cmd_show(o: ShowOptions) -> int:
     }
     emit(o, data, "\n".join(f"{k}: {v}" for k, v in data.items()))
     return 0
-
-
-def add_init(sub: Subcommands, common: argparse.ArgumentParser) -> None:
-    s = add_command(
-        sub,
-        common,
-        "init",
-        "create an empty registry",
-        "Create a registry directory: registry.yaml with the defaults (TensorFlow requirements, "
-        "generic x86-64 target) and an empty models/. An existing registry is left as it is.",
-        ["tfaot-dist init", "tfaot-dist init my-registry", "tfaot-dist --registry my-registry init"],
-    )
-    s.add_argument(
-        "directory",
-        metavar="DIR",
-        nargs="?",
-        type=Path,
-        help="where to create it (default: --registry, i.e. ./registry)",
-    )
-    s.set_defaults(func=command(cmd_init, InitOptions))
-
-
-def add_add_model(sub: Subcommands, common: argparse.ArgumentParser) -> None:
-    s = add_command(
-        sub,
-        common,
-        "add-model",
-        "register a model from a git data repository",
-        "Resolve --ref to a commit, read the AOT config there, load the SavedModel with TensorFlow to "
-        "check its signature and ops, and write models/NAME.yaml pinned to that commit. Creates the "
-        "registry if it does not exist. Nothing is compiled yet (see build).",
-        [
-            "tfaot-dist add-model my-model --source https://github.com/org/data.git --ref v1 "
-            "--aot-config my/aot_config.yaml",
-            "tfaot-dist add-model my-model --source ../data-repo "
-            "--aot-config my/aot_config.yaml --batch-sizes 1,2,4",
-            "tfaot-dist add-model my-model "
-            "--source git@host:org/data.git --aot-config cfg.yaml --version 1.1.0",
-        ],
-    )
-    s.add_argument(
-        "name",
-        metavar="NAME",
-        help="model name (lower case, digits, - and _): the package is tfaot-model-NAME",
-    )
-    s.add_argument(
-        "--source",
-        required=True,
-        metavar="URL-OR-PATH",
-        help="git repository: https://, ssh://, git://, file://, user@host:path, or a local path "
-        "(recorded as file:// with its absolute path)",
-    )
-    s.add_argument("--ref", default="HEAD", help="branch, tag or commit to pin (default: HEAD)")
-    s.add_argument(
-        "--aot-config", required=True, metavar="PATH", help="path of aot_config.yaml inside the repository"
-    )
-    s.add_argument(
-        "--version",
-        dest="model_version",
-        help="package version, PEP 440 (default: model.version of the AOT config)",
-    )
-    s.add_argument("--batch-sizes", help="override compilation.batch_sizes, e.g. 1,2,4")
-    s.set_defaults(func=command(cmd_add_model, AddModelOptions))
-
-
-def add_update(sub: Subcommands, common: argparse.ArgumentParser) -> None:
-    s = add_command(
-        sub,
-        common,
-        "update",
-        "re-pin a registered model (new commit, version or settings)",
-        "Resolve the entry's ref again (or --ref), check the model there as add-model does, and "
-        "rewrite models/NAME.yaml, printing each field that changed. The version is --version, else "
-        "the AOT config's model.version when it is higher than the entry's, else the entry's with "
-        "the next build number (1.0.0 -> 1.0.0.post1) when anything the package is built from "
-        "changed: a published version never changes. A new build must keep the signature. Nothing "
-        "changed: the entry is left as it is.",
-        [
-            "tfaot-dist update my-model                    # the branch's new head",
-            "tfaot-dist update my-model --ref v2 --version 2.0.0",
-            "tfaot-dist update my-model --new-build        # same inputs, built anew (e.g. new TensorFlow)",
-        ],
-    )
-    s.add_argument("name", metavar="NAME", help="registered model name (see list)")
-    s.add_argument("--ref", help="branch, tag or commit to pin (default: the entry's ref)")
-    s.add_argument("--source", metavar="URL-OR-PATH", help="another git repository (default: the entry's)")
-    s.add_argument("--aot-config", metavar="PATH", help="another AOT config path inside the repository")
-    s.add_argument(
-        "--version", dest="model_version", help="package version, PEP 440, higher than the entry's"
-    )
-    s.add_argument("--batch-sizes", help="override compilation.batch_sizes, e.g. 1,2,4")
-    s.add_argument(
-        "--new-build",
-        action="store_true",
-        help="the next build number even if the inputs are the same (registry.yaml changed)",
-    )
-    s.set_defaults(func=command(cmd_update, UpdateOptions))
-
-
-def add_list(sub: Subcommands, common: argparse.ArgumentParser) -> None:
-    s = add_command(
-        sub,
-        common,
-        "list",
-        "list registered models",
-        "One line per registry entry: name, version, pinned commit (or archive digest), source.",
-        ["tfaot-dist list", "tfaot-dist --registry other/registry list --json"],
-    )
-    s.set_defaults(func=command(cmd_list, Options))
-
-
-def add_show(sub: Subcommands, common: argparse.ArgumentParser) -> None:
-    s = add_command(
-        sub,
-        common,
-        "show",
-        "show one registry entry",
-        "The entry as the registry holds it, its package name and its build key (a digest of "
-        "everything that goes into the package: a changed key means a rebuild).",
-        ["tfaot-dist show test-simple", "tfaot-dist show test-simple --json"],
-    )
-    s.add_argument("name", metavar="NAME", help="registered model name (see list)")
-    s.set_defaults(func=command(cmd_show, ShowOptions))
