@@ -5,13 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tfaot_dist.cache_admin import KINDS as CACHE_KINDS
-from tfaot_dist.cli.common import (
-    Options,
-    arg,
-    command,
-    emit,
-    session_of,
-)
+from tfaot_dist.cli.common import Options, arg, command, emit, session_of
 
 
 @dataclass(frozen=True)
@@ -54,8 +48,12 @@ def cmd_cache(o: CacheOptions) -> int:
 
 @dataclass(frozen=True)
 class ToolchainOptions(Options):
-    python: bool = arg("--python", action="store_true", help="print only the path of its Python")
-    listing: bool = arg("--list", action="store_true", help="list the cached toolchains (creates none)")
+    python: bool = arg(
+        "--python", exclusive="mode", action="store_true", help="print only the path of its Python"
+    )
+    listing: bool = arg(
+        "--list", exclusive="mode", action="store_true", help="list the cached toolchains (creates none)"
+    )
 
 
 @command(

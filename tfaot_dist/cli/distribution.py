@@ -6,14 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from tfaot_dist.cli.common import (
-    Options,
-    arg,
-    command,
-    directory,
-    emit,
-    log,
-)
+from tfaot_dist.cli.common import Options, arg, command, directory, emit, log
 from tfaot_dist.errors import UsageError
 from tfaot_dist.registry import Registry
 
@@ -71,9 +64,9 @@ class YankOptions(Options):
     requirement: str = arg(metavar="NAME==VERSION", help="the version to yank")
     channel: str = arg("--channel", required=True, metavar="DIR|oci://HOST/NS", help="the channel")
     reason: str | None = arg(
-        "--reason", metavar="TEXT", help="why (one line, shown by setup and the catalogue)"
+        "--reason", exclusive="mode", metavar="TEXT", help="why (one line, shown by setup and the catalogue)"
     )
-    undo: bool = arg("--undo", action="store_true", help="take the yank back")
+    undo: bool = arg("--undo", exclusive="mode", action="store_true", help="take the yank back")
 
 
 @command(
@@ -92,7 +85,7 @@ class YankOptions(Options):
 def cmd_yank(o: YankOptions) -> int:
     from tfaot_dist.channels import channel
 
-    if o.undo == (o.reason is not None):
+    if not o.undo and o.reason is None:
         raise UsageError("yank: give --reason TEXT (or --undo to take a yank back)")
     rows, changed = channel.yank(o.channel, o.cache, o.requirement, None if o.undo else o.reason, log)
     row = rows[0]

@@ -6,15 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tfaot_dist import check
-from tfaot_dist.cli.common import (
-    Options,
-    arg,
-    batch_sizes_option,
-    command,
-    emit,
-    log,
-    session_of,
-)
+from tfaot_dist.cli.common import Options, arg, batch_sizes_option, command, emit, log, session_of
 from tfaot_dist.errors import InvalidInput
 
 

@@ -6,13 +6,7 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfaot_dist.cli.common import (
-    Options,
-    arg,
-    command,
-    emit,
-    session_of,
-)
+from tfaot_dist.cli.common import Options, arg, command, emit, session_of
 from tfaot_dist.registry import Registry
 
 
