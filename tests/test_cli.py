@@ -169,4 +169,43 @@ def test_an_unexpected_error_exits_with_its_own_code_and_names_its_log(tmp_path:
     assert "command: tfaot-dist --registry" in text and text.rstrip().endswith(
         "OSError: [Errno 28] No space left on device"
     )
-    assert "Traceback (most recent call last)" in text and "tfaot_dist/cli.py" in text
+    assert "Traceback (most recent call last)" in text and "tfaot_dist/cli/" in text
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["setup", "--list", "--repair"], "argument --repair: not allowed with argument --list"),
+        (
+            ["setup", "--list", "--dry-run", "--channel", "c"],
+            "argument --dry-run: not allowed with argument --list",
+        ),
+        (["toolchain", "--python", "--list"], "argument --list: not allowed with argument --python"),
+        (
+            ["yank", "a==1.0", "--channel", "c", "--reason", "r", "--undo"],
+            "argument --undo: not allowed with argument --reason",
+        ),
+    ],
+)
+def test_a_commands_modes_exclude_each_other(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(argv)
+    assert exited.value.code == USAGE
+    assert capsys.readouterr().err.splitlines()[-1] == f"tfaot-dist {argv[0]}: error: {message}"
+
+
+def test_setup_repair_with_dry_run_changes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--repair and --dry-run are two modes: together a usage error, the area as it was (the --repair of
+    an area whose installed.json is not readable starts it afresh; --dry-run used to be ignored)."""
+    area = tmp_path / "area"
+    (area / "tfaot").mkdir(parents=True)
+    (area / "tfaot" / "installed.json").write_text("not json")
+    before = snapshot(area)
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["setup", "--repair", "--dry-run", "--area", str(area)])
+    assert exited.value.code == USAGE and snapshot(area) == before
+    assert "error: argument --dry-run: not allowed with argument --repair" in capsys.readouterr().err

@@ -1,6 +1,6 @@
 """What one command works with: the cache, the registry's defaults, offline or not, where progress goes.
 
-cli.py builds one Session per command and hands it down. Session.resolve() is
+cli/ builds one Session per command and hands it down. Session.resolve() is
 the one place that chooses the TensorFlow toolchain and the XLA runtime of a
 command: an option (--toolchain-python, --runtime) wins over the registry's
 toolchain.python / toolchain.runtime, which win over our own venv and the
