@@ -24,6 +24,7 @@ from tfaot_dist.cache_admin import KINDS as CACHE_KINDS
 from tfaot_dist.errors import InvalidInput, TfaotError, UsageError
 from tfaot_dist.registry import Registry
 from tfaot_dist.session import Session
+from tfaot_dist.trust.options import add_signing_options
 from tfaot_dist.util.textsafe import actions_json, shown, terminal
 
 MAX_ERROR = 2000  # an error line quotes values cut to ~200 characters; this bounds the whole line
@@ -311,12 +312,17 @@ class PublishOptions(Options):
     channel: str
     dist: Path
     packages: list[str]
+    sign: Path | None
+    timestamp_expiry: str | None
 
 
 def cmd_publish(o: PublishOptions) -> int:
     from tfaot_dist.channels import channel
+    from tfaot_dist.trust.commands import signing
 
-    published = channel.publish(_directory(o.dist), o.channel, o.cache, log, o.packages)
+    published = channel.publish(
+        _directory(o.dist), o.channel, o.cache, log, o.packages, signing(o.sign, o.timestamp_expiry)
+    )
     emit(
         o,
         {"channel": o.channel, "packages": [vars(p) for p in published]},
@@ -331,14 +337,24 @@ class YankOptions(Options):
     channel: str
     reason: str | None
     undo: bool
+    sign: Path | None
+    timestamp_expiry: str | None
 
 
 def cmd_yank(o: YankOptions) -> int:
     from tfaot_dist.channels import channel
+    from tfaot_dist.trust.commands import signing
 
     if o.undo == (o.reason is not None):
         raise UsageError("yank: give --reason TEXT (or --undo to take a yank back)")
-    rows, changed = channel.yank(o.channel, o.cache, o.requirement, None if o.undo else o.reason, log)
+    rows, changed = channel.yank(
+        o.channel,
+        o.cache,
+        o.requirement,
+        None if o.undo else o.reason,
+        log,
+        signing(o.sign, o.timestamp_expiry),
+    )
     row = rows[0]
     state = f"yanked ({row.yanked})" if row.yanked else "not yanked"
     emit(
@@ -354,6 +370,35 @@ def cmd_yank(o: YankOptions) -> int:
         f"{row.name} {' and '.join(r.version for r in rows)}: {state}{'' if changed else ', as it was'} "
         f"in {o.channel}",
     )
+    return 0
+
+
+@dataclass(frozen=True)
+class KeysOptions(Options):
+    action: str
+    path: Path
+
+
+def cmd_keys(o: KeysOptions) -> int:
+    from tfaot_dist.trust.commands import keys_new
+
+    emit(o, *keys_new(o.path))
+    return 0
+
+
+@dataclass(frozen=True)
+class TrustOptions(Options):
+    action: str
+    channel: str
+    sign: Path | None
+    new_key: Path | None
+    timestamp_expiry: str | None
+
+
+def cmd_trust(o: TrustOptions) -> int:
+    from tfaot_dist.trust.commands import trust_command
+
+    emit(o, *trust_command(o.action, o.channel, o.cache, o.sign, o.new_key, o.timestamp_expiry))
     return 0
 
 
@@ -400,6 +445,7 @@ class SetupOptions(Options):
     offline: bool
     dry_run: bool
     repair: bool
+    trust: Path | None
 
 
 SETUP_WORDS = {
@@ -415,6 +461,7 @@ def cmd_setup(o: SetupOptions) -> int:
 
     from tfaot_dist.channels import setup_area
     from tfaot_dist.channels.channel import open_channel
+    from tfaot_dist.trust import verify
 
     area = _area(o.area)
     location = o.channel or os.environ.get("TFAOT_DIST_CHANNEL")
@@ -440,13 +487,21 @@ def cmd_setup(o: SetupOptions) -> int:
                 or "nothing installed",
             )
         elif location:
-            index = open_channel(location, o.cache, o.offline).index
+            listed = open_channel(location, o.cache, o.offline)
+            index = listed.index
             broken = [{"name": b.name, "version": b.version, "reason": b.reason} for b in index.broken]
+            signed = verify.signed_state(listed)
             emit(
                 o,
-                {"channel": location, "packages": [p.as_dict() for p in index.rows], "broken": broken},
+                {
+                    "channel": location,
+                    "signed": signed,
+                    "packages": [p.as_dict() for p in index.rows],
+                    "broken": broken,
+                },
                 "\n".join(
-                    [
+                    [f"{location}: {signed}"]
+                    + [
                         f"{p.name:40} {p.version:28} {p.sha256[:12]}"
                         + (f"  yanked: {p.yanked}" if p.yanked else "")
                         for p in index.rows
@@ -466,7 +521,13 @@ def cmd_setup(o: SetupOptions) -> int:
         raise UsageError("setup: give --area (or set CMSSW_BASE)")
     if not location:
         raise UsageError("setup: give --channel (or set TFAOT_DIST_CHANNEL)")
+    if o.trust is not None and o.offline:
+        raise UsageError("setup --trust needs the channel's current signed metadata: not with --offline")
     ch = open_channel(location, o.cache, o.offline, log)
+    if not o.offline:
+        ch = verify.guard(ch, setup_area.area_root(area), o.trust)  # trust/verify.py
+    elif verify.read_trusted(setup_area.area_root(area), ch) is not None:
+        raise UsageError(f"setup --offline: this area trusts {location}'s signatures, which need it online")
     if o.dry_run:
         steps = setup_area.plan_setup(o.requirements, ch, area)
         emit(
@@ -487,6 +548,8 @@ def cmd_setup(o: SetupOptions) -> int:
         return 0
     scram = shutil.which("scram")
     report = setup_area.setup(o.requirements, ch, area, o.cache, o.offline, log, scram)
+    if isinstance(ch, verify.SignedChannel):
+        ch.keep()  # the metadata accepted, kept for the next setup (rollback protection)
     lines = [
         f"{r.name} {r.version}: {r.status}{f' (was {r.previous})' if r.previous else ''} ({r.path})"
         for r in report.results
@@ -1209,6 +1272,7 @@ def parser() -> argparse.ArgumentParser:
         help="only these archives of --dist (NAME or a specifier, e.g. 'my-model>=1.1'), with the "
         "runtimes they require (default: every archive)",
     )
+    add_signing_options(s)
     s.set_defaults(func=command(cmd_publish, PublishOptions))
 
     s = _command(
@@ -1229,7 +1293,47 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--channel", required=True, metavar="DIR|oci://HOST/NS", help="the channel")
     s.add_argument("--reason", metavar="TEXT", help="why (one line, shown by setup and the catalogue)")
     s.add_argument("--undo", action="store_true", help="take the yank back")
+    add_signing_options(s)
     s.set_defaults(func=command(cmd_yank, YankOptions))
+
+    s = _command(
+        sub,
+        common,
+        "keys",
+        "make a key pair for signing a channel",
+        "keys new PATH writes an ed25519 private key (PATH, mode 0600) and its public key (PATH.pub); "
+        "it never overwrites a file. Keep the private key off the channel's host; in CI put its text "
+        "in the secret TFAOT_DIST_SIGNING_KEY.",
+        [
+            "tfaot-dist keys new ~/.tfaot/channel.key",
+            "tfaot-dist publish --channel /srv/channel --sign ~/.tfaot/channel.key",
+        ],
+    )
+    s.add_argument("action", choices=["new"], help="new: a new key pair")
+    s.add_argument(
+        "path", type=Path, metavar="PATH", help="the private key's file (the public key: PATH.pub)"
+    )
+    s.set_defaults(func=command(cmd_keys, KeysOptions))
+
+    s = _command(
+        sub,
+        common,
+        "trust",
+        "refresh a signed channel's timestamp, or rotate its root",
+        "refresh-timestamp signs a new timestamp (run it on a schedule: an expired timestamp is refused "
+        "by every area that trusts the channel); rotate hands the channel's root and online roles to "
+        "--new-key's key, signed by the old key and the new one (trusting areas follow it; the same "
+        "key twice renews the root).",
+        [
+            "tfaot-dist trust refresh-timestamp --channel /srv/channel --sign KEY --timestamp-expiry 2d",
+            "tfaot-dist trust rotate --channel /srv/channel --sign OLD.key --new-key NEW.key",
+        ],
+    )
+    s.add_argument("action", choices=["refresh-timestamp", "rotate"])
+    s.add_argument("--channel", required=True, metavar="DIR", help="the channel directory")
+    s.add_argument("--new-key", type=Path, metavar="KEY", help="rotate: the private key taking over")
+    add_signing_options(s)
+    s.set_defaults(func=command(cmd_trust, TrustOptions))
 
     s = _command(
         sub,
@@ -1299,6 +1403,13 @@ def parser() -> argparse.ArgumentParser:
         "--repair",
         action="store_true",
         help="drop invalid rows of the area's installed.json and tidy the area to what it lists",
+    )
+    s.add_argument(
+        "--trust",
+        type=Path,
+        metavar="ROOT.json",
+        help="verify the channel's TUF metadata against this root (the area keeps it, and from then on "
+        "refuses the channel's unsigned, tampered, rolled back or expired answers)",
     )
     s.set_defaults(func=command(cmd_setup, SetupOptions))
 

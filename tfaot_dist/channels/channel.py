@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from packaging.requirements import InvalidRequirement
 from packaging.requirements import Requirement as PackagingRequirement
@@ -62,6 +62,9 @@ from tfaot_dist.util.fs import (
 )
 from tfaot_dist.util.progress import Log
 from tfaot_dist.util.textsafe import shown
+
+if TYPE_CHECKING:
+    from tfaot_dist.trust.repository import Signing
 
 INDEX = "index.json"
 FORMAT = "tfaot-dist-channel/1"
@@ -519,11 +522,20 @@ class Published:
 
 
 def publish(
-    dist: Path, location: str, cache: Path, log: Log = print, selection: list[str] | tuple[str, ...] = ()
+    dist: Path,
+    location: str,
+    cache: Path,
+    log: Log = print,
+    selection: list[str] | tuple[str, ...] = (),
+    signing: Signing | None = None,
 ) -> list[Published]:
     """Publish the package archives in dist (models and runtimes; selection: the archives matching
-    these requirements, with the runtimes they require) into the channel at location."""
+    these requirements, with the runtimes they require) into the channel at location; signing: its
+    TUF metadata signed too (trust/repository.py)."""
+    from tfaot_dist.trust import repository  # it reads this module's rows (no import loop)
+
     channel = open_channel(location, cache, log=log)
+    repository.attach(channel, signing)
     with tempfile.TemporaryDirectory(prefix="tfaot-publish-") as copies:
         return publish_archives(channel, verified_dist(dist, Path(copies), selection))
 
@@ -612,7 +624,12 @@ def _one_archive_per_version(verified: list[VerifiedArchive]) -> None:
 
 
 def yank(
-    location: str, cache: Path, text: str, reason: str | None, log: Log = print
+    location: str,
+    cache: Path,
+    text: str,
+    reason: str | None,
+    log: Log = print,
+    signing: Signing | None = None,
 ) -> tuple[list[ChannelPackage], bool]:
     """Mark the version `text` names exactly (NAME==VERSION) as yanked for reason (None: not yanked
     any more) in the channel's index; returns its rows (every spelling of the version: 1.0 and 1.0.0
@@ -630,7 +647,10 @@ def yank(
         raise InvalidInput(f"{text!r}: {spec.version!r} is not a version (PEP 440)") from None
     if reason is not None:
         yank_reason(reason, "--reason")
+    from tfaot_dist.trust import repository  # it reads this module's rows (no import loop)
+
     channel = open_channel(location, cache, log=log)
+    repository.attach(channel, signing)
     with channel.transaction() as tx:
         rows = [
             row
