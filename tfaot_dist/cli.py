@@ -500,7 +500,7 @@ def cmd_setup(o: SetupOptions) -> int:
                     "broken": broken,
                 },
                 "\n".join(
-                    [f"{location}: {signed}"]
+                    ([f"{location}: {signed}"] if signed != "unsigned" else [])  # unsigned: as before
                     + [
                         f"{p.name:40} {p.version:28} {p.sha256[:12]}"
                         + (f"  yanked: {p.yanked}" if p.yanked else "")
@@ -1329,7 +1329,11 @@ def parser() -> argparse.ArgumentParser:
             "tfaot-dist trust rotate --channel /srv/channel --sign OLD.key --new-key NEW.key",
         ],
     )
-    s.add_argument("action", choices=["refresh-timestamp", "rotate"])
+    s.add_argument(
+        "action",
+        choices=["refresh-timestamp", "rotate"],
+        help="refresh-timestamp: a new signed timestamp; rotate: hand the root to --new-key",
+    )
     s.add_argument("--channel", required=True, metavar="DIR", help="the channel directory")
     s.add_argument("--new-key", type=Path, metavar="KEY", help="rotate: the private key taking over")
     add_signing_options(s)
