@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from packaging.requirements import InvalidRequirement
 from packaging.requirements import Requirement as PackagingRequirement
@@ -45,8 +45,9 @@ from packaging.version import InvalidVersion, Version
 from tfaot_dist import names
 from tfaot_dist.cache import Cache
 from tfaot_dist.documents import IndexRow, JsonObject, Manifest, Requirement, load_json
-from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable, TfaotError
+from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable, TfaotError, UsageError
 from tfaot_dist.package import MANIFEST
+from tfaot_dist.trust.signing import Signing
 from tfaot_dist.util import archives
 from tfaot_dist.util.archives import PACKAGE, check_name, checked_tar_members, refuse_polyglot
 from tfaot_dist.util.download import cached_archive, cached_verified
@@ -62,9 +63,6 @@ from tfaot_dist.util.fs import (
 )
 from tfaot_dist.util.progress import Log
 from tfaot_dist.util.textsafe import shown
-
-if TYPE_CHECKING:
-    from tfaot_dist.trust.repository import Signing
 
 INDEX = "index.json"
 FORMAT = "tfaot-dist-channel/1"
@@ -512,6 +510,17 @@ def open_channel(
 # ---------------------------------------------------------------- publishing
 
 
+def sign_with(channel: Channel, signing: Signing | None) -> None:
+    """Let a directory channel's next commit sign its TUF metadata (trust/repository.py) with signing;
+    the other transports cannot sign yet."""
+    from tfaot_dist.channels.directory import DirectoryChannel
+
+    if isinstance(channel, DirectoryChannel):
+        channel.signing = signing
+    elif signing is not None:
+        raise UsageError(f"--sign: {channel.location}: only directory channels are signed so far")
+
+
 @dataclass(frozen=True)
 class Published:
     name: str
@@ -532,10 +541,8 @@ def publish(
     """Publish the package archives in dist (models and runtimes; selection: the archives matching
     these requirements, with the runtimes they require) into the channel at location; signing: its
     TUF metadata signed too (trust/repository.py)."""
-    from tfaot_dist.trust import repository  # it reads this module's rows (no import loop)
-
     channel = open_channel(location, cache, log=log)
-    repository.attach(channel, signing)
+    sign_with(channel, signing)
     with tempfile.TemporaryDirectory(prefix="tfaot-publish-") as copies:
         return publish_archives(channel, verified_dist(dist, Path(copies), selection))
 
@@ -647,10 +654,8 @@ def yank(
         raise InvalidInput(f"{text!r}: {spec.version!r} is not a version (PEP 440)") from None
     if reason is not None:
         yank_reason(reason, "--reason")
-    from tfaot_dist.trust import repository  # it reads this module's rows (no import loop)
-
     channel = open_channel(location, cache, log=log)
-    repository.attach(channel, signing)
+    sign_with(channel, signing)
     with channel.transaction() as tx:
         rows = [
             row

@@ -48,6 +48,7 @@ from tfaot_dist.channels.channel import (
 from tfaot_dist.documents import Manifest, load_json
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable
 from tfaot_dist.trust import repository
+from tfaot_dist.trust.signing import Signing
 from tfaot_dist.util.fs import crash_point, sha256_file
 
 
@@ -83,7 +84,7 @@ class ChannelWriter(AreaWriter):
 
 
 class DirectoryChannel:
-    signing: repository.Signing | None = None  # set by trust.repository.attach: what commits sign with
+    signing: Signing | None = None  # set by channel.sign_with: what commits sign with
 
     def __init__(self, location: str):
         self.location = location

@@ -9,9 +9,10 @@ from tfaot_dist.channels.channel import open_channel
 from tfaot_dist.errors import UsageError
 from tfaot_dist.trust import keys, repository
 from tfaot_dist.trust.options import KEY_ENV
+from tfaot_dist.trust.signing import DEFAULT_TIMESTAMP_LIFETIME, Signing
 
 
-def signing(sign: Path | None, timestamp_expiry: str | None) -> repository.Signing | None:
+def signing(sign: Path | None, timestamp_expiry: str | None) -> Signing | None:
     """--sign (or $TFAOT_DIST_SIGNING_KEY) and --timestamp-expiry; None: unsigned."""
     signer = keys.load_signer(sign)
     lifetime = repository.duration(timestamp_expiry) if timestamp_expiry else None
@@ -19,7 +20,7 @@ def signing(sign: Path | None, timestamp_expiry: str | None) -> repository.Signi
         if lifetime is not None:
             raise UsageError(f"--timestamp-expiry needs --sign KEY (or ${KEY_ENV})")
         return None
-    return repository.Signing(signer, lifetime or repository.DEFAULT_TIMESTAMP_LIFETIME)
+    return Signing(signer, lifetime or DEFAULT_TIMESTAMP_LIFETIME)
 
 
 def keys_new(path: Path) -> tuple[dict[str, Any], str]:
@@ -64,9 +65,7 @@ def trust_command(
             raise UsageError(
                 "trust rotate: give --new-key KEY (the key taking over; the same key renews the root)"
             )
-        root = repository.rotate(
-            tx.writer, signed.signer, repository.Signing(new, signed.timestamp_lifetime), location
-        )
+        root = repository.rotate(tx.writer, signed.signer, Signing(new, signed.timestamp_lifetime), location)
         return (
             {"channel": location, "root_version": root.version, "keyid": new.public_key.keyid},
             f"{location}: root version {root.version}, held by key {new.public_key.keyid[:12]} "

@@ -37,27 +37,19 @@ from tuf.api.serialization import DeserializationError
 from tuf.api.serialization.json import JSONSerializer
 
 from tfaot_dist.channels.area import AreaWriter
-from tfaot_dist.channels.channel import MAX_MANIFEST, Channel, ChannelPackage
+from tfaot_dist.channels.channel import MAX_MANIFEST, ChannelPackage
 from tfaot_dist.errors import IntegrityError, InvalidInput, UsageError
+from tfaot_dist.trust.signing import Signing
 
 TUF = "tuf"
 MAX_METADATA = 64 << 20
 ROLES = (Root.type, Targets.type, Snapshot.type, Timestamp.type)
 ROOT_LIFETIME = timedelta(days=730)  # renewed by `trust rotate` (the same key may be given twice)
 TARGETS_LIFETIME = timedelta(days=365)  # renewed by every signed publish, yank and timestamp refresh
-DEFAULT_TIMESTAMP_LIFETIME = timedelta(days=7)
 _DURATION = re.compile(r"([1-9][0-9]{0,6})([smhd])")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
 RoleT = TypeVar("RoleT", Root, Timestamp, Snapshot, Targets)  # as tuf.api.metadata.T
-
-
-@dataclass(frozen=True)
-class Signing:
-    """How publish, yank and the trust commands sign: the key, and the timestamp's lifetime."""
-
-    signer: CryptoSigner
-    timestamp_lifetime: timedelta = DEFAULT_TIMESTAMP_LIFETIME
 
 
 def duration(text: str, option: str = "--timestamp-expiry") -> timedelta:
@@ -66,16 +58,6 @@ def duration(text: str, option: str = "--timestamp-expiry") -> timedelta:
     if not m:
         raise InvalidInput(f"{option}: {text!r} is not a duration (a number and s, m, h or d: 30s, 12h, 7d)")
     return timedelta(**{_UNITS[m.group(2)]: int(m.group(1))})
-
-
-def attach(channel: Channel, signing: Signing | None) -> None:
-    """Let a directory channel's next commit sign with signing; other transports cannot sign yet."""
-    from tfaot_dist.channels.directory import DirectoryChannel
-
-    if isinstance(channel, DirectoryChannel):
-        channel.signing = signing
-    elif signing is not None:
-        raise UsageError(f"--sign: {channel.location}: only directory channels are signed so far")
 
 
 @dataclass
