@@ -1,7 +1,8 @@
 """Signed channels (TUF, issue 41): publish --sign writes the channel's metadata; an area that trusts
 the channel's root (setup --trust ROOT.json) installs only what that metadata signs, and refuses a
 forged row, a rolled back or expired answer and an unsigned channel with one line and exit 7, the
-area as it was; it follows a root rotated with the old key's signature, and no other.
+area as it was; it follows a root rotated with the old key's signature, and no other. Every signed
+archive has a signed provenance (in-toto, SLSA) naming its digest, checked before it is installed.
 
 Packages are assembled by hand (tests/hostile.py); channels are real directories, also served by a
 real HTTP server on 127.0.0.1 (tests/httpserve.py). No TensorFlow.
@@ -24,6 +25,8 @@ from httpserve import Server
 from tuf.api.metadata import Metadata, Root
 
 from tfaot_dist.channels.channel import index_line, parse_index, render_index, verify_archive
+from tfaot_dist.errors import IntegrityError
+from tfaot_dist.trust import provenance
 from tfaot_dist.trust.keys import load_signer
 
 INTEGRITY = 7
@@ -342,3 +345,57 @@ def test_trust_with_another_root_for_a_trusted_channel_is_refused(
     )
     assert "is trusted with another root by" in line
     run("setup", "x", "--channel", channel, "--area", area, "--trust", root_json)  # the same root: fine
+
+
+def test_every_signed_archive_has_a_provenance_envelope_naming_its_digest(
+    run: Cli, tmp_path: Path, channel: Path, key: Path
+) -> None:
+    signer = load_signer(key)
+    assert signer is not None
+    targets = json.loads((channel / "tuf" / "1.targets.json").read_bytes())["signed"]["targets"]
+    rows = parse_index((channel / "index.json").read_bytes(), "index.json")
+    assert len(rows) == 2
+    for row in rows:
+        rel = provenance.path(row)
+        data = (channel / rel).read_bytes()
+        assert targets[rel]["length"] == len(data)  # a TUF target like the archive
+        envelope = json.loads(data)
+        assert envelope["payloadType"] == "application/vnd.in-toto+json"
+        statement = provenance.check(data, [signer.public_key], 1, row, rel)  # DSSE, by the channel's key
+        assert statement["_type"] == "https://in-toto.io/Statement/v1"
+        assert statement["predicateType"] == "https://slsa.dev/provenance/v1"
+        assert statement["subject"] == [{"name": Path(row.archive).name, "digest": {"sha256": row.sha256}}]
+        build = statement["predicate"]["buildDefinition"]
+        assert build["externalParameters"]["package"] == row.name
+        if row.kind == "model":
+            assert build["internalParameters"]["requires"] == [
+                {"name": "tfaot-xla-runtime", "version": "2.21.0+b0.p0"}
+            ]
+    other = tmp_path / "other.key"
+    run("keys", "new", other)
+    other_signer = load_signer(other)
+    assert other_signer is not None
+    with pytest.raises(IntegrityError, match="provenance not signed by the channel's keys"):
+        provenance.check(
+            (channel / provenance.path(rows[0])).read_bytes(), [other_signer.public_key], 1, rows[0], "x"
+        )
+    with pytest.raises(IntegrityError, match="does not name"):  # another archive's provenance
+        provenance.check(
+            (channel / provenance.path(rows[1])).read_bytes(), [signer.public_key], 1, rows[0], "x"
+        )
+
+
+def test_a_provenance_replaced_is_refused(run: Cli, tmp_path: Path, channel: Path, root_json: Path) -> None:
+    attacker = tmp_path / "attacker.key"
+    run("keys", "new", attacker)
+    signer = load_signer(attacker)
+    assert signer is not None
+    (row,) = [r for r in parse_index((channel / "index.json").read_bytes(), "i") if r.archive == MODEL]
+    (channel / provenance.path(row)).write_bytes(
+        provenance.envelope(row, {"source": {"url": "forged"}}, signer)
+    )
+    area = tmp_path / "area"
+    line = refused(
+        run, area, "setup", "x", "--channel", channel, "--area", area, "--trust", root_json, code=INTEGRITY
+    )
+    assert f"tfaot-model-x 1.0: {provenance.path(row)} differs from its signed target" in line, line

@@ -38,7 +38,9 @@ from tuf.api.serialization.json import JSONSerializer
 
 from tfaot_dist.channels.area import AreaWriter
 from tfaot_dist.channels.channel import MAX_MANIFEST, ChannelPackage
+from tfaot_dist.documents import load_json
 from tfaot_dist.errors import IntegrityError, InvalidInput, UsageError
+from tfaot_dist.trust import provenance
 from tfaot_dist.trust.signing import Signing
 
 TUF = "tuf"
@@ -123,8 +125,9 @@ def _check_key(root: Root, signer: CryptoSigner, roles: tuple[str, ...]) -> None
             )
 
 
-def targets_of(writer: AreaWriter, rows: list[ChannelPackage]) -> dict[str, TargetFile]:
-    """Every row's archive and manifest (read back: it is written before the metadata)."""
+def targets_of(writer: AreaWriter, rows: list[ChannelPackage], signer: CryptoSigner) -> dict[str, TargetFile]:
+    """Every row's archive, manifest (read back: it is written before the metadata) and provenance
+    (made for a row that has none: an archive's provenance never changes but by a key rotation)."""
     out = {}
     for row in rows:
         custom: dict[str, Any] = {"custom": {"yanked": row.yanked}} if row.yanked is not None else {}
@@ -135,6 +138,15 @@ def targets_of(writer: AreaWriter, rows: list[ChannelPackage]) -> dict[str, Targ
         out[row.manifest] = TargetFile.from_data(row.manifest, manifest, ["sha256"])
         if out[row.manifest].hashes["sha256"] != row.manifest_sha256:
             raise IntegrityError(f"{writer.root / row.manifest}: differs from its index row; nothing signed")
+        rel = provenance.path(row)
+        envelope = writer.read(rel, MAX_METADATA)
+        if envelope is None:
+            doc = load_json(manifest, str(writer.root / row.manifest), MAX_MANIFEST)
+            if not isinstance(doc, dict):
+                raise IntegrityError(f"{writer.root / row.manifest}: not a manifest; nothing signed")
+            envelope = provenance.envelope(row, doc, signer)
+            writer.write(rel, envelope)
+        out[rel] = TargetFile.from_data(rel, envelope, ["sha256"])
     return out
 
 
@@ -144,7 +156,7 @@ def sign_rows(writer: AreaWriter, rows: list[ChannelPackage], signing: Signing |
     if signing is None:
         return
     current = read_current(writer)
-    targets = targets_of(writer, rows)
+    targets = targets_of(writer, rows, signing.signer)
     if current is None:
         root = _new_root(signing.signer)
         _write_root(writer, root)
@@ -248,5 +260,12 @@ def rotate(writer: AreaWriter, old: CryptoSigner, new: Signing, location: str) -
     if new.signer.public_key.keyid != old.public_key.keyid:
         md.sign(new.signer, append=True)
     _write_root(writer, md)
-    write_online(writer, root, current, current.targets.signed.targets, new)
+    targets = dict(current.targets.signed.targets)
+    for rel in [rel for rel in targets if rel.endswith("/" + provenance.NAME)]:
+        data = writer.read(rel, MAX_METADATA)
+        if data is not None:  # signed again by the key that now holds the channel
+            again = provenance.signed_again(data, new.signer)
+            writer.write(rel, again)
+            targets[rel] = TargetFile.from_data(rel, again, ["sha256"])
+    write_online(writer, root, current, targets, new)
     return root

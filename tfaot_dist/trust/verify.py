@@ -19,6 +19,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 from tuf.api.exceptions import (
@@ -37,6 +38,7 @@ from tuf.ngclient import FetcherInterface, Updater
 from tfaot_dist.channels.area import AreaWriter, open_area
 from tfaot_dist.channels.channel import BrokenRow, Channel, ChannelPackage, Index, IndexTransaction
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable, TfaotError
+from tfaot_dist.trust import provenance
 from tfaot_dist.trust.repository import MAX_METADATA, TUF
 from tfaot_dist.util.download import get_bytes
 
@@ -247,7 +249,29 @@ class SignedChannel:
         return None
 
     def fetch(self, package: ChannelPackage, cache: Path, offline: bool = False) -> tuple[Path, bool]:
+        self.check_provenance(package)
         return self.inner.fetch(package, cache, offline)
+
+    def check_provenance(self, package: ChannelPackage) -> dict[str, Any]:
+        """The archive's provenance: a signed target, signed by the channel's targets keys, naming it."""
+        rel = provenance.path(package)
+        target = self.targets.get(rel)
+        where = f"{self.location}: {package.name} {package.version}"
+        if target is None:
+            raise IntegrityError(f"{where}: no signed provenance ({rel} is not a signed target)")
+        url = metadata_url(self.inner).removesuffix(f"{TUF}/") + quote(rel)
+        try:
+            data = _Fetcher().download_bytes(url, target.length)
+            target.verify_length_and_hashes(data)
+        except DownloadError as exc:
+            if isinstance(exc.__cause__, TfaotError):
+                raise exc.__cause__ from None
+            raise IntegrityError(f"{where}: provenance unreadable: {exc}") from None
+        except LengthOrHashMismatchError:
+            raise IntegrityError(f"{where}: {rel} differs from its signed target") from None
+        root = Metadata[Root].from_bytes(self.trusted.roots[max(self.trusted.roots)]).signed
+        role = root.roles[Targets.type]
+        return provenance.check(data, [root.keys[k] for k in role.keyids], role.threshold, package, url)
 
     def manifest_bytes(self, package: ChannelPackage) -> bytes:
         return self.inner.manifest_bytes(package)
