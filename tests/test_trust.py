@@ -10,6 +10,7 @@ real HTTP server on 127.0.0.1 (tests/httpserve.py). No TensorFlow.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -399,3 +400,22 @@ def test_a_provenance_replaced_is_refused(run: Cli, tmp_path: Path, channel: Pat
         run, area, "setup", "x", "--channel", channel, "--area", area, "--trust", root_json, code=INTEGRITY
     )
     assert f"tfaot-model-x 1.0: {provenance.path(row)} differs from its signed target" in line, line
+
+
+def test_a_provenance_left_by_a_dead_publish_is_made_again(
+    run: Cli, tmp_path: Path, channel: Path, root_json: Path, key: Path
+) -> None:
+    signer = load_signer(key)
+    assert signer is not None
+    files, extra = model_files("x", "1.1")
+    dist = tmp_path / "dist-1.1"
+    dist.mkdir()
+    (dist / "tfaot-model-x-1.1.tar.gz").write_bytes(archive_bytes("tfaot-model-x", "1.1", files, extra))
+    row = index_line(verify_archive(dist / "tfaot-model-x-1.1.tar.gz"))
+    # What a publish of other bytes under 1.1 left before it died: a provenance naming them.
+    stale = dataclasses.replace(row, sha256="0" * 64)
+    (channel / provenance.path(row)).parent.mkdir(parents=True)
+    (channel / provenance.path(row)).write_bytes(provenance.envelope(stale, {}, signer))
+    run("publish", "--channel", channel, "--dist", dist, "--sign", key)
+    assert provenance.names((channel / provenance.path(row)).read_bytes(), row)
+    run("setup", "x==1.1", "--channel", channel, "--area", tmp_path / "area", "--trust", root_json)

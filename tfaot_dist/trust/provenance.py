@@ -75,6 +75,17 @@ def envelope(row: ChannelPackage, manifest: dict[str, Any], signer: CryptoSigner
     return (json.dumps(env.to_dict(), indent=1, sort_keys=True) + "\n").encode()
 
 
+def names(data: bytes, row: ChannelPackage) -> bool:
+    """Whether an envelope's statement names row's archive (signature not checked: the publisher's
+    own file, left by a publish that died before listing its row, perhaps of other bytes)."""
+    try:
+        doc = json.loads(Envelope.from_dict(json.loads(data)).payload)
+    except (ValueError, KeyError, TypeError):
+        return False
+    wanted = [{"name": posixpath.basename(row.archive), "digest": {"sha256": row.sha256}}]
+    return isinstance(doc, dict) and doc.get("subject") == wanted
+
+
 def signed_again(data: bytes, signer: CryptoSigner) -> bytes:
     """The same statement signed by signer alone (a root rotation hands the channel to a new key)."""
     env = Envelope.from_dict(json.loads(data))

@@ -140,7 +140,7 @@ def targets_of(writer: AreaWriter, rows: list[ChannelPackage], signer: CryptoSig
             raise IntegrityError(f"{writer.root / row.manifest}: differs from its index row; nothing signed")
         rel = provenance.path(row)
         envelope = writer.read(rel, MAX_METADATA)
-        if envelope is None:
+        if envelope is None or not provenance.names(envelope, row):
             doc = load_json(manifest, str(writer.root / row.manifest), MAX_MANIFEST)
             if not isinstance(doc, dict):
                 raise IntegrityError(f"{writer.root / row.manifest}: not a manifest; nothing signed")
