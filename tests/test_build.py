@@ -9,6 +9,8 @@ from typing import Any, NoReturn
 
 import pytest
 from conftest import Cli
+from cyclonedx.schema import SchemaVersion
+from cyclonedx.validation.json import JsonStrictValidator
 
 from tfaot_dist import builder
 from tfaot_dist.consumer_versions import cmake_version, rpm_version
@@ -38,8 +40,14 @@ def test_package_is_complete(built: Path, name: str, cls: str) -> None:
         f"include/tfaot-model-{name}/model.h",
         f"lib/libtfaot-model-{name}.a",
         f"etc/scram.d/tfaot-model-{name}.xml",
+        "sbom.cdx.json",
     ):
         assert rel in files
+    # The bill of materials: valid CycloneDX by the library's own validator, naming the commit built.
+    sbom = (root / "sbom.cdx.json").read_text()
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(sbom) is None
+    (model,) = [c for c in json.loads(sbom)["components"] if c["type"] == "machine-learning-model"]
+    assert model["version"] == manifest["source"]["commit"]
     on_disk = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
     assert on_disk == sorted([*files, "manifest.json"])
     for rel, meta in files.items():

@@ -59,8 +59,10 @@ PKGREL = "slc-test/external"  # where cmsBuild installs externals: %{instroot}/%
 #   objects are the same bytes all the same).
 #   etc/scram.d/NAME.xml: %install replaces @TOOL_ROOT@ with %{i}, as cmsdist's tfaot-compile does;
 #   and it has no <info url=...>, nor the .pc file a URL: line: `compile` is given no source URL.
+#   sbom.cdx.json: the same sources as manifest.json's (and the build key in its serial number).
 DIFFER_BY_DESIGN = {
     "manifest.json",
+    "sbom.cdx.json",
     "etc/scram.d/tfaot-model-offline.xml",
     "lib/pkgconfig/tfaot-model-offline.pc",
 }
@@ -115,8 +117,13 @@ def test_pip_file_checks_the_python_first(golden_registry: Path) -> None:  # noq
         "gitpython": "py3-GitPython",
         "requests": "py3-requests",
         "packaging": "py3-packaging",
+        "tuf": "py3-tuf",
+        "securesystemslib": "py3-securesystemslib",
+        "cyclonedx-python-lib": "py3-cyclonedx-python-lib",
     }
-    wanted = sorted(cmsdist_name[dep.split(">")[0].split("=")[0].strip()] for dep in project["dependencies"])
+    wanted = sorted(
+        cmsdist_name[dep.split(">")[0].split("=")[0].split("[")[0].strip()] for dep in project["dependencies"]
+    )
     requires = [line for line in text.splitlines() if line.startswith("Requires:")]
     assert requires == ["Requires: " + " ".join(wanted)]
     assert "Source" not in text  # build-with-pip's default: pip://tfaot-dist/%{realversion}

@@ -7,6 +7,7 @@
                                   the archive also holds the XLA runtime parts the objects call
       etc/scram.d/tfaot-model-NAME.xml
       share/tfaot-model-NAME/reference/bsN/{input,output}_I.bin   TensorFlow's numbers
+      sbom.cdx.json               the bill of materials (CycloneDX: trust/sbom.py)
       manifest.json               everything above, with the sha256 of every file
 
 The manifest holds no times or paths of the build machine, so that two builds
@@ -59,7 +60,8 @@ TEMPLATES = (
 # 2: the .pc file Requires the exact runtime the package was verified with (was a version range).
 # 3: the archive holds the runtime parts its objects call (cxx/runtime_parts.py).
 # 4: a CMake version file; the .pc's Version as pkg-config orders it (consumer_versions.py).
-LAYOUT_VERSION = 4
+# 5: sbom.cdx.json, the package's bill of materials (trust/sbom.py).
+LAYOUT_VERSION = 5
 ORDER_NOTE = "arguments and results are ordered by signature key name (Python str sort)"
 # What a build did with a package: compiled it, copied it from the build cache, or found it in place.
 Status = Literal["built", "cached", "up to date"]
@@ -130,7 +132,7 @@ def assemble(
     _write_consumer_files(root, package, version, source, model, requires)
     if reference.is_dir():
         shutil.copytree(reference, root / "share" / package / "reference")
-
+    _write_sbom(root, package, version, build_key, source, digests, toolchain, requires, runtime_parts)
     return ModelManifest(
         package=package,
         name=package.removeprefix("tfaot-model-"),
@@ -152,6 +154,34 @@ def assemble(
         },
         verification=None,
         runtime_parts=tuple(part.name for part in runtime_parts),
+    )
+
+
+def _write_sbom(
+    root: Path,
+    package: str,
+    version: str,
+    build_key: str | None,
+    source: dict[str, str],
+    digests: dict[str, str],
+    toolchain: ToolchainRecord,
+    requires: tuple[Requirement, ...],
+    runtime_parts: Sequence[BuiltPart],
+) -> None:
+    """The package's bill of materials (trust/sbom.py), a file of the package like the others."""
+    from tfaot_dist.trust import sbom  # cyclonedx takes most of a second to import: only when building
+
+    (root / sbom.SBOM).write_text(
+        sbom.model_sbom(
+            package=package,
+            version=version,
+            build_key=build_key,
+            source=source,
+            digests=digests,
+            toolchain=toolchain,
+            requires=requires,
+            runtime_parts=[part.name for part in runtime_parts],
+        )
     )
 
 

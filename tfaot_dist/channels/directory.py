@@ -47,6 +47,8 @@ from tfaot_dist.channels.channel import (
 from tfaot_dist.documents import Manifest, load_json
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable
 from tfaot_dist.install.area import AreaWriter
+from tfaot_dist.trust import repository
+from tfaot_dist.trust.signing import Signing
 from tfaot_dist.util.fs import crash_point, sha256_file
 
 
@@ -82,6 +84,8 @@ class ChannelWriter(AreaWriter):
 
 
 class DirectoryChannel:
+    signing: Signing | None = None  # set by channel.sign_with: what commits sign with
+
     def __init__(self, location: str):
         self.location = location
         # Resolved once: a channel given as a link is the directory it points to, from here on.
@@ -196,10 +200,12 @@ class DirectoryTransaction:
             INDEX,
         ):
             self.writer.check_removable(rel)  # refuses a link at rel or on the way to it
+        repository.check_signing(self.writer, self.channel.signing, self.channel.location)
         for archive, row in self.stored:
             self.writer.write(row.manifest, archive.manifest_bytes)
             self.writer.copy_in(row.archive, archive.path)
         catalogue.write_pages(self.writer, pages, manifests, self._manifest)
+        repository.sign_rows(self.writer, rows, self.channel.signing)  # before the index lists them
         crash_point("publish_index")
         index = render_index(rows)
         self.writer.remove_stale(INDEX)

@@ -24,10 +24,12 @@ from tfaot_dist.channels.channel import (
     parse_requirement,
     verified_dist,
 )
+from tfaot_dist.channels.directory import DirectoryChannel
 from tfaot_dist.channels.factory import open_channel
 from tfaot_dist.documents import yank_reason
-from tfaot_dist.errors import IntegrityError, InvalidInput
+from tfaot_dist.errors import IntegrityError, InvalidInput, UsageError
 from tfaot_dist.install import ownership
+from tfaot_dist.trust.signing import Signing
 from tfaot_dist.util.progress import Log
 
 
@@ -40,12 +42,28 @@ class Published:
     archive: str  # relative to the channel; in an OCI registry NAMESPACE/PACKAGE@sha256:... (the layer)
 
 
+def sign_with(channel: Channel, signing: Signing | None) -> None:
+    """Let a directory channel's next commit sign its TUF metadata (trust/repository.py) with signing;
+    the other transports cannot sign yet."""
+    if isinstance(channel, DirectoryChannel):
+        channel.signing = signing
+    elif signing is not None:
+        raise UsageError(f"--sign: {channel.location}: only directory channels are signed so far")
+
+
 def publish(
-    dist: Path, location: str, cache: Path, log: Log = print, selection: list[str] | tuple[str, ...] = ()
+    dist: Path,
+    location: str,
+    cache: Path,
+    log: Log = print,
+    selection: list[str] | tuple[str, ...] = (),
+    signing: Signing | None = None,
 ) -> list[Published]:
     """Publish the package archives in dist (models and runtimes; selection: the archives matching
-    these requirements, with the runtimes they require) into the channel at location."""
+    these requirements, with the runtimes they require) into the channel at location; signing: its
+    TUF metadata signed too (trust/repository.py)."""
     channel = open_channel(location, cache, log=log)
+    sign_with(channel, signing)
     with tempfile.TemporaryDirectory(prefix="tfaot-publish-") as copies:
         return publish_archives(channel, verified_dist(dist, Path(copies), selection))
 
@@ -132,7 +150,12 @@ def _one_archive_per_version(verified: list[VerifiedArchive]) -> None:
 
 
 def yank(
-    location: str, cache: Path, text: str, reason: str | None, log: Log = print
+    location: str,
+    cache: Path,
+    text: str,
+    reason: str | None,
+    log: Log = print,
+    signing: Signing | None = None,
 ) -> tuple[list[ChannelPackage], bool]:
     """Mark the version `text` names exactly (NAME==VERSION) as yanked for reason (None: not yanked
     any more) in the channel's index; returns its rows (every spelling of the version: 1.0 and 1.0.0
@@ -149,6 +172,7 @@ def yank(
     if reason is not None:
         yank_reason(reason, "--reason")
     channel = open_channel(location, cache, log=log)
+    sign_with(channel, signing)
     with channel.transaction() as tx:
         rows = [
             row

@@ -14,7 +14,7 @@ from typing import Any
 
 from tfaot_dist import __version__, errors
 from tfaot_dist.cache import default_cache, release_in_use, trusted_root
-from tfaot_dist.cli import build, cache, distribution, install, model, perf, registry
+from tfaot_dist.cli import build, cache, distribution, install, model, perf, registry, trust
 from tfaot_dist.cli.common import EXIT_CODES, Command, cache_note, exit_code, flush_stdout
 
 COMMANDS: tuple[Command[Any], ...] = (
@@ -26,6 +26,8 @@ COMMANDS: tuple[Command[Any], ...] = (
     build.cmd_build,
     distribution.cmd_publish,
     distribution.cmd_yank,
+    trust.cmd_keys,
+    trust.cmd_trust,
     install.cmd_remove,
     install.cmd_setup,
     build.cmd_compile,

@@ -4,11 +4,32 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from tfaot_dist.cli.common import Options, arg, command, directory, emit, log
 from tfaot_dist.errors import UsageError
 from tfaot_dist.registry import Registry
+from tfaot_dist.trust.options import KEY_ENV
+
+
+def sign_option() -> Any:
+    """--sign KEY, of every command that changes a channel's signed metadata."""
+    return arg(
+        "--sign",
+        type=Path,
+        metavar="KEY",
+        help=f"sign the channel's TUF metadata with this private key file (or ${KEY_ENV}: the key's "
+        "text); a signed channel's first signed change creates its root from the key",
+    )
+
+
+def timestamp_expiry_option() -> Any:
+    return arg(
+        "--timestamp-expiry",
+        metavar="DURATION",
+        help="lifetime of the signed timestamp: 30s, 12h, 7d (default 7d; refresh it with "
+        "`tfaot-dist trust refresh-timestamp`)",
+    )
 
 
 @dataclass(frozen=True)
@@ -28,6 +49,8 @@ class PublishOptions(Options):
         help="only these archives of --dist (NAME or a specifier, e.g. 'my-model>=1.1'), with the "
         "runtimes they require (default: every archive)",
     )
+    sign: Path | None = sign_option()
+    timestamp_expiry: str | None = timestamp_expiry_option()
 
 
 @command(
@@ -49,8 +72,11 @@ class PublishOptions(Options):
 )
 def cmd_publish(o: PublishOptions) -> int:
     from tfaot_dist.channels import publishing
+    from tfaot_dist.trust.commands import signing
 
-    published = publishing.publish(directory(o.dist), o.channel, o.cache, log, o.packages)
+    published = publishing.publish(
+        directory(o.dist), o.channel, o.cache, log, o.packages, signing(o.sign, o.timestamp_expiry)
+    )
     emit(
         o,
         {"channel": o.channel, "packages": [vars(p) for p in published]},
@@ -67,6 +93,8 @@ class YankOptions(Options):
         "--reason", exclusive="mode", metavar="TEXT", help="why (one line, shown by setup and the catalogue)"
     )
     undo: bool = arg("--undo", exclusive="mode", action="store_true", help="take the yank back")
+    sign: Path | None = sign_option()
+    timestamp_expiry: str | None = timestamp_expiry_option()
 
 
 @command(
@@ -84,10 +112,18 @@ class YankOptions(Options):
 )
 def cmd_yank(o: YankOptions) -> int:
     from tfaot_dist.channels import publishing
+    from tfaot_dist.trust.commands import signing
 
     if not o.undo and o.reason is None:
         raise UsageError("yank: give --reason TEXT (or --undo to take a yank back)")
-    rows, changed = publishing.yank(o.channel, o.cache, o.requirement, None if o.undo else o.reason, log)
+    rows, changed = publishing.yank(
+        o.channel,
+        o.cache,
+        o.requirement,
+        None if o.undo else o.reason,
+        log,
+        signing(o.sign, o.timestamp_expiry),
+    )
     row = rows[0]
     state = f"yanked ({row.yanked})" if row.yanked else "not yanked"
     emit(

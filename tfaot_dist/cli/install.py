@@ -13,6 +13,7 @@ from tfaot_dist.channels.factory import open_channel
 from tfaot_dist.cli.common import Options, area_of, arg, command, emit, log
 from tfaot_dist.errors import UsageError
 from tfaot_dist.install import setup_area
+from tfaot_dist.trust import verify
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,13 @@ class SetupOptions(Options):
         action="store_true",
         help="drop invalid rows of the area's installed.json and tidy the area to what it lists",
     )
+    trust: Path | None = arg(
+        "--trust",
+        type=Path,
+        metavar="ROOT.json",
+        help="verify the channel's TUF metadata against this root (the area keeps it, and from then on "
+        "refuses the channel's unsigned, tampered, rolled back or expired answers)",
+    )
 
 
 @command(
@@ -134,10 +142,22 @@ def cmd_setup(o: SetupOptions) -> int:
         raise UsageError("setup: give --area (or set CMSSW_BASE)")
     if not location:
         raise UsageError("setup: give --channel (or set TFAOT_DIST_CHANNEL)")
-    channel = open_channel(location, o.cache, o.offline, log)
+    channel = _verified_channel(o, location, area)
     if o.dry_run:
         return _plan(o, channel, location, area)
     return _install(o, channel, location, area)
+
+
+def _verified_channel(o: SetupOptions, location: str, area: Path) -> Channel:
+    """The channel, checked against the root this area trusts for it (trust/verify.py), if any."""
+    if o.trust is not None and o.offline:
+        raise UsageError("setup --trust needs the channel's current signed metadata: not with --offline")
+    channel = open_channel(location, o.cache, o.offline, log)
+    if not o.offline:
+        return verify.guard(channel, setup_area.area_root(area), o.trust)
+    if verify.read_trusted(setup_area.area_root(area), channel) is not None:
+        raise UsageError(f"setup --offline: this area trusts {location}'s signatures, which need it online")
+    return channel
 
 
 def _repair(o: SetupOptions, area: Path | None) -> int:
@@ -166,13 +186,21 @@ def _list_installed(o: SetupOptions, area: Path) -> int:
 
 def _list_available(o: SetupOptions, location: str) -> int:
     """setup --list --channel: the channel's rows, and the rows it cannot read (broken)."""
-    index = open_channel(location, o.cache, o.offline).index
+    listed = open_channel(location, o.cache, o.offline)
+    index = listed.index
     broken = [{"name": b.name, "version": b.version, "reason": b.reason} for b in index.broken]
+    signed = verify.signed_state(listed)
     emit(
         o,
-        {"channel": location, "packages": [p.as_dict() for p in index.rows], "broken": broken},
+        {
+            "channel": location,
+            "signed": signed,
+            "packages": [p.as_dict() for p in index.rows],
+            "broken": broken,
+        },
         "\n".join(
-            [
+            ([f"{location}: {signed}"] if signed != "unsigned" else [])  # unsigned: as before
+            + [
                 f"{p.name:40} {p.version:28} {p.sha256[:12]}" + (f"  yanked: {p.yanked}" if p.yanked else "")
                 for p in index.rows
             ]
@@ -215,6 +243,8 @@ def _install(o: SetupOptions, channel: Channel, location: str, area: Path) -> in
     """setup: install, then say what each package became and how to use them."""
     scram = shutil.which("scram")
     report = setup_area.setup(o.requirements, channel, area, o.cache, o.offline, log, scram)
+    if isinstance(channel, verify.SignedChannel):
+        channel.keep()  # the metadata accepted, kept for the next setup (rollback protection)
     lines = [
         f"{r.name} {r.version}: {r.status}{f' (was {r.previous})' if r.previous else ''} ({r.path})"
         for r in report.results

@@ -7,11 +7,11 @@ channel is checked against the layout of its own name before anything is written
 
     model tfaot-model-NAME     include/tfaot-model-NAME/**, lib/*.o, lib/libtfaot-model-NAME.a,
                                lib/pkgconfig/tfaot-model-NAME.pc, lib/cmake/tfaot-model-NAME/**,
-                               share/tfaot-model-NAME/**, etc/scram.d/tfaot-model-NAME.xml
+                               share/tfaot-model-NAME/**, etc/scram.d/tfaot-model-NAME.xml, sbom.cdx.json
     runtime tfaot-xla-runtime  include/** (not include/tfaot-model-*), lib/*.a and *.o (not
                                libtfaot-model-*), lib/pkgconfig/tfaot-xla-runtime.pc,
                                lib/cmake/tfaot-xla-runtime/**, licenses/**, share/tfaot-xla-runtime/**,
-                               etc/scram.d/tfaot-xla-runtime.xml
+                               etc/scram.d/tfaot-xla-runtime.xml, sbom.cdx.json
 
 and its tool file is read as SCRAM reads it and held to our conventions
 (scram_tool.check_conventions: its own name, variables pointing into the package only, its own
@@ -41,6 +41,7 @@ def allowed_files(name: str) -> tuple[list[str], list[str]]:
                 "licenses/*",
                 f"share/{name}/*",
                 f"etc/scram.d/{name}.xml",
+                "sbom.cdx.json",
             ],
             ["include/tfaot-model-*", "lib/libtfaot-model-*", "lib/*/*.a", "lib/*/*.o"],
         )
@@ -53,6 +54,7 @@ def allowed_files(name: str) -> tuple[list[str], list[str]]:
             f"lib/cmake/{name}/*",
             f"share/{name}/*",
             f"etc/scram.d/{name}.xml",
+            "sbom.cdx.json",  # the bill of materials (trust/sbom.py), in the package's own directory
         ],
         ["lib/*/*.o"],
     )

@@ -76,7 +76,16 @@ TOOL_PACKAGE = (
 )
 TOOL_PIP_FILE = "pip/tfaot-dist.file"
 # The tool's dependencies (pyproject.toml) as cmsdist names their pip/NAME.file packages.
-TOOL_REQUIRES = ("py3-GitPython", "py3-Jinja2", "py3-PyYAML", "py3-packaging", "py3-requests")
+TOOL_REQUIRES = (
+    "py3-GitPython",
+    "py3-Jinja2",
+    "py3-PyYAML",
+    "py3-cyclonedx-python-lib",
+    "py3-packaging",
+    "py3-requests",
+    "py3-securesystemslib",
+    "py3-tuf",
+)
 TOOL_PYTHON = (3, 9)  # pyproject's requires-python
 # The release's Python and TensorFlow: cmsdist's python3 and py3-tensorflow (found through PYTHON3PATH).
 RELEASE_TENSORFLOW = "py3-tensorflow"
