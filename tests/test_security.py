@@ -418,6 +418,9 @@ class Trickle(BaseHTTPRequestHandler):
             self.end_headers()
             return
         body = json.dumps({"format": "tfaot-dist-channel/1", "packages": []}).encode()
+        if self.path.startswith("/gzip/") and self.path != "/gzip/index.json":
+            self.send_error(404)  # an unsigned channel: no tuf/root.json (setup --list asks for it)
+            return
         if self.path == "/gzip/index.json":  # compresses whenever the client allows it (nginx gzip on)
             import gzip
 
