@@ -110,7 +110,13 @@ def _stored(writer: AreaWriter, rel: str) -> Trusted | None:
 
 
 def read_trusted(area_root: Path, channel: Channel) -> Trusted | None:
+    """What the area keeps of the channel's trusted metadata; None for a channel it does not trust, or
+    one of a transport that is never signed (oci://: its setups work as before)."""
     if not area_root.is_dir():
+        return None
+    try:
+        metadata_url(channel)
+    except InvalidInput:
         return None
     with open_area(area_root, create=False) as writer:
         return _stored(writer, f"{TRUST}/{channel_id(channel)}")
