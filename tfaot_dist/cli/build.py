@@ -21,6 +21,7 @@ from tfaot_dist.cli.common import (
 )
 from tfaot_dist.cxx import runtime_package
 from tfaot_dist.errors import UsageError
+from tfaot_dist.package import Package
 from tfaot_dist.registry import Registry
 
 
@@ -108,6 +109,17 @@ def cmd_build(o: BuildOptions) -> int:
     return 0
 
 
+def _package_json(package: Package) -> dict[str, str]:
+    """What compile and runtime print of the package they made (a model's or the runtime's)."""
+    return {
+        "package": package.name,
+        "version": package.version,
+        "dir": str(package.root),
+        "archive": str(package.archive),
+        "sha256": package.archive_sha256,
+    }
+
+
 def _result_json(r: builder.BuildResult) -> dict[str, str]:
     return {
         "name": r.name,
@@ -183,7 +195,6 @@ class CompileOptions(Options):
     uses_cache=True,
 )
 def cmd_compile(o: CompileOptions) -> int:
-
     sizes = batch_sizes_option(o.batch_sizes)
     levels = names.cpu_levels(o.cpu_levels.split(","), "--cpu-levels") if o.cpu_levels else None
     package = builder.compile_config(
@@ -199,13 +210,7 @@ def cmd_compile(o: CompileOptions) -> int:
     )
     emit(
         o,
-        {
-            "package": package.name,
-            "version": package.version,
-            "dir": str(package.root),
-            "archive": str(package.archive),
-            "sha256": package.archive_sha256,
-        },
+        _package_json(package),
         f"compiled {package.name} {package.version} into {package.root}",
     )
     return 0
@@ -248,19 +253,11 @@ class RuntimeOptions(Options):
     uses_cache=True,
 )
 def cmd_runtime(o: RuntimeOptions) -> int:
-
     tools = session_of(o, o.offline).resolve(o.toolchain_python)
     package, status = runtime_package.ensure_runtime_package(tools.runtime, directory(o.output_directory))
     emit(
         o,
-        {
-            "package": package.name,
-            "version": package.version,
-            "status": status,
-            "dir": str(package.root),
-            "archive": str(package.archive),
-            "sha256": package.archive_sha256,
-        },
+        {**_package_json(package), "status": status},
         f"{package.name} {package.version}: {status} ({package.archive})",
     )
     return 0
