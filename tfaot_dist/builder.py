@@ -29,6 +29,7 @@ from tfaot_dist.cxx.runtime_parts import CompiledModel
 from tfaot_dist.cxx.xla_runtime import XlaRuntime, runtime_parts_for
 from tfaot_dist.documents import CompileAnswer, CompileRequest
 from tfaot_dist.errors import CompileFailed, IntegrityError
+from tfaot_dist.onnx_source import converted
 from tfaot_dist.registry import Defaults, ModelEntry
 from tfaot_dist.session import Session, Tools
 from tfaot_dist.sources import fetch_source
@@ -104,6 +105,7 @@ def build_entry(entry: ModelEntry, session: Session, dist: Path) -> BuildResult:
         built = True
         tree = src or fetch_source(entry.source, cache, offline)
         config = load_source_config(tree, entry.aot_config).with_overrides(entry.overrides)
+        config = converted(config, session)
         source = {**entry.source.as_dict(), "url": entry.source.url, "aot_config": entry.aot_config}
         _compile(config, Target(entry.package, entry.version, source, key), tools, staged)
 
@@ -149,7 +151,7 @@ def compile_config(
         names.version(version, "--version")
     tools = session.resolve(toolchain_python, runtime_dir)
     tools.check_offline()
-    config = load_aot_config(config_path)
+    config = converted(load_aot_config(config_path), session)
     if batch_sizes:
         config = config.with_overrides({"batch_sizes": batch_sizes})
     if cpu_levels:
@@ -161,7 +163,7 @@ def compile_config(
             f"the package version is {config.version} (--version sets another)"
         )
     version = version or config.version
-    source = {"aot_config": config_path.name, "saved_model_sha256": tree_digest(config.saved_model)}
+    source = {"aot_config": config_path.name, "saved_model_sha256": _model_digest(config)}
     dest = output_dir / pkg.dir_name(package, version)
     # Staged under another name than dest's: _publish_copy clears dest's temporaries.
     work = output_dir / f"{dest.name}-compiling"
@@ -294,8 +296,8 @@ def _assemble(
         package=target.package,
         version=target.version,
         build_key=target.key,
-        source=target.source,
-        digests={"aot_config": sha256_file(config.path), "saved_model": tree_digest(config.saved_model)},
+        source={**target.source, **dict(config.onnx_record)},
+        digests={"aot_config": sha256_file(config.path), _model_kind(config): _model_digest(config)},
         model=documents.ModelInfo(
             author=config.author, description=config.description, serving_key=config.serving_key
         ),
@@ -319,6 +321,16 @@ def _assemble(
         requires=(runtime_package.requirement(runtime),),
         runtime_parts=parts,
     )
+
+
+def _model_kind(config: AotConfig) -> str:
+    return "onnx" if config.onnx else "saved_model"
+
+
+def _model_digest(config: AotConfig) -> str:
+    """The source model's digest: an ONNX file's sha256 (its conversion is a function of it), or the
+    SavedModel's tree digest."""
+    return sha256_file(config.onnx) if config.onnx else tree_digest(config.saved_model)
 
 
 def _verify(

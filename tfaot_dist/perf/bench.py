@@ -57,6 +57,7 @@ from tfaot_dist.cxx.build_kit import CXX
 from tfaot_dist.cxx.xla_runtime import XlaRuntime, compile_consumer
 from tfaot_dist.documents import JsonObject, ModelManifest
 from tfaot_dist.errors import CompileFailed, InvalidInput
+from tfaot_dist.onnx_source import converted
 from tfaot_dist.perf import ort_engine
 from tfaot_dist.registry import ModelEntry, Registry
 from tfaot_dist.session import Session
@@ -622,7 +623,7 @@ def resolve_target(
             raise InvalidInput(f"{path}: not a package directory (no manifest.json)")
         return Target(path.absolute(), saved_model.absolute() if saved_model else None), None
     if path.is_file():
-        config = load_aot_config(path.absolute())
+        config = converted(load_aot_config(path.absolute()), session)
         package = builder.compile_config(path.absolute(), dist.absolute(), session)
         return Target(package.root, saved_model or config.saved_model, config.serving_key), None
     entry = registry.load(spec)
@@ -631,6 +632,7 @@ def resolve_target(
         config = load_source_config(
             fetch_source(entry.source, session.cache.root), entry.aot_config
         ).with_overrides(entry.overrides)
+        config = converted(config, session)
         saved_model, key = config.saved_model, config.serving_key
     else:
         key = "serving_default"

@@ -1,0 +1,107 @@
+"""An ONNX file as a model's source (model.onnx): converted into a SavedModel the pipeline compiles.
+
+The conversion runs worker/onnx_convert.py in the ONNX Runtime environment (perf/ort_engine.py: the
+TensorFlow toolchain's requirements plus tf2onnx and onnxruntime, so it has TensorFlow, onnx and
+ONNX Runtime; the TensorFlow toolchain itself stays as it is). It maps each node to TensorFlow ops,
+keeping ONNX's layout, writes a SavedModel whose serving signature has the ONNX input and output
+names, and compares TensorFlow on it with ONNX Runtime on the original file at CHECK_BATCH_SIZES.
+Its result is a cache entry CACHE/onnx/<key>, keyed by the file's digest, model.dims, the
+converter's sources and the environment's requirements.
+
+A model it does not convert (an op outside worker/onnx_ops.py's table, a vendor domain, a quantized
+op, an opset outside 11-21, a symbolic dimension model.dims does not fix) is InvalidInput with the
+worker's one line naming the node, its op and opset; nothing is written.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+from tfaot_dist import process
+from tfaot_dist.cache import ensure_entry
+from tfaot_dist.config import AotConfig
+from tfaot_dist.documents import JsonObject
+from tfaot_dist.errors import CompileFailed, InvalidInput
+from tfaot_dist.perf import ort_engine
+from tfaot_dist.session import Session
+from tfaot_dist.toolchain import Toolchain, worker_env
+from tfaot_dist.util.fs import sha256_bytes, sha256_file, write_atomic
+
+WORKER_DIR = Path(__file__).parent / "worker"
+CONVERTER = (WORKER_DIR / "onnx_convert.py", WORKER_DIR / "onnx_ops.py")
+CHECK_BATCH_SIZES = (1, 3, 32)
+ANSWER = "conversion.json"
+# How far TensorFlow on the converted graph may be from ONNX Runtime on the file (absolute or relative
+# to ONNX Runtime's value, as the package's verification): beyond it the conversion is a failure.
+TOLERANCE = 1e-4
+
+
+def converted(config: AotConfig, session: Session) -> AotConfig:
+    """config itself for a SavedModel; for an ONNX source, config with saved_model the converted one
+    and onnx_record filled (sha256, opset, producer, deviation from ONNX Runtime)."""
+    if config.onnx is None:
+        return config
+    try:
+        env = ort_engine.environment(session.toolchain(), session.cache.root, session.log)
+    except ort_engine.OrtUnavailable as exc:
+        raise InvalidInput(f"{config.path}: model.onnx needs the ONNX Runtime environment: {exc}") from None
+    digest = sha256_file(config.onnx)
+    parts = {
+        "onnx": digest,
+        "dims": dict(config.dims),
+        "converter": [sha256_file(path) for path in CONVERTER],
+        "requirements": list(env.requirements),
+        "check_batch_sizes": list(CHECK_BATCH_SIZES),
+    }
+    entry = session.cache.onnx / sha256_bytes(json.dumps(parts, sort_keys=True).encode())[:20]
+    source = config.onnx
+
+    def convert(staged: Path) -> None:
+        session.log(f"converting {source.name} (ONNX) into a SavedModel")
+        answer = _request(env, source, dict(config.dims), staged)
+        write_atomic(staged / ANSWER, json.dumps(answer, sort_keys=True) + "\n")
+
+    ensure_entry(entry, convert, log=session.log)
+    answer = json.loads((entry / ANSWER).read_text())
+    record = (
+        ("onnx_sha256", digest),
+        ("onnx_opset", str(answer["opset"])),
+        ("onnx_producer", answer["producer"]),
+        ("onnx_max_deviation_from_ort", f"{answer['max_deviation']:.3g}"),
+    )
+    return replace(config, saved_model=entry / "saved_model", onnx_record=record)
+
+
+def _request(env: Toolchain, onnx: Path, dims: dict[str, int], staged: Path) -> JsonObject:
+    """Run the converter into staged/saved_model; its answer, or the one line why not."""
+    work = staged / "work"
+    work.mkdir()
+    request = {
+        "onnx": str(onnx),
+        "dims": dims,
+        "saved_model": str(staged / "saved_model"),
+        "check_batch_sizes": list(CHECK_BATCH_SIZES),
+        "result": str(work / "result.json"),
+    }
+    (work / "request.json").write_text(json.dumps(request))
+    finished = process.probe(
+        [env.python, "-I", CONVERTER[0], work / "request.json"], env=worker_env(work), timeout=3600
+    )
+    try:
+        answer: JsonObject = json.loads((work / "result.json").read_text())
+    except (OSError, ValueError):
+        raise process.failure(finished, what="ONNX conversion", error=CompileFailed) from None
+    if answer.get("refusal"):
+        raise InvalidInput(f"{onnx}: {answer['refusal']}")
+    if not answer.get("ok"):
+        raise CompileFailed(f"{onnx}: the conversion failed: {answer.get('message')}")
+    if answer["max_deviation"] > TOLERANCE:
+        raise CompileFailed(
+            f"{onnx}: TensorFlow on the converted graph differs from ONNX Runtime by "
+            f"{answer['max_deviation']:.3g} (more than {TOLERANCE:g}): {answer['deviations']}"
+        )
+    shutil.rmtree(work)
+    return {key: value for key, value in answer.items() if key != "ok"}
