@@ -29,7 +29,7 @@ from tfaot_dist.cxx.runtime_parts import CompiledModel
 from tfaot_dist.cxx.xla_runtime import XlaRuntime, runtime_parts_for
 from tfaot_dist.documents import CompileAnswer, CompileRequest
 from tfaot_dist.errors import CompileFailed, IntegrityError
-from tfaot_dist.onnx_source import converted
+from tfaot_dist.onnx_source import converted, verified_against_ort
 from tfaot_dist.registry import Defaults, ModelEntry
 from tfaot_dist.session import Session, Tools
 from tfaot_dist.sources import fetch_source
@@ -205,6 +205,7 @@ def _compile(config: AotConfig, target: Target, tools: Tools, out: Path) -> None
     answer = _run_compile(request, config, target, tools, work)
     root = out / pkg.dir_name(target.package, target.version)
     manifest = _assemble(config, target, tools, answer, work, root)
+    manifest = verified_against_ort(config, root, manifest, tools, work)
     _verify(root, manifest, runtime, work, session, config.tolerance)
     pkg.write_archive(root, out / f"{root.name}.tar.gz")
     shutil.rmtree(work)

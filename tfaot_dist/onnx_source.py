@@ -20,13 +20,13 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
-from tfaot_dist import process
+from tfaot_dist import harness, process
 from tfaot_dist.cache import ensure_entry
 from tfaot_dist.config import AotConfig
-from tfaot_dist.documents import JsonObject
+from tfaot_dist.documents import JsonObject, ModelManifest
 from tfaot_dist.errors import CompileFailed, InvalidInput
 from tfaot_dist.perf import ort_engine
-from tfaot_dist.session import Session
+from tfaot_dist.session import Session, Tools
 from tfaot_dist.toolchain import Toolchain, worker_env
 from tfaot_dist.util.fs import sha256_bytes, sha256_file, write_atomic
 
@@ -78,26 +78,14 @@ def converted(config: AotConfig, session: Session) -> AotConfig:
 def _request(env: Toolchain, onnx: Path, dims: dict[str, int], staged: Path) -> JsonObject:
     """Run the converter into staged/saved_model; its answer, or the one line why not."""
     work = staged / "work"
-    work.mkdir()
     request = {
+        "op": "convert",
         "onnx": str(onnx),
         "dims": dims,
         "saved_model": str(staged / "saved_model"),
         "check_batch_sizes": list(CHECK_BATCH_SIZES),
-        "result": str(work / "result.json"),
     }
-    (work / "request.json").write_text(json.dumps(request))
-    finished = process.probe(
-        [env.python, "-I", CONVERTER[0], work / "request.json"], env=worker_env(work), timeout=3600
-    )
-    try:
-        answer: JsonObject = json.loads((work / "result.json").read_text())
-    except (OSError, ValueError):
-        raise process.failure(finished, what="ONNX conversion", error=CompileFailed) from None
-    if answer.get("refusal"):
-        raise InvalidInput(f"{onnx}: {answer['refusal']}")
-    if not answer.get("ok"):
-        raise CompileFailed(f"{onnx}: the conversion failed: {answer.get('message')}")
+    answer = _run(env, request, work, "ONNX conversion")
     if answer["max_deviation"] > TOLERANCE:
         raise CompileFailed(
             f"{onnx}: TensorFlow on the converted graph differs from ONNX Runtime by "
@@ -105,3 +93,72 @@ def _request(env: Toolchain, onnx: Path, dims: dict[str, int], staged: Path) -> 
         )
     shutil.rmtree(work)
     return {key: value for key, value in answer.items() if key != "ok"}
+
+
+def _run(env: Toolchain, request: JsonObject, work: Path, what: str) -> JsonObject:
+    """One request to worker/onnx_convert.py in env: its answer; a refusal is InvalidInput."""
+    work.mkdir(parents=True)
+    request = {**request, "result": str(work / "result.json")}
+    (work / "request.json").write_text(json.dumps(request))
+    finished = process.probe(
+        [env.python, "-I", CONVERTER[0], work / "request.json"], env=worker_env(work), timeout=3600
+    )
+    try:
+        answer: JsonObject = json.loads((work / "result.json").read_text())
+    except (OSError, ValueError):
+        raise process.failure(finished, what=what, error=CompileFailed) from None
+    if answer.get("refusal"):
+        raise InvalidInput(f"{request['onnx']}: {answer['refusal']}")
+    if not answer.get("ok"):
+        raise CompileFailed(f"{request['onnx']}: {what} failed: {answer.get('message')}")
+    return answer
+
+
+def verified_against_ort(
+    config: AotConfig, root: Path, manifest: ModelManifest, tools: Tools, work: Path
+) -> ModelManifest:
+    """The package in root linked into the verification harness and run on its reference inputs,
+    compared with ONNX Runtime's outputs on the original file (the model's tolerance); the manifest
+    with what that found in its source (VerificationFailed names the first miss)."""
+    if config.onnx is None:
+        return manifest
+    env = ort_engine.environment(tools.toolchain, tools.session.cache.root, tools.session.log)
+    reference, cases = root / manifest.reference.dir, manifest.reference.cases
+    ort_reference = work / "ort-reference"
+    signature = manifest.signature
+    request = {
+        "op": "reference",
+        "onnx": str(config.onnx),
+        "cases": [case.to_json() for case in cases],
+        "inputs": str(reference),
+        "out": str(ort_reference),
+        "input_names": [t.name for t in signature.inputs],
+        "input_shapes": [list(t.shape) for t in signature.inputs],
+        "input_dtypes": [t.dtype for t in signature.inputs],
+        "output_names": [t.name for t in signature.outputs],
+    }
+    _run(env, request, work / "ort-request", "ONNX Runtime reference")
+    for case in cases:  # the harness reads the inputs beside the outputs
+        for inp in (reference / case.dir).glob("input_*.bin"):
+            shutil.copyfile(inp, ort_reference / case.dir / inp.name)
+    (work / "ort-harness").mkdir()
+    harness_bin = harness.build_harness(
+        root, manifest, tools.runtime, work / "ort-harness", tools.session.cache.root
+    )
+    sizes = manifest.compilation.batch_sizes
+    out = work / "ort-out"
+    harness.run_harness(harness_bin, ort_reference, cases, sizes, out)
+    found = harness.compare(
+        f"{manifest.package} against ONNX Runtime", signature, ort_reference, cases, out, config.tolerance
+    )
+    worst = max([max(d.max_abs, 0.0) for d in found.outputs.values()] or [0.0])
+    tools.session.log(
+        f"verified {manifest.package} against ONNX Runtime on {config.onnx.name} at batch sizes "
+        f"{list(found.batch_sizes)} (largest absolute deviation {worst:.3g})"
+    )
+    source = {
+        **manifest.source,
+        "onnx_runtime_verified_batch_sizes": ",".join(str(n) for n in found.batch_sizes),
+        "onnx_runtime_max_abs_deviation": f"{worst:.3g}",
+    }
+    return replace(manifest, source=source)

@@ -4,7 +4,14 @@ Runs inside the ONNX Runtime environment (the TensorFlow toolchain's requirement
 onnxruntime, so TensorFlow, onnx and ONNX Runtime) as `python -I onnx_convert.py REQUEST.json` and
 writes its answer as JSON to the path named in the request ("result").
 
-Request: "onnx" (the file), "dims" ({symbolic dimension: value}, the batch excepted), "saved_model"
+Requests ("op"):
+  convert    the file as a SavedModel, below
+  reference  ONNX Runtime's outputs on the original file for the inputs of a package's reference cases:
+             "cases" [{"dir": D, "batch_size": N}] under "inputs" (input_I.bin, raw, in the order of
+             "input_names" with "input_shapes" beyond the batch and "input_dtypes"), written as
+             OUT/D/output_K.bin (the order of "output_names") under "out"
+
+Convert: "onnx" (the file), "dims" ({symbolic dimension: value}, the batch excepted), "saved_model"
 (the directory to write), "check_batch_sizes" (random inputs fed to ONNX Runtime on the original and
 TensorFlow on the converted graph at these batch sizes).
 
@@ -53,7 +60,7 @@ def main(argv: list[str]) -> int:
     with open(argv[1]) as f:
         req = json.load(f)
     try:
-        answer: Json = {"ok": True, **convert(req)}
+        answer: Json = {"ok": True, **(reference if req.get("op") == "reference" else convert)(req)}
     except Refused as exc:
         answer = {"ok": False, "refusal": str(exc)}
     except Exception as exc:  # report, never hang the caller on a traceback
@@ -199,12 +206,8 @@ def compare_with_ort(onnx_path: str, module: Any, inputs: list[Json], batch_size
     """Per output, the largest absolute and relative deviation of TensorFlow from ONNX Runtime, and
     "off": the largest of each element's smaller one (the package verification's measure)."""
     import numpy as np
-    import onnxruntime as ort
 
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    session = ort.InferenceSession(onnx_path, options, providers=["CPUExecutionProvider"])
+    session = ort_session(onnx_path)
     rng = np.random.default_rng(0)
     worst: Json = {}
     for batch in batch_sizes:
@@ -227,6 +230,32 @@ def compare_with_ort(onnx_path: str, module: Any, inputs: list[Json], batch_size
                 max(row["off"], off),
             )
     return worst
+
+
+def reference(req: Json) -> Json:
+    import numpy as np
+
+    session = ort_session(req["onnx"])
+    for case in req["cases"]:
+        source, out = os.path.join(req["inputs"], case["dir"]), os.path.join(req["out"], case["dir"])
+        os.makedirs(out)
+        feed = {}
+        for i, name in enumerate(req["input_names"]):
+            raw = np.fromfile(os.path.join(source, f"input_{i}.bin"), dtype=req["input_dtypes"][i])
+            feed[name] = raw.reshape([case["batch_size"], *req["input_shapes"][i]])
+        results = dict(zip([o.name for o in session.get_outputs()], session.run(None, feed)))
+        for k, name in enumerate(req["output_names"]):
+            np.ascontiguousarray(results[name]).tofile(os.path.join(out, f"output_{k}.bin"))
+    return {}
+
+
+def ort_session(path: str) -> Any:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
 
 
 def random_input(rng: Any, spec: Json, batch: int) -> Any:

@@ -459,6 +459,83 @@ def reduce(fn: Callable[..., Any], since: int = 18) -> Op:
     return apply
 
 
+# ---------------------------------------------------------------- recurrent layers
+
+
+def recurrent(cell: Callable[[Any, Any, Any, int, Attrs], Any], gates: int, states: int) -> Op:
+    """LSTM (gates iofc, states h and c) and GRU (gates zrh, state h) as one tf.scan per direction, a
+    While loop XLA compiles; ONNX's outputs Y, Y_h (and Y_c) in its layout."""
+
+    def apply(a: Args, at: Attrs, o: int, n: int) -> Any:
+        x, w, r = a[0], a[1], a[2]
+        opt: list[Any] = [
+            a[i] if len(a) > i else None for i in range(3, 8)
+        ]  # B, sequence_lens, initial h, c, P
+        if opt[1] is not None or opt[4] is not None or "activations" in at or at.get("clip") is not None:
+            raise ValueError("sequence_lens, peepholes, clip and other activations are not converted")
+        if at.get("input_forget", 0):
+            raise ValueError("input_forget is not converted")
+        layout = at.get("layout", 0)
+        x = tf.transpose(x, [1, 0, 2]) if layout else x  # time-major inside
+        hidden = int(at["hidden_size"])
+        direction = at.get("direction", b"forward").decode()
+        dirs = (
+            ["reverse"]
+            if direction == "reverse"
+            else ["forward", "reverse"][: 2 if direction == "bidirectional" else 1]
+        )
+        bias = opt[0] if opt[0] is not None else tf.zeros([len(dirs), 2 * gates * hidden], x.dtype)
+        batch = tf.shape(x)[1]
+        ys, finals = [], []
+        for d, way in enumerate(dirs):
+            init = [
+                opt[2 + s][d] if opt[2 + s] is not None else tf.zeros([batch, hidden], x.dtype)
+                for s in range(states)
+            ]
+            seq = tf.reverse(x, [0]) if way == "reverse" else x
+            xw = tf.einsum("tbi,gi->tbg", seq, w[d]) + bias[d][: gates * hidden]
+            rb = bias[d][gates * hidden :]
+
+            def step(carry: Any, xt: Any, d: int = d, rb: Any = rb) -> Any:
+                return cell(carry, xt, (r[d], rb), hidden, at)
+
+            out = tf.scan(step, xw, initializer=tuple(init))
+            hs = tf.reverse(out[0], [0]) if way == "reverse" else out[0]
+            ys.append(hs)
+            finals.append([state[-1] for state in out])
+        y = tf.stack(ys, axis=1)  # [seq, dirs, batch, hidden]
+        if layout:
+            y = tf.transpose(y, [2, 0, 1, 3])
+        last = [tf.stack([f[s] for f in finals], axis=0) for s in range(states)]
+        if layout:
+            last = [tf.transpose(s, [1, 0, 2]) for s in last]
+        return [y, *last][:n]
+
+    return apply
+
+
+def lstm_cell(carry: Any, xt: Any, rec: Any, hidden: int, at: Attrs) -> Any:
+    h, c = carry
+    gates = xt + tf.matmul(h, rec[0], transpose_b=True) + rec[1]
+    i, o, f, cc = tf.split(gates, 4, axis=-1)
+    c = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(cc)
+    return (tf.sigmoid(o) * tf.tanh(c), c)
+
+
+def gru_cell(carry: Any, xt: Any, rec: Any, hidden: int, at: Attrs) -> Any:
+    (h,) = carry
+    rz, rr, rh = tf.split(rec[0], 3, axis=0)
+    bz, br, bh = tf.split(rec[1], 3, axis=0)
+    xz, xr, xh = tf.split(xt, 3, axis=-1)
+    z = tf.sigmoid(xz + tf.matmul(h, rz, transpose_b=True) + bz)
+    reset = tf.sigmoid(xr + tf.matmul(h, rr, transpose_b=True) + br)
+    if at.get("linear_before_reset", 0):
+        candidate = tf.tanh(xh + reset * (tf.matmul(h, rh, transpose_b=True) + bh))
+    else:
+        candidate = tf.tanh(xh + tf.matmul(reset * h, rh, transpose_b=True) + bh)
+    return ((1 - z) * candidate + z * h,)
+
+
 def identity(a: Args, at: Attrs, o: int, n: int) -> Any:
     return [tf.identity(a[0])] + [tf.ones_like(a[0], tf.bool)] * (n - 1)  # Dropout's mask: all kept
 
@@ -536,6 +613,8 @@ OPS: dict[str, Op] = {
     "ReduceMax": reduce(tf.reduce_max),
     "ReduceMin": reduce(tf.reduce_min),
     "ReduceProd": reduce(tf.reduce_prod),
+    "LSTM": recurrent(lstm_cell, 4, 2),
+    "GRU": recurrent(gru_cell, 3, 1),
     "Identity": identity,
     "Dropout": identity,
 }
