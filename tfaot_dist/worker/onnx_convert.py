@@ -84,9 +84,9 @@ def convert(req: Json) -> Json:
 
     model = onnx.load(req["onnx"])
     opset = default_opset(model)
-    refuse_unconverted(model.graph, opset)
-    inputs = [io_spec(v, req.get("dims") or {}, "input") for v in graph_inputs(model.graph)]
-    outputs = [io_spec(v, req.get("dims") or {}, "output") for v in model.graph.output]
+    refuse_unconverted(model, opset)
+    inputs = [input_spec(v, req.get("dims") or {}) for v in graph_inputs(model.graph)]
+    outputs = [output_spec(v) for v in model.graph.output]
     module = build_module(model.graph, opset, inputs)
     deviations = compare_with_ort(req["onnx"], module, inputs, req["check_batch_sizes"])
     save(module, req["saved_model"])
@@ -109,10 +109,12 @@ def default_opset(model: Any) -> int:
     raise Refused("the model imports no opset of the default ONNX domain")
 
 
-def refuse_unconverted(graph: Any, opset: int) -> None:
+def refuse_unconverted(model: Any, opset: int) -> None:
     """Every node is one we convert, in the default domain, at an opset we know: or one line why not."""
-    for node in graph.node:
-        where = f"node {node.name or node.output[0]!r} (op {node.op_type}, opset {opset})"
+    versions = {entry.domain: entry.version for entry in model.opset_import}
+    for node in model.graph.node:
+        version = opset if node.domain in ("", "ai.onnx") else versions.get(node.domain, "?")
+        where = f"node {node.name or node.output[0]!r} (op {node.op_type}, opset {version})"
         if node.domain not in ("", "ai.onnx"):
             raise Refused(f"{where}: an op of the vendor domain {node.domain!r}, which no converter reads")
         if not OPSETS[0] <= opset <= OPSETS[1]:
@@ -129,7 +131,7 @@ def graph_inputs(graph: Any) -> list[Any]:
     return [v for v in graph.input if v.name not in initialized]
 
 
-def io_spec(value: Any, dims: dict[str, int], kind: str) -> Json:
+def input_spec(value: Any, dims: dict[str, int]) -> Json:
     """{name, dtype, shape} with the batch None; a symbolic other dimension from dims or refused."""
     from onnx import helper
 
@@ -145,15 +147,25 @@ def io_spec(value: Any, dims: dict[str, int], kind: str) -> Json:
         else:
             symbol = dim.dim_param or "?"
             raise Refused(
-                f"{kind} {value.name!r} dimension {i} is symbolic ({symbol!r}): XLA compiles fixed "
+                f"input {value.name!r} dimension {i} is symbolic ({symbol!r}): XLA compiles fixed "
                 f"shapes beyond the batch; set model.dims: {{{symbol}: VALUE}} in the AOT config"
             )
-    if kind == "input" and not shape:
+    if not shape:
         raise Refused(f"input {value.name!r} is a scalar: inputs need a leading batch dimension")
     return {
         "name": value.name,
         "dtype": helper.tensor_dtype_to_np_dtype(tensor.elem_type).name,
         "shape": shape,
+    }
+
+
+def output_spec(value: Any) -> Json:
+    """{name, dtype}: an output's shape is what TensorFlow infers (exporters name its dimensions freely)."""
+    from onnx import helper
+
+    return {
+        "name": value.name,
+        "dtype": helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type).name,
     }
 
 

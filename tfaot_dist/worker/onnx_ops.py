@@ -190,8 +190,13 @@ def conv(a: Args, at: Attrs, o: int, n: int) -> Any:
     wl = tf.transpose(w, [*range(2, spatial + 2), 1, 0])
     xs = tf.split(xl, group, axis=-1) if group > 1 else [xl]
     ws = tf.split(wl, group, axis=-1) if group > 1 else [wl]
-    outs = [tf.nn.convolution(xi, wi, strides, "VALID", dilations=dilations) for xi, wi in zip(xs, ws)]
+    # TensorFlow takes strides or dilations above 1, not both: then every stride-th output of stride 1.
+    both = max(strides) > 1 and max(dilations) > 1
+    step = [1] * spatial if both else strides
+    outs = [tf.nn.convolution(xi, wi, step, "VALID", dilations=dilations) for xi, wi in zip(xs, ws)]
     out = tf.concat(outs, axis=-1) if group > 1 else outs[0]
+    if both:
+        out = out[(slice(None), *(slice(None, None, s) for s in strides), slice(None))]
     if len(a) > 2 and a[2] is not None:
         out = out + a[2]
     return channels_first(out)
@@ -476,7 +481,9 @@ def recurrent(cell: Callable[[Any, Any, Any, int, Attrs], Any], gates: int, stat
         if at.get("input_forget", 0):
             raise ValueError("input_forget is not converted")
         layout = at.get("layout", 0)
-        x = tf.transpose(x, [1, 0, 2]) if layout else x  # time-major inside
+        if layout:  # time-major inside: [seq, batch, input] and states [dirs, batch, hidden]
+            x = tf.transpose(x, [1, 0, 2])
+            opt[2:4] = [tf.transpose(s, [1, 0, 2]) if s is not None else None for s in opt[2:4]]
         hidden = int(at["hidden_size"])
         direction = at.get("direction", b"forward").decode()
         dirs = (
