@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -57,14 +58,21 @@ def converted(config: AotConfig, session: Session) -> AotConfig:
         "check_batch_sizes": list(CHECK_BATCH_SIZES),
     }
     entry = session.cache.onnx / sha256_bytes(json.dumps(parts, sort_keys=True).encode())[:20]
-    source = config.onnx
+    with tempfile.TemporaryDirectory(prefix="tfaot-onnx-") as tmp:
+        # Converted outside the cache first: a refused model leaves no trace there (not even a lock).
+        made = Path(tmp)
+        if not (entry / ANSWER).is_file():
+            session.log(f"converting {config.onnx.name} (ONNX) into a SavedModel")
+            answer = _request(env, config.onnx, dict(config.dims), made)
+            write_atomic(made / ANSWER, json.dumps(answer, sort_keys=True) + "\n")
 
-    def convert(staged: Path) -> None:
-        session.log(f"converting {source.name} (ONNX) into a SavedModel")
-        answer = _request(env, source, dict(config.dims), staged)
-        write_atomic(staged / ANSWER, json.dumps(answer, sort_keys=True) + "\n")
+        def store(staged: Path) -> None:
+            if not (made / ANSWER).is_file():  # the entry we saw was removed since (cache prune)
+                raise CompileFailed(f"{entry}: removed while in use; run the command again")
+            shutil.copytree(made / "saved_model", staged / "saved_model")
+            shutil.copyfile(made / ANSWER, staged / ANSWER)
 
-    ensure_entry(entry, convert, log=session.log)
+        ensure_entry(entry, store, log=session.log)
     answer = json.loads((entry / ANSWER).read_text())
     record = (
         ("onnx_sha256", digest),

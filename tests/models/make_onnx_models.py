@@ -118,7 +118,8 @@ def op_graphs(out: str) -> None:
         [6],
         [const("p", 1.5, np.float32)],
     )
-    for op in ("Add", "Sub", "Mul", "Div", "Min", "Max"):
+    one_op(out, "Reciprocal", "Reciprocal", [5], [5])
+    for op in ("Add", "Sub", "Mul", "Div", "Min", "Max", "Sum"):
         one_op(out, op, op, [3, 4], [3, 4], [weight("w", 4)])
     one_op(out, "Clip", "Clip", [8], [8], [const("lo", -0.5, np.float32), const("hi", 0.7, np.float32)])
     one_op(out, "MatMul", "MatMul", [3, 4], [3, 5], [weight("w", 4, 5)])
@@ -255,6 +256,14 @@ def op_graphs(out: str) -> None:
         [6],
         [const("z", 0.0, np.float32), const("one", 1.0, np.float32)],
     )
+    compare = [
+        h.make_node("GreaterOrEqual", ["x", "z"], ["g"]),
+        h.make_node("LessOrEqual", ["x", "z"], ["l"]),
+        h.make_node("Or", ["g", "l"], ["o"]),
+        h.make_node("Where", ["g", "x", "z"], ["w"]),
+        h.make_node("Where", ["o", "w", "x"], ["y"]),
+    ]
+    chain(out, "OrderedCompare", compare, [6], [6], [const("z", 0.25, np.float32)])
     chain(
         out,
         "CastIdentityDropout",
