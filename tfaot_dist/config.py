@@ -91,11 +91,12 @@ class AotConfig:
     model_version: str = ""  # model.version as written (any text); version is its PEP 440 form
     tolerance: float = DEFAULT_TOLERANCE  # verification.tolerance
     warnings: tuple[str, ...] = ()  # e.g. unknown keys: upstream ignores them, we say so
-    # model.onnx (absolute): the source; saved_model is then this file until onnx_source.converted()
-    # replaces it with the converted SavedModel (and fills onnx_record: digest, opset, producer, deviation).
+    # An ONNX file (a PyTorch export) instead of saved_model, converted into a SavedModel first (until then
+    # saved_model is this file: onnx_source.converted() replaces it and fills onnx_record).
     onnx: Path | None = None
-    dims: tuple[tuple[str, int], ...] = ()  # model.dims, sorted by name
-    onnx_record: tuple[tuple[str, str], ...] = ()
+    # Values of the ONNX file's symbolic dimensions other than the batch, e.g. {n_part: 64}.
+    dims: tuple[tuple[str, int], ...] = ()
+    onnx_record: tuple[tuple[str, str], ...] = ()  # for the manifest: sha256, opset, producer, deviation
 
     def with_overrides(self, overrides: Overrides) -> AotConfig:
         """Apply validated registry overrides of compilation settings."""
