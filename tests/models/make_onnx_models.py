@@ -119,6 +119,19 @@ def op_graphs(out: str) -> None:
         [const("p", 1.5, np.float32)],
     )
     one_op(out, "Reciprocal", "Reciprocal", [5], [5])
+    for op in ("Sin", "Cos", "HardSigmoid"):
+        one_op(out, op, op, [5], [5])
+    one_op(out, "Selu", "Selu", [5], [5], alpha=1.5, gamma=1.1)
+    one_op(out, "PRelu", "PRelu", [3, 4], [3, 4], [weight("slope", 3, 1)])
+    one_op(out, "Mod", "Mod", [6], [6], [const("d", [0.7, -0.7, 1.5, -1.5, 2.0, 0.3], np.float32)], fmod=1)
+    chain(out, "Gelu20", [h.make_node("Gelu", ["x"], ["y"], approximate="tanh")], [5], [5], opset=20)
+    one_op(out, "Tile", "Tile", [2, 3], [4, 3], [const("r", [1, 2, 1])])
+    size = [
+        h.make_node("Size", ["x"], ["s"]),
+        h.make_node("Cast", ["s"], ["f"], to=T.FLOAT),
+        h.make_node("Div", ["x", "f"], ["y"]),
+    ]
+    chain(out, "Size", size, [4], [4])
     for op in ("Add", "Sub", "Mul", "Div", "Min", "Max", "Sum"):
         one_op(out, op, op, [3, 4], [3, 4], [weight("w", 4)])
     one_op(out, "Clip", "Clip", [8], [8], [const("lo", -0.5, np.float32), const("hi", 0.7, np.float32)])

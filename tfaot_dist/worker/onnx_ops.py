@@ -103,6 +103,31 @@ def leaky_relu(a: Args, at: Attrs, o: int, n: int) -> Any:
     return tf.nn.leaky_relu(a[0], at.get("alpha", 0.01))
 
 
+def gelu(a: Args, at: Attrs, o: int, n: int) -> Any:
+    return tf.nn.gelu(a[0], approximate=at.get("approximate", b"none").decode() == "tanh")
+
+
+def prelu(a: Args, at: Attrs, o: int, n: int) -> Any:
+    return tf.where(a[0] < 0, a[0] * a[1], a[0])
+
+
+def selu(a: Args, at: Attrs, o: int, n: int) -> Any:
+    x, alpha, gamma = (
+        a[0],
+        at.get("alpha", 1.67326319217681884765625),
+        at.get("gamma", 1.05070102214813232421875),
+    )
+    return gamma * tf.where(x > 0, x, alpha * (tf.exp(x) - 1))
+
+
+def hard_sigmoid(a: Args, at: Attrs, o: int, n: int) -> Any:
+    return tf.clip_by_value(at.get("alpha", 0.2) * a[0] + at.get("beta", 0.5), 0.0, 1.0)
+
+
+def mod(a: Args, at: Attrs, o: int, n: int) -> Any:
+    return (tf.truncatemod if at.get("fmod", 0) else tf.math.floormod)(a[0], a[1])
+
+
 def cast(a: Args, at: Attrs, o: int, n: int) -> Any:
     return tf.cast(a[0], DTYPES[at["to"]])
 
@@ -392,6 +417,14 @@ def shape(a: Args, at: Attrs, o: int, n: int) -> Any:
     return dims[at.get("start", 0) : at.get("end", rank(a[0]))]
 
 
+def tile(a: Args, at: Attrs, o: int, n: int) -> Any:
+    return tf.tile(a[0], tf.cast(a[1], tf.int64))
+
+
+def size(a: Args, at: Attrs, o: int, n: int) -> Any:
+    return tf.size(a[0], out_type=tf.int64)
+
+
 def expand(a: Args, at: Attrs, o: int, n: int) -> Any:
     x = a[0]
     target = tf.broadcast_dynamic_shape(tf.shape(x, out_type=tf.int64), tf.cast(a[1], tf.int64))
@@ -572,6 +605,13 @@ OPS: dict[str, Op] = {
     "LeakyRelu": leaky_relu,
     "Softplus": unary(tf.nn.softplus),
     "Erf": unary(tf.math.erf),
+    "Gelu": gelu,
+    "PRelu": prelu,
+    "Selu": selu,
+    "HardSigmoid": hard_sigmoid,
+    "Sin": unary(tf.sin),
+    "Cos": unary(tf.cos),
+    "Mod": mod,
     "Sqrt": unary(tf.sqrt),
     "Reciprocal": unary(tf.math.reciprocal),
     "Exp": unary(tf.exp),
@@ -610,6 +650,8 @@ OPS: dict[str, Op] = {
     "ArgMax": arg_max,
     "Shape": shape,
     "Expand": expand,
+    "Tile": tile,
+    "Size": size,
     "ConstantOfShape": constant_of_shape,
     "Constant": constant,
     "Range": range_,
