@@ -102,6 +102,11 @@ def write_source(root: Path, onnx: Path, **model: object) -> Path:
     [
         ("unsupported", "node 'det0' (op Det, opset 17): not an op tfaot-dist converts"),
         ("vendor", "node 'gelu0' (op Gelu, opset 1): an op of the vendor domain 'com.microsoft'"),
+        (
+            "quantized",
+            "node 'q0' (op QuantizeLinear, opset 17): a quantized op; export the model in floating point",
+        ),
+        ("opset10", "node 'relu0' (op Relu, opset 10): opset 10 is outside the opsets converted, 11-21"),
     ],
 )
 def test_check_and_add_model_refuse_an_unconverted_node(

@@ -6,12 +6,17 @@ ops/NAME.onnx  one small graph per op (or op family) the converter maps, each in
 two_inputs     x f32[N,3,8] (Conv1d, BatchNorm, MaxPool, a shape computed with Shape/Gather/Concat,
                Gemm, TopK, GatherElements, Softmax) and seq f32[N,6,4] (a bidirectional LSTM, a GRU
                with linear_before_reset): the kinds of nodes of DeepJet- and ParticleNet-like exports
+edge_conv      points f32[N,2,8], features f32[N,4,8]: ParticleNet's EdgeConv as torch.onnx.export writes it
+               (also ops/EdgeConv.onnx)
 unsupported    a Det node (named "det0"), an op the converter does not map
 vendor         a com.microsoft Gelu node (named "gelu0")
+quantized      a QuantizeLinear node (named "q0")
+opset10        a Relu node (named "relu0") at opset 10
 symbolic       x f32[N, n_part, 4]: a symbolic dimension other than the batch
 """
 
 import os
+import shutil
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -405,6 +410,83 @@ def two_inputs(path: str) -> None:
     save(path, nodes, inputs, [tensor("probs", ["N", 3]), tensor("best", ["N", 3])], inits)
 
 
+def edge_conv(path: str) -> None:
+    """ParticleNet's EdgeConv as torch.onnx.export writes it: kNN by TopK on pairwise distances, the
+    neighbours gathered through flat indices offset per event (Shape, Range), a 1x1 Conv2d, BatchNorm,
+    the mean over neighbours, a mask of empty particles, and a classifier."""
+    parts, k, channels = 8, 3, 4
+    distance = [
+        h.make_node("Transpose", ["points"], ["pt"], perm=[0, 2, 1]),
+        h.make_node("MatMul", ["pt", "points"], ["inner"]),
+        h.make_node("Mul", ["points", "points"], ["sq"]),
+        h.make_node("ReduceSum", ["sq", "one"], ["xx"], keepdims=1),
+        h.make_node("Transpose", ["xx"], ["xxt"], perm=[0, 2, 1]),
+        h.make_node("Mul", ["inner", "two"], ["inner2"]),
+        h.make_node("Add", ["xx", "xxt"], ["sum"]),
+        h.make_node("Sub", ["sum", "inner2"], ["dist"]),
+        h.make_node("Neg", ["dist"], ["neg"]),
+        h.make_node("TopK", ["neg", "k"], ["nv", "idx"], axis=-1),
+    ]
+    gather = [
+        h.make_node("Shape", ["points"], ["shape"]),
+        h.make_node("Gather", ["shape", "zero"], ["n"], axis=0),
+        h.make_node("Range", ["zero", "n", "onei"], ["events"]),
+        h.make_node("Mul", ["events", "parts"], ["base"]),
+        h.make_node("Reshape", ["base", "col"], ["base3"]),
+        h.make_node("Add", ["idx", "base3"], ["flat_idx"]),
+        h.make_node("Reshape", ["flat_idx", "minus1"], ["flat"]),
+        h.make_node("Transpose", ["features"], ["ft"], perm=[0, 2, 1]),
+        h.make_node("Reshape", ["ft", "rows"], ["table"]),
+        h.make_node("Gather", ["table", "flat"], ["picked"], axis=0),
+        h.make_node("Unsqueeze", ["n", "zero1"], ["n1"]),
+        h.make_node("Concat", ["n1", "pkc"], ["knn_shape"], axis=0),
+        h.make_node("Reshape", ["picked", "knn_shape"], ["knn"]),
+        h.make_node("Unsqueeze", ["ft", "two1"], ["center"]),
+        h.make_node("Expand", ["center", "knn_shape"], ["centers"]),
+        h.make_node("Sub", ["knn", "centers"], ["rel"]),
+        h.make_node("Concat", ["centers", "rel"], ["edges"], axis=-1),
+        h.make_node("Transpose", ["edges"], ["edges_t"], perm=[0, 3, 1, 2]),
+    ]
+    head = [
+        h.make_node("Conv", ["edges_t", "cw"], ["conv"], kernel_shape=[1, 1]),
+        h.make_node("BatchNormalization", ["conv", "s", "b", "m", "v"], ["bn"]),
+        h.make_node("Relu", ["bn"], ["act"]),
+        h.make_node("ReduceMean", ["act"], ["agg"], axes=[-1], keepdims=0),
+        h.make_node("Abs", ["points"], ["ap"]),
+        h.make_node("ReduceSum", ["ap", "one"], ["mag"], keepdims=1),
+        h.make_node("Equal", ["mag", "zerof"], ["empty"]),
+        h.make_node("Not", ["empty"], ["full"]),
+        h.make_node("Cast", ["full"], ["mask"], to=T.FLOAT),
+        h.make_node("Mul", ["agg", "mask"], ["masked"]),
+        h.make_node("GlobalAveragePool", ["masked"], ["pooled"]),
+        h.make_node("Flatten", ["pooled"], ["pf"]),
+        h.make_node("Gemm", ["pf", "dw", "db"], ["logits"], transB=1),
+        h.make_node("Softmax", ["logits"], ["probs"], axis=-1),
+    ]
+    inits = [
+        const("one", [1]),
+        const("two", 2.0, np.float32),
+        const("k", [k]),
+        const("zero", 0),
+        const("onei", 1),
+        const("parts", parts),
+        const("col", [-1, 1, 1]),
+        const("minus1", [-1]),
+        const("rows", [-1, channels]),
+        const("zero1", [0]),
+        const("two1", [2]),
+        const("pkc", [parts, k, channels]),
+        const("zerof", 0.0, np.float32),
+        weight("cw", 6, 2 * channels, 1, 1),
+        *(weight(n, 6) for n in ("s", "b", "m")),
+        weight("v", 6, positive=True),
+        weight("dw", 3, 6),
+        weight("db", 3),
+    ]
+    inputs = [tensor("points", ["N", 2, parts]), tensor("features", ["N", channels, parts])]
+    save(path, distance + gather + head, inputs, [tensor("probs", ["N", 3])], inits)
+
+
 def refused(out: str) -> None:
     det = [h.make_node("Reshape", ["x", "s"], ["m"]), h.make_node("Det", ["m"], ["y"], name="det0")]
     save(
@@ -418,6 +500,24 @@ def refused(out: str) -> None:
     graph = h.make_graph([gelu], "vendor", [tensor("x", ["N", 4])], [tensor("y", ["N", 4])])
     opsets = [h.make_opsetid("", 17), h.make_opsetid("com.microsoft", 1)]
     onnx.save(h.make_model(graph, opset_imports=opsets, ir_version=9), os.path.join(out, "vendor.onnx"))
+    quantize = [h.make_node("QuantizeLinear", ["x", "scale"], ["y"], name="q0")]
+    outputs = [tensor("y", ["N", 4], T.UINT8)]
+    save(
+        os.path.join(out, "quantized.onnx"),
+        quantize,
+        [tensor("x", ["N", 4])],
+        outputs,
+        [const("scale", 0.1, np.float32)],
+    )
+    relu = [h.make_node("Relu", ["x"], ["y"], name="relu0")]
+    save(
+        os.path.join(out, "opset10.onnx"),
+        relu,
+        [tensor("x", ["N", 4])],
+        [tensor("y", ["N", 4])],
+        [],
+        opset=10,
+    )
     total = [h.make_node("ReduceSum", ["x", "a"], ["y"], keepdims=0)]
     inputs = [tensor("x", ["N", "n_part", 4])]
     save(os.path.join(out, "symbolic.onnx"), total, inputs, [tensor("y", ["N", 4])], [const("a", [1])])
@@ -426,6 +526,8 @@ def refused(out: str) -> None:
 def main(out: str) -> None:
     op_graphs(out)
     two_inputs(os.path.join(out, "two_inputs.onnx"))
+    edge_conv(os.path.join(out, "edge_conv.onnx"))
+    shutil.copyfile(os.path.join(out, "edge_conv.onnx"), os.path.join(out, "ops", "EdgeConv.onnx"))
     refused(out)
 
 
