@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tfaot_dist import __version__, documents, harness, limits, names
+from tfaot_dist import __version__, documents, harness, limits, names, onnx_source
 from tfaot_dist import package as pkg
 from tfaot_dist.cache import ensure_entry, staging
 from tfaot_dist.channels.channel import verify_archive
@@ -29,7 +29,6 @@ from tfaot_dist.cxx.runtime_parts import CompiledModel
 from tfaot_dist.cxx.xla_runtime import XlaRuntime, runtime_parts_for
 from tfaot_dist.documents import CompileAnswer, CompileRequest
 from tfaot_dist.errors import CompileFailed, IntegrityError
-from tfaot_dist.onnx_source import converted, verified_against_ort
 from tfaot_dist.registry import Defaults, ModelEntry
 from tfaot_dist.session import Session, Tools
 from tfaot_dist.sources import fetch_source
@@ -67,6 +66,8 @@ def build_key(entry: ModelEntry, defaults: Defaults) -> str:
         "templates": templates_digest(pkg.TEMPLATES),
         "layout": pkg.LAYOUT_VERSION,
         "worker": sha256_file(WORKER),
+        # An ONNX source's package is the converter's output, verified in the ONNX Runtime environment.
+        "onnx_converter": onnx_source.converter_digest(),
         "constants": sha256_file(Path(weight_sharing.__file__)),  # rewrites objects and headers
         "runtime_package": runtime_package.packaging_digest(),  # the version "requires" names
     }
@@ -105,7 +106,7 @@ def build_entry(entry: ModelEntry, session: Session, dist: Path) -> BuildResult:
         built = True
         tree = src or fetch_source(entry.source, cache, offline)
         config = load_source_config(tree, entry.aot_config).with_overrides(entry.overrides)
-        config = converted(config, session)
+        config = onnx_source.converted(config, session)
         source = {**entry.source.as_dict(), "url": entry.source.url, "aot_config": entry.aot_config}
         _compile(config, Target(entry.package, entry.version, source, key), tools, staged)
 
@@ -151,7 +152,7 @@ def compile_config(
         names.version(version, "--version")
     tools = session.resolve(toolchain_python, runtime_dir)
     tools.check_offline()
-    config = converted(load_aot_config(config_path), session)
+    config = onnx_source.converted(load_aot_config(config_path), session)
     if batch_sizes:
         config = config.with_overrides({"batch_sizes": batch_sizes})
     if cpu_levels:
@@ -205,7 +206,7 @@ def _compile(config: AotConfig, target: Target, tools: Tools, out: Path) -> None
     answer = _run_compile(request, config, target, tools, work)
     root = out / pkg.dir_name(target.package, target.version)
     manifest = _assemble(config, target, tools, answer, work, root)
-    manifest = verified_against_ort(config, root, manifest, tools, work)
+    manifest = onnx_source.verified_against_ort(config, root, manifest, tools, work)
     _verify(root, manifest, runtime, work, session, config.tolerance)
     pkg.write_archive(root, out / f"{root.name}.tar.gz")
     shutil.rmtree(work)

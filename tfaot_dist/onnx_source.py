@@ -40,6 +40,12 @@ ANSWER = "conversion.json"
 TOLERANCE = 1e-4
 
 
+def converter_digest() -> str:
+    """What makes a conversion beyond the file: the converter's sources and the environment's additions."""
+    parts = [sha256_file(path) for path in CONVERTER] + list(ort_engine.REQUIREMENTS)
+    return sha256_bytes(json.dumps(parts).encode())
+
+
 def converted(config: AotConfig, session: Session) -> AotConfig:
     """config itself for a SavedModel; for an ONNX source, config with saved_model the converted one
     and onnx_record filled (sha256, opset, producer, deviation from ONNX Runtime)."""
