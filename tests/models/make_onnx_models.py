@@ -199,8 +199,9 @@ def op_graphs(out: str) -> None:
     one_op(out, "LayerNormalization", "LayerNormalization", [3, 8], [3, 8], [weight("s", 8), weight("b", 8)])
     one_op(out, "Softmax", "Softmax", [3, 5], [3, 5], axis=1)
     one_op(out, "LogSoftmax", "LogSoftmax", [3, 5], [3, 5])
-    one_op(out, "Softmax11", "Softmax", [3, 5], [3, 5])  # opset 17 default axis; see Softmax11Axis1
-    chain(out, "Softmax11Axis1", [h.make_node("Softmax", ["x"], ["y"], axis=1)], [3, 5], [3, 5], opset=11)
+    one_op(out, "SoftmaxDefaultAxis", "Softmax", [3, 5], [3, 5])  # the last axis from opset 13 on
+    softmax11 = [h.make_node("Softmax", ["x"], ["y"], axis=1)]  # before opset 13: the axes from 1 on as one
+    chain(out, "Softmax11Axis1", softmax11, [3, 5], [3, 5], opset=11)
     one_op(out, "Reshape", "Reshape", [3, 4], [2, 6], [const("s", [0, 2, 6])])
     one_op(out, "Flatten", "Flatten", [3, 4], [12])
     one_op(out, "Transpose", "Transpose", [3, 4], [4, 3], perm=[0, 2, 1])
