@@ -169,6 +169,8 @@ def test_add_model_and_build_match_onnx_runtime_on_the_original(
     assert source["onnx_sha256"] == sha256_file(onnx) == manifest["digests"]["onnx"]
     assert source["onnx_opset"] == "17" and source["onnx_producer"] == "tfaot-dist-tests"
     assert {"1", "3", "32"} <= set(source["onnx_runtime_verified_batch_sizes"].split(","))
+    levels = manifest["compilation"]["cpu_levels"]
+    assert source["onnx_runtime_verified_cpu_levels"] == ",".join(levels) and levels
     assert [t["name"] for t in manifest["signature"]["inputs"]] == ["seq", "x"]
 
     # Independently of the build's own check: the package, linked into the harness, run at 1, 3 and 32 on

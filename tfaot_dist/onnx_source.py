@@ -24,6 +24,7 @@ from pathlib import Path
 from tfaot_dist import harness, process
 from tfaot_dist.cache import ensure_entry
 from tfaot_dist.config import AotConfig
+from tfaot_dist.cpu import target as cpu_target
 from tfaot_dist.documents import JsonObject, ModelManifest
 from tfaot_dist.errors import CompileFailed, InvalidInput
 from tfaot_dist.perf import ort_engine
@@ -159,20 +160,26 @@ def verified_against_ort(
     harness_bin = harness.build_harness(
         root, manifest, tools.runtime, work / "ort-harness", tools.session.cache.root
     )
-    sizes = manifest.compilation.batch_sizes
-    out = work / "ort-out"
-    harness.run_harness(harness_bin, ort_reference, cases, sizes, out)
-    found = harness.compare(
-        f"{manifest.package} against ONNX Runtime", signature, ort_reference, cases, out, config.tolerance
-    )
-    worst = max([max(d.max_abs, 0.0) for d in found.outputs.values()] or [0.0])
+    # Every CPU level this machine runs, as the TensorFlow check; a single-target package at its one.
+    levels = [lv for lv in manifest.compilation.cpu_levels if cpu_target.check_host(lv).ok]
+    worst = 0.0
+    runs: list[str | None] = [*levels] or [None]
+    for level in runs:
+        out = work / "ort-out" / (level or "default")
+        harness.run_harness(harness_bin, ort_reference, cases, manifest.compilation.batch_sizes, out, level)
+        label = f"{manifest.package} against ONNX Runtime" + (f" (CPU level {level})" if level else "")
+        found = harness.compare(label, signature, ort_reference, cases, out, config.tolerance)
+        worst = max([worst, *(d.max_abs for d in found.outputs.values())])
     tools.session.log(
         f"verified {manifest.package} against ONNX Runtime on {config.onnx.name} at batch sizes "
-        f"{list(found.batch_sizes)} (largest absolute deviation {worst:.3g})"
+        f"{list(found.batch_sizes)}"
+        + (f" and CPU levels {levels}" if levels else "")
+        + f" (largest absolute deviation {worst:.3g})"
     )
     source = {
         **manifest.source,
         "onnx_runtime_verified_batch_sizes": ",".join(str(n) for n in found.batch_sizes),
+        "onnx_runtime_verified_cpu_levels": ",".join(levels),
         "onnx_runtime_max_abs_deviation": f"{worst:.3g}",
     }
     return replace(manifest, source=source)
