@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tfaot_dist import __version__, documents, harness, limits, names
+from tfaot_dist import __version__, documents, harness, limits, names, onnx_source
 from tfaot_dist import package as pkg
 from tfaot_dist.cache import ensure_entry, staging
 from tfaot_dist.channels.channel import verify_archive
@@ -66,6 +66,8 @@ def build_key(entry: ModelEntry, defaults: Defaults) -> str:
         "templates": templates_digest(pkg.TEMPLATES),
         "layout": pkg.LAYOUT_VERSION,
         "worker": sha256_file(WORKER),
+        # An ONNX source's package is the converter's output, verified in the ONNX Runtime environment.
+        "onnx_converter": onnx_source.converter_digest(),
         "constants": sha256_file(Path(weight_sharing.__file__)),  # rewrites objects and headers
         "runtime_package": runtime_package.packaging_digest(),  # the version "requires" names
     }
@@ -104,6 +106,7 @@ def build_entry(entry: ModelEntry, session: Session, dist: Path) -> BuildResult:
         built = True
         tree = src or fetch_source(entry.source, cache, offline)
         config = load_source_config(tree, entry.aot_config).with_overrides(entry.overrides)
+        config = onnx_source.converted(config, session)
         source = {**entry.source.as_dict(), "url": entry.source.url, "aot_config": entry.aot_config}
         _compile(config, Target(entry.package, entry.version, source, key), tools, staged)
 
@@ -149,7 +152,7 @@ def compile_config(
         names.version(version, "--version")
     tools = session.resolve(toolchain_python, runtime_dir)
     tools.check_offline()
-    config = load_aot_config(config_path)
+    config = onnx_source.converted(load_aot_config(config_path), session)
     if batch_sizes:
         config = config.with_overrides({"batch_sizes": batch_sizes})
     if cpu_levels:
@@ -161,7 +164,7 @@ def compile_config(
             f"the package version is {config.version} (--version sets another)"
         )
     version = version or config.version
-    source = {"aot_config": config_path.name, "saved_model_sha256": tree_digest(config.saved_model)}
+    source = {"aot_config": config_path.name, "saved_model_sha256": _model_digest(config)}
     dest = output_dir / pkg.dir_name(package, version)
     # Staged under another name than dest's: _publish_copy clears dest's temporaries.
     work = output_dir / f"{dest.name}-compiling"
@@ -203,6 +206,7 @@ def _compile(config: AotConfig, target: Target, tools: Tools, out: Path) -> None
     answer = _run_compile(request, config, target, tools, work)
     root = out / pkg.dir_name(target.package, target.version)
     manifest = _assemble(config, target, tools, answer, work, root)
+    manifest = onnx_source.verified_against_ort(config, root, manifest, tools, work)
     _verify(root, manifest, runtime, work, session, config.tolerance)
     pkg.write_archive(root, out / f"{root.name}.tar.gz")
     shutil.rmtree(work)
@@ -294,8 +298,8 @@ def _assemble(
         package=target.package,
         version=target.version,
         build_key=target.key,
-        source=target.source,
-        digests={"aot_config": sha256_file(config.path), "saved_model": tree_digest(config.saved_model)},
+        source={**target.source, **dict(config.onnx_record)},
+        digests={"aot_config": sha256_file(config.path), _model_kind(config): _model_digest(config)},
         model=documents.ModelInfo(
             author=config.author, description=config.description, serving_key=config.serving_key
         ),
@@ -319,6 +323,16 @@ def _assemble(
         requires=(runtime_package.requirement(runtime),),
         runtime_parts=parts,
     )
+
+
+def _model_kind(config: AotConfig) -> str:
+    return "onnx" if config.onnx else "saved_model"
+
+
+def _model_digest(config: AotConfig) -> str:
+    """The source model's digest: an ONNX file's sha256 (its conversion is a function of it), or the
+    SavedModel's tree digest."""
+    return sha256_file(config.onnx) if config.onnx else tree_digest(config.saved_model)
 
 
 def _verify(

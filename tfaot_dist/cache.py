@@ -8,6 +8,7 @@
       downloads/<sdist> .lock      pinned sdists fetched with pip            (shared)
       pch/<key>/ <key>.lock        precompiled interface headers             (shared)
       bench/<program>-<key>/ .lock the benchmark programs (tf-capi, peak)    (shared)
+      onnx/<key>/ <key>.lock       SavedModels converted from ONNX files     (onnx_source.py)
       git/<digest>.git <digest>.lock   bare mirrors of source repositories
       sources/<commit>/ .lock      git source trees; sha256-<hex>/: archives' (claim_temp, no lock)
       archives/<sha256>            downloaded archives, content-addressed (download.py)
@@ -218,6 +219,11 @@ class Cache:
     @property
     def bench(self) -> Path:
         return self.root / "bench"
+
+    @property
+    def onnx(self) -> Path:
+        """SavedModels converted from ONNX files (onnx_source.py)."""
+        return self.root / "onnx"
 
     @property
     def git(self) -> Path:

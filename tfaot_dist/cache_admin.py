@@ -6,7 +6,7 @@ The kinds group the cache's directories (see the layout at the top of cache.py):
     runtimes     runtime/ runtime-parts/ pch/      the XLA runtime, its parts, precompiled headers
     abseil       abseil/
     sources      git/ sources/ archives/           mirrors, source trees, downloaded archives
-    builds       builds/                           finished packages
+    builds       builds/ onnx/                     finished packages, SavedModels converted from ONNX
     downloads    downloads/                        pinned sdists
     channels     channels/                         the last index read from each channel
     bench        bench/                            benchmark programs
@@ -49,7 +49,7 @@ KINDS: dict[str, tuple[str, ...]] = {
     "runtimes": ("runtime", "runtime-parts", "pch"),
     "abseil": ("abseil",),
     "sources": ("git", "sources", "archives"),
-    "builds": ("builds",),
+    "builds": ("builds", "onnx"),
     "downloads": ("downloads",),
     "channels": ("channels",),
     "bench": ("bench",),

@@ -19,6 +19,7 @@ from tfaot_dist import limits
 from tfaot_dist.config import AotConfig, load_aot_config, load_source_config
 from tfaot_dist.documents import CheckAnswer, CheckRequest, Signature, Tensor
 from tfaot_dist.errors import InvalidInput
+from tfaot_dist.onnx_source import converted
 from tfaot_dist.registry import Registry
 from tfaot_dist.session import Session
 from tfaot_dist.sources import fetch_source
@@ -47,13 +48,16 @@ def check_target(target: str, serving_key: str, registry: Path, session: Session
             config = load_source_config(fetch_source(entry.source, session.cache.root), entry.aot_config)
         for warning in config.warnings:
             session.log(f"warning: {warning}")
+        config = converted(config, session)
         saved_model, serving_key = config.saved_model, config.serving_key
     with tempfile.TemporaryDirectory(prefix="tfaot-check-") as work:
         return Checked(saved_model, op_check(saved_model.absolute(), serving_key, session, Path(work)))
 
 
 def check_model(config: AotConfig, session: Session, work: Path) -> Signature:
-    """Load the SavedModel in TensorFlow, check its signature and ops; returns the signature."""
+    """Load the SavedModel (converted from an ONNX source) in TensorFlow, check its signature and ops;
+    returns the signature."""
+    config = converted(config, session)
     answer = op_check(config.saved_model, config.serving_key, session, work, config.compilation.batch_sizes)
     refused = refusal(answer)
     if refused:

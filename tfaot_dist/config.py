@@ -1,7 +1,10 @@
 """The AOT config (aot_config.yaml), exactly the schema of the CMS documentation.
 
     model:        name, version, saved_model (./saved_model), serving_key
-                  (serving_default), author, description
+                  (serving_default), author, description; or instead of
+                  saved_model an ONNX file: onnx (PATH) and dims ({SYMBOL: VALUE},
+                  ours: the symbolic dimensions other than the batch), converted
+                  into a SavedModel before anything else (onnx_source.py)
     compilation:  batch_sizes (required), namespace (tfaot_model),
                   tf_xla_flags, xla_flags, target_triple, target_cpu,
                   cpu_levels, activation_formulas (ours, see below)
@@ -88,6 +91,12 @@ class AotConfig:
     model_version: str = ""  # model.version as written (any text); version is its PEP 440 form
     tolerance: float = DEFAULT_TOLERANCE  # verification.tolerance
     warnings: tuple[str, ...] = ()  # e.g. unknown keys: upstream ignores them, we say so
+    # An ONNX file (a PyTorch export) instead of saved_model, converted into a SavedModel first (until then
+    # saved_model is this file: onnx_source.converted() replaces it and fills onnx_record).
+    onnx: Path | None = None
+    # Values of the ONNX file's symbolic dimensions other than the batch, e.g. {n_part: 64}.
+    dims: tuple[tuple[str, int], ...] = ()
+    onnx_record: tuple[tuple[str, str], ...] = ()  # for the manifest: sha256, opset, producer, deviation
 
     def with_overrides(self, overrides: Overrides) -> AotConfig:
         """Apply validated registry overrides of compilation settings."""
@@ -273,9 +282,9 @@ def load_aot_config(path: Path, label: str | None = None, within: Path | None = 
     unknown = top.ignore_unknown(("model", "compilation", "verification"))
     model = Fields(top.take("model", dict, required=True), where, "model")
     unknown += model.ignore_unknown(
-        ("name", "version", "saved_model", "serving_key", "author", "description")
+        ("name", "version", "saved_model", "onnx", "dims", "serving_key", "author", "description")
     )
-    _drop_empty(model, ("saved_model", "serving_key", "author", "description"))
+    _drop_empty(model, ("saved_model", "onnx", "dims", "serving_key", "author", "description"))
     comp = Fields(top.take("compilation", dict, required=True), where, "compilation")
     unknown += comp.ignore_unknown(COMPILATION_KEYS)
     compilation = parse_compilation(comp.data, where, "compilation", False, ignored=comp.ignored)
@@ -292,6 +301,10 @@ def load_aot_config(path: Path, label: str | None = None, within: Path | None = 
     model_version = names.free_text(str(model_version).strip(), model.at("version"))
     if not model_version:
         raise InvalidInput(f"{model.at('version')}: expected a non-empty version")
+    if "onnx" in model.data and "saved_model" in model.data:
+        raise InvalidInput(f"{model.at('onnx')}: give saved_model or onnx, not both")
+    onnx_rel = model.take("onnx", str, "")
+    dims = _dims(model.take("dims", dict, {}), model.at("dims"))
     saved_model_rel = model.take("saved_model", str, "./saved_model")
     serving_key = names.serving_key(
         model.take("serving_key", str, "serving_default"), model.at("serving_key")
@@ -300,13 +313,10 @@ def load_aot_config(path: Path, label: str | None = None, within: Path | None = 
     description = names.free_text(model.take("description", str, ""), model.at("description"))
     model.done()
 
-    saved_model = (path.parent / saved_model_rel).resolve()
-    if within is not None and not saved_model.is_relative_to(within.resolve()):
-        raise InvalidInput(f"{model.at('saved_model')}: {saved_model_rel!r} points outside the source tree")
-    if not saved_model.is_dir():
-        raise InvalidInput(f"{model.at('saved_model')}: SavedModel directory {saved_model_rel!r} not found")
-    if not (saved_model / "saved_model.pb").is_file():
-        raise InvalidInput(f"{model.at('saved_model')}: {saved_model_rel!r} has no saved_model.pb")
+    onnx = _onnx_file(path, onnx_rel, model.at("onnx"), within) if onnx_rel else None
+    if dims and onnx is None:
+        raise InvalidInput(f"{model.at('dims')}: dims name symbolic dimensions of an ONNX file (model.onnx)")
+    saved_model = onnx or _saved_model_dir(path, saved_model_rel, model.at("saved_model"), within)
     return AotConfig(
         path=path.resolve(),
         name=name,
@@ -319,7 +329,43 @@ def load_aot_config(path: Path, label: str | None = None, within: Path | None = 
         model_version=model_version,
         tolerance=tolerance_,
         warnings=(f"{where}: unknown keys ignored: {', '.join(unknown)}",) if unknown else (),
+        onnx=onnx,
+        dims=dims,
     )
+
+
+def _saved_model_dir(path: Path, saved_model_rel: str, where: str, within: Path | None) -> Path:
+    saved_model = (path.parent / saved_model_rel).resolve()
+    if within is not None and not saved_model.is_relative_to(within.resolve()):
+        raise InvalidInput(f"{where}: {saved_model_rel!r} points outside the source tree")
+    if not saved_model.is_dir():
+        raise InvalidInput(f"{where}: SavedModel directory {saved_model_rel!r} not found")
+    if not (saved_model / "saved_model.pb").is_file():
+        raise InvalidInput(f"{where}: {saved_model_rel!r} has no saved_model.pb")
+    return saved_model
+
+
+def _onnx_file(path: Path, onnx_rel: str, where: str, within: Path | None) -> Path:
+    onnx = (path.parent / onnx_rel).resolve()
+    if within is not None and not onnx.is_relative_to(within.resolve()):
+        raise InvalidInput(f"{where}: {onnx_rel!r} points outside the source tree")
+    if not onnx.is_file():
+        raise InvalidInput(f"{where}: ONNX file {onnx_rel!r} not found")
+    return onnx
+
+
+def _dims(value: dict[Any, Any], where: str) -> tuple[tuple[str, int], ...]:
+    """model.dims: {SYMBOL: positive integer}, sorted by symbol."""
+    out = []
+    for symbol, size in value.items():
+        if not isinstance(symbol, str) or not symbol or len(symbol) > 200:
+            raise InvalidInput(f"{where}: expected symbolic dimension names, got {shown(symbol)}")
+        if isinstance(size, bool) or not isinstance(size, int) or not 0 < size <= MAX_BATCH_SIZE:
+            raise InvalidInput(
+                f"{where}.{symbol}: expected an integer from 1 to {MAX_BATCH_SIZE}, got {shown(size)}"
+            )
+        out.append((symbol, size))
+    return tuple(sorted(out))
 
 
 def load_source_config(src: ResolvedSource, aot_config: str) -> AotConfig:

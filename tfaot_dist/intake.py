@@ -23,6 +23,7 @@ from tfaot_dist.check import check_model, describe_signature, op_check
 from tfaot_dist.config import AotConfig, Overrides, load_source_config
 from tfaot_dist.documents import Signature
 from tfaot_dist.errors import InvalidInput
+from tfaot_dist.onnx_source import converted
 from tfaot_dist.pins import ArchiveSource, GitSource, check_git_url
 from tfaot_dist.registry import ModelEntry, Registry
 from tfaot_dist.session import Session
@@ -228,7 +229,7 @@ def _same_signature(old: ModelEntry, signature: Signature, build: str, session: 
     """A new build of a version must keep its inputs and outputs: consumers compiled against it."""
     with tempfile.TemporaryDirectory(prefix="tfaot-update-") as work:
         src = fetch_source(old.source, session.cache.root, session.offline)
-        config = load_source_config(src, old.aot_config).with_overrides(old.overrides)
+        config = converted(load_source_config(src, old.aot_config).with_overrides(old.overrides), session)
         before = op_check(config.saved_model, config.serving_key, session, Path(work)).signature
     if before != signature:
         raise InvalidInput(

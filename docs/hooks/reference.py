@@ -210,6 +210,8 @@ MODEL_KEYS = {
     "name": "name",
     "version": "model_version",
     "saved_model": "saved_model",
+    "onnx": "onnx",
+    "dims": "dims",
     "serving_key": "serving_key",
     "author": "author",
     "description": "description",

@@ -57,6 +57,7 @@ from tfaot_dist.cxx.build_kit import CXX
 from tfaot_dist.cxx.xla_runtime import XlaRuntime, compile_consumer
 from tfaot_dist.documents import JsonObject, ModelManifest
 from tfaot_dist.errors import CompileFailed, InvalidInput
+from tfaot_dist.onnx_source import converted
 from tfaot_dist.perf import ort_engine
 from tfaot_dist.registry import ModelEntry, Registry
 from tfaot_dist.session import Session
@@ -95,6 +96,7 @@ class Target:
     package_root: Path
     saved_model: Path | None
     serving_key: str = "serving_default"
+    onnx: Path | None = None  # an ONNX source: ONNX Runtime runs this file itself, not a tf2onnx conversion
 
     @property
     def manifest(self) -> ModelManifest:
@@ -492,6 +494,10 @@ def _ort_model(
     assert target.saved_model is not None
     try:
         env = ort_engine.environment(toolchain, cache, log)
+        if target.onnx is not None:
+            requirement = next(r for r in ort_engine.REQUIREMENTS if r.startswith("onnxruntime=="))
+            result["ort"] = {"original": target.onnx.name, "onnxruntime": requirement.split("==")[1]}
+            return ort_engine.OrtModel(env, target.onnx, result["ort"])
         log("converting the SavedModel to ONNX (tf2onnx) and checking ONNX Runtime against TensorFlow")
         model = ort_engine.convert(env, target.saved_model, target.serving_key, work / "ort")
     except ort_engine.OrtUnavailable as exc:
@@ -569,6 +575,11 @@ def table(result: JsonObject, batch_sizes: Sequence[int]) -> list[str]:
     ort = result.get("ort")
     if ort and "error" in ort:
         lines.append(f"ort: not timed: {ort['error']}")
+    elif ort and "original" in ort:
+        lines.append(
+            f"ort: onnxruntime {ort['onnxruntime']} on the original file {ort['original']}; one Run() of a "
+            f"one-node model {ort.get('call_overhead_us', float('nan')):.2f} us from Python"
+        )
     elif ort:
         worst = max((d["max_abs"] for d in ort.get("deviations", {}).values()), default=0.0)
         lines.append(
@@ -622,19 +633,20 @@ def resolve_target(
             raise InvalidInput(f"{path}: not a package directory (no manifest.json)")
         return Target(path.absolute(), saved_model.absolute() if saved_model else None), None
     if path.is_file():
-        config = load_aot_config(path.absolute())
+        config = converted(load_aot_config(path.absolute()), session)
         package = builder.compile_config(path.absolute(), dist.absolute(), session)
-        return Target(package.root, saved_model or config.saved_model, config.serving_key), None
+        return Target(package.root, saved_model or config.saved_model, config.serving_key, config.onnx), None
     entry = registry.load(spec)
     built = builder.build_entry(entry, session, dist.absolute())
     if saved_model is None:
         config = load_source_config(
             fetch_source(entry.source, session.cache.root), entry.aot_config
         ).with_overrides(entry.overrides)
-        saved_model, key = config.saved_model, config.serving_key
+        config = converted(config, session)
+        saved_model, key, onnx = config.saved_model, config.serving_key, config.onnx
     else:
-        key = "serving_default"
-    return Target(built.package.root, saved_model, key), entry
+        key, onnx = "serving_default", None
+    return Target(built.package.root, saved_model, key, onnx), entry
 
 
 def bench_command(
