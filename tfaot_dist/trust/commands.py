@@ -43,19 +43,23 @@ def trust_command(
     timestamp_expiry: str | None,
 ) -> tuple[dict[str, Any], str]:
     """refresh-timestamp: a new timestamp, nothing else; rotate: the root handed to --new-key's key."""
-    from tfaot_dist.channels.directory import DirectoryChannel
+    from tfaot_dist.channels.directory import DirectoryChannel, DirectoryTransaction
+    from tfaot_dist.channels.oci import OciChannel, OciMetadata
 
     channel = open_channel(location, cache)
-    if not isinstance(channel, DirectoryChannel):
-        raise UsageError(f"trust {action}: {location}: only directory channels are signed so far")
+    if not isinstance(channel, (DirectoryChannel, OciChannel)):
+        raise UsageError(f"trust {action}: {location}: only directory and oci:// channels are signed")
     signed = signing(sign, timestamp_expiry)
     if signed is None:
         raise UsageError(f"trust {action}: give --sign KEY (or set ${KEY_ENV} to the key's text)")
     with channel.transaction() as tx:
+        store: repository.MetadataStore = (
+            tx.writer if isinstance(tx, DirectoryTransaction) else OciMetadata(tx.client)
+        )
         if action == "refresh-timestamp":
             if new_key is not None:
                 raise UsageError("trust refresh-timestamp takes no --new-key")
-            ts = repository.refresh_timestamp(tx.writer, signed, location)
+            ts = repository.refresh_timestamp(store, signed, location)
             return (
                 {"channel": location, "timestamp_version": ts.version, "expires": ts.expires.isoformat()},
                 f"{location}: timestamp version {ts.version}, expires {ts.expires.isoformat()}",
@@ -65,9 +69,9 @@ def trust_command(
             raise UsageError(
                 "trust rotate: give --new-key KEY (the key taking over; the same key renews the root)"
             )
-        root = repository.rotate(tx.writer, signed.signer, Signing(new, signed.timestamp_lifetime), location)
+        root = repository.rotate(store, signed.signer, Signing(new, signed.timestamp_lifetime), location)
         return (
             {"channel": location, "root_version": root.version, "keyid": new.public_key.keyid},
             f"{location}: root version {root.version}, held by key {new.public_key.keyid[:12]} "
-            f"(hand {channel.root / repository.TUF / 'root.json'} to new users; trusting areas follow it)",
+            f"(hand {store.root / repository.TUF / 'root.json'} to new users; trusting areas follow it)",
         )
