@@ -419,3 +419,55 @@ def test_a_provenance_left_by_a_dead_publish_is_made_again(
     run("publish", "--channel", channel, "--dist", dist, "--sign", key)
     assert provenance.names((channel / provenance.path(row)).read_bytes(), row)
     run("setup", "x==1.1", "--channel", channel, "--area", tmp_path / "area", "--trust", root_json)
+
+
+def test_verify_checks_an_archive_against_its_signed_provenance(
+    run: Cli, tmp_path: Path, channel: Path, key: Path
+) -> None:
+    rows = {r.kind: r for r in parse_index((channel / "index.json").read_bytes(), "index.json")}
+    model, runtime = rows["model"], rows["runtime"]
+    archive, envelope = channel / model.archive, channel / provenance.path(model)
+    public = key.with_name(key.name + ".pub")
+    out, _ = run("verify", archive, "--provenance", envelope, "--key", public, "--json")
+    assert json.loads(out)["sha256"] == model.sha256
+    other = tmp_path / "keys" / "other.key"
+    run("keys", "new", other)
+    # Any one of the keys given may have signed it.
+    run(
+        "verify",
+        archive,
+        "--provenance",
+        envelope,
+        "--key",
+        other.with_name("other.key.pub"),
+        "--key",
+        public,
+    )
+    line = refused(
+        run, channel, "verify", archive, "--provenance", envelope, "--key", f"{other}.pub", code=INTEGRITY
+    )
+    assert f"{envelope}: provenance not signed by the key of {other}.pub" in line, line
+    # Another archive's provenance (the runtime's) does not name this one.
+    line = refused(
+        run,
+        channel,
+        "verify",
+        archive,
+        "--provenance",
+        channel / provenance.path(runtime),
+        "--key",
+        public,
+        code=INTEGRITY,
+    )
+    assert f"does not name {model.archive} with sha256 {model.sha256}" in line, line
+    # A statement changed after signing: the signature no longer verifies.
+    doc = json.loads(envelope.read_bytes())
+    doc["payload"] = doc["payload"][:-8] + ("A" * 8 if doc["payload"][-8:] != "A" * 8 else "B" * 8)
+    forged = tmp_path / "forged.dsse.json"
+    forged.write_text(json.dumps(doc))
+    line = refused(run, channel, "verify", archive, "--provenance", forged, "--key", public, code=INTEGRITY)
+    assert "provenance not signed by the key of" in line, line
+    line = refused(run, channel, "verify", archive, "--provenance", envelope, code=USAGE)
+    assert "--provenance needs --key KEY.pub" in line
+    line = refused(run, channel, "verify", archive, "--provenance", envelope, "--key", key, code=INVALID)
+    assert f"--key: {key}: not an ed25519 public key in PEM" in line

@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from tfaot_dist.channels.factory import open_channel
-from tfaot_dist.errors import UsageError
-from tfaot_dist.trust import keys, repository
+from tfaot_dist.errors import InvalidInput, UsageError
+from tfaot_dist.trust import keys, provenance, repository
 from tfaot_dist.trust.options import KEY_ENV
 from tfaot_dist.trust.signing import DEFAULT_TIMESTAMP_LIFETIME, Signing
 
@@ -75,3 +75,28 @@ def trust_command(
             f"{location}: root version {root.version}, held by key {new.public_key.keyid[:12]} "
             f"(hand {store.root / repository.TUF / 'root.json'} to new users; trusting areas follow it)",
         )
+
+
+def verify_provenance(archive: Path, envelope: Path, key_files: list[Path]) -> tuple[dict[str, Any], str]:
+    """verify ARCHIVE --provenance ENVELOPE --key KEY.pub: the archive's files against its manifest,
+    and the envelope signed by one of the keys, its statement's subject this archive's sha256."""
+    from tfaot_dist.channels.channel import index_line, verify_archive
+
+    if not key_files:
+        raise UsageError("--provenance needs --key KEY.pub (the public key of the channel or publisher)")
+    public = [keys.load_public(path) for path in key_files]
+    try:
+        with open(envelope, "rb") as f:
+            data = f.read(repository.MAX_METADATA + 1)
+    except OSError as exc:
+        raise InvalidInput(f"--provenance: {envelope}: unreadable ({exc.strerror})") from None
+    if len(data) > repository.MAX_METADATA:
+        raise InvalidInput(f"--provenance: {envelope}: larger than {repository.MAX_METADATA} bytes")
+    row = index_line(verify_archive(archive))
+    shown = ", ".join(str(p) for p in key_files)
+    doc = provenance.check(data, list(public), 1, row, str(envelope), f"the key of {shown}")
+    builder = doc.get("predicate", {}).get("runDetails", {}).get("builder", {}).get("id", "")
+    return (
+        {"archive": str(archive), "sha256": row.sha256, "provenance": str(envelope), "builder": builder},
+        f"{archive}: provenance {envelope} is signed by {shown} and names sha256 {row.sha256}",
+    )
