@@ -18,12 +18,13 @@ when a channel's first signed publish creates its root; `trust rotate` replaces 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import PurePath
 from typing import Any, Protocol, TypeVar
 
-from securesystemslib.signer import CryptoSigner
+from securesystemslib.signer import CryptoSigner, Key
 from tuf.api.exceptions import RepositoryError
 from tuf.api.metadata import (
     Metadata,
@@ -190,6 +191,50 @@ def _new_root(signer: CryptoSigner) -> Metadata[Root]:
     return md
 
 
+def init_root(
+    writer: MetadataStore,
+    rows: list[ChannelPackage],
+    root_keys: Sequence[Key],
+    threshold: int,
+    root_signers: list[CryptoSigner],
+    signing: Signing,
+    location: str,
+) -> Root:
+    """A channel's first root held by root_keys, threshold of which must sign it and every later root
+    (signed here by root_signers, at least threshold of them), with signing's key in the online
+    roles; then the online metadata signing the rows the channel already lists."""
+    if read_current(writer) is not None:
+        raise InvalidInput(f"{location}: already signed (tuf/root.json); a root changes by trust rotate")
+    ids = [key.keyid for key in root_keys]
+    if len(set(ids)) != len(ids):
+        raise InvalidInput("--key: the same key twice (each root key counts once toward the threshold)")
+    if not 1 <= threshold <= len(ids):
+        raise InvalidInput(f"--threshold: {threshold} is not between 1 and the {len(ids)} root keys given")
+    root = Root(expires=_now() + ROOT_LIFETIME, consistent_snapshot=True)
+    for key in root_keys:
+        root.add_key(key, Root.type)
+    root.roles[Root.type].threshold = threshold
+    for role in ROLES[1:]:
+        root.add_key(signing.signer.public_key, role)
+    md = Metadata(root)
+    for signer in root_signers:
+        if signer.public_key.keyid not in ids:
+            raise InvalidInput(
+                f"--root-sign: key {signer.public_key.keyid[:12]} is not one of the root's --key keys"
+            )
+        md.sign(signer, append=True)
+    try:
+        root.verify_delegate(Root.type, md.signed_bytes, md.signatures)
+    except RepositoryError:
+        raise InvalidInput(
+            f"--root-sign: {len(md.signatures)} of the root's keys signed it, its threshold is {threshold}: "
+            "every area would refuse it (give more --root-sign keys)"
+        ) from None
+    _write_root(writer, md)
+    write_online(writer, root, None, targets_of(writer, rows, signing.signer), signing)
+    return root
+
+
 def _write_root(writer: MetadataStore, root: Metadata[Root]) -> None:
     data = root.to_bytes(JSONSerializer(compact=False))
     writer.write(f"{TUF}/{root.signed.version}.root.json", data)
@@ -265,6 +310,11 @@ def rotate(writer: MetadataStore, old: CryptoSigner, new: Signing, location: str
         raise InvalidInput(f"{location}: not a signed channel (no tuf/root.json): nothing to rotate")
     root = current.root.signed
     _check_key(root, old, (Root.type,))
+    if root.roles[Root.type].threshold > 1:  # one old key's signature: every area would refuse it
+        raise InvalidInput(
+            f"{location}: its root needs {root.roles[Root.type].threshold} of its keys to sign a new "
+            "root; trust rotate signs with one key (a root with a threshold is not rotated by it yet)"
+        )
     for role in ROLES:
         for keyid in list(root.roles[role].keyids):
             root.revoke_key(keyid, role)
