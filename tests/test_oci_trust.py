@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import shutil
 import time
 from collections.abc import Iterator
@@ -104,6 +105,9 @@ def test_setup_from_a_signed_oci_channel(
     assert (kept / "root_history" / "1.root.json").read_bytes() == root_json.read_bytes()
     out, _ = run("setup", "x", "--channel", channel, "--area", area)
     assert "tfaot-model-x 1.0: already installed" in out
+    # An area that trusts no root sets up offline from what the cache kept, as from an unsigned channel.
+    out, _ = run("setup", "x", "--offline", "--channel", channel, "--area", tmp_path / "offline", "--json")
+    assert [r["status"] for r in json.loads(out)["results"]] == ["installed", "installed"]
 
 
 def test_an_archive_and_its_index_row_replaced_together_are_refused(
@@ -185,3 +189,35 @@ def test_unsigned_changes_to_a_signed_oci_channel_are_refused_before_any_push(
         code=2,
     )
     assert "is a signed channel (tuf/root.json): give --sign KEY" in line
+
+
+def test_a_threshold_root_made_for_a_published_oci_channel(
+    run: Cli, tmp_path: Path, registry: Registry, namespace: str
+) -> None:
+    location = registry.channel(namespace)
+    run("publish", "--channel", location, "--dist", hand_built_dist(tmp_path / "dist"))  # unsigned
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    for name in ("a", "b", "online"):
+        run("keys", "new", keys / name)
+    run(
+        "trust",
+        "init-root",
+        "--channel",
+        location,
+        "--key",
+        keys / "a.pub",
+        "--key",
+        keys / "b.pub",
+        "--root-sign",
+        keys / "a",
+        "--root-sign",
+        keys / "b",
+        "--sign",
+        keys / "online",
+    )
+    root = json.loads(pulled(registry, namespace, "root.json"))
+    assert root["signed"]["roles"]["root"]["threshold"] == 2 and len(root["signatures"]) == 2
+    (tmp_path / "root.json").write_bytes(pulled(registry, namespace, "root.json"))
+    area = trusted_area(run, tmp_path, location, tmp_path / "root.json")  # the rows listed before: signed
+    assert (area / MODEL_H).is_file()
