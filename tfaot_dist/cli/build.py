@@ -265,10 +265,23 @@ def cmd_runtime(o: RuntimeOptions) -> int:
 
 @dataclass(frozen=True)
 class VerifyOptions(Options):
-    name: str = arg(metavar="NAME", help="registered model name")
+    name: str = arg(metavar="NAME", help="registered model name (with --provenance: a package archive)")
     dist: Path = arg("--dist", type=Path, default=Path("dist"), help="output directory (default: ./dist)")
     rebuild: bool = arg(
         "--rebuild", action="store_true", help="rebuild from scratch and compare file by file"
+    )
+    provenance: Path | None = arg(
+        "--provenance",
+        type=Path,
+        metavar="ENVELOPE",
+        help="check the archive NAME against this signed provenance (provenance.dsse.json of a signed channel)",
+    )
+    key: list[Path] | None = arg(
+        "--key",
+        type=Path,
+        action="append",
+        metavar="KEY.pub",
+        help="--provenance: a public key that may have signed it (repeatable: any one of them)",
     )
 
 
@@ -278,16 +291,28 @@ class VerifyOptions(Options):
     summary="check a built package's files and numbers, or rebuild it and compare",
     description="Without --rebuild: every file of the built package against its manifest, and its objects "
     "linked again into the verification harness to compare with TensorFlow. With --rebuild: build "
-    "the entry again in a fresh cache and name the first file that differs.",
+    "the entry again in a fresh cache and name the first file that differs. With --provenance: NAME is a "
+    "package archive, checked against its manifest and the signed provenance (in-toto, SLSA) a signed "
+    "channel publishes beside it: signed by a --key, naming the archive's sha256.",
     examples=(
         "tfaot-dist verify test-simple",
         "tfaot-dist verify test-simple --rebuild",
+        "tfaot-dist verify tfaot-model-x-1.0.tar.gz --provenance provenance.dsse.json --key channel.key.pub",
     ),
     uses_cache=True,
 )
 def cmd_verify(o: VerifyOptions) -> int:
     from tfaot_dist import verify
 
+    if o.provenance is not None or o.key:
+        from tfaot_dist.trust.commands import verify_provenance  # cryptography: only for this check
+
+        if o.rebuild or o.provenance is None:
+            raise UsageError(
+                "--provenance ENVELOPE --key KEY.pub checks an archive: no --rebuild, both options"
+            )
+        emit(o, *verify_provenance(Path(o.name), o.provenance, o.key or []))
+        return 0
     entry = Registry.existing(o.registry).entry(o.name)
     if o.rebuild:
         rebuilt = verify.rebuild_and_compare(entry, session_of(o), directory(o.dist))

@@ -6,6 +6,7 @@
       lib/                  libtf_xla_runtime.a, libtfaot_absl.a
       etc/scram.d/tfaot-xla-runtime.xml
       licenses/
+      sbom.cdx.json         its bill of materials (trust/sbom.py: XLA runtime sources, Abseil, Eigen, our kernels, ...)
       manifest.json
 
 VERSION is the TensorFlow version with a local label of two parts: the
@@ -17,8 +18,12 @@ Model packages name the exact version they were verified with in their
 manifest ("requires").
 """
 
+from __future__ import annotations
+
 import functools
 import hashlib
+import json
+import re
 import shutil
 from pathlib import Path
 
@@ -27,7 +32,8 @@ from packaging.version import Version
 from tfaot_dist import __version__
 from tfaot_dist import package as pkg
 from tfaot_dist.cache import ensure_entry
-from tfaot_dist.cxx import INTERFACE_INCLUDE, buildsys, installed_runtime, scram_tool
+from tfaot_dist.cxx import INTERFACE_INCLUDE, buildsys, installed_runtime, runtime_kernels, scram_tool
+from tfaot_dist.cxx.xla_runtime import MANIFEST as RUNTIME_RECORD
 from tfaot_dist.cxx.xla_runtime import XlaRuntime
 from tfaot_dist.documents import FileDigest, Manifest, Requirement, RuntimeManifest, ToolInfo
 from tfaot_dist.errors import InvalidInput
@@ -125,6 +131,7 @@ def _assemble(runtime: XlaRuntime, version: str, root: Path) -> None:
             runtime.tensorflow_version, [lib.name for lib in runtime.libs], list(runtime.ldflags)
         )
     )
+    _write_sbom(runtime, version, root)
     libs = tuple(f"lib/{lib.name}" for lib in runtime.libs)
     facts = Manifest(
         package=NAME,
@@ -162,6 +169,54 @@ def _assemble(runtime: XlaRuntime, version: str, root: Path) -> None:
         },
     )
     pkg.write_manifest(root, manifest.to_json())
+
+
+def _write_sbom(runtime: XlaRuntime, version: str, root: Path) -> None:
+    """The runtime package's bill of materials (trust/sbom.py), from the runtime build's own record
+    (runtime.json: Abseil, the compiler) and the Eigen headers it ships."""
+    from tfaot_dist.trust import sbom  # cyclonedx takes most of a second to import: only when building
+
+    record = json.loads((runtime.root / RUNTIME_RECORD).read_text())
+    compiler = record.get("compiler") or {}
+    abseil = record.get("abseil") or {}
+    (root / sbom.SBOM).write_text(
+        sbom.runtime_sbom(
+            package=NAME,
+            version=version,
+            runtime_key=runtime.key,
+            tensorflow=runtime.tensorflow_version,
+            compiler=f"{compiler.get('command', runtime.compiler)} {compiler.get('full_version', '')}".strip(),
+            abseil={k: str(v) for k, v in abseil.items()},
+            eigen=eigen_version(root / "include"),
+            kernels={
+                "sources_sha256": tree_digest(runtime_kernels.SOURCE_DIR),
+                "levels": ",".join(runtime.cpu_levels),
+            },
+        )
+    )
+
+
+_EIGEN_DEFINE = re.compile(r"#define\s+EIGEN_(WORLD|MAJOR|MINOR|PATCH)_VERSION\s+(\d+)")
+_EIGEN_STRING = re.compile(r'#define\s+EIGEN_VERSION_STRING\s+"([^"]+)"')
+
+
+def eigen_version(include: Path) -> str | None:
+    """Eigen's version from its headers: Eigen/Version (Eigen 5: semantic versions, MAJOR.MINOR.PATCH),
+    else Core/util/Macros.h (Eigen 3: WORLD.MAJOR.MINOR, e.g. 3.4.90)."""
+    for rel in ("Eigen/Version", "Eigen/src/Core/util/Macros.h"):
+        path = include / rel
+        if not path.is_file():
+            continue
+        text = path.read_text(errors="replace")
+        string = _EIGEN_STRING.search(text)
+        if string:
+            return string.group(1)
+        found = dict(_EIGEN_DEFINE.findall(text))
+        if "PATCH" in found and "MAJOR" in found and "MINOR" in found:
+            return f"{found['MAJOR']}.{found['MINOR']}.{found['PATCH']}"
+        if "WORLD" in found and "MAJOR" in found and "MINOR" in found:
+            return f"{found['WORLD']}.{found['MAJOR']}.{found['MINOR']}"
+    return None
 
 
 def _eigen_aliases(include: Path) -> None:

@@ -11,13 +11,14 @@ import os
 import stat
 from pathlib import Path
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import (
     Encoding,
     PublicFormat,
     load_pem_private_key,
+    load_pem_public_key,
 )
-from securesystemslib.signer import CryptoSigner
+from securesystemslib.signer import CryptoSigner, SSlibKey
 
 from tfaot_dist.errors import InvalidInput, UsageError
 from tfaot_dist.trust.options import KEY_ENV
@@ -104,3 +105,21 @@ def require_signer(path: Path | None, option: str = "--sign") -> CryptoSigner:
     if signer is None:
         raise UsageError(f"give {option} KEY (or set {KEY_ENV} to the key's text)")
     return signer
+
+
+def load_public(path: Path, option: str = "--key") -> SSlibKey:
+    """A public key file (KEY.pub, as `keys new` writes it) as a TUF/DSSE key."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_KEY + 1)
+    except OSError as exc:
+        raise InvalidInput(f"{option}: {path}: unreadable ({exc.strerror})") from None
+    try:
+        key = load_pem_public_key(data) if len(data) <= MAX_KEY else None
+    except (ValueError, TypeError):
+        key = None
+    if not isinstance(key, Ed25519PublicKey):
+        raise InvalidInput(
+            f"{option}: {path}: not an ed25519 public key in PEM (the KEY.pub `tfaot-dist keys new KEY` writes)"
+        )
+    return SSlibKey.from_crypto(key)

@@ -94,14 +94,21 @@ def signed_again(data: bytes, signer: CryptoSigner) -> bytes:
     return (json.dumps(env.to_dict(), indent=1, sort_keys=True) + "\n").encode()
 
 
-def check(data: bytes, keys: list[Key], threshold: int, row: ChannelPackage, where: str) -> dict[str, Any]:
+def check(
+    data: bytes,
+    keys: list[Key],
+    threshold: int,
+    row: ChannelPackage,
+    where: str,
+    whose: str = "the channel's keys",
+) -> dict[str, Any]:
     """The statement of a provenance envelope signed by threshold of keys, naming row's archive."""
     try:
         env = Envelope.from_dict(json.loads(data))
         env.verify(keys, threshold)
         doc = json.loads(env.payload)
     except (ValueError, KeyError, TypeError, VerificationError) as exc:
-        raise IntegrityError(f"{where}: provenance not signed by the channel's keys ({exc})") from None
+        raise IntegrityError(f"{where}: provenance not signed by {whose} ({exc})") from None
     subjects = doc.get("subject") if isinstance(doc, dict) else None
     wanted = [{"name": posixpath.basename(row.archive), "digest": {"sha256": row.sha256}}]
     if env.payload_type != PAYLOAD_TYPE or doc.get("_type") != STATEMENT or subjects != wanted:

@@ -18,11 +18,13 @@ when a channel's first signed publish creates its root; `trust rotate` replaces 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, TypeVar
+from pathlib import PurePath
+from typing import Any, Protocol, TypeVar
 
-from securesystemslib.signer import CryptoSigner
+from securesystemslib.signer import CryptoSigner, Key
 from tuf.api.exceptions import RepositoryError
 from tuf.api.metadata import (
     Metadata,
@@ -39,7 +41,6 @@ from tuf.api.serialization.json import JSONSerializer
 from tfaot_dist.channels.channel import MAX_MANIFEST, ChannelPackage
 from tfaot_dist.documents import load_json
 from tfaot_dist.errors import IntegrityError, InvalidInput, UsageError
-from tfaot_dist.install.area import AreaWriter
 from tfaot_dist.trust import provenance
 from tfaot_dist.trust.signing import Signing
 
@@ -52,6 +53,20 @@ _DURATION = re.compile(r"([1-9][0-9]{0,6})([smhd])")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
 RoleT = TypeVar("RoleT", Root, Timestamp, Snapshot, Targets)  # as tuf.api.metadata.T
+
+
+class MetadataStore(Protocol):
+    """Where a channel's files are read and written by path (a directory channel's AreaWriter, an
+    OCI channel's oci.OciMetadata): None for a file that is not there; each write whole or not at all."""
+
+    @property
+    def root(self) -> PurePath: ...  # named in error lines
+
+    def read(self, rel: str, limit: int = ...) -> bytes | None: ...
+
+    def write(self, rel: str, data: bytes | str) -> None: ...
+
+    def kind(self, rel: str) -> str | None: ...
 
 
 def duration(text: str, option: str = "--timestamp-expiry") -> timedelta:
@@ -76,7 +91,7 @@ def _now() -> datetime:
     return datetime.now(timezone.utc).replace(microsecond=0)
 
 
-def _read(writer: AreaWriter, name: str, kind: type[RoleT]) -> Metadata[RoleT]:
+def _read(writer: MetadataStore, name: str, kind: type[RoleT]) -> Metadata[RoleT]:
     rel = f"{TUF}/{name}"
     data = writer.read(rel, MAX_METADATA)
     if data is None:
@@ -90,7 +105,7 @@ def _read(writer: AreaWriter, name: str, kind: type[RoleT]) -> Metadata[RoleT]:
     return md
 
 
-def read_current(writer: AreaWriter) -> Current | None:
+def read_current(writer: MetadataStore) -> Current | None:
     """The channel's metadata (None: an unsigned channel, no tuf/root.json)."""
     if writer.kind(f"{TUF}/root.json") is None:
         return None
@@ -101,7 +116,7 @@ def read_current(writer: AreaWriter) -> Current | None:
     return Current(root, targets, snapshot, timestamp)
 
 
-def check_signing(writer: AreaWriter, signing: Signing | None, location: str) -> None:
+def check_signing(writer: MetadataStore, signing: Signing | None, location: str) -> None:
     """Before a publish or yank writes anything: a signed channel takes only signed changes, and
     only by a key its root names for the online roles."""
     current = read_current(writer)
@@ -125,7 +140,9 @@ def _check_key(root: Root, signer: CryptoSigner, roles: tuple[str, ...]) -> None
             )
 
 
-def targets_of(writer: AreaWriter, rows: list[ChannelPackage], signer: CryptoSigner) -> dict[str, TargetFile]:
+def targets_of(
+    writer: MetadataStore, rows: list[ChannelPackage], signer: CryptoSigner
+) -> dict[str, TargetFile]:
     """Every row's archive, manifest (read back: it is written before the metadata) and provenance
     (made for a row that has none: an archive's provenance never changes but by a key rotation)."""
     out = {}
@@ -150,7 +167,7 @@ def targets_of(writer: AreaWriter, rows: list[ChannelPackage], signer: CryptoSig
     return out
 
 
-def sign_rows(writer: AreaWriter, rows: list[ChannelPackage], signing: Signing | None) -> None:
+def sign_rows(writer: MetadataStore, rows: list[ChannelPackage], signing: Signing | None) -> None:
     """Called by a commit before it writes the index: sign rows as the channel's targets (a first
     signed publish creates the root from the key). Unsigned, on an unsigned channel: nothing."""
     if signing is None:
@@ -174,14 +191,58 @@ def _new_root(signer: CryptoSigner) -> Metadata[Root]:
     return md
 
 
-def _write_root(writer: AreaWriter, root: Metadata[Root]) -> None:
+def init_root(
+    writer: MetadataStore,
+    rows: list[ChannelPackage],
+    root_keys: Sequence[Key],
+    threshold: int,
+    root_signers: list[CryptoSigner],
+    signing: Signing,
+    location: str,
+) -> Root:
+    """A channel's first root held by root_keys, threshold of which must sign it and every later root
+    (signed here by root_signers, at least threshold of them), with signing's key in the online
+    roles; then the online metadata signing the rows the channel already lists."""
+    if read_current(writer) is not None:
+        raise InvalidInput(f"{location}: already signed (tuf/root.json); a root changes by trust rotate")
+    ids = [key.keyid for key in root_keys]
+    if len(set(ids)) != len(ids):
+        raise InvalidInput("--key: the same key twice (each root key counts once toward the threshold)")
+    if not 1 <= threshold <= len(ids):
+        raise InvalidInput(f"--threshold: {threshold} is not between 1 and the {len(ids)} root keys given")
+    root = Root(expires=_now() + ROOT_LIFETIME, consistent_snapshot=True)
+    for key in root_keys:
+        root.add_key(key, Root.type)
+    root.roles[Root.type].threshold = threshold
+    for role in ROLES[1:]:
+        root.add_key(signing.signer.public_key, role)
+    md = Metadata(root)
+    for signer in root_signers:
+        if signer.public_key.keyid not in ids:
+            raise InvalidInput(
+                f"--root-sign: key {signer.public_key.keyid[:12]} is not one of the root's --key keys"
+            )
+        md.sign(signer, append=True)
+    try:
+        root.verify_delegate(Root.type, md.signed_bytes, md.signatures)
+    except RepositoryError:
+        raise InvalidInput(
+            f"--root-sign: {len(md.signatures)} of the root's keys signed it, its threshold is {threshold}: "
+            "every area would refuse it (give more --root-sign keys)"
+        ) from None
+    _write_root(writer, md)
+    write_online(writer, root, None, targets_of(writer, rows, signing.signer), signing)
+    return root
+
+
+def _write_root(writer: MetadataStore, root: Metadata[Root]) -> None:
     data = root.to_bytes(JSONSerializer(compact=False))
     writer.write(f"{TUF}/{root.signed.version}.root.json", data)
     writer.write(f"{TUF}/root.json", data)
 
 
 def write_online(
-    writer: AreaWriter,
+    writer: MetadataStore,
     root: Root,
     current: Current | None,
     targets: dict[str, TargetFile],
@@ -225,7 +286,7 @@ def write_online(
     writer.write(f"{TUF}/timestamp.json", ts.to_bytes(serializer))
 
 
-def refresh_timestamp(writer: AreaWriter, signing: Signing, location: str) -> Timestamp:
+def refresh_timestamp(writer: MetadataStore, signing: Signing, location: str) -> Timestamp:
     """A new timestamp (version + 1, expiry now + lifetime) naming the snapshot in force."""
     current = read_current(writer)
     if current is None:
@@ -240,7 +301,7 @@ def refresh_timestamp(writer: AreaWriter, signing: Signing, location: str) -> Ti
     return ts
 
 
-def rotate(writer: AreaWriter, old: CryptoSigner, new: Signing, location: str) -> Root:
+def rotate(writer: MetadataStore, old: CryptoSigner, new: Signing, location: str) -> Root:
     """Root version + 1 whose four roles are held by new's key, signed by the old root key and the new
     one (clients accept it only so), then the online roles signed again by the new key. The same key
     twice renews the root's expiry."""
@@ -249,6 +310,11 @@ def rotate(writer: AreaWriter, old: CryptoSigner, new: Signing, location: str) -
         raise InvalidInput(f"{location}: not a signed channel (no tuf/root.json): nothing to rotate")
     root = current.root.signed
     _check_key(root, old, (Root.type,))
+    if root.roles[Root.type].threshold > 1:  # one old key's signature: every area would refuse it
+        raise InvalidInput(
+            f"{location}: its root needs {root.roles[Root.type].threshold} of its keys to sign a new "
+            "root; trust rotate signs with one key (a root with a threshold is not rotated by it yet)"
+        )
     for role in ROLES:
         for keyid in list(root.roles[role].keyids):
             root.revoke_key(keyid, role)

@@ -4,7 +4,10 @@ listed in the manifest like every file, so scanners see what a package is made o
 A model package's names the model (its source URL without credentials, the commit or archive digest,
 the SavedModel's tree digest), TensorFlow and the other toolchain requirements, tfcompile (the
 compiler, TensorFlow's), the runtime it links against and the runtime parts its archive holds, and
-tfaot-dist (the tool that made it). Only what the manifest records: no times, no paths of the build
+tfaot-dist (the tool that made it). The runtime package's names what its libraries are compiled
+from: the XLA runtime sources of the TensorFlow wheel, Abseil, Eigen (headers and the products our
+kernels compile in), our per-level kernels (their sources' digest and levels), the compiler and
+tfaot-dist. Only what the manifest records: no times, no paths of the build
 machine, and a serial number derived from the package, so that a rebuild writes the same bytes.
 """
 
@@ -133,6 +136,75 @@ def model_sbom(
             )
         )
     return _render(package, version, build_key, components)
+
+
+def runtime_sbom(
+    *,
+    package: str,
+    version: str,
+    runtime_key: str,
+    tensorflow: str,
+    compiler: str,
+    abseil: Mapping[str, str],
+    eigen: str | None,
+    kernels: Mapping[str, str],
+) -> str:
+    """The SBOM of the runtime package, as JSON text. abseil: the runtime build's record of it
+    (inline_namespace, sdist_sha256, source); kernels: sources_sha256 and levels (comma-separated)."""
+    lts = abseil.get("inline_namespace", "").removeprefix("lts_")
+    components = [
+        Component(
+            name="xla-runtime-sources",
+            version=tensorflow,
+            type=ComponentType.LIBRARY,
+            bom_ref="xla",
+            description="XLA's CPU runtime sources from the TensorFlow wheel (libtf_xla_runtime.a)",
+            purl=PackageURL("pypi", name="tensorflow", version=tensorflow),
+        ),
+        Component(
+            name="abseil-cpp",
+            version=lts or None,
+            type=ComponentType.LIBRARY,
+            bom_ref="abseil",
+            description="Abseil, compiled into libtfaot_absl.a",
+            properties=_properties(
+                {"source": abseil.get("source", ""), "source_sha256": abseil.get("sdist_sha256", "")}
+            ),
+        ),
+        Component(
+            name="eigen",
+            version=eigen,
+            type=ComponentType.LIBRARY,
+            bom_ref="eigen",
+            description="Eigen's headers from the TensorFlow wheel (shipped in include/)",
+        ),
+        Component(
+            name="tfaot-dist-kernels",
+            version=__version__,
+            type=ComponentType.LIBRARY,
+            bom_ref="kernels",
+            description="tfaot-dist's matrix and convolution kernels, one build per CPU level",
+            properties=_properties(
+                {"sources_sha256": kernels.get("sources_sha256", ""), "cpu_levels": kernels.get("levels", "")}
+            ),
+        ),
+        Component(
+            name=compiler.split(" ", 1)[0],
+            version=compiler.split(" ", 1)[1] if " " in compiler else None,
+            type=ComponentType.APPLICATION,
+            bom_ref="compiler",
+            description="the C++ compiler of the runtime's libraries",
+        ),
+        Component(
+            name="tfaot-dist",
+            version=__version__,
+            type=ComponentType.APPLICATION,
+            bom_ref="tfaot-dist",
+            purl=PackageURL("pypi", name="tfaot-dist", version=__version__),
+            description="the tool that built and packaged the runtime",
+        ),
+    ]
+    return _render(package, version, runtime_key, components)
 
 
 def _render(package: str, version: str, build_key: str | None, components: list[Component]) -> str:

@@ -47,22 +47,38 @@ KEPT = ("timestamp.json", "snapshot.json", "targets.json")
 
 
 def metadata_url(channel: Channel) -> str:
-    """Where the channel's tuf/ directory is, as a URL (file:// for a directory channel)."""
+    """Where the channel's tuf/ directory is, as a URL (file:// for a directory channel; oci://HOST/
+    NAMESPACE/tuf/ for an OCI channel, whose files _Fetcher reads from NAMESPACE/tfaot-tuf)."""
     from tfaot_dist.channels.directory import DirectoryChannel
     from tfaot_dist.channels.http_channel import HttpChannel
+    from tfaot_dist.channels.oci import OciChannel
 
     if isinstance(channel, DirectoryChannel):
         return channel.root.joinpath(TUF).as_uri() + "/"
     if isinstance(channel, HttpChannel):
         return f"{channel.base_url}{TUF}/"
-    raise InvalidInput(f"--trust: {channel.location}: only directory and http(s) channels are signed so far")
+    if isinstance(channel, OciChannel):
+        return f"{channel.where}/{TUF}/"
+    raise InvalidInput(f"--trust: {channel.location}: only directory, http(s) and oci:// channels are signed")
 
 
 class _Fetcher(FetcherInterface):
-    """Metadata from a channel directory or over HTTP (util/download: its caps and deadline). A file
-    or answer that is not there is a 404, as ngclient expects (the end of the root versions)."""
+    """Metadata from a channel directory, over HTTP (util/download: its caps and deadline) or from an
+    OCI channel's tags (oci.OciMetadata: the registry client's bounds). A file or answer that is not
+    there is a 404, as ngclient expects (the end of the root versions)."""
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
 
     def _fetch(self, url: str) -> Iterator[bytes]:
+        from tfaot_dist.channels.oci import OciChannel, OciMetadata
+
+        if isinstance(self.channel, OciChannel):
+            rel = unquote(url.removeprefix(f"{self.channel.where}/"))
+            found = OciMetadata(self.channel.client).read(rel, MAX_METADATA)
+            if found is None:
+                raise DownloadHTTPError(f"{url}: missing", 404)
+            return iter([found])
         if url.startswith("file://"):
             path = Path(unquote(urlsplit(url).path))
             try:
@@ -110,8 +126,7 @@ def _stored(writer: AreaWriter, rel: str) -> Trusted | None:
 
 
 def read_trusted(area_root: Path, channel: Channel) -> Trusted | None:
-    """What the area keeps of the channel's trusted metadata; None for a channel it does not trust, or
-    one of a transport that is never signed (oci://: its setups work as before)."""
+    """What the area keeps of the channel's trusted metadata; None for a channel it does not trust."""
     if not area_root.is_dir():
         return None
     try:
@@ -171,7 +186,7 @@ def _refresh(channel: Channel, trusted: Trusted) -> tuple[dict[str, TargetFile],
             updater = Updater(
                 str(work),
                 metadata_url(channel),
-                fetcher=_Fetcher(),
+                fetcher=_Fetcher(channel),
                 bootstrap=trusted.roots[max(trusted.roots)],
             )
             updater.refresh()  # persists each role in work once it verified
@@ -267,7 +282,7 @@ class SignedChannel:
             raise IntegrityError(f"{where}: no signed provenance ({rel} is not a signed target)")
         url = metadata_url(self.inner).removesuffix(f"{TUF}/") + quote(rel)
         try:
-            data = _Fetcher().download_bytes(url, target.length)
+            data = _Fetcher(self.inner).download_bytes(url, target.length)
             target.verify_length_and_hashes(data)
         except DownloadError as exc:
             if isinstance(exc.__cause__, TfaotError):
@@ -307,7 +322,7 @@ def signed_state(channel: Channel) -> str:
     except InvalidInput:
         return "unsigned"
     try:
-        data = b"".join(_Fetcher().fetch(url + quote("root.json")))
+        data = b"".join(_Fetcher(channel).fetch(url + quote("root.json")))
         version = _root_version(data, url + "root.json")
     except (DownloadError, TfaotError):
         return "unsigned"
