@@ -5,8 +5,9 @@ compile) starts TensorFlow, several seconds before it does anything. `update` ch
 its new pin and, for a new build, at its old one; `add-model`, `init-config` and `check` check it
 again: the same SavedModel bytes give the same answer each time. The key is everything the answer
 is made of: every file of the SavedModel (name and content), the request (serving key, batch
-sizes, limits), the worker's code and the toolchain (its key and what is installed in it). The
-SavedModel's path is not in it: the same model checked out anew is the same model.
+sizes, limits), the worker's code and the toolchain (its key, its Python, what is installed in it
+and the PYTHONPATH a release's Python finds TensorFlow on). The SavedModel's path is not in it:
+the same model checked out anew is the same model.
 
     answer_key()  the key of a check request, or None when the SavedModel cannot be digested
     load()        the answer kept under a key, or None (missing or not an answer: checked again)
@@ -47,6 +48,7 @@ def answer_key(saved_model: Path, request: dict[str, Any], toolchain: Toolchain)
         "request": {k: v for k, v in request.items() if k != "saved_model"},
         "worker": sha256_file(WORKER),
         "toolchain": [toolchain.key, str(toolchain.python), list(toolchain.installed)],
+        "path_environment": [list(pair) for pair in toolchain.path_environment],  # an existing Python's
     }
     return sha256_bytes(json.dumps(spec, sort_keys=True).encode())[:32]
 
