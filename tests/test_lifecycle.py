@@ -192,6 +192,16 @@ def test_check_answers_are_kept_by_saved_model_digest(
         run("check", again)
     assert len(starts.seen) == 1 and len(list((cache / "checks").glob("*.json"))) == 2
 
+    # An answer others could have written is not taken (the cache's trust rule): asked again, kept anew.
+    for kept in (cache / "checks").glob("*.json"):
+        kept.chmod(0o666)
+    with WorkerStarts() as starts:
+        assert run("check", first)[0] == out
+    assert len(starts.seen) == 1
+    with WorkerStarts() as starts:
+        assert run("check", first)[0] == out
+    assert starts.seen == set()
+
 
 def test_add_model_twice_points_at_update(
     run: Cli, model_repo: DataRepo, registry: Path, cache: Path

@@ -73,9 +73,19 @@ def _saved_model_digest(root: Path) -> str | None:
     return digest.hexdigest()
 
 
+def _ours(path: Path) -> bool:
+    """path is ours and neither group nor others can write it (the cache's trust rule, cache.py)."""
+    st = os.stat(path)
+    return st.st_uid == os.getuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
 def load(checks: Path, key: str) -> CheckAnswer | None:
+    """The kept answer; None if there is none, or if it or checks/ is not ours alone (then the
+    answer could be another user's, and TensorFlow is asked again)."""
     path = checks / f"{key}.json"
     try:
+        if not (_ours(checks) and _ours(path)):
+            return None
         with open_regular(path) as f:
             answer = CheckAnswer.from_json(json.loads(f.read()), "kept check answer")
         os.utime(path)  # its last use, for `tfaot-dist cache --prune --older-than`
@@ -88,4 +98,5 @@ def store(checks: Path, key: str, answer: CheckAnswer) -> None:
     if answer.compile_error:
         return
     with contextlib.suppress(OSError):  # a cache that cannot be written only costs the next check its time
+        checks.mkdir(mode=0o755, exist_ok=True)  # the umask only takes bits away: never group-writable
         write_atomic(checks / f"{key}.json", json.dumps(answer.to_json(), sort_keys=True))
