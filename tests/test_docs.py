@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 from urllib.parse import unquote, urldefrag
@@ -128,23 +129,34 @@ def broken_links(browser: Browser, start: str) -> list[str]:
     return broken
 
 
-def test_every_internal_link_resolves_in_chromium(site: Path) -> None:
-    with closing(Server(site)) as server, Browser() as browser:
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """One Chromium for the crawls of this module (a start costs over a second); each site is served
+    on a port of its own, so no page of one crawl is another's."""
+    with Browser() as shared:
+        yield shared
+
+
+def test_every_internal_link_resolves_in_chromium(site: Path, browser: Browser) -> None:
+    seen = len(browser.errors)  # what an earlier crawl saw is not this one's
+    with closing(Server(site)) as server:
         assert broken_links(browser, server.url("index.html")) == []
         # Chromium asks for /favicon.ico by itself when it shows a file that is no page (a .css, a .js):
         # no link of the site names it.
-        assert [e for e in browser.errors if not e.endswith(server.url("favicon.ico"))] == []
+        assert [e for e in browser.errors[seen:] if not e.endswith(server.url("favicon.ico"))] == []
         assert server.count("reference/commands/") == 1 and server.count("explanation/code-map/") == 1
 
 
-def test_the_link_check_finds_a_missing_page_and_a_missing_anchor(site: Path, tmp_path: Path) -> None:
+def test_the_link_check_finds_a_missing_page_and_a_missing_anchor(
+    site: Path, browser: Browser, tmp_path: Path
+) -> None:
     """The crawl is really looking: a page taken out of the site and an anchor nobody defines are named."""
     broken_site = tmp_path / "site"
     shutil.copytree(site, broken_site)
     shutil.rmtree(broken_site / "explanation" / "code-map")
     page = broken_site / "reference" / "commands" / "index.html"
     page.write_text(page.read_text().replace('href="#init"', 'href="#no-such-command"', 1))
-    with closing(Server(broken_site)) as server, Browser() as browser:
+    with closing(Server(broken_site)) as server:
         broken = broken_links(browser, server.url("index.html"))
     assert any(b.startswith(server.url("explanation/code-map/") + ": HTTP 404") for b in broken), broken
     assert any(

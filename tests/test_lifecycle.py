@@ -5,7 +5,9 @@ the real TensorFlow toolchain."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +135,72 @@ def test_new_build_keeps_the_signature(
     assert snapshot(registry, cache) == before
     run("update", "m", "--version", "2.0.0")
     assert entry_of(registry, "m")["version"] == "2.0.0"
+
+
+class WorkerStarts:
+    """The TensorFlow workers this process starts while in the with block (children whose command
+    line runs tf_worker.py, seen in /proc every 50 ms: a worker lives seconds)."""
+
+    def __init__(self) -> None:
+        self.seen: set[int] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        me = str(os.getpid())
+        while not self._stop.wait(0.05):
+            for proc in Path("/proc").iterdir():
+                try:
+                    ppid = (proc / "stat").read_text().rsplit(")", 1)[1].split()[1]
+                    if ppid == me and b"tf_worker.py" in (proc / "cmdline").read_bytes():
+                        self.seen.add(int(proc.name))
+                except (OSError, IndexError):
+                    continue
+
+    def __enter__(self) -> WorkerStarts:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def test_check_answers_are_kept_by_saved_model_digest(
+    run: Cli, example_models: Path, cache: Path, tmp_path: Path
+) -> None:
+    """TensorFlow checks a SavedModel once: the same files elsewhere (a new checkout, the old pin
+    of an update) get the kept answer; a changed file is checked again."""
+    if (cache / "checks").is_symlink():  # this test's own answers, not the shared ones
+        (cache / "checks").unlink()
+    first = tmp_path / "a" / "saved_model"
+    shutil.copytree(example_models / "simple" / "saved_model", first)
+    with WorkerStarts() as starts:
+        out, _ = run("check", first)
+    assert len(starts.seen) == 1 and "cpu: all ops compatible" in out
+    assert len(list((cache / "checks").glob("*.json"))) == 1
+
+    again = tmp_path / "b" / "saved_model"
+    shutil.copytree(first, again)
+    with WorkerStarts() as starts:
+        out_again, _ = run("check", again)
+    assert starts.seen == set() and out_again == out.replace(str(first), str(again))
+
+    (again / "assets").mkdir(exist_ok=True)
+    (again / "assets" / "notes.txt").write_text("changed\n")
+    with WorkerStarts() as starts:
+        run("check", again)
+    assert len(starts.seen) == 1 and len(list((cache / "checks").glob("*.json"))) == 2
+
+    # An answer others could have written is not taken (the cache's trust rule): asked again, kept anew.
+    for kept in (cache / "checks").glob("*.json"):
+        kept.chmod(0o666)
+    with WorkerStarts() as starts:
+        assert run("check", first)[0] == out
+    assert len(starts.seen) == 1
+    with WorkerStarts() as starts:
+        assert run("check", first)[0] == out
+    assert starts.seen == set()
 
 
 def test_add_model_twice_points_at_update(

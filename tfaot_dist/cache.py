@@ -13,6 +13,7 @@
       sources/<commit>/ .lock      git source trees; sha256-<hex>/: archives' (claim_temp, no lock)
       archives/<sha256>            downloaded archives, content-addressed (download.py)
       channels/<digest>/           the last index read from each channel
+      checks/<key>.json            TensorFlow's check answers, by SavedModel digest (check_answers.py) (shared)
       builds/<build key>/          finished packages; locks/build-<build key>.lock
       locks/  logs/                build locks; full output of failed programs (process.py)
 
@@ -77,7 +78,7 @@ SEAL = ".tfaot-entry"
 SEAL_FORMAT = "tfaot-dist-entry/1"
 _SKIPPED = ("__pycache__",)  # Python writes byte code into a venv as it imports; not part of the listing
 # Expensive entries keyed by their contents, reusable from any cache that links to them.
-SHARED = ("toolchains", "runtime", "runtime-parts", "abseil", "downloads", "pch", "bench")
+SHARED = ("toolchains", "runtime", "runtime-parts", "abseil", "downloads", "pch", "bench", "checks")
 
 
 def default_cache() -> Path:
@@ -236,6 +237,10 @@ class Cache:
     @property
     def archives(self) -> Path:
         return self.root / "archives"
+
+    @property
+    def checks(self) -> Path:
+        return self.root / "checks"
 
     @property
     def channels(self) -> Path:

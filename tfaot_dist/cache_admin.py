@@ -9,6 +9,7 @@ The kinds group the cache's directories (see the layout at the top of cache.py):
     builds       builds/ onnx/                     finished packages, SavedModels converted from ONNX
     downloads    downloads/                        pinned sdists
     channels     channels/                         the last index read from each channel
+    checks       checks/                           TensorFlow's check answers (check_answers.py)
     bench        bench/                            benchmark programs
     logs         logs/                             full output of failed programs, tracebacks
 
@@ -52,6 +53,7 @@ KINDS: dict[str, tuple[str, ...]] = {
     "builds": ("builds", "onnx"),
     "downloads": ("downloads",),
     "channels": ("channels",),
+    "checks": ("checks",),
     "bench": ("bench",),
     "logs": ("logs",),
 }
@@ -64,7 +66,7 @@ _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 class Entry:
     kind: str
     path: Path  # may not exist: only the temporaries of an entry never finished
-    lock: Path | None  # None: nothing ever holds it (a log, written whole by a rename)
+    lock: Path | None  # None: nothing ever holds it (a log or a check answer, written whole by a rename)
     size: int  # bytes of its files, its temporaries' included
     last_used: float  # seconds since the epoch
 
@@ -185,7 +187,7 @@ def _remove(entry: Entry, dry_run: bool) -> bool:
 
 
 def _lock_of(cache: Cache, directory: str, path: Path) -> Path | None:
-    if directory == "logs":
+    if directory in ("logs", "checks"):
         return None
     if directory == "builds":
         return cache.build_lock(path.name)

@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfaot_dist import limits
+from tfaot_dist import check_answers, limits
 from tfaot_dist.config import AotConfig, load_aot_config, load_source_config
 from tfaot_dist.documents import CheckAnswer, CheckRequest, Signature, Tensor
 from tfaot_dist.errors import InvalidInput
@@ -97,19 +97,26 @@ def op_check(
 ) -> CheckAnswer:
     check_saved_model_files(saved_model)
     toolchain = session.toolchain()
-    work.mkdir(parents=True, exist_ok=True)
     request = CheckRequest(
         saved_model=str(saved_model),
         serving_key=serving_key,
         batch_sizes=batch_sizes,
         max_row_elements=limits.max_row_elements(),
         max_batch_bytes=limits.max_batch_bytes(),
-    )
+    ).to_json()
+    # The same SavedModel bytes, request and toolchain give the same answer: kept, TensorFlow starts once.
+    key = check_answers.answer_key(saved_model, request, toolchain)
+    kept = check_answers.load(session.cache.checks, key) if key else None
+    if kept is not None:
+        return kept
+    work.mkdir(parents=True, exist_ok=True)
     try:
-        answer = run_worker(toolchain, request.to_json(), work)
+        answer = CheckAnswer.from_json(run_worker(toolchain, request, work), "TensorFlow worker answer")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return CheckAnswer.from_json(answer, "TensorFlow worker answer")
+    if key:
+        check_answers.store(session.cache.checks, key, answer)
+    return answer
 
 
 LFS_POINTER = b"version https://git-lfs.github.com/spec/"

@@ -230,7 +230,9 @@ def _same_signature(old: ModelEntry, signature: Signature, build: str, session: 
     with tempfile.TemporaryDirectory(prefix="tfaot-update-") as work:
         src = fetch_source(old.source, session.cache.root, session.offline)
         config = converted(load_source_config(src, old.aot_config).with_overrides(old.overrides), session)
-        before = op_check(config.saved_model, config.serving_key, session, Path(work)).signature
+        # The request its entry was checked with (the same answer, kept in the cache: check_answers.py).
+        batch_sizes = config.compilation.batch_sizes
+        before = op_check(config.saved_model, config.serving_key, session, Path(work), batch_sizes).signature
     if before != signature:
         raise InvalidInput(
             f"{old.name}: the signature changed ({describe_signature(before)} became "
