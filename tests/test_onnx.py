@@ -107,6 +107,7 @@ def write_source(root: Path, onnx: Path, **model: object) -> Path:
             "node 'q0' (op QuantizeLinear, opset 17): a quantized op; export the model in floating point",
         ),
         ("opset10", "node 'relu0' (op Relu, opset 10): opset 10 is outside the opsets converted, 11-21"),
+        ("external", "tensor 'w' keeps its data in an external file, which tfaot-dist does not read"),
     ],
 )
 def test_check_and_add_model_refuse_an_unconverted_node(

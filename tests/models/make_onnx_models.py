@@ -519,6 +519,18 @@ def refused(out: str) -> None:
         [],
         opset=10,
     )
+    add = [h.make_node("Add", ["x", "w"], ["y"], name="add0")]
+    weights = [const("w", np.ones(4, np.float32), np.float32)]
+    graph = h.make_graph(add, "external", [tensor("x", ["N", 4])], [tensor("y", ["N", 4])], weights)
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=9)
+    # its weights in external.bin beside it: a file the source's digest does not cover
+    onnx.save(
+        model,
+        os.path.join(out, "external.onnx"),
+        save_as_external_data=True,
+        location="external.bin",
+        size_threshold=0,
+    )
     total = [h.make_node("ReduceSum", ["x", "a"], ["y"], keepdims=0)]
     inputs = [tensor("x", ["N", "n_part", 4])]
     save(os.path.join(out, "symbolic.onnx"), total, inputs, [tensor("y", ["N", 4])], [const("a", [1])])

@@ -82,7 +82,10 @@ def main(argv: list[str]) -> int:
 def convert(req: Json) -> Json:
     import onnx
 
-    model = onnx.load(req["onnx"])
+    # External data is refused, not read: its files are outside the digest that pins the source, and
+    # their locations are paths a hostile file chooses.
+    model = onnx.load(req["onnx"], load_external_data=False)
+    refuse_external_data(model)
     opset = default_opset(model)
     refuse_unconverted(model, opset)
     inputs = [input_spec(v, req.get("dims") or {}) for v in graph_inputs(model.graph)]
@@ -107,6 +110,22 @@ def default_opset(model: Any) -> int:
         if entry.domain in ("", "ai.onnx"):
             return int(entry.version)
     raise Refused("the model imports no opset of the default ONNX domain")
+
+
+def refuse_external_data(model: Any) -> None:
+    import onnx
+
+    tensors = list(model.graph.initializer)
+    for node in model.graph.node:
+        for attr in node.attribute:
+            tensors.extend([attr.t] if attr.HasField("t") else [])
+            tensors.extend(attr.tensors)
+    for tensor in tensors:
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            raise Refused(
+                f"tensor {tensor.name!r} keeps its data in an external file, which tfaot-dist does not read: "
+                "save the model with its weights inside (onnx.save(model, PATH, save_as_external_data=False))"
+            )
 
 
 def refuse_unconverted(model: Any, opset: int) -> None:
