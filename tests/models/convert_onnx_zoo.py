@@ -4,8 +4,9 @@ environment:
 python convert_onnx_zoo.py WORKER_DIR ZOO_DIR WORK_DIR RESULT.json
 
 RESULT.json: {file name: the converter's answer ({"ok": true, "max_deviation", ...} or {"ok": false,
-"message"})}, each converted and compared with ONNX Runtime at batch sizes 1, 3 and 32. A symbolic
-particle axis ('n_part') is fixed to the size the file was exported with.
+"message"}) and "ops", the file's [domain, op_type] pairs, read after onnx.checker accepted it}, each
+converted and compared with ONNX Runtime at batch sizes 1, 3 and 32. A symbolic particle axis ('n_part')
+is fixed to the size the file was exported with.
 """
 
 import importlib
@@ -18,6 +19,8 @@ from typing import Any
 def main(worker_dir: str, zoo: str, work: str, result: str) -> None:
     sys.path.insert(0, worker_dir)
     convert: Any = importlib.import_module("onnx_convert").convert
+    import onnx
+
     with open(os.path.join(zoo, "MANIFEST.json")) as f:
         files = json.load(f)["files"]
     answers = {}
@@ -34,6 +37,9 @@ def main(worker_dir: str, zoo: str, work: str, result: str) -> None:
             answers[name] = {"ok": True, **convert(req)}
         except Exception as exc:
             answers[name] = {"ok": False, "message": f"{type(exc).__name__}: {exc}"}
+        onnx.checker.check_model(req["onnx"], full_check=True)
+        nodes = onnx.load(req["onnx"]).graph.node
+        answers[name]["ops"] = sorted({(n.domain or "ai.onnx", n.op_type) for n in nodes})
     with open(result, "w") as f:
         json.dump(answers, f)
 
