@@ -90,3 +90,22 @@ def test_add_model_and_build_of_a_dynamo_export(run: Cli, tmp_path: Path) -> Non
     assert float(source["onnx_runtime_max_abs_deviation"]) <= 1e-5
     # the ONNX names, in the order of a SavedModel signature (sorted), as for any package
     assert [t["name"] for t in manifest_json["signature"]["inputs"]] == ["features", "mask", "points"]
+
+
+@pytest.mark.tf
+def test_symbolic_particle_axis_is_refused_until_model_dims_fixes_it(run: Cli, tmp_path: Path) -> None:
+    shutil.copyfile(ZOO / "particlenet_symbolic.torchscript.onnx", tmp_path / "model.onnx")
+    config = tmp_path / "aot_config.yaml"
+    model: dict[str, Any] = {"name": "pn", "version": "1.0", "onnx": "model.onnx"}
+    config.write_text(yaml.safe_dump({"model": model, "compilation": {"batch_sizes": [1]}}))
+    line = run.error("check", config, expect=3)  # errors.InvalidInput
+    assert "input 'points' dimension 2 is symbolic ('n_part')" in line
+    model["dims"] = {"n_part": 16}
+    config.write_text(yaml.safe_dump({"model": model, "compilation": {"batch_sizes": [1]}}))
+    out, _ = run("check", config, "--json")
+    inputs = json.loads(out)["signature"]["inputs"]
+    assert [(t["name"], t["shape"]) for t in inputs] == [
+        ("features", [4, 16]),
+        ("mask", [1, 16]),
+        ("points", [2, 16]),
+    ]
