@@ -109,3 +109,19 @@ def test_symbolic_particle_axis_is_refused_until_model_dims_fixes_it(run: Cli, t
         ("mask", [1, 16]),
         ("points", [2, 16]),
     ]
+
+
+@pytest.mark.tf
+def test_bench_times_onnx_runtime_on_the_original_file_at_model_dims(run: Cli, tmp_path: Path) -> None:
+    """bench of an ONNX source with a symbolic particle axis: ONNX Runtime runs the original file with the
+    inputs the package takes (n_part from model.dims), beside the AOT package."""
+    shutil.copyfile(ZOO / "particlenet_symbolic.dynamo.onnx", tmp_path / "model.onnx")
+    config = tmp_path / "aot_config.yaml"
+    model = {"name": "pn", "version": "1.0", "onnx": "model.onnx", "dims": {"n_part": 16}}
+    config.write_text(yaml.safe_dump({"model": model, "compilation": {"batch_sizes": [1, 3]}}))
+    bench = ("--warmup", "1", "--calls", "2", "--instances", "1", "--batch-sizes", "1,3", "--no-plots")
+    out, _ = run("bench", config, "--engines", "aot,ort", *bench, "--dist", tmp_path / "dist", "--json")
+    result = json.loads(out)
+    assert result["ort"]["original"] == "model.onnx"
+    assert [r["batch_size"] for r in result["time"]["ort"]] == [1, 3]
+    assert all(r["seconds_per_call"] > 0 for r in result["time"]["ort"] + result["time"]["aot"])

@@ -97,6 +97,7 @@ class Target:
     saved_model: Path | None
     serving_key: str = "serving_default"
     onnx: Path | None = None  # an ONNX source: ONNX Runtime runs this file itself, not a tf2onnx conversion
+    onnx_dims: tuple[tuple[str, int], ...] = ()  # and the values of its symbolic dimensions (model.dims)
 
     @property
     def manifest(self) -> ModelManifest:
@@ -497,7 +498,7 @@ def _ort_model(
         if target.onnx is not None:
             requirement = next(r for r in ort_engine.REQUIREMENTS if r.startswith("onnxruntime=="))
             result["ort"] = {"original": target.onnx.name, "onnxruntime": requirement.split("==")[1]}
-            return ort_engine.OrtModel(env, target.onnx, result["ort"])
+            return ort_engine.OrtModel(env, target.onnx, result["ort"], target.onnx_dims)
         log("converting the SavedModel to ONNX (tf2onnx) and checking ONNX Runtime against TensorFlow")
         model = ort_engine.convert(env, target.saved_model, target.serving_key, work / "ort")
     except ort_engine.OrtUnavailable as exc:
@@ -635,7 +636,8 @@ def resolve_target(
     if path.is_file():
         config = converted(load_aot_config(path.absolute()), session)
         package = builder.compile_config(path.absolute(), dist.absolute(), session)
-        return Target(package.root, saved_model or config.saved_model, config.serving_key, config.onnx), None
+        saved_model = saved_model or config.saved_model
+        return Target(package.root, saved_model, config.serving_key, config.onnx, config.dims), None
     entry = registry.load(spec)
     built = builder.build_entry(entry, session, dist.absolute())
     if saved_model is None:
@@ -643,10 +645,10 @@ def resolve_target(
             fetch_source(entry.source, session.cache.root), entry.aot_config
         ).with_overrides(entry.overrides)
         config = converted(config, session)
-        saved_model, key, onnx = config.saved_model, config.serving_key, config.onnx
+        saved_model, key, onnx, dims = config.saved_model, config.serving_key, config.onnx, config.dims
     else:
-        key, onnx = "serving_default", None
-    return Target(built.package.root, saved_model, key, onnx), entry
+        key, onnx, dims = "serving_default", None, ()
+    return Target(built.package.root, saved_model, key, onnx, dims), entry
 
 
 def bench_command(

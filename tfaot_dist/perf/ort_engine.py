@@ -34,6 +34,7 @@ class OrtModel:
     env: Toolchain
     onnx: Path
     conversion: JsonObject  # the worker's convert answer: versions, rewritten ops, deviations from TensorFlow
+    dims: tuple[tuple[str, int], ...] = ()  # an ONNX source's model.dims: its symbolic dimensions' values
 
 
 def environment(tf_toolchain: Toolchain, cache: Path, log: Log = print) -> Toolchain:
@@ -99,6 +100,7 @@ def time_rows(
         {
             "op": "time",
             "onnx": str(model.onnx),
+            "dims": dict(model.dims),
             "batch_sizes": list(batch_sizes),
             "warmup": warmup,
             "calls": calls,
@@ -110,7 +112,11 @@ def time_rows(
 
 def memory_row(model: OrtModel, instances: int, work: Path) -> JsonObject:
     """{instances, vm_hwm_kb, vm_rss_kb, heap_bytes} of a Python process holding that many sessions."""
-    answer = _measured(model, {"op": "memory", "onnx": str(model.onnx), "instances": instances}, work)
+    answer = _measured(
+        model,
+        {"op": "memory", "onnx": str(model.onnx), "dims": dict(model.dims), "instances": instances},
+        work,
+    )
     row: JsonObject = answer["row"]
     return row
 

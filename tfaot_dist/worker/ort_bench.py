@@ -211,12 +211,14 @@ def random_inputs(
     return feeds
 
 
-def session_inputs(np: Any, session: Any, batch_size: int) -> dict[str, Any]:
+def session_inputs(np: Any, session: Any, batch_size: int, dims: dict[str, int]) -> dict[str, Any]:
+    """Random inputs at batch_size; a symbolic dimension other than the batch takes its value from dims
+    (the AOT config's model.dims, as the package was compiled)."""
     specs: dict[str, tuple[Any, list[int]]] = {}
     for i in session.get_inputs():
         if i.type not in NUMPY_TYPES:
             raise ValueError(f"input {i.name}: element type {i.type} is not benchmarked")
-        specs[i.name] = (NUMPY_TYPES[i.type], [int(d) for d in i.shape[1:]])
+        specs[i.name] = (NUMPY_TYPES[i.type], [d if isinstance(d, int) else dims[d] for d in i.shape[1:]])
     return random_inputs(np, specs, batch_size)
 
 
@@ -255,7 +257,7 @@ def time_model(req: Json) -> Json:
     session = make_session(ort, req["onnx"])
     timings: list[Json] = []
     for bs in req["batch_sizes"]:
-        binding, _keep = bound(ort, np, session, session_inputs(np, session, bs))
+        binding, _keep = bound(ort, np, session, session_inputs(np, session, bs, req.get("dims") or {}))
         timings.append(
             {
                 "batch_size": bs,
@@ -326,7 +328,7 @@ def memory(req: Json) -> Json:
     sessions: list[Any] = []
     for _ in range(req["instances"]):
         session = make_session(ort, req["onnx"])
-        session.run(None, session_inputs(np, session, 1))
+        session.run(None, session_inputs(np, session, 1, req.get("dims") or {}))
         sessions.append(session)
     libc = ctypes.CDLL(None)
     libc.mallinfo2.restype = _Mallinfo2
