@@ -172,14 +172,17 @@ def test_bench_against_tensorflow(run: Cli, study: Path, tmp_path: Path) -> None
             (best(package_levels, level), level)
         }
         assert f"time_tf-capi_over_aot:{level}" in result["ratios"]
-    # GFLOP/s from the profiler's count (the study model: about 385 kFLOP per event), below the measured peak.
+    # GFLOP/s from the profiler's count (the study model: about 385 kFLOP per event), as a fraction of the
+    # peak of the higher of the two levels that ran. (Not bounded by 1: the peak is measured at another
+    # moment than the model, and on a loaded machine the two see different shares of a core.)
     assert 370_000 < result["flops_per_event"] < 400_000
     for series in (s for s in result["time"] if s.startswith("aot")):
         for row in result["time"][series]:
             assert row["gflops"] == pytest.approx(
                 result["flops_per_event"] * row["batch_size"] / row["seconds_per_call"] / 1e9
             )
-            assert 0 < row["peak_fraction"] < 1.2
+            top = max(row["cpu_level"], row["runtime_cpu_level"], key=order.index)
+            assert row["peak_fraction"] == pytest.approx(row["gflops"] / result["peak_gflops"][top])
     # Wide margins only: about 10x at batch size 1, about 75x in peak RSS on the build machines.
     assert result["ratios"]["time_tf-capi_over_aot"]["1"] > 2
     assert result["ratios"]["peak_rss_tf-capi_over_aot"]["1"] > 20
