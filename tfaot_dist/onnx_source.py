@@ -21,7 +21,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from tfaot_dist import harness, process
+from tfaot_dist import harness
 from tfaot_dist.cache import ensure_entry
 from tfaot_dist.config import AotConfig
 from tfaot_dist.cpu import target as cpu_target
@@ -29,7 +29,7 @@ from tfaot_dist.documents import JsonObject, ModelManifest
 from tfaot_dist.errors import CompileFailed, InvalidInput
 from tfaot_dist.perf import ort_engine
 from tfaot_dist.session import Session, Tools
-from tfaot_dist.toolchain import Toolchain, worker_env
+from tfaot_dist.toolchain import Toolchain
 from tfaot_dist.util.fs import sha256_bytes, sha256_file, write_atomic
 
 WORKER_DIR = Path(__file__).parent / "worker"
@@ -60,7 +60,7 @@ def converted(config: AotConfig, session: Session) -> AotConfig:
     parts = {
         "onnx": digest,
         "dims": dict(config.dims),
-        "converter": [sha256_file(path) for path in CONVERTER],
+        "converter": converter_digest(),
         "requirements": list(env.requirements),
         "check_batch_sizes": list(CHECK_BATCH_SIZES),
     }
@@ -112,16 +112,7 @@ def _request(env: Toolchain, onnx: Path, dims: dict[str, int], staged: Path) -> 
 
 def _run(env: Toolchain, request: JsonObject, work: Path, what: str) -> JsonObject:
     """One request to worker/onnx_convert.py in env: its answer; a refusal is InvalidInput."""
-    work.mkdir(parents=True)
-    request = {**request, "result": str(work / "result.json")}
-    (work / "request.json").write_text(json.dumps(request))
-    finished = process.probe(
-        [env.python, "-I", CONVERTER[0], work / "request.json"], env=worker_env(work), timeout=3600
-    )
-    try:
-        answer: JsonObject = json.loads((work / "result.json").read_text())
-    except (OSError, ValueError):
-        raise process.failure(finished, what=what, error=CompileFailed) from None
+    answer = ort_engine.worker_answer(env, CONVERTER[0], request, work, timeout=3600, what=what)
     if answer.get("refusal"):
         raise InvalidInput(f"{request['onnx']}: {answer['refusal']}")
     if not answer.get("ok"):

@@ -49,22 +49,29 @@ def environment(tf_toolchain: Toolchain, cache: Path, log: Log = print) -> Toolc
 
 def request(env: Toolchain, req: JsonObject, work: Path, timeout: float = 7200) -> JsonObject:
     """One worker request in env; its answer, or OrtUnavailable with the worker's message."""
+    answer = worker_answer(env, WORKER, req, work, timeout, what=f"ONNX Runtime benchmark ({req['op']})")
+    if not answer.get("ok"):
+        raise OrtUnavailable(answer.get("message") or "the worker gave no reason")
+    return answer
+
+
+def worker_answer(
+    env: Toolchain, worker: Path, req: JsonObject, work: Path, timeout: float, what: str
+) -> JsonObject:
+    """Run worker (a script of env) on req written into work: the answer file it wrote, whatever it
+    says; CompileFailed with the process's output (what names it) when it wrote none."""
     work.mkdir(parents=True, exist_ok=True)
     req = {**req, "result": str(work / "result.json")}
     (work / "request.json").write_text(json.dumps(req))
     tmp = work / "tmp"
     tmp.mkdir(exist_ok=True)
     finished = process.probe(
-        [env.python, "-I", WORKER, work / "request.json"], env=worker_env(tmp), timeout=timeout
+        [env.python, "-I", worker, work / "request.json"], env=worker_env(tmp), timeout=timeout
     )
     try:
         answer: JsonObject = json.loads((work / "result.json").read_text())
     except (OSError, ValueError):
-        raise process.failure(
-            finished, what=f"ONNX Runtime benchmark ({req['op']})", error=CompileFailed
-        ) from None
-    if not answer.get("ok"):
-        raise OrtUnavailable(answer.get("message") or "the worker gave no reason")
+        raise process.failure(finished, what=what, error=CompileFailed) from None
     return answer
 
 
