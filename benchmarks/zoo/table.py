@@ -98,9 +98,9 @@ def main(argv: list[str]) -> int:
         ratio = {
             e: f"{kb[e] / kb['aot']:.1f}" if e in kb and "aot" in kb else "-" for e in ("tf-capi", "ort")
         }
+        rss = {e: f"{kb[e] / 1024:.1f} MB" if e in kb else "-" for e in ("aot", "tf-capi", "ort")}
         print(
-            f"| {name} | {fmt(kb.get('aot', 0) / 1024)} MB | {fmt(kb.get('tf-capi', 0) / 1024)} MB "
-            f"| {fmt(kb.get('ort', 0) / 1024)} MB | {ratio['tf-capi']} | {ratio['ort']} "
+            f"| {name} | {rss['aot']} | {rss['tf-capi']} | {rss['ort']} | {ratio['tf-capi']} | {ratio['ort']} "
             f"| {fmt(overhead, 2)} us |"
         )
     loads = sorted({round(x, 1) for result in results for x in result["host"]["load_average"][:1]})
