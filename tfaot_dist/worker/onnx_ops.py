@@ -563,16 +563,20 @@ def lstm_cell(carry: Any, xt: Any, rec: Any, hidden: int, at: Attrs) -> Any:
 
 
 def gru_cell(carry: Any, xt: Any, rec: Any, hidden: int, at: Attrs) -> Any:
-    (h,) = carry
-    rz, rr, rh = tf.split(rec[0], 3, axis=0)
-    bz, br, bh = tf.split(rec[1], 3, axis=0)
+    # One product by h per step where ONNX's formula allows it: all three gates with
+    # linear_before_reset (PyTorch's GRU), the update and reset gates together without it (the
+    # candidate's product then needs the reset gate first). At batch sizes of 32 and more a step is
+    # mostly these products, and one wide product runs faster than three narrow ones.
+    (h,), (rw, rb) = carry, rec
     xz, xr, xh = tf.split(xt, 3, axis=-1)
-    z = tf.sigmoid(xz + tf.matmul(h, rz, transpose_b=True) + bz)
-    reset = tf.sigmoid(xr + tf.matmul(h, rr, transpose_b=True) + br)
     if at.get("linear_before_reset", 0):
-        candidate = tf.tanh(xh + reset * (tf.matmul(h, rh, transpose_b=True) + bh))
+        hz, hr, hh = tf.split(tf.matmul(h, rw, transpose_b=True) + rb, 3, axis=-1)
+        z, reset = tf.sigmoid(xz + hz), tf.sigmoid(xr + hr)
+        candidate = tf.tanh(xh + reset * hh)
     else:
-        candidate = tf.tanh(xh + tf.matmul(reset * h, rh, transpose_b=True) + bh)
+        hz, hr = tf.split(tf.matmul(h, rw[: 2 * hidden], transpose_b=True) + rb[: 2 * hidden], 2, axis=-1)
+        z, reset = tf.sigmoid(xz + hz), tf.sigmoid(xr + hr)
+        candidate = tf.tanh(xh + tf.matmul(reset * h, rw[2 * hidden :], transpose_b=True) + rb[2 * hidden :])
     return ((1 - z) * candidate + z * h,)
 
 
