@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,6 +36,18 @@ def test_created_reused_rebuilt_when_broken_and_listed(
 
     again = ensure_toolchain(tmp_path, SMALL, log.append)
     assert again == first and len(log) == 1  # reused, nothing installed
+    # Reused, its Python started once to see that it runs (every command pays it: it was three times).
+    started: list[str] = []
+    counting = [True]  # an audit hook stays: it counts until this is emptied
+
+    def count(event: str, args: tuple[Any, ...]) -> None:
+        if event == "subprocess.Popen" and counting:
+            started.append(str(args[1][0]))
+
+    sys.addaudithook(count)
+    assert ensure_toolchain(tmp_path, SMALL, log.append) == first and len(log) == 1
+    counting.clear()
+    assert started == [str(first.python)]
 
     (first.root / "bin" / "python").unlink()  # broken, e.g. the base Python was upgraded
     rebuilt = ensure_toolchain(tmp_path, SMALL, log.append)

@@ -16,7 +16,7 @@ import re
 import subprocess
 import sys
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,8 @@ from conftest import REPO, TF212, DataRepo, fresh_cache, made_once, run_in_toolc
 
 from tfaot_dist import cli
 from tfaot_dist.cpu import target as cpu_target
+from tfaot_dist.cxx import pch, runtime_parts
+from tfaot_dist.cxx.xla_runtime import ensure_runtime
 from tfaot_dist.registry import DEFAULT_CPU_LEVELS, DEFAULT_REQUIREMENTS
 from tfaot_dist.toolchain import WORKER, Toolchain, ensure_toolchain, worker_env
 
@@ -372,6 +374,36 @@ def test_zoo_consumer_matches_tensorflow(
     zoo_area: Path, zoo_model: Path, toolchain: Toolchain, tmp_path: Path, model: str
 ) -> None:
     check_consumer(zoo_area, model, zoo_model / "saved_model", toolchain, tmp_path)
+
+
+@pytest.mark.parametrize("model", family_params("zoo", ["deeptau"]))
+def test_header_probe_reads_the_precompiled_header_and_finds_the_same_calls(
+    zoo_area: Path, toolchain: Toolchain, shared_cache: Path, tmp_path: Path, model: str
+) -> None:
+    """The build's compile of the generated headers (which runtime parts they call) takes the -O0
+    precompiled header, and it finds the same calls as a compile of the headers as text: GCC read the
+    .gch (its dependency file lists no tfaot_pch.h), not the header."""
+    pkg = package_dir(zoo_area, model)
+    manifest = json.loads((pkg / "manifest.json").read_text())
+    headers = sorted(p for p in (pkg / "include").rglob("*.h") if p.name != "model.h")
+    runtime = ensure_runtime(toolchain.python, shared_cache)
+
+    def calls(work: Path, flags: Callable[[], Sequence[str]]) -> set[str]:
+        model = runtime_parts.CompiledModel([], headers, manifest["compilation"]["namespace"], work)
+        objects = runtime_parts.header_calls(
+            model, runtime.compiler, runtime.cxxflags, runtime.include_dir, flags
+        )
+        assert objects, "no generated header calls the runtime"
+        return runtime_parts.undefined_symbols(objects)
+
+    with_pch = calls(tmp_path / "pch", lambda: [*pch.probe_flags(runtime, shared_cache), "-MD"])
+    assert "-include" in pch.probe_flags(runtime, shared_cache)  # the .gch was built
+    # What GCC read as text: the generated headers and what they include, not what those include.
+    read = {Path(p) for p in (tmp_path / "pch" / "runtime_calls.d").read_text().split()[1:] if p != "\\"}
+    assert not [p for p in read if p.name == "tfaot_pch.h" or p.match("absl/base/config.h")], sorted(read)
+    as_text = calls(tmp_path / "text", tuple)
+    assert with_pch == as_text
+    assert any(runtime_parts.XLA_SYMBOL.search(s) for s in as_text), sorted(as_text)[:5]
 
 
 # ---------------------------------------------------------------- TensorFlow 2.21, Keras 2 (tf_keras)

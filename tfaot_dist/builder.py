@@ -23,7 +23,7 @@ from tfaot_dist.cache import ensure_entry, staging
 from tfaot_dist.channels.channel import verify_archive
 from tfaot_dist.check import check_saved_model_files
 from tfaot_dist.config import AotConfig, load_aot_config, load_source_config
-from tfaot_dist.cxx import runtime_package, weight_sharing
+from tfaot_dist.cxx import pch, runtime_package, weight_sharing
 from tfaot_dist.cxx.installed_runtime import KIND as RELEASE_KIND
 from tfaot_dist.cxx.runtime_parts import CompiledModel
 from tfaot_dist.cxx.xla_runtime import XlaRuntime, runtime_parts_for
@@ -287,6 +287,7 @@ def _assemble(
         tools.session.cache.root,
         log,
         path_environment=tools.toolchain.path_environment,
+        probe_flags=lambda: pch.probe_flags(runtime, tools.session.cache.root, log),
     )
     if parts:
         log(f"runtime parts the model calls: {', '.join(part.name for part in parts)}")

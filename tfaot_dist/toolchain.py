@@ -85,8 +85,22 @@ def ensure_toolchain(
     # Scripts name the real directory: CACHE/toolchains may be a symlink to a shared one.
     real = toolchains.resolve() / key
 
+    loaded: dict[tuple[int, int], Toolchain | None] = {}
+
+    def load(entry: Path) -> Toolchain | None:
+        """_load once per READY file in this call: it starts the environment's Python, which
+        the checks below ask about up to three times."""
+        try:
+            st = (entry / READY).stat()
+        except OSError:
+            return None
+        made = (st.st_ino, st.st_mtime_ns)  # another READY: the environment was made again
+        if made not in loaded:
+            loaded[made] = _load(entry, requirements)
+        return loaded[made]
+
     def usable(entry: Path) -> bool:
-        return _load(entry, requirements) is not None and _built_at(entry) == str(real)
+        return load(entry) is not None and _built_at(entry) == str(real)
 
     # Before its Python runs: ours alone (else refused), as it was made (else made again below).
     as_made = check_entry(root)
@@ -95,10 +109,10 @@ def ensure_toolchain(
             f"offline: toolchain {key} ({' '.join(requirements)}) is not in the cache "
             f"{Cache(cache).root} (run once without --offline to create it)"
         )
-    if as_made and not usable(root) and _load(root, requirements):
+    if as_made and not usable(root) and load(root):
         release_in_use(entry_lock(root))  # our own shared hold (an earlier call) would keep the lock from us
         with file_lock(entry_lock(root)):  # environments made before the scripts were fixed
-            if _load(root, requirements):
+            if load(root):
                 _point_scripts_at(root, _built_at(root), real)
                 seal(root)
 
@@ -121,7 +135,7 @@ def ensure_toolchain(
 
     # READY is the marker (it holds what pip installed); a venv whose Python does not run is made again.
     ensure_entry(root, create, marker=None, is_complete=usable)
-    toolchain = _load(root, requirements)
+    toolchain = load(root)
     if not toolchain:
         raise errors.ToolchainError(f"toolchain {key} at {root} does not run after creation")
     return toolchain

@@ -101,3 +101,9 @@ def flags(runtime: XlaRuntime, cache: Path, opt: str = "-O2", log: Log = lambda 
         log(f"precompiled header not built: {exc}")
         return []
     return [f"-I{final}", "-include", HEADER]
+
+
+def probe_flags(runtime: XlaRuntime, cache: Path, log: Log = lambda message: None) -> list[str]:
+    """Flags for the -O0 compile of a model's generated headers (runtime_parts.header_calls): the
+    -O0 precompiled header, and the interface headers' directory for when GCC reads it as text."""
+    return [*flags(runtime, cache, "-O0", log), f"-I{INTERFACE_INCLUDE}"]

@@ -38,7 +38,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -166,9 +166,19 @@ class CompiledModel:
 CALLING_HEADER = re.compile(r'^#include "xla/backends/cpu/runtime/\w+_lib\.h"$', re.MULTILINE)
 
 
-def header_calls(model: CompiledModel, compiler: str, cxxflags: Iterable[str], include: Path) -> list[Path]:
+def header_calls(
+    model: CompiledModel,
+    compiler: str,
+    cxxflags: Iterable[str],
+    include: Path,
+    extra_flags: Callable[[], Sequence[str]] = tuple,
+) -> list[Path]:
     """An object whose undefined symbols are the runtime functions the model's headers call ([] if none
-    can): the headers compiled (-O0) with one instance of each class, so that their code is emitted."""
+    can): the headers compiled (-O0) with one instance of each class, so that their code is emitted.
+
+    extra_flags: asked for only when there is something to compile (pch.probe_flags: the -O0
+    precompiled header, which takes away most of the seconds, parsing the headers tfcompile's include).
+    """
     calling = [h for h in model.headers if CALLING_HEADER.search(h.read_text())]
     if not calling:
         return []
@@ -183,7 +193,19 @@ def header_calls(model: CompiledModel, compiler: str, cxxflags: Iterable[str], i
     obj = model.work / "runtime_calls.o"
     dirs = sorted({h.parent for h in calling})
     process.run(
-        [compiler, *cxxflags, "-O0", "-w", *(f"-I{d}" for d in dirs), f"-I{include}", "-c", probe, "-o", obj],
+        [
+            compiler,
+            *cxxflags,
+            "-O0",
+            "-w",
+            *extra_flags(),
+            *(f"-I{d}" for d in dirs),
+            f"-I{include}",
+            "-c",
+            probe,
+            "-o",
+            obj,
+        ],
         what="compile of the runtime calls of the generated headers",
         error=RuntimeBuildError,
     )

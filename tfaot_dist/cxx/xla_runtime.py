@@ -33,7 +33,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -324,11 +324,13 @@ def runtime_parts_for(
     log: Log = print,
     *,
     path_environment: PathEnvironment = (),
+    probe_flags: Callable[[], Sequence[str]] = tuple,
 ) -> list[runtime_parts.BuiltPart]:
     """The parts of this runtime (runtime_parts.py) that a compiled model calls, built if missing.
 
     toolchain_python: the TensorFlow whose runtime sources the parts are built from (the runtime's own).
     None are needed with a release's runtime, whose shared library has every part.
+    probe_flags: more flags for the compile of the generated headers (runtime_parts.header_calls).
     """
     if runtime.kind != "tfaot":
         return []
@@ -336,7 +338,9 @@ def runtime_parts_for(
     available = runtime_parts.parts(src.sources)
     if not available:
         return []
-    calls = runtime_parts.header_calls(model, runtime.compiler, runtime.cxxflags, runtime.include_dir)
+    calls = runtime_parts.header_calls(
+        model, runtime.compiler, runtime.cxxflags, runtime.include_dir, probe_flags
+    )
     wanted, unclaimed = runtime_parts.claimed(
         available, runtime_parts.undefined_symbols([*model.objects, *calls])
     )
