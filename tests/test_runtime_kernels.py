@@ -99,7 +99,8 @@ int main(int argc, char** argv) {
 
 # Calls the 2-D convolution the generated headers call (TF 2.21's convolution thunk) for shapes that
 # take every branch of the per-level kernel (1x1 without copies, patches with padding, strides and
-# kernel dilation, several patch blocks, filter counts that fill no vector) and two it leaves to XLA's
+# kernel dilation, several patch blocks, filter counts that fill no vector; the direct convolution of
+# few filters at stride 1, and shapes just outside its rule) and two it leaves to XLA's
 # code (two feature groups; input dilation, a transposed convolution); prints the level and the
 # largest error against a double-precision convolution, relative to the sum of |terms| of each output.
 CONV_PROGRAM = r"""
@@ -129,6 +130,24 @@ static double worst_error() {
       {1, 7, 7, 1, 5, 5, 1, 1, 1, 2, 2, 2, 2, 1, 1, 1, 1, 1},        // one channel, one filter
       {1, 6, 6, 8, 3, 3, 6, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2},        // two groups: XLA's code
       {1, 5, 5, 3, 3, 3, 4, 1, 1, 2, 2, 2, 2, 2, 2, 1, 1, 1},        // input dilation: XLA's code
+      // Few filters at stride 1 (8-32 on x86-64-v4, 8-16 on v3): the direct convolution
+      {4, 11, 11, 16, 3, 3, 16, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},    // "same", batch 4
+      {1, 11, 11, 1, 3, 3, 32, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1},     // "valid", one channel
+      {1, 21, 21, 16, 3, 3, 24, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},    // 24: three blocks of 8, four of 6
+      {4, 21, 21, 3, 3, 3, 32, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},     // three channels, batch 4
+      {4, 5, 5, 16, 3, 3, 24, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1},      // 5x5 "valid", batch 4
+      {1, 5, 5, 3, 3, 3, 16, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},       // 5x5 "same"
+      {4, 1, 17, 16, 1, 3, 16, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1},     // 1xN, "same"
+      {1, 1, 9, 3, 1, 5, 24, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1},       // 1xN, "valid"
+      {4, 11, 11, 16, 3, 3, 20, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},    // filters that fill no block
+      {2, 9, 13, 16, 3, 5, 12, 1, 1, 1, 0, 2, 1, 1, 1, 1, 1, 1},     // uneven padding, 3x5 kernel
+      {1, 10, 10, 4, 3, 3, 16, 1, 1, 0, -1, 0, -1, 1, 1, 1, 1, 1},   // negative padding after
+      {1, 4, 30, 16, 3, 3, 8, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},      // a row longer than a block of pixels
+      // Just outside the direct convolution's rule: the patch product
+      {1, 11, 11, 16, 3, 3, 33, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},    // more filters than 32
+      {1, 11, 11, 16, 3, 3, 7, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},     // fewer than 8
+      {2, 11, 11, 16, 3, 3, 16, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1},    // stride 2
+      {1, 12, 10, 4, 3, 3, 16, 1, 1, 2, 2, 2, 2, 1, 1, 2, 2, 1},     // kernel dilation
   };
   double worst = 0;
   for (const Conv& v : convs) {

@@ -36,6 +36,7 @@ pytestmark = [pytest.mark.slow]
 ZOO = [
     "deepjet",
     "deeptau",
+    "deeptau_small",
     "particlenet",
     "transformer",
     "gru_tagger",
@@ -438,7 +439,14 @@ def test_keras2_export_verifies_and_matches_tensorflow(
 
 # ---------------------------------------------------------------- TensorFlow 2.12 (Keras 2, tf.keras)
 
-ZOO212 = ["recurrent", "deepjet", "deeptau", "conv3d", "pooling"]  # the recurrent and convolutional ones
+ZOO212 = [
+    "recurrent",
+    "deepjet",
+    "deeptau",
+    "deeptau_small",
+    "conv3d",
+    "pooling",
+]  # the recurrent and convolutional ones
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ SIZES=${SIZES:-1,2,4,8,16,32,64,128,256}
 BENCH_SIZES=${BENCH_SIZES:-$SIZES}
 BENCH_ARGS=${BENCH_ARGS:---warmup 20 --calls 100 --rounds 3 --instances 1,4}
 models=("$@")
-[ "${#models[@]}" -gt 0 ] || models=(deepjet deeptau particlenet transformer gru_tagger regression64 conv3d pooling
+[ "${#models[@]}" -gt 0 ] || models=(deepjet deeptau deeptau_small particlenet transformer gru_tagger regression64 conv3d pooling
                                      recurrent study_l12_u128 study_l12_u256)
 mkdir -p "$OUT/models" "$OUT/results"
 py=$(python -m tfaot_dist toolchain --python)

@@ -40,6 +40,7 @@ MODELS = [
     "recurrent",
     "deepjet",
     "deeptau",
+    "deeptau_small",
     "particlenet",
     "transformer",
     "gru_tagger",

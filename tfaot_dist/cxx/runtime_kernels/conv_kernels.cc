@@ -7,11 +7,13 @@
 // baseline CPU only (about 14 % of an AVX-512 core's peak). Here the patches of a block of output
 // pixels are copied into a buffer (im2col, a few hundred kilobytes, reused per thread) and
 // multiplied by the level's own product (level_product.h). A 1x1 convolution with stride 1 and no
-// padding needs no copy: its input already is that matrix.
+// padding needs no copy: its input already is that matrix. With few filters (FewFilters below) a
+// stride-1 convolution runs directly instead, output pixels along the vector (few_filters_conv.h).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 
+#include "few_filters_conv.h"
 #include "level_product.h"
 
 #ifndef TFAOT_LEVEL
@@ -57,6 +59,20 @@ constexpr int64_t kWidth = 1;  // baseline x86-64: element by element
 #endif
 constexpr int64_t kSlack = 16;
 
+// The direct convolution's register block and the filter counts it takes, by level: where
+// benchmarks/conv_few_filters.cc timed it faster than the patch product (results/2026-11-27-few-filter-conv.md):
+// on AVX-512 (32 registers: 3 pixel vectors x 8 filters) up to 32 filters, on AVX2 (16 registers: 2 x 6) up
+// to 16. Below 8 filters most of a block would be zeros. Baseline x86-64 (SSE, no FMA)
+// keeps the patch product.
+#if defined(__AVX512F__)
+constexpr int kDirectPixelVectors = 3, kDirectFilters = 8;
+constexpr int64_t kDirectMaxFilters = 32;
+#elif defined(__AVX2__)
+constexpr int kDirectPixelVectors = 2, kDirectFilters = 6;
+constexpr int64_t kDirectMaxFilters = 16;
+#endif
+constexpr int64_t kDirectMinFilters = 8;
+
 TFAOT_NO_LIBC_CALLS void copy_run(float* to, const float* from, int64_t n) {
   if (n >= 64) {
     std::memcpy(to, from, sizeof(float) * n);
@@ -98,6 +114,17 @@ extern "C" TFAOT_NO_LIBC_CALLS void TFAOT_JOIN(tfaot_conv2d_f32_, TFAOT_LEVEL)(
     product(out, kernel, in, filters, pixels, depth, false, false);
     return;
   }
+#if defined(__AVX2__)
+  if (stride_x == 1 && stride_y == 1 && dilation_x == 1 && dilation_y == 1 && filters >= kDirectMinFilters &&
+      filters <= kDirectMaxFilters && kernel_x * kernel_y <= kDirectMaxTaps) {
+    constexpr int PV = kDirectPixelVectors, FB = kDirectFilters;
+    float* buffer =
+        kept_buffer<float>(2, direct_buffer_floats<PV, FB>(channels, kernel_x, kernel_y, filters, out_x, out_y));
+    direct_conv<PV, FB>(out, in, kernel, batch, in_x, in_y, channels, kernel_x, kernel_y, filters, out_x, out_y, pad_x,
+                        pad_y, buffer);
+    return;
+  }
+#endif
   // A multiple of 24 rows: whole column groups of the narrow product (3, 6, 8 or 12 columns).
   const int64_t block = std::max<int64_t>(24, kPatchBlockBytes / static_cast<int64_t>(sizeof(float) * depth) / 24 * 24);
   float* patches = kept_buffer<float>(2, std::min(block, pixels) * depth + kSlack);
