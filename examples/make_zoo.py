@@ -205,9 +205,33 @@ def build_deeptau_small(size: str) -> Built:
     for i, units in enumerate((64, 32) if big else (16,)):
         a = keras.layers.Dense(units, activation="elu", name=f"head{i}")(a)
     probs = keras.layers.Dense(4, activation="softmax", name="probs")(a)
-    return keras.Model(
-        inputs, {"probs": probs}
-    ), "DeepTau-like with few filters: Conv2D + ELU + BatchNorm grids"
+    model = keras.Model(inputs, {"probs": probs})
+    _as_if_trained(model)
+    return model, "DeepTau-like with few filters: Conv2D + ELU + BatchNorm grids"
+
+
+def _as_if_trained(model: Any) -> None:
+    """BatchNormalization statistics and biases away from their initial values, as a trained model's are.
+
+    Untrained, a BatchNormalization is x * one constant (gamma 1, beta 0, mean 0, variance 1) and the
+    convolutions' biases are 0: XLA then compiles the ELU + BatchNorm passes into other, scalar loops
+    (benchmarks/results/2026-11-27-elementwise-fusion.md), and a benchmark would time what no real model
+    runs. Drawn from the seed save() sets.
+    """
+    for layer in model.layers:
+        weights = layer.get_weights()
+        if isinstance(layer, keras.layers.BatchNormalization):
+            gamma, beta, mean, variance = weights
+            layer.set_weights(
+                [
+                    tf.random.uniform(gamma.shape, 0.5, 1.5).numpy(),
+                    tf.random.normal(beta.shape, stddev=0.2).numpy(),
+                    tf.random.normal(mean.shape, stddev=0.2).numpy(),
+                    tf.random.uniform(variance.shape, 0.5, 2.0).numpy(),
+                ]
+            )
+        elif isinstance(layer, keras.layers.Conv2D) and len(weights) == 2:
+            layer.set_weights([weights[0], tf.random.normal(weights[1].shape, stddev=0.1).numpy()])
 
 
 def build_particlenet(size: str) -> Built:
