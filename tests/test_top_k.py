@@ -1,6 +1,6 @@
 """top_k followed by a slice (kNN: `top_k(-distance, k + 1)[:, :, 1:]`) compiles to XLA's TopK call.
 
-Without the worker's rewrite (tf_worker._top_k_kept_whole) XLA merges the two slices, no longer sees
+Without the worker's rewrite (graph_rewrites.top_k_kept_whole) XLA merges the two slices, no longer sees
 its top-k pattern and sorts every row in full through a compiled comparator. The test compiles the zoo's
 ParticleNet-like model (test size: one kNN block) at one level, which `compile` verifies against
 TensorFlow at batch sizes 1, 3, 4 and 7, and reads which runtime call the generated code makes.

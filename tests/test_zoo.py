@@ -29,7 +29,7 @@ from tfaot_dist.cpu import target as cpu_target
 from tfaot_dist.cxx import pch, runtime_parts
 from tfaot_dist.cxx.xla_runtime import ensure_runtime
 from tfaot_dist.registry import DEFAULT_CPU_LEVELS, DEFAULT_REQUIREMENTS
-from tfaot_dist.toolchain import WORKER, Toolchain, ensure_toolchain, worker_env
+from tfaot_dist.toolchain import WORKER_SOURCES, Toolchain, ensure_toolchain, worker_env
 
 pytestmark = [pytest.mark.slow]
 
@@ -479,9 +479,9 @@ CONV3D_SCRIPT = """
 import importlib.util, sys
 import numpy as np
 import tensorflow as tf
-spec = importlib.util.spec_from_file_location("tf_worker", sys.argv[1])
-worker = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(worker)
+spec = importlib.util.spec_from_file_location("graph_rewrites", sys.argv[1])
+rewrites = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(rewrites)
 rng = np.random.default_rng(0)
 worst, cases = 0.0, 0
 for padding in ("SAME", "VALID"):
@@ -495,7 +495,7 @@ for padding in ("SAME", "VALID"):
                 tf.nn.conv3d(fed, weights, [1, *strides, 1], padding, name="conv")
             graph_def = graph.as_graph_def()
             want = tf.compat.v1.Session(graph=graph).run("conv:0", {"x:0": x})
-            assert worker._conv3d_as_conv2d(tf, graph_def) == {"Conv3D": 1}
+            assert rewrites.conv3d_as_conv2d(tf, graph_def) == {"Conv3D": 1}
             assert "Conv3D" not in {n.op for n in graph_def.node}
             rewritten = tf.Graph()
             with rewritten.as_default():
@@ -514,7 +514,7 @@ def test_conv3d_rewrite_equals_tensorflows_conv3d(toolchain: Toolchain, tmp_path
     script = tmp_path / "conv3d.py"
     script.write_text(CONV3D_SCRIPT)
     proc = subprocess.run(
-        [str(toolchain.python), "-I", str(script), str(WORKER)],
+        [str(toolchain.python), "-I", str(script), str(WORKER_SOURCES[1])],
         env=worker_env(tmp_path),
         check=True,
         capture_output=True,

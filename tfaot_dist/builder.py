@@ -32,7 +32,7 @@ from tfaot_dist.errors import CompileFailed, IntegrityError
 from tfaot_dist.registry import Defaults, ModelEntry
 from tfaot_dist.session import Session, Tools
 from tfaot_dist.sources import fetch_source
-from tfaot_dist.toolchain import WORKER, run_worker
+from tfaot_dist.toolchain import run_worker, worker_digest
 from tfaot_dist.util.fs import (
     copy_atomic,
     crash_point,
@@ -65,7 +65,7 @@ def build_key(entry: ModelEntry, defaults: Defaults) -> str:
         "tool": __version__,
         "templates": templates_digest(pkg.TEMPLATES),
         "layout": pkg.LAYOUT_VERSION,
-        "worker": sha256_file(WORKER),
+        "worker": worker_digest(),
         # An ONNX source's package is the converter's output, verified in the ONNX Runtime environment.
         "onnx_converter": onnx_source.converter_digest(),
         "constants": sha256_file(Path(weight_sharing.__file__)),  # rewrites objects and headers

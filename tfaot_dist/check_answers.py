@@ -29,8 +29,8 @@ from typing import Any
 
 from tfaot_dist.documents import CheckAnswer
 from tfaot_dist.errors import TfaotError
-from tfaot_dist.toolchain import WORKER, Toolchain
-from tfaot_dist.util.fs import open_regular, sha256_bytes, sha256_file, sha256_stream, write_atomic
+from tfaot_dist.toolchain import Toolchain, worker_digest
+from tfaot_dist.util.fs import open_regular, sha256_bytes, sha256_stream, write_atomic
 
 # Bumped when what is kept changes its meaning.
 FORMAT = 1
@@ -46,7 +46,7 @@ def answer_key(saved_model: Path, request: dict[str, Any], toolchain: Toolchain)
         "format": FORMAT,
         "saved_model": model,
         "request": {k: v for k, v in request.items() if k != "saved_model"},
-        "worker": sha256_file(WORKER),
+        "worker": worker_digest(),
         "toolchain": [toolchain.key, str(toolchain.python), list(toolchain.installed)],
         "path_environment": [list(pair) for pair in toolchain.path_environment],  # an existing Python's
     }

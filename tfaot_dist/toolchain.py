@@ -22,11 +22,18 @@ from typing import Any
 
 from tfaot_dist import errors, process
 from tfaot_dist.cache import Cache, check_entry, ensure_entry, entry_lock, release_in_use, seal
-from tfaot_dist.util.fs import file_lock, sha256_bytes, write_atomic
+from tfaot_dist.util.fs import file_lock, sha256_bytes, sha256_file, write_atomic
 from tfaot_dist.util.textsafe import one_line
 
 WORKER = Path(__file__).parent / "worker" / "tf_worker.py"
+WORKER_SOURCES = (WORKER, WORKER.parent / "graph_rewrites.py")  # the worker and what it loads beside it
 READY = "toolchain.json"
+
+
+def worker_digest() -> str:
+    """What a compile's result depends on in the worker's code: a cache key part."""
+    return sha256_bytes("".join(sha256_file(path) for path in WORKER_SOURCES).encode())
+
 
 # A release's Python (cmsdist's python3) finds py3-tensorflow through PYTHONPATH and PYTHON3PATH (its
 # sitecustomize.py adds PYTHON3PATH entries with site.addsitedir). `python -I` ignores both, so code
