@@ -8,7 +8,10 @@ Engines, all single-threaded, all fed the same uniform random inputs:
              each lower level the package and the runtime carry is timed too,
              forced with TFAOT_CPU_LEVEL, as series "aot:LEVEL"
   tf-capi    the SavedModel in a TensorFlow C API session of the same wheel
-             (TF_LoadSessionFromSavedModel / TF_SessionRun), as CMSSW runs it
+             (TF_LoadSessionFromSavedModel / TF_SessionRun), as CMSSW runs it; with oneDNN on,
+             also once per forced AOT level with oneDNN's instructions capped at that level's
+             (ONEDNN_MAX_CPU_ISA), as series "tf-capi:LEVEL": what TensorFlow does on a machine of
+             that level (the wheel's own Eigen kernels are not capped)
   ort        the SavedModel converted to ONNX (tf2onnx) in ONNX Runtime, one thread, every graph
              optimisation, inputs bound once, driven from Python (perf/ort_engine.py); its outputs are
              checked against TensorFlow's first, and the cost of one Run() of a one-node model is reported
@@ -75,6 +78,8 @@ CAPI_SOURCE = Path(__file__).parent / "bench_src" / "tf_capi_bench.cc"
 BENCH_TEMPLATE = "bench_aot.cc.j2"  # package_templates/: compiled against a built package
 PEAK_SOURCE = Path(__file__).parent / "bench_src" / "peak_flops.cc"
 LANES = {"x86-64": 4, "x86-64-v3": 8, "x86-64-v4": 16}  # floats per vector register of each level
+# oneDNN's instruction cap (ONEDNN_MAX_CPU_ISA) nearest each forced level: SSE4.1 is its lowest.
+ONEDNN_ISA = {"x86-64": "SSE41", "x86-64-v3": "AVX2"}
 PLOT_SCRIPT = Path(__file__).parent.parent / "worker" / "plot_bench.py"
 
 
@@ -372,6 +377,8 @@ def _new_result(
     }
     if "aot" in engines:
         result["time"].update({f"aot:{lv}": [] for lv in forced})
+    if "tf-capi" in engines and protocol.tf_onednn:
+        result["time"].update({f"tf-capi:{lv}": [] for lv in forced if lv in ONEDNN_ISA})
     return result
 
 
@@ -413,19 +420,24 @@ def _time_engines(
                     _keep_fastest(result["time"][series], rows)
                 continue
             if engine == "tf-capi":
-                rows = _json_lines(
-                    [
-                        str(programs.capi),
-                        "time",
-                        str(programs.spec),
-                        str(protocol.warmup),
-                        str(protocol.calls),
-                        *sizes,
-                    ],
-                    programs.env,
-                    "TensorFlow C API benchmark",
-                )
-            elif engine == "ort":
+                for series in [s for s in result["time"] if s.split(":")[0] == "tf-capi"]:
+                    level = series.partition(":")[2]
+                    capped = {"ONEDNN_MAX_CPU_ISA": ONEDNN_ISA[level]} if level else {}
+                    rows = _json_lines(
+                        [
+                            str(programs.capi),
+                            "time",
+                            str(programs.spec),
+                            str(protocol.warmup),
+                            str(protocol.calls),
+                            *sizes,
+                        ],
+                        {**programs.env, **capped},
+                        f"TensorFlow C API benchmark {level}".strip(),
+                    )
+                    _keep_fastest(result["time"][series], rows)
+                continue
+            if engine == "ort":
                 if programs.ort is None:  # run() drops "ort" when the model was not converted
                     raise CompileFailed("ONNX Runtime benchmark (time): no converted model")
                 rows, overhead = ort_engine.time_rows(
@@ -525,7 +537,8 @@ def ratios(result: JsonObject) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     for series in (s for s in result["time"] if s.startswith("aot")):
         aot = {r["batch_size"]: r["seconds_per_call"] for r in result["time"][series]}
-        for engine in ("tf-capi", "ort", "tf-python"):
+        capped = "tf-capi" + series[3:]  # "tf-capi:LEVEL" beside "aot:LEVEL"
+        for engine in ("tf-capi", "ort", "tf-python", *([capped] if series != "aot" else [])):
             other = {r["batch_size"]: r["seconds_per_call"] for r in result["time"].get(engine, [])}
             common = sorted(set(aot) & set(other))
             if common:
@@ -551,10 +564,12 @@ def table(result: JsonObject, batch_sizes: Sequence[int]) -> list[str]:
     """The run as text: per batch size each series' per-event time [us] (AOT series named with the CPU level
     they ran), the automatic AOT's fraction of its level's peak, and each peer's time over the AOT's."""
     order = {e: i for i, e in enumerate(ENGINES)}
-    series = sorted(
-        result["time"],
-        key=lambda e: (order.get(e, 0), e != "aot", list(LANES).index(e[4:]) if e[4:] in LANES else 0),
-    )  # aot, aot:LEVEL lowest first, peers
+
+    def place(e: str) -> tuple[int, bool, int]:
+        engine, _, level = e.partition(":")
+        return order.get(engine, 0), bool(level), list(LANES).index(level) if level in LANES else 0
+
+    series = sorted(result["time"], key=place)  # aot, aot:LEVEL lowest first, peers (each capped after)
     rows = {e: {r["batch_size"]: r for r in result["time"][e]} for e in series}
 
     def title(e: str) -> str:

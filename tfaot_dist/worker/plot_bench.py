@@ -36,6 +36,8 @@ STYLE: dict[str, Style] = {
 def style(engine: str) -> Style:  # label, linestyle and color of a series
     if engine.startswith("aot:"):  # the AOT program forced to a lower CPU level
         return {"label": f"AOT forced to {engine[4:]}", "linestyle": "--", "color": "tab:purple"}
+    if engine.startswith("tf-capi:"):  # TensorFlow with oneDNN capped at a lower CPU level
+        return {"label": f"TensorFlow C API, oneDNN at {engine[8:]}", "linestyle": "--", "color": "tab:brown"}
     return STYLE.get(engine, {"label": engine, "linestyle": "--", "color": None})
 
 
