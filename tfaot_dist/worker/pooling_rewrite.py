@@ -8,9 +8,10 @@ with the window inside, one float at a time. When the window equals the stride w
 (Keras' default), the windows tile the input (the trailing rows no window reads are dropped), and
 the same numbers come from graphs XLA compiles into faster loops (form(): which one, measured):
 the max, or sum times 1/window size, of the window's strided slices, one per window offset; or
-the input reshaped to [N, H/kh, kh, W/kw, kw, C] and reduced over the window axes. Neither is
-vectorized by TF 2.21's XLA (scalar code in all three forms); they walk memory in fewer, simpler
-loops. Max is exact; the mean adds the same elements in another order (within rounding).
+the input reshaped to [N, H/kh, kh, W/kw, kw, C] and reduced over the window axes. XLA vectorizes
+the slices' loop for 2-D and 3-D windows (packed ymm code; reduce_window and the reduce are scalar);
+for a 1-D window it does not, and the reduce is the faster of the two. Max is exact; the mean adds
+the same elements in another order (within rounding).
 """
 
 # Annotations are not evaluated: a release's older Python runs this file too.
@@ -66,9 +67,9 @@ def _tiled(tf: Any, node: Any) -> bool:
 
 def form(node: Any) -> str:
     """How a tiled pooling is rewritten, from benchmarks/pooling_rewrite.py's figures (TF 2.21, batch 32,
-    v4 and v3; benchmarks/results/2026-11-27-pooling.md): windows over two or three axes as the max or
-    sum of the window's strided slices (one loop over the output: 2.4-2.8x); one axis (1-D pooling)
-    as a reshape and a reduce for AvgPool (1.8x); a 1-D MaxPool's reduce_window is as fast: "" (kept)."""
+    v4 and v3, CPU time per call; benchmarks/results/2026-11-27-pooling.md): windows over two or three
+    axes as the max or sum of the window's strided slices (2.0-2.9x); one axis (1-D pooling) as a
+    reshape and a reduce for AvgPool (1.5-1.8x); a 1-D MaxPool's reduce_window is as fast: "" (kept)."""
     axes = [k for k in list(node.attr["ksize"].list.i)[1:-1] if k > 1]
     if len(axes) >= 2:
         return "slices"
