@@ -8,12 +8,16 @@ the manifest records them, and verification against TensorFlow judges the rewrit
 - Selu and Elu are computed with TensorFlow's CPU formulas unless the request's "activation_formulas"
   is "xla";
 - Conv3D becomes Conv2D over depth slices where tfcompile writes no 3-D convolution (TF 2.21);
-- each TopKV2's indices go through max(indices, 0), so that XLA keeps its TopK call.
+- each TopKV2's indices go through max(indices, 0), so that XLA keeps its TopK call;
+- pooling whose window equals its stride leaves XLA's reduce_window where that is faster (pooling_rewrite.py).
 """
 
 # Annotations are not evaluated: a release's older Python runs this file too.
 from __future__ import annotations
 
+import importlib
+import os
+import sys
 from typing import Any
 
 
@@ -24,7 +28,21 @@ def rewrite(
     activations = tensorflow_activations(tf, graph_def) if tensorflow_formulas else {}
     ops = conv3d_as_conv2d(tf, graph_def) if no_conv3d else {}
     ops.update(top_k_kept_whole(tf, graph_def))
+    ops.update(POOLING.tiled_pooling(tf, graph_def))
     return activations, ops
+
+
+def _load_pooling() -> Any:
+    """pooling_rewrite.py, beside this file (the worker runs with -I: its directory is not on sys.path)."""
+    if __package__:  # imported as tfaot_dist.worker.graph_rewrites (by the tests)
+        return importlib.import_module(__package__ + ".pooling_rewrite")
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    return importlib.import_module("pooling_rewrite")
+
+
+POOLING = _load_pooling()
 
 
 # Selu and Elu as TensorFlow's own CPU kernels compute them: for x < 0, Selu is
