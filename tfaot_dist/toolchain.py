@@ -26,7 +26,8 @@ from tfaot_dist.util.fs import file_lock, sha256_bytes, sha256_file, write_atomi
 from tfaot_dist.util.textsafe import one_line
 
 WORKER = Path(__file__).parent / "worker" / "tf_worker.py"
-WORKER_SOURCES = (WORKER, WORKER.parent / "graph_rewrites.py")  # the worker and what it loads beside it
+# the worker and what it loads beside it
+WORKER_SOURCES = (WORKER, WORKER.parent / "graph_rewrites.py", WORKER.parent / "scale_folding.py")
 READY = "toolchain.json"
 
 

@@ -8,13 +8,31 @@ the manifest records them, and verification against TensorFlow judges the rewrit
 - Selu and Elu are computed with TensorFlow's CPU formulas unless the request's "activation_formulas"
   is "xla";
 - Conv3D becomes Conv2D over depth slices where tfcompile writes no 3-D convolution (TF 2.21);
-- each TopKV2's indices go through max(indices, 0), so that XLA keeps its TopK call.
+- each TopKV2's indices go through max(indices, 0), so that XLA keeps its TopK call;
+- inference BatchNormalization and other per-channel scale and shift after a Conv2D, depthwise convolution
+  or MatMul are folded into its weights and one BiasAdd (scale_folding.py, beside this file).
 """
 
 # Annotations are not evaluated: a release's older Python runs this file too.
 from __future__ import annotations
 
+import importlib
+import os
+import sys
 from typing import Any
+
+
+def _load_scale_folding() -> Any:
+    """scale_folding.py, beside this file (the worker runs with -I: its directory is not on sys.path)."""
+    if __package__:  # imported as tfaot_dist.worker.graph_rewrites
+        return importlib.import_module(__package__ + ".scale_folding")
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    return importlib.import_module("scale_folding")
+
+
+SCALE_FOLDING = _load_scale_folding()
 
 
 def rewrite(
@@ -22,7 +40,8 @@ def rewrite(
 ) -> tuple[dict[str, int], dict[str, int]]:
     """Every rewrite, in place; returns (activations given TensorFlow's formulas, other ops replaced)."""
     activations = tensorflow_activations(tf, graph_def) if tensorflow_formulas else {}
-    ops = conv3d_as_conv2d(tf, graph_def) if no_conv3d else {}
+    ops = SCALE_FOLDING.fold_scale_shift(tf, graph_def)
+    ops.update(conv3d_as_conv2d(tf, graph_def) if no_conv3d else {})
     ops.update(top_k_kept_whole(tf, graph_def))
     return activations, ops
 
