@@ -92,7 +92,7 @@ def _fold_once(tf: Any, graph_def: Any) -> dict[str, int]:
     wanted = sorted(
         {t for c in chains for _, ts, _ in c.steps for t in ts} | {c.producer.input[1] for c in chains}
     )
-    values = dict(zip(wanted, tf.compat.v1.Session(graph=graph).run([_tensor(t) for t in wanted])))
+    values = _evaluated(tf, wanted, nodes)
     counts: dict[str, int] = {}
     replaced: dict[str, list[Any]] = {}
     removed: set[str] = set()
@@ -110,6 +110,28 @@ def _fold_once(tf: Any, graph_def: Any) -> dict[str, int]:
     del graph_def.node[:]
     graph_def.node.extend(kept)
     return counts
+
+
+def _evaluated(tf: Any, tensors: list[str], nodes: dict[str, Any]) -> dict[str, Any]:
+    """The values of constant tensors, from their constant subgraphs alone: without control inputs, which
+    in a SavedModel's function tie even the weights to the call's inputs (placeholders nobody feeds here)."""
+    from tensorflow.core.framework import graph_pb2
+
+    needed: dict[str, Any] = {}
+    todo = [_base(t) for t in tensors]
+    while todo:
+        name = todo.pop()
+        if name not in needed:
+            node = needed[name] = type(nodes[name])()
+            node.CopyFrom(nodes[name])
+            node.input[:] = [i for i in node.input if not i.startswith("^")]
+            todo.extend(_base(i) for i in node.input)
+    sub = graph_pb2.GraphDef()
+    sub.node.extend(needed.values())
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.graph_util.import_graph_def(sub, name="")
+    return dict(zip(tensors, tf.compat.v1.Session(graph=graph).run([_tensor(t) for t in tensors])))
 
 
 def _producer_ok(tf: Any, node: Any, nodes: dict[str, Any]) -> bool:
