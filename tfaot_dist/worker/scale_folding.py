@@ -79,7 +79,10 @@ def _fold_once(tf: Any, graph_def: Any) -> dict[str, int]:
     candidates = [
         n
         for n in graph_def.node
-        if n.op in PRODUCERS and len(consumers.get(n.name, [])) == 1 and _producer_ok(tf, n, nodes)
+        if n.op in PRODUCERS
+        and len(consumers.get(n.name, [])) == 1
+        and nodes[consumers[n.name][0]].op in AFFINE | {"Reshape"}  # no graph import otherwise
+        and _producer_ok(tf, n, nodes)
     ]
     if not candidates:
         return {}
