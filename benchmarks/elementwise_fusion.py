@@ -15,6 +15,7 @@ flags of FLAGS (--flags picks some). For each compile it reports:
           packed zmm/ymm arithmetic, a scalarized one vmovss/vaddss or xmm with masks
   time    per element (batch * 21 * 21 * C) of the whole compiled function, the AOT benchmark
           program's fastest of ROUNDS (its graph is the fusion alone, plus the call)
+  rewritten  the ops the worker rewrote (the manifest's rewritten_ops: ScaleShift, a BN folded)
   dev     largest deviation from TensorFlow found by the compile's verification, plus the
           formula's own deviation from tf.nn.elu for the rewritten ELUs
 """
@@ -59,6 +60,7 @@ VARIANTS = (
     + ["conv_" + v for v in ALONE]
     + ["conv_conv"]
     + ["conv_" + v + "_conv" for v in ALONE[3:]]
+    + ["conv_bnrelu", "dense", "dense_bn", "dense_bnrelu"]  # what the worker folds (scale_folding.py)
 )
 FAST = "--xla_cpu_enable_fast_math=true"
 # label -> XLA flags, each compiled with variants elu_bn and conv_elu_bn
@@ -111,8 +113,8 @@ def fusion_code(archive: Path) -> dict[str, int]:
 
 def _compile(
     tmp: Path, name: str, saved_model: Path, compilation: dict[str, Any], cache: Path
-) -> tuple[Path, float]:
-    """The package's root and the verification's largest deviation."""
+) -> tuple[Path, float, dict[str, int]]:
+    """The package's root, the verification's largest deviation and the worker's rewritten ops."""
     cfg = tmp / f"{name}.yaml"
     cfg.write_text(
         json.dumps(
@@ -125,7 +127,8 @@ def _compile(
     package = builder.compile_config(cfg, tmp / f"dist_{name}", Session(Cache(cache), log=lambda m: None))
     verification = package.model_manifest.verification
     assert verification is not None  # compile verifies before it writes a package
-    return package.root, max(o.max_abs for o in verification.outputs.values())
+    deviation = max(o.max_abs for o in verification.outputs.values())
+    return package.root, deviation, dict(package.model_manifest.compilation.rewritten_ops)
 
 
 def main() -> int:
@@ -179,7 +182,7 @@ def main() -> int:
                 if flags:
                     compilation["xla_flags"] = flags
                 try:
-                    root, dev = _compile(
+                    root, dev, row["rewritten"] = _compile(
                         tmp, name, tmp / "m" / f"{variant}_c{c}" / "saved_model", compilation, cache
                     )
                 except Exception as e:  # a flag tfcompile rejects: recorded, the study goes on
@@ -195,7 +198,10 @@ def main() -> int:
                 programs[len(rows) - 1] = bench.build_aot_program(
                     bench.Target(root, None), runtime, cache, work
                 )
-                print(f"{name}: compiled, {row['code']}, deviation {row['deviation']:.2g}", flush=True)
+                print(
+                    f"{name}: compiled, {row['code']}, deviation {row['deviation']:.2g}, rewritten {row['rewritten']}",
+                    flush=True,
+                )
         for _ in range(args.rounds):
             for i, program in programs.items():
                 r = bench._json_lines(

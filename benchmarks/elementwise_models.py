@@ -25,6 +25,9 @@ Variants (BN = Keras BatchNormalization in inference mode, random moving statist
     conv_V      that Conv2D, then variant V: the fusion on the output of the runtime's convolution call
     conv_conv   two such Conv2D: the baseline of the conv_V_conv variants
     conv_V_conv conv_V, then another such Conv2D: the fusion between two convolutions, as in deeptau_small
+    bnrelu      BN then relu, as in deeptau (conv_bnrelu: what the worker folds into the convolution)
+    dense       a Dense of C units over the grid's last axis (Tensordot: Reshape, MatMul, Reshape)
+    dense_V     that Dense, then variant V (dense_bn: what the worker folds into the product)
 """
 
 from __future__ import annotations
@@ -67,7 +70,9 @@ VARIANTS: dict[str, tuple[Callable[[Any], Any] | None, bool, Callable[[Any], Any
     "eluclamp_bn": (_elu_clamp, True, tf.nn.elu),
     "elumaxmin_bn": (_elu_maxmin, True, tf.nn.elu),
     "eluclampmaxmin_bn": (_elu_clamp_maxmin, True, tf.nn.elu),
+    "bnrelu": (None, True, None),  # relu after the BN: AFTER_BN
 }
+AFTER_BN = {"bnrelu": tf.nn.relu}
 
 
 def model(variant: str, channels: int) -> Any:
@@ -75,6 +80,9 @@ def model(variant: str, channels: int) -> Any:
     if variant.startswith("conv"):
         x = keras.layers.Conv2D(channels, 3, padding="same")(x)
         variant = variant[len("conv_") :]
+    elif variant.startswith("dense"):
+        x = keras.layers.Dense(channels)(x)
+        variant = variant[len("dense_") :]
     second = variant == "conv" or variant.endswith("_conv")  # conv_conv: two convolutions, nothing between
     variant = variant[: -len("conv")].rstrip("_") if second else variant
     activation, norm, _ = VARIANTS[variant] if variant else (None, False, None)
@@ -93,6 +101,8 @@ def model(variant: str, channels: int) -> Any:
                     rng.uniform(0.5, 2.0, channels).astype("float32"),  # moving variance
                 ]
             )
+    if variant in AFTER_BN:
+        x = keras.layers.Lambda(AFTER_BN[variant])(x)
     if second:
         x = keras.layers.Conv2D(channels, 3, padding="same")(x)
     return keras.Model(inp, {"y": x})

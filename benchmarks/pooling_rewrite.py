@@ -75,7 +75,7 @@ def main() -> int:
                 for form in args.form or FORMS:
                     name = f"{case}_{form}_{target.replace('-', '')}"
                     compilation = {"batch_sizes": [args.batch_size], "target_cpu": target}
-                    root, dev = _compile(
+                    root, dev, _ = _compile(
                         tmp, name, tmp / "m" / f"{case}_{form}" / "saved_model", compilation, cache
                     )
                     rows.append({"target": target, "case": case, "form": form, "dev": dev})

@@ -36,7 +36,8 @@ def test_knn_top_k_takes_xlas_top_k_call_and_matches_tensorflow(
     run("compile", "--aot-config", cfg, "--output-directory", tmp_path / "out")
     root = tmp_path / "out" / "tfaot-model-knn-1.0.0"
     manifest = json.loads((root / "manifest.json").read_text())
-    assert manifest["compilation"]["rewritten_ops"] == {"TopKV2": 1}
+    # and its two Dense + BatchNormalization (Keras 3: elementwise ops) folded into the products' weights
+    assert manifest["compilation"]["rewritten_ops"] == {"TopKV2": 1, "ScaleShift": 2}
     assert manifest["verification"]["batch_sizes"] == [1, 3, 4, 7]  # compared with TensorFlow
     for bs in (1, 4):
         header = (root / "include" / "tfaot-model-knn" / f"knn_bs{bs}.h").read_text()

@@ -26,10 +26,9 @@ from tfaot_dist.util.fs import file_lock, sha256_bytes, sha256_file, write_atomi
 from tfaot_dist.util.textsafe import one_line
 
 WORKER = Path(__file__).parent / "worker" / "tf_worker.py"
-WORKER_SOURCES = (
-    WORKER,
-    WORKER.parent / "graph_rewrites.py",
-    WORKER.parent / "pooling_rewrite.py",
+WORKER_SOURCES = tuple(
+    WORKER.parent / name
+    for name in ("tf_worker.py", "graph_rewrites.py", "scale_folding.py", "pooling_rewrite.py")
 )  # the worker and what it loads beside it
 READY = "toolchain.json"
 

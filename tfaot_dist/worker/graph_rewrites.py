@@ -9,6 +9,8 @@ the manifest records them, and verification against TensorFlow judges the rewrit
   is "xla";
 - Conv3D becomes Conv2D over depth slices where tfcompile writes no 3-D convolution (TF 2.21);
 - each TopKV2's indices go through max(indices, 0), so that XLA keeps its TopK call;
+- inference BatchNormalization and other per-channel scale and shift after a Conv2D, depthwise convolution
+  or MatMul are folded into its weights and one BiasAdd (scale_folding.py, beside this file);
 - pooling whose window equals its stride leaves XLA's reduce_window where that is faster (pooling_rewrite.py).
 """
 
@@ -21,28 +23,30 @@ import sys
 from typing import Any
 
 
+def _beside(module: str) -> Any:
+    """A module beside this file (the worker runs with -I: its directory is not on sys.path)."""
+    if __package__:  # imported as tfaot_dist.worker.graph_rewrites (by the tests)
+        return importlib.import_module(__package__ + "." + module)
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    return importlib.import_module(module)
+
+
+SCALE_FOLDING = _beside("scale_folding")
+POOLING = _beside("pooling_rewrite")
+
+
 def rewrite(
     tf: Any, graph_def: Any, tensorflow_formulas: bool, no_conv3d: bool
 ) -> tuple[dict[str, int], dict[str, int]]:
     """Every rewrite, in place; returns (activations given TensorFlow's formulas, other ops replaced)."""
     activations = tensorflow_activations(tf, graph_def) if tensorflow_formulas else {}
-    ops = conv3d_as_conv2d(tf, graph_def) if no_conv3d else {}
+    ops = SCALE_FOLDING.fold_scale_shift(tf, graph_def)
+    ops.update(conv3d_as_conv2d(tf, graph_def) if no_conv3d else {})
     ops.update(top_k_kept_whole(tf, graph_def))
     ops.update(POOLING.tiled_pooling(tf, graph_def))
     return activations, ops
-
-
-def _load_pooling() -> Any:
-    """pooling_rewrite.py, beside this file (the worker runs with -I: its directory is not on sys.path)."""
-    if __package__:  # imported as tfaot_dist.worker.graph_rewrites (by the tests)
-        return importlib.import_module(__package__ + ".pooling_rewrite")
-    here = os.path.dirname(os.path.abspath(__file__))
-    if here not in sys.path:
-        sys.path.insert(0, here)
-    return importlib.import_module("pooling_rewrite")
-
-
-POOLING = _load_pooling()
 
 
 # Selu and Elu as TensorFlow's own CPU kernels compute them: for x < 0, Selu is
