@@ -12,10 +12,11 @@ share of the run time, and the op types of ORT's optimised graph (NCHWc convolut
 
 TF C API: the bench's tf_capi_bench program (perf/bench.py build_capi_program, cached; its SPEC from
 write_capi_spec, hence PACKAGE_DIR: a package built from the config, e.g. the bench's --dist) under
-`perf record -g`, attached for SECONDS once the program has loaded and warmed up: shares by DSO and by symbol (oneDNN's JIT code, mapped through
-ONEDNN_JIT_PROFILE=2, counted as DSO "[JIT]"); then with ONEDNN_VERBOSE=1 the oneDNN primitives one call
-after warm-up executes (kind, implementation, formats, post-ops, problem, ms). Both as installed (the
-CPU's best ISA) and with ONEDNN_MAX_CPU_ISA=AVX2 (the bench's tf-capi:x86-64-v3 series).
+`perf record -g`, attached for SECONDS once the program has loaded and warmed up: shares by DSO and by
+symbol (oneDNN's JIT code named through ONEDNN_JIT_PROFILE=2, whose /tmp/perf-PID.map is removed
+after, and counted as DSO "[JIT]"); then with ONEDNN_VERBOSE=1 the oneDNN primitives one call after
+warm-up executes (kind, implementation, formats, post-ops, problem, ms). Both as installed (the CPU's
+best ISA) and with ONEDNN_MAX_CPU_ISA=AVX2 (the bench's tf-capi:x86-64-v3 series).
 
 Writes OUT/NAME-bsN.json and OUT/NAME-bsN.md (OUT default: ./peer-profiles) and prints the markdown.
 """
@@ -23,9 +24,7 @@ Writes OUT/NAME-bsN.json and OUT/NAME-bsN.md (OUT default: ./peer-profiles) and 
 from __future__ import annotations
 
 import argparse
-import glob
 import json
-import os
 import re
 import subprocess
 import sys
@@ -125,7 +124,6 @@ def perf_profile(
     startup, per_call = program_timing(capi, spec, bs, env)
     calls = int(10 * (startup + 1 + seconds) / per_call) + 1000  # outlasts perf even if per_call was high
     data = work / "perf.data"
-    maps_before = set(glob.glob("/tmp/perf-*.map"))
     program = subprocess.Popen(
         [str(capi), "time", str(spec), "10", str(calls), str(bs)],
         env={**env, "ONEDNN_JIT_PROFILE": "2"},  # oneDNN writes /tmp/perf-PID.map: its kernels by name
@@ -161,8 +159,7 @@ def perf_profile(
     finally:
         program.kill()
         program.wait()
-        for path in set(glob.glob("/tmp/perf-*.map")) - maps_before:
-            os.remove(path)
+        Path(f"/tmp/perf-{program.pid}.map").unlink(missing_ok=True)
 
 
 def onednn_primitives(capi: Path, spec: Path, bs: int, env: dict[str, str]) -> list[dict[str, str]]:
