@@ -45,7 +45,7 @@ def rewrite(
     ops = SCALE_FOLDING.fold_scale_shift(tf, graph_def)
     ops.update(conv3d_as_conv2d(tf, graph_def) if no_conv3d else {})
     ops.update(top_k_kept_whole(tf, graph_def))
-    ops.update(POOLING.tiled_pooling(tf, graph_def))
+    ops.update(POOLING.tiled_pooling(tf, graph_def, spliced))
     return activations, ops
 
 
@@ -185,10 +185,17 @@ def _conv3d_nodes(tf: Any, node: Any, inputs: list[str], shapes: list[list[int]]
         w2 = tf.reshape(tf.transpose(w, [1, 2, 0, 3, 4]), [kh, kw, kd * channels, filters])
         y = tf.nn.conv2d(xs, w2, [1, sh, sw, 1], "VALID")
         tf.reshape(y, [batch, out_depth, *y.shape.as_list()[1:]], name="result")
-    rename = {"x": inputs[0], "w": inputs[1]}
-    prefix = node.name + "/tfaot_conv2d"
+    return spliced(
+        scratch.as_graph_def(), node, {"x": inputs[0], "w": inputs[1]}, node.name + "/tfaot_conv2d"
+    )
+
+
+def spliced(scratch: Any, node: Any, rename: dict[str, str], prefix: str) -> list[Any]:
+    """The nodes of a scratch GraphDef that computes node's replacement, ready to take its place: the
+    placeholders named in rename read the tensors they map to, the node "result" takes node's name (and
+    its control inputs), the rest move below prefix."""
     added: list[Any] = []
-    for n in scratch.as_graph_def().node:
+    for n in scratch.node:
         if n.name in rename:
             continue
         n.name = node.name if n.name == "result" else prefix + "/" + n.name

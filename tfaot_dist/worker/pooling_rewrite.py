@@ -17,16 +17,18 @@ the same elements in another order (within rounding).
 # Annotations are not evaluated: a release's older Python runs this file too.
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 POOLS = {"MaxPool": 2, "AvgPool": 2, "MaxPool3D": 3, "AvgPool3D": 3}  # op -> spatial dimensions
 CHANNELS_LAST = {2: (b"", b"NHWC"), 3: (b"", b"NDHWC")}
 
 
-def tiled_pooling(tf: Any, graph_def: Any) -> dict[str, int]:
+def tiled_pooling(tf: Any, graph_def: Any, splice: Callable[..., list[Any]]) -> dict[str, int]:
     """Replace each float32 channels-last pooling of graph_def whose window equals its stride, VALID
     padding and a static input shape, where form() names a faster graph, by that graph; returns
-    {op: count}. The last node of a replacement keeps the replaced node's name."""
+    {op: count}. splice (graph_rewrites.spliced) puts a scratch graph in a node's place; the last node
+    of a replacement keeps the replaced node's name."""
     targets = [n for n in graph_def.node if _tiled(tf, n) and form(n)]
     if not targets:
         return {}
@@ -40,7 +42,7 @@ def tiled_pooling(tf: Any, graph_def: Any) -> dict[str, int]:
         shape = graph.get_tensor_by_name(data if ":" in data else data + ":0").shape
         if shape.rank is None or any(d is None for d in shape.as_list()):
             continue
-        replaced[node.name] = _replacement(tf, node, data, shape.as_list())
+        replaced[node.name] = _replacement(tf, node, data, shape.as_list(), splice)
         counts[node.op] = counts.get(node.op, 0) + 1
     nodes: list[Any] = []
     for node in graph_def.node:
@@ -76,7 +78,9 @@ def form(node: Any) -> str:
     return "reduce" if node.op.startswith("Avg") and axes else ""
 
 
-def _replacement(tf: Any, node: Any, data: str, shape: list[int]) -> list[Any]:
+def _replacement(
+    tf: Any, node: Any, data: str, shape: list[int], splice: Callable[..., list[Any]]
+) -> list[Any]:
     """The NodeDefs computing node (a tiled pooling of data, static shape) in its form()."""
     window = list(node.attr["ksize"].list.i)[1:-1]
     spatial = shape[1:-1]
@@ -89,17 +93,7 @@ def _replacement(tf: Any, node: Any, data: str, shape: list[int]) -> list[Any]:
         else:
             y = _window_reduce(tf, x, node.op.startswith("Max"), window, outputs)
         tf.reshape(y, [shape[0], *outputs, shape[-1]], name="result")
-    prefix = node.name + "/tfaot_pooling"
-    added: list[Any] = []
-    for n in scratch.as_graph_def().node:
-        if n.name == "x":
-            continue
-        n.name = node.name if n.name == "result" else prefix + "/" + n.name
-        n.input[:] = [_renamed(i, data, prefix, node.name) for i in n.input]
-        n.device = node.device
-        added.append(n)
-    added[-1].input.extend(i for i in node.input if i.startswith("^"))
-    return added
+    return splice(scratch.as_graph_def(), node, {"x": data}, node.name + "/tfaot_pooling")
 
 
 def _strided_slices(tf: Any, x: Any, is_max: bool, window: list[int], outputs: list[int]) -> Any:
@@ -131,11 +125,3 @@ def _window_reduce(tf: Any, x: Any, is_max: bool, window: list[int], outputs: li
             tiles.append(k)
     x = tf.reshape(x, [*tiles, shape[-1]])
     return (tf.reduce_max if is_max else tf.reduce_mean)(x, axis=axes)
-
-
-def _renamed(name: str, data: str, prefix: str, result: str) -> str:
-    """A scratch graph's input name in the model's graph: x is data, the rest move below prefix."""
-    base, colon, index = name.partition(":")
-    if base == "x":
-        return data
-    return (result if base == "result" else prefix + "/" + base) + colon + index
