@@ -135,6 +135,7 @@ def test_publish_and_setup_say_each_status_once(built: Path, run: Cli, tmp_path:
     assert "tfaot-model-test-simple 1.0.0" not in err
 
 
+@pytest.mark.tooling
 def test_the_test_command_runs_only_the_file_it_is_given() -> None:
     from conftest import REPO
 

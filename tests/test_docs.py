@@ -137,6 +137,7 @@ def browser() -> Iterator[Browser]:
         yield shared
 
 
+@pytest.mark.tooling
 def test_every_internal_link_resolves_in_chromium(site: Path, browser: Browser) -> None:
     seen = len(browser.errors)  # what an earlier crawl saw is not this one's
     with closing(Server(site)) as server:
@@ -147,6 +148,7 @@ def test_every_internal_link_resolves_in_chromium(site: Path, browser: Browser) 
         assert server.count("reference/commands/") == 1 and server.count("explanation/code-map/") == 1
 
 
+@pytest.mark.tooling
 def test_the_link_check_finds_a_missing_page_and_a_missing_anchor(browser: Browser, tmp_path: Path) -> None:
     """The crawl is really looking: a missing page and an anchor nobody defines, both linked from a page
     the crawl reaches only through another, are named, and a defined anchor is not. A site of two pages
@@ -170,6 +172,7 @@ def test_the_link_check_finds_a_missing_page_and_a_missing_anchor(browser: Brows
     assert len(broken) == 2, broken
 
 
+@pytest.mark.tooling
 def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
     """--strict turns a link to a page that does not exist into a failed build, naming the link."""
     docs = tmp_path / "repo"

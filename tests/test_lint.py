@@ -16,11 +16,12 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
-# The lint tools run under one interpreter, the main venv's: the test extra installs mypy and pre-commit
-# from Python 3.10 on (scripts/test-pythons leaves this file out under the others).
-pytestmark = pytest.mark.skipif(
-    sys.version_info < (3, 10), reason="the lint tools install from Python 3.10 on"
-)
+# The lint tools run under one interpreter, the main venv's (`tooling`: scripts/test-pythons leaves them out
+# under the others); the test extra installs mypy and pre-commit from Python 3.10 on.
+pytestmark = [
+    pytest.mark.tooling,
+    pytest.mark.skipif(sys.version_info < (3, 10), reason="the lint tools install from Python 3.10 on"),
+]
 
 
 def run(tool: str, *args: str) -> subprocess.CompletedProcess[str]:

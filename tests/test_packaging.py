@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 from conftest import REPO, DataRepo
 
+# The wheel's build and contents do not depend on the interpreter that runs the build: run once.
+pytestmark = pytest.mark.tooling
+
 # Where the repository keeps what the wheel carries under tfaot_dist/ (pyproject's package-dir).
 PACKAGE_DIRS = {
     "tfaot_dist": "tfaot_dist",

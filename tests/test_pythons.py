@@ -16,12 +16,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # the test extra installs it there
     import tomli as tomllib
+
+# scripts/test-pythons checked by itself: run once, under the main venv.
+pytestmark = pytest.mark.tooling
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -109,7 +113,7 @@ def test_oldest_newest_and_the_system_python_each_in_a_cached_venv(tmp_path: Pat
     assert proc.returncode == 0, proc.stderr
     log = (tmp_path / "log").read_text().splitlines()
     pytest_runs = [line for line in log if line.startswith("pytest")]
-    expected_args = "-q -p no:cacheprovider -m not tf --ignore=tests/test_lint.py -n 2 -x tests"
+    expected_args = "-q -p no:cacheprovider -m not tf and not tooling -n 2 -x tests"
     assert pytest_runs == [f"pytest {v} FAST=1 {expected_args}" for v in ("3.9.18", "3.13.0", "3.11.2")]
     venvs = sorted(p.name for p in (tmp_path / "cache" / "test-venvs").iterdir() if p.is_dir())
     assert [re.sub(r"-[0-9a-f]{16}$", "-HASH", v) for v in venvs] == [
@@ -171,7 +175,7 @@ def load_ci() -> dict[Any, Any]:
 
 
 def test_ci_runs_the_fast_tier_under_every_supported_python() -> None:
-    """From pyproject's lowest Python to 3.13, the lint tests left to the lint job (one interpreter)."""
+    """From pyproject's lowest Python to 3.13, the `tooling` tests left to the test job (one interpreter)."""
     job = load_ci()["jobs"]["pythons"]
     versions = job["strategy"]["matrix"]["python"]
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
@@ -179,10 +183,7 @@ def test_ci_runs_the_fast_tier_under_every_supported_python() -> None:
     assert versions == [f"3.{minor}" for minor in range(9, 14)]
     runs = [step["run"] for step in job["steps"] if "run" in step]
     assert "scripts/install-test-tools" in runs
-    assert any(
-        '-m "not tf" --ignore=tests/test_lint.py' in run and run.startswith("python -m pytest")
-        for run in runs
-    )
+    assert any('-m "not tf and not tooling"' in run and run.startswith("python -m pytest") for run in runs)
 
 
 def test_ci_runs_the_fast_tier_under_el9s_own_python() -> None:
@@ -193,7 +194,7 @@ def test_ci_runs_the_fast_tier_under_el9s_own_python() -> None:
         "python3 -m venv /opt/tfaot-venv" in run for run in runs
     )  # the system python3, not setup-python
     assert not any("uses" in step and "setup-python" in step["uses"] for step in job["steps"])
-    assert any('-m "not tf"' in run and "--ignore=tests/test_lint.py" in run for run in runs)
+    assert any('-m "not tf and not tooling"' in run for run in runs)
 
 
 def test_the_script_is_executable() -> None:

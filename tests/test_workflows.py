@@ -18,6 +18,9 @@ from test_distribution import PUBLISH_SCRIPT, SHARD_SCRIPT
 
 from tfaot_dist.channels.oci import REGISTRY_ENV
 
+# The workflows, scripts and the test infrastructure: run once, under the main venv.
+pytestmark = pytest.mark.tooling
+
 REPO = Path(__file__).resolve().parent.parent
 WORKFLOWS = REPO / ".github" / "workflows"
 
