@@ -46,8 +46,8 @@ from typing import TYPE_CHECKING, Any
 from packaging.version import InvalidVersion, Version
 
 from tfaot_dist import limits, names
-from tfaot_dist.documents import MAX_TOLERANCE
 from tfaot_dist.errors import InvalidInput
+from tfaot_dist.limits import MAX_TOLERANCE
 from tfaot_dist.util.textsafe import shown
 from tfaot_dist.util.yamlio import Fields, load_mapping
 

@@ -32,6 +32,7 @@ from typing import Any, Literal, NoReturn, Optional, TypeVar, Union
 
 from tfaot_dist import names
 from tfaot_dist.errors import InvalidInput
+from tfaot_dist.limits import MAX_TOLERANCE
 from tfaot_dist.pins import check_sha256
 from tfaot_dist.util.textsafe import shown
 
@@ -122,10 +123,6 @@ def _positive(value: int, where: str) -> int:
     if value <= 0:
         raise InvalidInput(f"{where}: expected a number > 0, got {value}")
     return value
-
-
-# The largest verification tolerance an aot config may set (config.tolerance) and a manifest record.
-MAX_TOLERANCE = 1e-2
 
 
 def _tolerance(value: float, where: str) -> float:

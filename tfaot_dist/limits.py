@@ -21,6 +21,9 @@ BATCH_BYTES_ENV = "TFAOT_DIST_MAX_BATCH_BYTES"
 DEFAULT_BATCH_SIZES = 64
 DEFAULT_ROW_ELEMENTS = 1 << 24
 DEFAULT_BATCH_BYTES = 1 << 30
+# The largest verification tolerance an aot config may set (config.tolerance) and a manifest record
+# (documents.py); no override.
+MAX_TOLERANCE = 1e-2
 
 
 def _limit(name: str, default: int) -> int:

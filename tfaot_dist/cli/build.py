@@ -5,9 +5,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tfaot_dist import builder, names
 from tfaot_dist.cli.common import (
     FIRST_RUN,
     Options,
@@ -19,10 +18,11 @@ from tfaot_dist.cli.common import (
     log,
     session_of,
 )
-from tfaot_dist.cxx import runtime_package
 from tfaot_dist.errors import UsageError
-from tfaot_dist.package import Package
-from tfaot_dist.registry import Registry
+
+if TYPE_CHECKING:  # annotations only: each command imports the modules it runs
+    from tfaot_dist.builder import BuildResult
+    from tfaot_dist.package import Package
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,7 @@ class BuildOptions(Options):
 )
 def cmd_build(o: BuildOptions) -> int:
     from tfaot_dist import scheduler
+    from tfaot_dist.registry import Registry
     from tfaot_dist.util.progress import make_reporter
 
     if o.all == bool(o.names):
@@ -120,7 +121,7 @@ def _package_json(package: Package) -> dict[str, str]:
     }
 
 
-def _result_json(r: builder.BuildResult) -> dict[str, str]:
+def _result_json(r: BuildResult) -> dict[str, str]:
     return {
         "name": r.name,
         "package": r.package.name,
@@ -195,6 +196,8 @@ class CompileOptions(Options):
     uses_cache=True,
 )
 def cmd_compile(o: CompileOptions) -> int:
+    from tfaot_dist import builder, names
+
     sizes = batch_sizes_option(o.batch_sizes)
     levels = names.cpu_levels(o.cpu_levels.split(","), "--cpu-levels") if o.cpu_levels else None
     package = builder.compile_config(
@@ -253,6 +256,8 @@ class RuntimeOptions(Options):
     uses_cache=True,
 )
 def cmd_runtime(o: RuntimeOptions) -> int:
+    from tfaot_dist.cxx import runtime_package
+
     tools = session_of(o, o.offline).resolve(o.toolchain_python)
     package, status = runtime_package.ensure_runtime_package(tools.runtime, directory(o.output_directory))
     emit(
@@ -303,6 +308,7 @@ class VerifyOptions(Options):
 )
 def cmd_verify(o: VerifyOptions) -> int:
     from tfaot_dist import verify
+    from tfaot_dist.registry import Registry
 
     if o.provenance is not None or o.key:
         from tfaot_dist.trust.commands import verify_provenance  # cryptography: only for this check

@@ -8,7 +8,6 @@ from tfaot_dist.cache import Cache
 from tfaot_dist.cache_admin import KINDS as CACHE_KINDS
 from tfaot_dist.cache_admin import command as cache_command
 from tfaot_dist.cli.common import Options, arg, command, emit, session_of
-from tfaot_dist.toolchain import list_toolchains
 
 
 @dataclass(frozen=True)
@@ -72,6 +71,7 @@ class ToolchainOptions(Options):
     uses_cache=True,
 )
 def cmd_toolchain(o: ToolchainOptions) -> int:
+    from tfaot_dist.toolchain import list_toolchains
 
     if o.listing:
         found = list_toolchains(o.cache)

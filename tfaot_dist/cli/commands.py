@@ -1,7 +1,10 @@
 """The command line: every command, in the order `tfaot-dist --help` lists them; parser() and main().
 
-A command's own heavy modules (scheduler, publishing, starter, verify, specs, perf) are imported inside its
-function: the CLI starts without them (about 0.1 s of 0.5 s) and a command loads only what it runs.
+A command's own modules (the registry, builder, channels, install, trust, check, scheduler, ...) are imported
+inside its function, and types only its annotations name under `if TYPE_CHECKING:`: the cli modules import
+only what declaring their options needs, so `--version`, `--help` and a usage error load none of them, `list`
+only the registry, and each command what it runs (tests/test_cli_imports.py checks the light ones; the
+documentation's code map has the figures).
 """
 
 from __future__ import annotations

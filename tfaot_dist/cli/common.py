@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tfaot_dist import errors
 from tfaot_dist.cache import default_cache
-from tfaot_dist.config import batch_sizes
 from tfaot_dist.errors import InvalidInput, TfaotError
-from tfaot_dist.process import unexpected
-from tfaot_dist.session import Session
 from tfaot_dist.util.textsafe import actions_json, shown, terminal
+
+if TYPE_CHECKING:  # annotations only: a session's toolchain and runtime modules load when a command makes one
+    from tfaot_dist.session import Session
 
 MAX_ERROR = 2000  # an error line quotes values cut to ~200 characters; this bounds the whole line
 
@@ -149,6 +149,8 @@ EXIT_CODES = "exit codes:\n" + "\n".join(
 
 def session_of(o: Options, offline: bool = False) -> Session:
     """The command's session: --cache, the defaults of --registry, --offline (for the commands that have it)."""
+    from tfaot_dist.session import Session
+
     return Session.of_registry(o.registry, o.cache, offline=offline, log=log)
 
 
@@ -172,6 +174,7 @@ def int_list(text: str, option: str) -> list[int]:
 
 def batch_sizes_option(text: str | None) -> tuple[int, ...] | None:
     """--batch-sizes, checked as compilation.batch_sizes is."""
+    from tfaot_dist.config import batch_sizes
 
     return batch_sizes(int_list(text, "--batch-sizes"), "--batch-sizes") if text else None
 
@@ -218,6 +221,7 @@ def exit_code(run: Callable[[], int], argv: list[str] | None, cache: Path) -> in
 
 
 def _unexpected(exc: Exception, argv: list[str] | None, cache: Path) -> int:
+    from tfaot_dist.process import unexpected  # its log's modules: only when something went wrong
 
     _drop_unwritable_output()
     return _error_line(unexpected(exc, sys.argv[1:] if argv is None else argv, cache))

@@ -8,7 +8,6 @@ from typing import Any, Literal
 
 from tfaot_dist.cli.common import Options, arg, command, directory, emit, log
 from tfaot_dist.errors import UsageError
-from tfaot_dist.registry import Registry
 from tfaot_dist.trust.options import KEY_ENV
 
 
@@ -181,6 +180,7 @@ class SpecsOptions(Options):
     ),
 )
 def cmd_specs(o: SpecsOptions) -> int:
+    from tfaot_dist.registry import Registry
     from tfaot_dist.specs import flavors
 
     result = flavors.generate(

@@ -7,13 +7,13 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tfaot_dist.channels.channel import Channel
-from tfaot_dist.channels.factory import open_channel
 from tfaot_dist.cli.common import Options, area_of, arg, command, emit, log
 from tfaot_dist.errors import UsageError
-from tfaot_dist.install import setup_area
-from tfaot_dist.trust import verify
+
+if TYPE_CHECKING:  # annotations only: channels, area and signatures load in the commands that use them
+    from tfaot_dist.channels.channel import Channel
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,8 @@ class RemoveOptions(Options):
     ),
 )
 def cmd_remove(o: RemoveOptions) -> int:
+    from tfaot_dist.install import setup_area
+
     area = area_of(o.area)
     if area is None:
         raise UsageError("remove: give --area (or set CMSSW_BASE)")
@@ -150,6 +152,10 @@ def cmd_setup(o: SetupOptions) -> int:
 
 def _verified_channel(o: SetupOptions, location: str, area: Path) -> Channel:
     """The channel, checked against the root this area trusts for it (trust/verify.py), if any."""
+    from tfaot_dist.channels.factory import open_channel
+    from tfaot_dist.install import setup_area
+    from tfaot_dist.trust import verify
+
     if o.trust is not None and o.offline:
         raise UsageError("setup --trust needs the channel's current signed metadata: not with --offline")
     channel = open_channel(location, o.cache, o.offline, log)
@@ -162,6 +168,8 @@ def _verified_channel(o: SetupOptions, location: str, area: Path) -> Channel:
 
 def _repair(o: SetupOptions, area: Path | None) -> int:
     """setup --repair."""
+    from tfaot_dist.install import setup_area
+
     if o.requirements or area is None:
         raise UsageError("setup --repair takes only --area (or CMSSW_BASE)")
     dropped = setup_area.repair(area, log)
@@ -175,6 +183,8 @@ def _repair(o: SetupOptions, area: Path | None) -> int:
 
 def _list_installed(o: SetupOptions, area: Path) -> int:
     """setup --list --area."""
+    from tfaot_dist.install import setup_area
+
     rows = setup_area.list_installed(area)
     emit(
         o,
@@ -186,6 +196,9 @@ def _list_installed(o: SetupOptions, area: Path) -> int:
 
 def _list_available(o: SetupOptions, location: str) -> int:
     """setup --list --channel: the channel's rows, and the rows it cannot read (broken)."""
+    from tfaot_dist.channels.factory import open_channel
+    from tfaot_dist.trust import verify
+
     listed = open_channel(location, o.cache, o.offline)
     index = listed.index
     broken = [{"name": b.name, "version": b.version, "reason": b.reason} for b in index.broken]
@@ -220,6 +233,8 @@ SETUP_WORDS = {
 
 def _plan(o: SetupOptions, channel: Channel, location: str, area: Path) -> int:
     """setup --dry-run: what setup would do, from the channel's index."""
+    from tfaot_dist.install import setup_area
+
     steps = setup_area.plan_setup(o.requirements, channel, area)
     emit(
         o,
@@ -241,6 +256,9 @@ def _plan(o: SetupOptions, channel: Channel, location: str, area: Path) -> int:
 
 def _install(o: SetupOptions, channel: Channel, location: str, area: Path) -> int:
     """setup: install, then say what each package became and how to use them."""
+    from tfaot_dist.install import setup_area
+    from tfaot_dist.trust import verify
+
     scram = shutil.which("scram")
     report = setup_area.setup(o.requirements, channel, area, o.cache, o.offline, log, scram)
     if isinstance(channel, verify.SignedChannel):

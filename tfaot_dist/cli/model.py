@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfaot_dist import check
 from tfaot_dist.cli.common import Options, arg, batch_sizes_option, command, emit, log, session_of
 from tfaot_dist.errors import InvalidInput
 
@@ -35,6 +34,8 @@ class CheckOptions(Options):
     uses_cache=True,
 )
 def cmd_check(o: CheckOptions) -> int:
+    from tfaot_dist import check
+
     checked = check.check_target(o.target, o.serving_key, o.registry, session_of(o))
     answer = checked.answer
     ops = [row.to_json() for row in answer.ops]

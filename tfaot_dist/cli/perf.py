@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tfaot_dist.cli.common import Options, arg, command, emit, session_of
-from tfaot_dist.registry import Registry
 
 
 def _int_tuple_arg(text: str) -> tuple[int, ...]:
@@ -70,6 +69,7 @@ class BenchOptions(Options):
 )
 def cmd_bench(o: BenchOptions) -> int:
     from tfaot_dist.perf import bench
+    from tfaot_dist.registry import Registry
 
     protocol = bench.Protocol(
         warmup=o.warmup,
@@ -141,6 +141,7 @@ class TuneOptions(Options):
 )
 def cmd_tune(o: TuneOptions) -> int:
     from tfaot_dist.perf import tune
+    from tfaot_dist.registry import Registry
 
     report = tune.tune_command(
         o.target,

@@ -5,10 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfaot_dist import builder, intake
 from tfaot_dist.cli.common import Options, arg, batch_sizes_option, command, emit, log, session_of
-from tfaot_dist.registry import Registry, init_registry
-from tfaot_dist.sources import source_url
 
 
 @dataclass(frozen=True)
@@ -27,6 +24,7 @@ class InitOptions(Options):
     examples=("tfaot-dist init", "tfaot-dist init my-registry", "tfaot-dist --registry my-registry init"),
 )
 def cmd_init(o: InitOptions) -> int:
+    from tfaot_dist.registry import init_registry
 
     root = (o.directory or o.registry).absolute()
     if not init_registry(root):
@@ -79,6 +77,9 @@ class AddModelOptions(Options):
     uses_cache=True,
 )
 def cmd_add_model(o: AddModelOptions) -> int:
+    from tfaot_dist import intake
+    from tfaot_dist.registry import Registry
+    from tfaot_dist.sources import source_url
 
     sizes = batch_sizes_option(o.batch_sizes)
     overrides: dict[str, object] = {"batch_sizes": sizes} if sizes else {}
@@ -139,6 +140,9 @@ class UpdateOptions(Options):
     ),
 )
 def cmd_update(o: UpdateOptions) -> int:
+    from tfaot_dist import intake
+    from tfaot_dist.registry import Registry
+    from tfaot_dist.sources import source_url
 
     sizes = batch_sizes_option(o.batch_sizes)
     overrides: dict[str, object] = {"batch_sizes": sizes} if sizes else {}
@@ -185,6 +189,8 @@ def cmd_update(o: UpdateOptions) -> int:
     examples=("tfaot-dist list", "tfaot-dist --registry other/registry list --json"),
 )
 def cmd_list(o: Options) -> int:
+    from tfaot_dist.registry import Registry
+
     reg = Registry.existing(o.registry)
     entries = reg.load_all()
     rows = [e.as_dict() for e in entries]
@@ -209,6 +215,9 @@ class ShowOptions(Options):
     examples=("tfaot-dist show test-simple", "tfaot-dist show test-simple --json"),
 )
 def cmd_show(o: ShowOptions) -> int:
+    from tfaot_dist import builder
+    from tfaot_dist.registry import Registry
+
     reg = Registry.existing(o.registry)
     entry = reg.entry(o.name)
     data = {

@@ -18,15 +18,17 @@ value that skipped its check still cannot add a line to a spec or a shell
 script.
 """
 
+from __future__ import annotations
+
 import difflib
 import os
 import re
 import reprlib
 from functools import cache
+from typing import TYPE_CHECKING
 
-import jinja2
-
-from tfaot_dist.util.render import make_environment, package_templates_dir, spec_templates_dir
+if TYPE_CHECKING:  # annotations only: Jinja2 loads when something is rendered (environment())
+    import jinja2
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\x85]")
 _PKGCONFIG_SPECIAL = re.compile(r"[$#\\]")
@@ -111,6 +113,8 @@ def _single_line(value: object) -> object:
 def environment() -> jinja2.Environment:
     """Specs (spec_templates/), CMake and pkg-config files (package_templates/): no autoescape (none
     of them is XML), one line per value."""
+    from tfaot_dist.util.render import make_environment, package_templates_dir, spec_templates_dir
+
     return make_environment(
         [spec_templates_dir(), package_templates_dir()], autoescape=False, finalize=_single_line
     )
