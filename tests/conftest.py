@@ -42,6 +42,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "examples"))
 
 import make_data_repo  # noqa: E402
+from kept import host_parts, kept, source_digest, toolchain_parts  # noqa: E402
 
 GIT_ENV = {**os.environ, **make_data_repo.GIT_IDENTITY}
 # Most tests build packages for the lowest CPU level only: three levels triple the compile time.
@@ -212,41 +213,44 @@ def run_in_toolchain(toolchain: Toolchain, script: Path, *args: object, tmp: Pat
     )
 
 
+def exported_by(toolchain: Toolchain, script: Path, name: str) -> Path:
+    """What script (a TensorFlow program writing SavedModels into the directory it is given) exports,
+    kept between runs while the script and the toolchain are the same (tests/kept.py)."""
+    parts = {"script": source_digest(script), "toolchain": toolchain_parts(toolchain)}
+    return kept(name, parts, lambda out: run_in_toolchain(toolchain, script, out, tmp=out / ".tmp"))
+
+
 @pytest.fixture(scope="session")
-def example_models(toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def example_models(toolchain: Toolchain) -> Path:
     """simple/ and multi/ with saved_model/ and aot_config.yaml each."""
-    return made_once(
-        tmp_path_factory,
-        "examples",
-        lambda out: run_in_toolchain(toolchain, REPO / "examples" / "make_models.py", out, tmp=out / ".tmp"),
-    )
+    return exported_by(toolchain, REPO / "examples" / "make_models.py", "examples")
 
 
 @pytest.fixture(scope="session")
-def test_models(toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return made_once(
-        tmp_path_factory,
-        "test-models",
-        lambda out: run_in_toolchain(
-            toolchain, REPO / "tests" / "models" / "make_test_models.py", out, tmp=out / ".tmp"
-        ),
-    )
+def test_models(toolchain: Toolchain) -> Path:
+    return exported_by(toolchain, REPO / "tests" / "models" / "make_test_models.py", "test-models")
 
 
 @pytest.fixture(scope="session")
-def simple_every_level(
-    example_models: Path, tmp_path_factory: pytest.TempPathFactory, shared_cache: Path, toolchain: Toolchain
-) -> Path:
+def simple_every_level(example_models: Path, shared_cache: Path, toolchain: Toolchain) -> Path:
     """The package root of the simple example compiled (`compile`, no registry) for every default CPU level
-    and batch sizes 1, 2, 4, verified. Made once per run (made_once) for test_cpu_levels and
-    test_cpp_interface, which compiled the same thing each; read-only for them."""
+    and batch sizes 1, 2, 4, verified, for test_cpu_levels and test_cpp_interface, which compiled the same
+    thing each; read-only for them. Kept between runs while the export, the tool's code, the toolchain
+    and the host are the same (tests/kept.py)."""
 
     def make(out: Path) -> None:
         cache = fresh_cache(out / "cache", shared_cache)
         config = example_models / "simple" / "aot_config.yaml"
         builder.compile_config(config, out / "dist", Session(Cache(cache), Defaults()))
 
-    dist = made_once(tmp_path_factory, "simple-every-level", make) / "dist"
+    parts = {
+        "export": source_digest(example_models / "simple"),
+        "tool": source_digest(REPO / "tfaot_dist"),
+        "tests": source_digest(Path(__file__)),
+        "toolchain": toolchain_parts(toolchain),
+        "host": host_parts(),
+    }
+    dist = kept("simple-every-level", parts, make) / "dist"
     (root,) = (p for p in dist.iterdir() if p.is_dir())
     return root
 

@@ -15,8 +15,8 @@ from tfaot_dist.toolchain import Toolchain
 
 
 @pytest.fixture(scope="module")
-def transformer(toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return exported("zoo", "transformer", toolchain, tmp_path_factory) / "saved_model"  # test_zoo.py's export
+def transformer(toolchain: Toolchain) -> Path:
+    return exported("zoo", "transformer", toolchain) / "saved_model"  # test_zoo.py's export
 
 
 @pytest.fixture(scope="module")

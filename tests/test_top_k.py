@@ -17,8 +17,8 @@ from tfaot_dist.toolchain import Toolchain
 
 
 @pytest.fixture(scope="module")
-def particlenet(toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return exported("zoo", "particlenet", toolchain, tmp_path_factory)  # test_zoo.py's export (read-only)
+def particlenet(toolchain: Toolchain) -> Path:
+    return exported("zoo", "particlenet", toolchain)  # test_zoo.py's export (read-only)
 
 
 def test_knn_top_k_takes_xlas_top_k_call_and_matches_tensorflow(

@@ -9,10 +9,12 @@ convolutional models exported and compiled by TensorFlow 2.12 (tf.keras is Keras
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import random
 import re
+import shutil
 import subprocess
 import sys
 from array import array
@@ -22,7 +24,8 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import REPO, TF212, DataRepo, fresh_cache, made_once, run_in_toolchain, unpack_package
+from conftest import REPO, TF212, DataRepo, fresh_cache, run_in_toolchain, unpack_package
+from kept import host_parts, kept, source_digest, toolchain_parts
 
 from tfaot_dist import cli
 from tfaot_dist.cpu import target as cpu_target
@@ -280,13 +283,7 @@ def check_consumer(area: Path, model: str, saved_model: Path, toolchain: Toolcha
     assert "tensorflow" not in ldd and "libtf" not in ldd, ldd
 
     case = tmp_path / "case"
-    case.mkdir()
-    for i, value in enumerate(fresh_inputs(model, signature, ROWS, random.Random(model))):
-        (case / f"input_{i}.bin").write_bytes(value.tobytes())  # little-endian on x86-64
-    (case / "signature.json").write_text(json.dumps({"rows": ROWS, **signature}))
-    script = tmp_path / "tf_run.py"
-    script.write_text(TF_RUN)
-    run_in_toolchain(toolchain, script, saved_model, case, tmp=tmp_path / "tmp")
+    shutil.copytree(tensorflow_answers(model, signature, saved_model, toolchain), case)
 
     levels = [level for level in DEFAULT_CPU_LEVELS if cpu_target.check_host(level).ok]
     assert "x86-64" in levels
@@ -301,6 +298,33 @@ def check_consumer(area: Path, model: str, saved_model: Path, toolchain: Toolcha
             assert deviation <= TOLERANCE * scale, (model, level, t["name"], deviation)
 
 
+def tensorflow_answers(
+    model: str, signature: dict[str, Any], saved_model: Path, toolchain: Toolchain
+) -> Path:
+    """A directory of fresh inputs (input_I.bin) and TensorFlow's outputs for them (tf_output_I.bin), from
+    the toolchain's TensorFlow running the SavedModel: kept between runs while the SavedModel, the inputs,
+    the script and the toolchain are the same (tests/kept.py)."""
+    inputs = [value.tobytes() for value in fresh_inputs(model, signature, ROWS, random.Random(model))]
+    spec = json.dumps({"rows": ROWS, **signature}, sort_keys=True)
+    parts = {
+        "saved_model": source_digest(saved_model),
+        "inputs": [hashlib.sha256(data).hexdigest() for data in inputs],
+        "signature": spec,
+        "script": TF_RUN,
+        "toolchain": toolchain_parts(toolchain),
+    }
+
+    def make(case: Path) -> None:
+        for i, data in enumerate(inputs):
+            (case / f"input_{i}.bin").write_bytes(data)  # little-endian on x86-64
+        (case / "signature.json").write_text(spec)
+        script = case / ".tf_run.py"
+        script.write_text(TF_RUN)
+        run_in_toolchain(toolchain, script, saved_model, case, tmp=case / ".tmp")
+
+    return kept(f"tf-answers-{model}", parts, make)
+
+
 # ---------------------------------------------------------------- TensorFlow 2.21, Keras 3
 
 
@@ -310,40 +334,50 @@ def family_params(family: str, models: list[str]) -> list[Any]:
     return [pytest.param(model, marks=pytest.mark.xdist_group(f"{family}-{model}")) for model in models]
 
 
-def exported(
-    family: str, model: str, exporter: Toolchain, factory: pytest.TempPathFactory, *options: str
-) -> Path:
-    """model's directory (saved_model/, aot_config.yaml) exported by exporter, once per run."""
-    return (
-        made_once(factory, f"{family}-{model}", lambda out: make_zoo(exporter, out, [model], *options))
-        / model
-    )
+def exported(family: str, model: str, exporter: Toolchain, *options: str) -> Path:
+    """model's directory (saved_model/, aot_config.yaml) exported by exporter: kept between runs while
+    make_zoo.py and the exporter's environment are the same (tests/kept.py)."""
+    parts = {
+        "script": source_digest(REPO / "examples" / "make_zoo.py"),
+        "exporter": toolchain_parts(exporter),
+        "model": model,
+        "options": list(options),
+    }
+    return kept(f"{family}-{model}", parts, lambda out: make_zoo(exporter, out, [model], *options)) / model
 
 
-def built_area(
-    family: str,
-    model: Path,
-    shared_cache: Path,
-    factory: pytest.TempPathFactory,
-    requirements: Sequence[str] = (),
-) -> Path:
-    """The area of model's package and its runtime, built once per run."""
-    root = made_once(
-        factory,
-        f"{family}-{model.name}-built",
-        lambda root: build_area(root, model.parent, [model.name], shared_cache, requirements or None),
+def built_area(family: str, model: Path, shared_cache: Path, requirements: Sequence[str] = ()) -> Path:
+    """The area of model's package and its runtime, built by `build --all`: kept between runs while the
+    export, the tool's code, the registry's defaults, this file, the compile toolchain and the host are
+    the same (tests/kept.py)."""
+    compiler = ensure_toolchain(
+        shared_cache, tuple(requirements) or DEFAULT_REQUIREMENTS, lambda m: print(m, file=sys.stderr)
     )
-    return root / "area"
+    parts = {
+        "export": source_digest(model),
+        "tool": source_digest(REPO / "tfaot_dist"),
+        "registry": source_digest(REPO / "registry" / "registry.yaml"),
+        "tests": source_digest(Path(__file__), REPO / "tests" / "conftest.py"),
+        "toolchain": toolchain_parts(compiler),
+        "host": host_parts(),
+    }
+
+    def make(root: Path) -> None:
+        build_area(root, model.parent, [model.name], shared_cache, requirements or None)
+        for step in ("dist", "cache", "data", "registry"):  # the area is all its users read
+            shutil.rmtree(root / step)
+
+    return kept(f"{family}-{model.name}-built", parts, make) / "area"
 
 
 @pytest.fixture
-def zoo_model(model: str, toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return exported("zoo", model, toolchain, tmp_path_factory)
+def zoo_model(model: str, toolchain: Toolchain) -> Path:
+    return exported("zoo", model, toolchain)
 
 
 @pytest.fixture
-def zoo_area(zoo_model: Path, shared_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return built_area("zoo", zoo_model, shared_cache, tmp_path_factory)
+def zoo_area(zoo_model: Path, shared_cache: Path) -> Path:
+    return built_area("zoo", zoo_model, shared_cache)
 
 
 @pytest.mark.parametrize("model", family_params("zoo", ZOO))
@@ -416,11 +450,9 @@ KERAS2 = ["recurrent", "gru_tagger"]
 
 
 @pytest.fixture
-def keras2_model(
-    model: str, shared_cache: Path, toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory
-) -> Path:
+def keras2_model(model: str, shared_cache: Path, toolchain: Toolchain) -> Path:
     exporter = ensure_toolchain(shared_cache, TF_KERAS, lambda m: print(m, file=sys.stderr))
-    return exported("zoo-keras2", model, exporter, tmp_path_factory, "--keras", "2")
+    return exported("zoo-keras2", model, exporter, "--keras", "2")
 
 
 @pytest.mark.parametrize("model", family_params("zoo-keras2", KERAS2))
@@ -429,10 +461,9 @@ def test_keras2_export_verifies_and_matches_tensorflow(
     shared_cache: Path,
     toolchain: Toolchain,
     tmp_path: Path,
-    tmp_path_factory: pytest.TempPathFactory,
     model: str,
 ) -> None:
-    area = built_area("zoo-keras2", keras2_model, shared_cache, tmp_path_factory)
+    area = built_area("zoo-keras2", keras2_model, shared_cache)
     check_levels(area, model)
     check_consumer(area, model, keras2_model / "saved_model", toolchain, tmp_path)
 
@@ -450,8 +481,8 @@ ZOO212 = [
 
 
 @pytest.fixture
-def zoo212_model(model: str, toolchain212: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return exported("zoo212", model, toolchain212, tmp_path_factory)
+def zoo212_model(model: str, toolchain212: Toolchain) -> Path:
+    return exported("zoo212", model, toolchain212)
 
 
 @pytest.mark.parametrize("model", family_params("zoo212", ZOO212))
@@ -460,10 +491,9 @@ def test_zoo_with_tf212_verifies_and_matches_tensorflow(
     shared_cache: Path,
     toolchain212: Toolchain,
     tmp_path: Path,
-    tmp_path_factory: pytest.TempPathFactory,
     model: str,
 ) -> None:
-    area = built_area("zoo212", zoo212_model, shared_cache, tmp_path_factory, TF212)
+    area = built_area("zoo212", zoo212_model, shared_cache, TF212)
     manifest = json.loads((package_dir(area, model) / "manifest.json").read_text())
     assert manifest["toolchain"]["tensorflow_version"] == "2.12.0"
     assert "tfcompile_target_features" not in manifest["compilation"]  # its LLVM predates the features
