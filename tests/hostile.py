@@ -100,7 +100,9 @@ class Channel:
         files: dict[str, bytes],
         extra: dict[str, Any] | None = None,
         row_changes: dict[str, Any] | None = None,
+        index: bool = True,
     ) -> None:
+        """index=False: the index is written by a later add (a channel of hundreds is listed once)."""
         data = archive_bytes(name, version, files, extra)
         base = self.root / "packages" / name / version
         base.mkdir(parents=True, exist_ok=True)
@@ -114,7 +116,8 @@ class Channel:
 
             row = dataclasses.replace(row, **row_changes)
         self.rows[row.key] = row
-        (self.root / "index.json").write_text(render_index(self.rows.values()))
+        if index:
+            (self.root / "index.json").write_text(render_index(self.rows.values()))
 
     def runtime(self) -> Channel:
         files, extra = runtime_files()
@@ -127,12 +130,13 @@ class Channel:
         version: str = "1.0",
         add: dict[str, bytes] | None = None,
         replace: dict[str, bytes] | None = None,
+        index: bool = True,
         **row_changes: Any,
     ) -> Channel:
         files, extra = model_files(model, version)
         files.update(replace or {})
         files.update(add or {})
-        self.add(f"tfaot-model-{model}", version, files, extra, row_changes)
+        self.add(f"tfaot-model-{model}", version, files, extra, row_changes, index)
         return self
 
 

@@ -74,7 +74,7 @@ def test_a_publish_renders_and_reads_only_what_it_adds(
 
     channel = Channel(tmp_path / "channel").runtime()
     for i in range(300):
-        channel.model(f"m{i:03d}")
+        channel.model(f"m{i:03d}", index=i == 299)
     dist = tmp_path / "dist"
     dist.mkdir()
     files, extra = model_files("m300")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, Cli, DataRepo, made_once, run_in_toolchain, snapshot
+from conftest import REPO, Cli, DataRepo, exported_by, run_in_toolchain, snapshot
 
 from tfaot_dist import harness, onnx_source
 from tfaot_dist.cache import Cache
@@ -37,12 +37,8 @@ def ort_env(toolchain: Toolchain, shared_cache: Path) -> Toolchain:
 
 
 @pytest.fixture(scope="module")
-def onnx_models(ort_env: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return made_once(
-        tmp_path_factory,
-        "onnx-models",
-        lambda out: run_in_toolchain(ort_env, MODELS / "make_onnx_models.py", out, tmp=out / ".tmp"),
-    )
+def onnx_models(ort_env: Toolchain) -> Path:
+    return exported_by(ort_env, MODELS / "make_onnx_models.py", "onnx-models")
 
 
 def converted_ops() -> set[str]:
