@@ -46,6 +46,19 @@ HEAVY_OURS = (
 PARSING_ONLY = {"tfaot_dist.trust", "tfaot_dist.trust.options"}
 # Besides those: what only reading a registry needs (yaml, packaging versions), not parsing and help.
 REGISTRY_ONLY = ("yaml", "tfaot_dist.registry", "tfaot_dist.config")
+# What building runs and show, which only computes a build key, does not.
+WHAT_SHOW_NEEDS_NOT = (
+    "tfaot_dist.builder",
+    "tfaot_dist.harness",
+    "tfaot_dist.check",
+    "tfaot_dist.channels",
+    "tfaot_dist.sources",
+    "tfaot_dist.session",
+    "tfaot_dist.onnx_source",
+    "git",
+    "requests",
+    "urllib3",
+)
 
 ENTRY = """name: test-simple
 version: "1.0.0"
@@ -126,12 +139,8 @@ def test_an_error_line_loads_nothing_heavy(tmp_path: Path) -> None:
 
 
 def test_a_command_loads_what_it_runs(tmp_path: Path, registry_with_entry: Path) -> None:
-    """The imports inside the commands work, and this check sees them: show computes a build key
-    (the builder), setup --list reads an area (install), build fails on a missing registry after
-    loading its scheduler."""
-    result = run_fresh(tmp_path, "--registry", str(registry_with_entry), "show", "test-simple")
-    assert result.code == 0 and "build_key: " in result.out, result
-    assert "tfaot_dist.builder" in heavy(result.modules)
+    """The imports inside the commands work, and this check sees them: setup --list reads an area
+    (install), build fails on a missing registry after loading its scheduler."""
     area = tmp_path / "area"
     result = run_fresh(tmp_path, "setup", "--list", "--area", str(area))
     assert result.code == 0 and result.out == "nothing installed\n", result
@@ -141,3 +150,14 @@ def test_a_command_loads_what_it_runs(tmp_path: Path, registry_with_entry: Path)
     result = run_fresh(tmp_path, "--registry", str(missing), "build", "--all")
     assert result.code == 3 and "is not a registry directory" in result.err, result
     assert "tfaot_dist.scheduler" in result.modules
+
+
+def test_show_computes_the_build_key_without_the_builder(tmp_path: Path, registry_with_entry: Path) -> None:
+    """show prints the build key (build_key.py, with what its parts digest: templates, worker sources,
+    runtime packaging code), not the builder and what building needs (sources, checks, harness, channels)."""
+    result = run_fresh(tmp_path, "--registry", str(registry_with_entry), "show", "test-simple")
+    assert result.code == 0, result
+    key = result.out.split("build_key: ", 1)[1].split("\n", 1)[0]
+    assert len(key) == 64 and set(key) <= set("0123456789abcdef"), result.out
+    assert under(result.modules, WHAT_SHOW_NEEDS_NOT) == []
+    assert "tfaot_dist.build_key" in result.modules
