@@ -10,7 +10,7 @@ batch size 1) is registered with add-model and built for real. The other entries
 registry entry under other names (plain YAML files, as add-model would write them, pointing at
 the same source commit), and each gets a package directory in dist that is a copy of the real
 one with its manifest's name, package and build_key rewritten to what `build` computes for that
-entry (builder.build_key), next to a copy of the archive. That is exactly what `build` looks at
+entry (build_key.py), next to a copy of the archive. That is exactly what `build` looks at
 to decide "up to date" (the manifest's build key and the archive's presence), so the timed
 command does the work it would do on a real 100-model dist; it never compiles.
 """
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from tfaot_dist import builder
+from tfaot_dist.build_key import build_key
 from tfaot_dist.cache import default_cache
 from tfaot_dist.registry import Registry
 
@@ -81,7 +81,7 @@ def prepare(work: Path, count: int) -> tuple[Path, Path]:
         (registry / "models" / f"{name}.yaml").write_text(
             yaml.safe_dump({**entry_yaml, "name": name}, sort_keys=False)
         )
-        key = builder.build_key(reg.load(name), defaults)
+        key = build_key(reg.load(name), defaults)
         target = dist / f"tfaot-model-{name}-1.0.0"
         shutil.rmtree(target, ignore_errors=True)
         shutil.copytree(real, target)

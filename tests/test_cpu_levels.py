@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from conftest import Cli
 
-from tfaot_dist import builder
+from tfaot_dist.build_key import build_key
 from tfaot_dist.config import load_aot_config
 from tfaot_dist.cpu import target as cpu_target
 from tfaot_dist.cxx import INTERFACE_INCLUDE
@@ -105,11 +105,9 @@ def test_levels_are_part_of_the_build_key() -> None:
         "m", "1.0", GitSource("https://example.org/r.git", "main", "0" * 40), "m/aot_config.yaml"
     )
     keys = {
-        builder.build_key(entry, Defaults()),
-        builder.build_key(entry, Defaults(cpu_levels=("x86-64",))),
-        builder.build_key(
-            ModelEntry(**{**entry.__dict__, "overrides": {"cpu_levels": ("x86-64",)}}), Defaults()
-        ),
+        build_key(entry, Defaults()),
+        build_key(entry, Defaults(cpu_levels=("x86-64",))),
+        build_key(ModelEntry(**{**entry.__dict__, "overrides": {"cpu_levels": ("x86-64",)}}), Defaults()),
     }
     assert len(keys) == 3
 

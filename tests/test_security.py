@@ -29,7 +29,8 @@ from tfaot_dist import cli
 from tfaot_dist.errors import IntegrityError, SourceUnavailable
 from tfaot_dist.sources import _extract_git_archive
 from tfaot_dist.util.archives import TAR, ZIP, extract
-from tfaot_dist.util.download import DEADLINE_ENV, TIMEOUT_ENV, cached_archive, cached_verified, get_bytes
+from tfaot_dist.util.cached_archives import cached_archive, cached_verified
+from tfaot_dist.util.download import DEADLINE_ENV, TIMEOUT_ENV, get_bytes
 
 
 @pytest.fixture

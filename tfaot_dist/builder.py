@@ -1,6 +1,6 @@
 """From a registry entry (or a local AOT config) to a verified package.
 
-    build_key(entry)  digest of everything that changes the bytes; no network, no TensorFlow
+    build_key(entry)  digest of everything that changes the bytes (build_key.py); no network, no TensorFlow
     build_entry()     reuse the package with that key, or fetch, compile and assemble it
     compile_config()  the same for a local aot_config.yaml, without a registry
 
@@ -17,34 +17,33 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tfaot_dist import __version__, documents, harness, limits, names, onnx_source
+from tfaot_dist import documents, harness, limits, names, onnx_source
 from tfaot_dist import package as pkg
+from tfaot_dist.build_key import build_key
 from tfaot_dist.cache import ensure_entry, staging
 from tfaot_dist.channels.channel import verify_archive
 from tfaot_dist.check import check_saved_model_files
 from tfaot_dist.config import AotConfig, load_aot_config, load_source_config
-from tfaot_dist.cxx import pch, runtime_package, weight_sharing
+from tfaot_dist.cxx import pch, runtime_package
 from tfaot_dist.cxx.installed_runtime import KIND as RELEASE_KIND
 from tfaot_dist.cxx.runtime_parts import CompiledModel
 from tfaot_dist.cxx.xla_runtime import XlaRuntime, runtime_parts_for
 from tfaot_dist.documents import CompileAnswer, CompileRequest
 from tfaot_dist.errors import CompileFailed, IntegrityError
-from tfaot_dist.registry import Defaults, ModelEntry
+from tfaot_dist.registry import ModelEntry
 from tfaot_dist.session import Session, Tools
 from tfaot_dist.sources import fetch_source
-from tfaot_dist.toolchain import run_worker, worker_digest
+from tfaot_dist.toolchain import run_worker
 from tfaot_dist.util.fs import (
     copy_atomic,
     crash_point,
     file_lock,
     remove_stale_siblings,
     replace_dir,
-    sha256_bytes,
     sha256_file,
     temp_sibling,
     tree_digest,
 )
-from tfaot_dist.util.render import templates_digest
 
 # Sizes checked against TensorFlow beyond the compiled ones: odd sizes need stitching and padding.
 EXTRA_REFERENCE_SIZES = 2
@@ -56,22 +55,6 @@ class BuildResult:
     package: pkg.Package
     status: pkg.Status
     key: str
-
-
-def build_key(entry: ModelEntry, defaults: Defaults) -> str:
-    parts = {
-        "entry": entry.as_dict(),
-        "defaults": defaults.as_dict(),
-        "tool": __version__,
-        "templates": templates_digest(pkg.TEMPLATES),
-        "layout": pkg.LAYOUT_VERSION,
-        "worker": worker_digest(),
-        # An ONNX source's package is the converter's output, verified in the ONNX Runtime environment.
-        "onnx_converter": onnx_source.converter_digest(),
-        "constants": sha256_file(Path(weight_sharing.__file__)),  # rewrites objects and headers
-        "runtime_package": runtime_package.packaging_digest(),  # the version "requires" names
-    }
-    return sha256_bytes(json.dumps(parts, sort_keys=True).encode())
 
 
 def reference_sizes(batch_sizes: Sequence[int]) -> list[int]:

@@ -32,19 +32,11 @@ from tfaot_dist.session import Session, Tools
 from tfaot_dist.toolchain import Toolchain
 from tfaot_dist.util.fs import sha256_bytes, sha256_file, write_atomic
 
-WORKER_DIR = Path(__file__).parent / "worker"
-CONVERTER = (WORKER_DIR / "onnx_convert.py", WORKER_DIR / "onnx_ops.py")
 CHECK_BATCH_SIZES = (1, 3, 32)
 ANSWER = "conversion.json"
 # How far TensorFlow on the converted graph may be from ONNX Runtime on the file (absolute or relative
 # to ONNX Runtime's value, as the package's verification): beyond it the conversion is a failure.
 TOLERANCE = 1e-4
-
-
-def converter_digest() -> str:
-    """What makes a conversion beyond the file: the converter's sources and the environment's additions."""
-    parts = [sha256_file(path) for path in CONVERTER] + list(ort_engine.REQUIREMENTS)
-    return sha256_bytes(json.dumps(parts).encode())
 
 
 def converted(config: AotConfig, session: Session) -> AotConfig:
@@ -60,7 +52,7 @@ def converted(config: AotConfig, session: Session) -> AotConfig:
     parts = {
         "onnx": digest,
         "dims": dict(config.dims),
-        "converter": converter_digest(),
+        "converter": ort_engine.converter_digest(),
         "requirements": list(env.requirements),
         "check_batch_sizes": list(CHECK_BATCH_SIZES),
     }
@@ -112,7 +104,7 @@ def _request(env: Toolchain, onnx: Path, dims: dict[str, int], staged: Path) -> 
 
 def _run(env: Toolchain, request: JsonObject, work: Path, what: str) -> JsonObject:
     """One request to worker/onnx_convert.py in env: its answer; a refusal is InvalidInput."""
-    answer = ort_engine.worker_answer(env, CONVERTER[0], request, work, timeout=3600, what=what)
+    answer = ort_engine.worker_answer(env, ort_engine.CONVERTER[0], request, work, timeout=3600, what=what)
     if answer.get("refusal"):
         raise InvalidInput(f"{request['onnx']}: {answer['refusal']}")
     if not answer.get("ok"):

@@ -30,7 +30,8 @@ from tfaot_dist.cache import Cache, check_entry, ensure_entry, seal
 from tfaot_dist.errors import InvalidInput, SourceUnavailable
 from tfaot_dist.pins import ArchiveSource, GitSource, check_git_url
 from tfaot_dist.util.archives import TAR, extract, kind_of_content, kind_of_url
-from tfaot_dist.util.download import cached_archive, cached_verified, discard, download, keep
+from tfaot_dist.util.cached_archives import cached_archive, cached_verified, discard, keep
+from tfaot_dist.util.download import download
 from tfaot_dist.util.fs import file_lock, owned_temp_dir
 
 # The marker of a complete source tree (its content: the commit, or sha256:HEX).

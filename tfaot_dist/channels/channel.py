@@ -44,7 +44,7 @@ from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable, T
 from tfaot_dist.package import MANIFEST
 from tfaot_dist.util import archives
 from tfaot_dist.util.archives import PACKAGE, check_name, checked_tar_members, refuse_polyglot
-from tfaot_dist.util.download import cached_archive, cached_verified
+from tfaot_dist.util.cached_archives import cached_archive, cached_verified
 from tfaot_dist.util.fs import (
     copy_regular,
     file_lock,
@@ -469,7 +469,7 @@ class Channel(Protocol):
         """The archive of package, its sha256 checked against the index: (path, fresh).
 
         fresh: a new download in a temporary file in cache, which the caller moves into the
-        cache (download.keep) once everything it needs is there, or deletes (download.discard)."""
+        cache (cached_archives.keep) once everything it needs is there, or deletes (cached_archives.discard)."""
 
     def manifest_bytes(self, package: ChannelPackage) -> bytes:
         """The published manifest.json of package, checked against its row's manifest_sha256."""

@@ -5,7 +5,8 @@
                                     oci://HOST[:PORT]/NAMESPACE   -> oci.OciChannel
 
 The transports import the interface (channel.py); this module imports them, so the interface never imports
-a transport back.
+a transport back. The remote transports are imported when a location names one: they load the HTTP stack
+(util/download.py), which a directory channel does without.
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ from pathlib import Path
 
 from tfaot_dist.channels.channel import Channel
 from tfaot_dist.channels.directory import DirectoryChannel
-from tfaot_dist.channels.http_channel import HttpChannel
-from tfaot_dist.channels.oci import OciChannel
 from tfaot_dist.errors import InvalidInput
 
 
@@ -27,7 +26,11 @@ def open_channel(
     if not isinstance(location, str) or not location:
         raise InvalidInput("--channel: empty")
     if location.startswith("oci://"):
+        from tfaot_dist.channels.oci import OciChannel
+
         return OciChannel(location, cache, offline, log)
     if location.startswith(("http://", "https://")):
+        from tfaot_dist.channels.http_channel import HttpChannel
+
         return HttpChannel(location, cache, offline)
     return DirectoryChannel(location)

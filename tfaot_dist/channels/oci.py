@@ -82,7 +82,7 @@ from tfaot_dist.channels.channel import (
 from tfaot_dist.documents import JsonObject, Manifest
 from tfaot_dist.errors import BlobsNotReady, IntegrityError, InvalidInput, SourceUnavailable
 from tfaot_dist.trust import repository
-from tfaot_dist.trust.signing import Signing
+from tfaot_dist.trust.signing import TUF, Signing
 from tfaot_dist.util.download import (
     DEADLINE_ENV,
     Origin,
@@ -918,7 +918,7 @@ class OciMetadata:
 
 def metadata_tag(rel: str) -> str:
     """tuf/NAME -> NAME (every TUF file name is a tag); any other path (a provenance) -> target-H."""
-    name = rel.removeprefix(f"{repository.TUF}/")
+    name = rel.removeprefix(f"{TUF}/")
     if "/" not in name and names.OCI_TAG.fullmatch(name):
         return name
     return "target-" + sha256_bytes(rel.encode())[:48]

@@ -26,7 +26,6 @@ from tfaot_dist.channels.channel import (
 )
 from tfaot_dist.channels.directory import DirectoryChannel
 from tfaot_dist.channels.factory import open_channel
-from tfaot_dist.channels.oci import OciChannel
 from tfaot_dist.documents import yank_reason
 from tfaot_dist.errors import IntegrityError, InvalidInput, UsageError
 from tfaot_dist.install import ownership
@@ -46,7 +45,12 @@ class Published:
 def sign_with(channel: Channel, signing: Signing | None) -> None:
     """Let a directory or OCI channel's next commit sign its TUF metadata (trust/repository.py) with
     signing; an HTTP channel is read only."""
-    if isinstance(channel, (DirectoryChannel, OciChannel)):
+    if isinstance(channel, DirectoryChannel):
+        channel.signing = signing
+        return
+    from tfaot_dist.channels.oci import OciChannel  # a remote channel: the HTTP stack is loaded already
+
+    if isinstance(channel, OciChannel):
         channel.signing = signing
     elif signing is not None:
         raise UsageError(f"--sign: {channel.location}: only directory and oci:// channels are signed")

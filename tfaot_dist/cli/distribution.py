@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tfaot_dist.cli.common import Options, arg, command, directory, emit, log
 from tfaot_dist.errors import UsageError
 from tfaot_dist.trust.options import KEY_ENV
+
+if TYPE_CHECKING:
+    from tfaot_dist.trust.signing import Signing
 
 
 def sign_option() -> Any:
@@ -20,6 +24,17 @@ def sign_option() -> Any:
         help=f"sign the channel's TUF metadata with this private key file (or ${KEY_ENV}: the key's "
         "text); a signed channel's first signed change creates its root from the key",
     )
+
+
+def signing_of(sign: Path | None, timestamp_expiry: str | None) -> Signing | None:
+    """What --sign (or $TFAOT_DIST_SIGNING_KEY) and --timestamp-expiry ask for (trust/commands.py);
+    None when neither is given, without loading cryptography and python-tuf (an unsigned change,
+    which a signed channel refuses)."""
+    if sign is None and not os.environ.get(KEY_ENV) and timestamp_expiry is None:
+        return None
+    from tfaot_dist.trust.commands import signing
+
+    return signing(sign, timestamp_expiry)
 
 
 def timestamp_expiry_option() -> Any:
@@ -71,10 +86,9 @@ class PublishOptions(Options):
 )
 def cmd_publish(o: PublishOptions) -> int:
     from tfaot_dist.channels import publishing
-    from tfaot_dist.trust.commands import signing
 
     published = publishing.publish(
-        directory(o.dist), o.channel, o.cache, log, o.packages, signing(o.sign, o.timestamp_expiry)
+        directory(o.dist), o.channel, o.cache, log, o.packages, signing_of(o.sign, o.timestamp_expiry)
     )
     emit(
         o,
@@ -111,7 +125,6 @@ class YankOptions(Options):
 )
 def cmd_yank(o: YankOptions) -> int:
     from tfaot_dist.channels import publishing
-    from tfaot_dist.trust.commands import signing
 
     if not o.undo and o.reason is None:
         raise UsageError("yank: give --reason TEXT (or --undo to take a yank back)")
@@ -121,7 +134,7 @@ def cmd_yank(o: YankOptions) -> int:
         o.requirement,
         None if o.undo else o.reason,
         log,
-        signing(o.sign, o.timestamp_expiry),
+        signing_of(o.sign, o.timestamp_expiry),
     )
     row = rows[0]
     state = f"yanked ({row.yanked})" if row.yanked else "not yanked"

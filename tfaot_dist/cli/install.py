@@ -154,16 +154,20 @@ def _verified_channel(o: SetupOptions, location: str, area: Path) -> Channel:
     """The channel, checked against the root this area trusts for it (trust/verify.py), if any."""
     from tfaot_dist.channels.factory import open_channel
     from tfaot_dist.install import setup_area
-    from tfaot_dist.trust import verify
+    from tfaot_dist.trust.trusted import read_trusted
 
     if o.trust is not None and o.offline:
         raise UsageError("setup --trust needs the channel's current signed metadata: not with --offline")
     channel = open_channel(location, o.cache, o.offline, log)
-    if not o.offline:
-        return verify.guard(channel, setup_area.area_root(area), o.trust)
-    if verify.read_trusted(setup_area.area_root(area), channel) is not None:
+    root = setup_area.area_root(area)
+    trusted = read_trusted(root, channel)
+    if o.offline and trusted is not None:
         raise UsageError(f"setup --offline: this area trusts {location}'s signatures, which need it online")
-    return channel
+    if trusted is None and o.trust is None:
+        return channel  # no signatures to check: python-tuf is not loaded
+    from tfaot_dist.trust import verify
+
+    return verify.guard(channel, root, trusted, o.trust)
 
 
 def _repair(o: SetupOptions, area: Path | None) -> int:
@@ -197,12 +201,17 @@ def _list_installed(o: SetupOptions, area: Path) -> int:
 def _list_available(o: SetupOptions, location: str) -> int:
     """setup --list --channel: the channel's rows, and the rows it cannot read (broken)."""
     from tfaot_dist.channels.factory import open_channel
-    from tfaot_dist.trust import verify
+    from tfaot_dist.trust.trusted import unsigned_directory
 
     listed = open_channel(location, o.cache, o.offline)
     index = listed.index
     broken = [{"name": b.name, "version": b.version, "reason": b.reason} for b in index.broken]
-    signed = verify.signed_state(listed)
+    if unsigned_directory(listed):
+        signed = "unsigned"  # known without python-tuf
+    else:
+        from tfaot_dist.trust import verify
+
+        signed = verify.signed_state(listed)
     emit(
         o,
         {
@@ -257,12 +266,11 @@ def _plan(o: SetupOptions, channel: Channel, location: str, area: Path) -> int:
 def _install(o: SetupOptions, channel: Channel, location: str, area: Path) -> int:
     """setup: install, then say what each package became and how to use them."""
     from tfaot_dist.install import setup_area
-    from tfaot_dist.trust import verify
 
     scram = shutil.which("scram")
+    # A signed channel's accepted metadata is kept for the next setup (rollback protection) by its
+    # remember(), once setup succeeded.
     report = setup_area.setup(o.requirements, channel, area, o.cache, o.offline, log, scram)
-    if isinstance(channel, verify.SignedChannel):
-        channel.keep()  # the metadata accepted, kept for the next setup (rollback protection)
     lines = [
         f"{r.name} {r.version}: {r.status}{f' (was {r.previous})' if r.previous else ''} ({r.path})"
         for r in report.results

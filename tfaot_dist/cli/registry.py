@@ -215,7 +215,7 @@ class ShowOptions(Options):
     examples=("tfaot-dist show test-simple", "tfaot-dist show test-simple --json"),
 )
 def cmd_show(o: ShowOptions) -> int:
-    from tfaot_dist import builder
+    from tfaot_dist.build_key import build_key
     from tfaot_dist.registry import Registry
 
     reg = Registry.existing(o.registry)
@@ -224,7 +224,7 @@ def cmd_show(o: ShowOptions) -> int:
         "entry": entry.as_dict(),
         "path": str(entry.path),
         "package": entry.package,
-        "build_key": builder.build_key(entry, reg.defaults()),
+        "build_key": build_key(entry, reg.defaults()),
     }
     emit(o, data, "\n".join(f"{k}: {v}" for k, v in data.items()))
     return 0

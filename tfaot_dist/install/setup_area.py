@@ -57,7 +57,7 @@ from tfaot_dist.errors import IntegrityError, InvalidInput, ScramFailed, SourceU
 from tfaot_dist.install import ownership
 from tfaot_dist.install.area import LOCK, TEMP, AreaWriter, open_area
 from tfaot_dist.util.archives import PACKAGE, extract
-from tfaot_dist.util.download import discard, keep
+from tfaot_dist.util.cached_archives import discard, keep
 from tfaot_dist.util.fs import crash_point, write_atomic
 from tfaot_dist.util.progress import Log
 from tfaot_dist.util.textsafe import did_you_mean, shown

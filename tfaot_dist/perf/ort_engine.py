@@ -18,11 +18,21 @@ from tfaot_dist import process
 from tfaot_dist.documents import JsonObject
 from tfaot_dist.errors import CompileFailed
 from tfaot_dist.toolchain import Toolchain, ensure_toolchain, worker_env
+from tfaot_dist.util.fs import sha256_bytes, sha256_file
 from tfaot_dist.util.progress import Log
 
 REQUIREMENTS = ("tf2onnx==1.17.0", "onnxruntime==1.31.1")
 WORKER = Path(__file__).parent.parent / "worker" / "ort_bench.py"
+# The ONNX source converter (onnx_source.py), run in the same environment: the worker and its op table.
+CONVERTER = (WORKER.parent / "onnx_convert.py", WORKER.parent / "onnx_ops.py")
 TOLERANCE = 1e-5  # as the package's verification (verify.TOLERANCE): absolute or relative
+
+
+def converter_digest() -> str:
+    """What makes a conversion beyond the file: the converter's sources and the environment's additions
+    (part of the key of each converted model and of each build key)."""
+    parts = [sha256_file(path) for path in CONVERTER] + list(REQUIREMENTS)
+    return sha256_bytes(json.dumps(parts).encode())
 
 
 class OrtUnavailable(Exception):

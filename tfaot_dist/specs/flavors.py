@@ -49,7 +49,8 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
-from tfaot_dist import __version__, builder, consumer_versions, names
+from tfaot_dist import __version__, consumer_versions, names
+from tfaot_dist.build_key import build_key
 from tfaot_dist.channels.channel import INDEX, Channel, ChannelPackage, verify_archive
 from tfaot_dist.channels.factory import open_channel
 from tfaot_dist.cxx.scram_tool import RUNTIME_TOOL
@@ -574,7 +575,7 @@ def _collect_sources(registry: Registry, dist: Path, log: Log) -> dict[str, Path
         if (verified.name, verified.version) != (entry.package, entry.version):
             raise IntegrityError(f"{archive}: holds {verified.name} {verified.version}")
         manifest = verified.manifest
-        key = builder.build_key(entry, defaults)
+        key = build_key(entry, defaults)
         if manifest.build_key != key:
             raise InvalidInput(
                 f"{archive}: built from another state of {entry.path} (build key differs); "

@@ -11,7 +11,7 @@ from tfaot_dist.channels.factory import open_channel
 from tfaot_dist.errors import InvalidInput, UsageError
 from tfaot_dist.trust import keys, provenance, repository
 from tfaot_dist.trust.options import KEY_ENV
-from tfaot_dist.trust.signing import DEFAULT_TIMESTAMP_LIFETIME, Signing
+from tfaot_dist.trust.signing import DEFAULT_TIMESTAMP_LIFETIME, MAX_METADATA, SIGNED_ROOT, Signing
 
 
 def signing(sign: Path | None, timestamp_expiry: str | None) -> Signing | None:
@@ -93,7 +93,7 @@ def trust_command(
         return (
             {"channel": location, "root_version": root.version, "keyid": new.public_key.keyid},
             f"{location}: root version {root.version}, held by key {new.public_key.keyid[:12]} "
-            f"(hand {store.root / repository.TUF / 'root.json'} to new users; trusting areas follow it)",
+            f"(hand {store.root / SIGNED_ROOT} to new users; trusting areas follow it)",
         )
 
 
@@ -114,7 +114,7 @@ def _init_root(
     return (
         {"channel": location, "root_version": root.version, "root_keys": n, "threshold": threshold},
         f"{location}: root version {root.version}, {threshold} of {n} root keys must sign its changes; "
-        f"online key {signed.signer.public_key.keyid[:12]} (hand {store.root / repository.TUF / 'root.json'} "
+        f"online key {signed.signer.public_key.keyid[:12]} (hand {store.root / SIGNED_ROOT} "
         "to users)",
     )
 
@@ -129,11 +129,11 @@ def verify_provenance(archive: Path, envelope: Path, key_files: list[Path]) -> t
     public = [keys.load_public(path) for path in key_files]
     try:
         with open(envelope, "rb") as f:
-            data = f.read(repository.MAX_METADATA + 1)
+            data = f.read(MAX_METADATA + 1)
     except OSError as exc:
         raise InvalidInput(f"--provenance: {envelope}: unreadable ({exc.strerror})") from None
-    if len(data) > repository.MAX_METADATA:
-        raise InvalidInput(f"--provenance: {envelope}: larger than {repository.MAX_METADATA} bytes")
+    if len(data) > MAX_METADATA:
+        raise InvalidInput(f"--provenance: {envelope}: larger than {MAX_METADATA} bytes")
     row = index_line(verify_archive(archive))
     shown = ", ".join(str(p) for p in key_files)
     doc = provenance.check(data, list(public), 1, row, str(envelope), f"the key of {shown}")

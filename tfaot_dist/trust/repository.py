@@ -42,10 +42,8 @@ from tfaot_dist.channels.channel import MAX_MANIFEST, ChannelPackage
 from tfaot_dist.documents import load_json
 from tfaot_dist.errors import IntegrityError, InvalidInput, UsageError
 from tfaot_dist.trust import provenance
-from tfaot_dist.trust.signing import Signing
+from tfaot_dist.trust.signing import MAX_METADATA, SIGNED_ROOT, TUF, Signing
 
-TUF = "tuf"
-MAX_METADATA = 64 << 20
 ROLES = (Root.type, Targets.type, Snapshot.type, Timestamp.type)
 ROOT_LIFETIME = timedelta(days=730)  # renewed by `trust rotate` (the same key may be given twice)
 TARGETS_LIFETIME = timedelta(days=365)  # renewed by every signed publish, yank and timestamp refresh
@@ -107,7 +105,7 @@ def _read(writer: MetadataStore, name: str, kind: type[RoleT]) -> Metadata[RoleT
 
 def read_current(writer: MetadataStore) -> Current | None:
     """The channel's metadata (None: an unsigned channel, no tuf/root.json)."""
-    if writer.kind(f"{TUF}/root.json") is None:
+    if writer.kind(SIGNED_ROOT) is None:
         return None
     root = _read(writer, "root.json", Root)
     timestamp = _read(writer, "timestamp.json", Timestamp)
@@ -238,7 +236,7 @@ def init_root(
 def _write_root(writer: MetadataStore, root: Metadata[Root]) -> None:
     data = root.to_bytes(JSONSerializer(compact=False))
     writer.write(f"{TUF}/{root.signed.version}.root.json", data)
-    writer.write(f"{TUF}/root.json", data)
+    writer.write(SIGNED_ROOT, data)
 
 
 def write_online(

@@ -1,14 +1,20 @@
-"""How a publish, yank or trust command signs: the key and the timestamp's lifetime (a leaf: the
-channel modules name it without importing the TUF metadata code)."""
+"""How a publish, yank or trust command signs: the key and the timestamp's lifetime; and where a signed
+channel keeps its metadata (a leaf: the channel modules name it without importing the TUF metadata code,
+or securesystemslib, which only a signed change or channel loads)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
-from securesystemslib.signer import CryptoSigner
+if TYPE_CHECKING:  # a Signing is made by trust/commands.py, which loads it
+    from securesystemslib.signer import CryptoSigner
 
 DEFAULT_TIMESTAMP_LIFETIME = timedelta(days=7)
+TUF = "tuf"  # a signed channel's metadata (trust/repository.py)
+SIGNED_ROOT = f"{TUF}/root.json"  # a channel that has it is signed: it takes only signed changes
+MAX_METADATA = 64 << 20  # bytes read of one metadata file
 
 
 @dataclass(frozen=True)

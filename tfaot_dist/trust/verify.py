@@ -3,18 +3,19 @@ read and verified by python-tuf's client (ngclient), before anything is installe
 
 An area trusts a channel once given its root (setup --trust ROOT.json); the root and the newest
 metadata it accepted are kept in the area (AREA/tfaot/trust/ID/, one directory per channel, each
-file written by a rename), and from then on every setup from that channel needs metadata that
-verifies: signed by the keys of the trusted root (followed through signed rotations), not older
-than what the area saw (rollback), not expired (freeze). An index row is installed only when its
-archive and manifest are signed targets with the row's lengths and digests; a row's yank mark is
-the signed one. Every refusal is an IntegrityError (exit 7), raised before the area changes; the
-accepted metadata is kept only once setup succeeded (keep()).
+file written by a rename; trusted.py reads them without python-tuf, so that a setup from a channel
+the area does not trust never loads this module), and from then on every setup from that channel
+needs metadata that verifies: signed by the keys of the trusted root (followed through signed
+rotations), not older than what the area saw (rollback), not expired (freeze). An index row is
+installed only when its archive and manifest are signed targets with the row's lengths and digests;
+a row's yank mark is the signed one. Every refusal is an IntegrityError (exit 7), raised before the
+area changes; the accepted metadata is kept only once setup succeeded (SignedChannel.remember(),
+which setup calls last).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import tempfile
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
@@ -37,29 +38,10 @@ from tuf.ngclient import FetcherInterface, Updater
 
 from tfaot_dist.channels.channel import BrokenRow, Channel, ChannelPackage, Index, IndexTransaction
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable, TfaotError
-from tfaot_dist.install.area import AreaWriter, open_area
+from tfaot_dist.install.area import open_area
 from tfaot_dist.trust import provenance
-from tfaot_dist.trust.repository import MAX_METADATA, TUF
-from tfaot_dist.util.download import get_bytes
-
-TRUST = "trust"  # in AREA/tfaot: one directory per trusted channel
-KEPT = ("timestamp.json", "snapshot.json", "targets.json")
-
-
-def metadata_url(channel: Channel) -> str:
-    """Where the channel's tuf/ directory is, as a URL (file:// for a directory channel; oci://HOST/
-    NAMESPACE/tuf/ for an OCI channel, whose files _Fetcher reads from NAMESPACE/tfaot-tuf)."""
-    from tfaot_dist.channels.directory import DirectoryChannel
-    from tfaot_dist.channels.http_channel import HttpChannel
-    from tfaot_dist.channels.oci import OciChannel
-
-    if isinstance(channel, DirectoryChannel):
-        return channel.root.joinpath(TUF).as_uri() + "/"
-    if isinstance(channel, HttpChannel):
-        return f"{channel.base_url}{TUF}/"
-    if isinstance(channel, OciChannel):
-        return f"{channel.where}/{TUF}/"
-    raise InvalidInput(f"--trust: {channel.location}: only directory, http(s) and oci:// channels are signed")
+from tfaot_dist.trust.signing import MAX_METADATA, TUF
+from tfaot_dist.trust.trusted import KEPT, TRUST, Trusted, channel_id, metadata_url
 
 
 class _Fetcher(FetcherInterface):
@@ -71,14 +53,6 @@ class _Fetcher(FetcherInterface):
         self.channel = channel
 
     def _fetch(self, url: str) -> Iterator[bytes]:
-        from tfaot_dist.channels.oci import OciChannel, OciMetadata
-
-        if isinstance(self.channel, OciChannel):
-            rel = unquote(url.removeprefix(f"{self.channel.where}/"))
-            found = OciMetadata(self.channel.client).read(rel, MAX_METADATA)
-            if found is None:
-                raise DownloadHTTPError(f"{url}: missing", 404)
-            return iter([found])
         if url.startswith("file://"):
             path = Path(unquote(urlsplit(url).path))
             try:
@@ -89,6 +63,16 @@ class _Fetcher(FetcherInterface):
             except OSError as exc:
                 raise SourceUnavailable(f"{path}: unreadable ({exc.strerror})") from None
             return iter([data])
+        # A remote channel (its transport loaded the HTTP stack already).
+        from tfaot_dist.channels.oci import OciChannel, OciMetadata
+        from tfaot_dist.util.download import get_bytes
+
+        if isinstance(self.channel, OciChannel):
+            rel = unquote(url.removeprefix(f"{self.channel.where}/"))
+            found = OciMetadata(self.channel.client).read(rel, MAX_METADATA)
+            if found is None:
+                raise DownloadHTTPError(f"{url}: missing", 404)
+            return iter([found])
         try:
             return iter([get_bytes(url, MAX_METADATA)])
         except SourceUnavailable as exc:
@@ -97,44 +81,6 @@ class _Fetcher(FetcherInterface):
                 if str(exc).startswith(f"{url}: HTTP {status}"):
                     raise DownloadHTTPError(str(exc), status) from None
             raise
-
-
-def channel_id(channel: Channel) -> str:
-    return hashlib.sha256(metadata_url(channel).encode()).hexdigest()[:16]
-
-
-@dataclasses.dataclass
-class Trusted:
-    """What an area keeps of a trusted channel: the roots it followed and the newest metadata."""
-
-    roots: dict[int, bytes]
-    files: dict[str, bytes]
-
-
-def _stored(writer: AreaWriter, rel: str) -> Trusted | None:
-    if writer.kind(rel) != "dir":
-        return None
-    roots = {}
-    for name, _ in writer.entries(f"{rel}/root_history"):
-        version = name.removesuffix(".root.json")
-        if name.endswith(".root.json") and version.isdigit():
-            data = writer.read(f"{rel}/root_history/{name}", MAX_METADATA)
-            if data is not None:
-                roots[int(version)] = data
-    files = {name: data for name in KEPT if (data := writer.read(f"{rel}/{name}", MAX_METADATA)) is not None}
-    return Trusted(roots, files) if roots else None
-
-
-def read_trusted(area_root: Path, channel: Channel) -> Trusted | None:
-    """What the area keeps of the channel's trusted metadata; None for a channel it does not trust."""
-    if not area_root.is_dir():
-        return None
-    try:
-        metadata_url(channel)
-    except InvalidInput:
-        return None
-    with open_area(area_root, create=False) as writer:
-        return _stored(writer, f"{TRUST}/{channel_id(channel)}")
 
 
 def _root_version(data: bytes, where: str) -> int:
@@ -147,10 +93,10 @@ def _root_version(data: bytes, where: str) -> int:
     return md.signed.version
 
 
-def guard(channel: Channel, area_root: Path, trust_root: Path | None) -> Channel:
-    """The channel as setup may use it: itself when the area trusts no root for it (and none is
-    given), else a SignedChannel whose index holds only the rows the verified metadata signs."""
-    trusted = read_trusted(area_root, channel)
+def guard(channel: Channel, area_root: Path, trusted: Trusted | None, trust_root: Path | None) -> Channel:
+    """The channel as setup may use it: itself when the area trusts no root for it (trusted: what
+    trusted.read_trusted() found) and none is given, else a SignedChannel whose index holds only the
+    rows the verified metadata signs."""
     given = None
     if trust_root is not None:
         try:
@@ -298,7 +244,10 @@ class SignedChannel:
         return self.inner.manifest_bytes(package)
 
     def remember(self, cache: Path) -> None:
+        """Called by setup once it succeeded: the inner channel's index kept for --offline, and the
+        metadata accepted kept in the area (keep())."""
         self.inner.remember(cache)
+        self.keep()
 
     def transaction(self) -> AbstractContextManager[IndexTransaction]:
         return self.inner.transaction()

@@ -21,15 +21,14 @@ followed only to the same scheme, host and port. send() is the one request
 function of every channel transport (directory over HTTP, OCI registries):
 credentials are bound to one origin there (Via), whatever redirects say.
 
-A cached archive is hashed again before each use (cached_verified): bytes
-replaced in the cache are a miss, removed and fetched again, never installed.
+The cache they go into, and how a download is kept or discarded, is
+util/cached_archives.py (no HTTP stack: what a local channel's setup uses).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,9 +40,9 @@ import requests
 import urllib3
 
 from tfaot_dist import __version__
-from tfaot_dist.cache import Cache
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable
-from tfaot_dist.util.fs import claim_temp, remove_abandoned, sha256_file
+from tfaot_dist.util import cached_archives
+from tfaot_dist.util.fs import claim_temp, remove_abandoned
 from tfaot_dist.util.textsafe import shown
 
 TIMEOUT_ENV = "TFAOT_DIST_HTTP_TIMEOUT"
@@ -329,15 +328,14 @@ def download(
     """Stream url into a new temporary file in directory; verified if expected_sha256 is given.
 
     limit: the most bytes accepted (the size an index declares). via: headers and redirect rules (Via).
-    The caller moves the file into the cache with keep() or deletes it with discard(); until
-    then this process holds its lock (util/fs.py's claim_temp), so that no other process takes it for
-    the leftover of a killed one. On any error nothing is left behind.
+    The caller moves the file into the cache with cached_archives.keep() or deletes it with
+    cached_archives.discard(); until then this process holds its lock (util/fs.py's claim_temp), so
+    that no other process takes it for the leftover of a killed one. On any error nothing is left behind.
     """
     directory.mkdir(parents=True, exist_ok=True)
     remove_abandoned(directory, DOWNLOAD_PREFIX)
     tmp, held = claim_temp(directory, DOWNLOAD_PREFIX)
-    with _held_lock:
-        _held[tmp] = held
+    cached_archives.hold(tmp, held)
     try:
 
         def start() -> Sink:
@@ -353,50 +351,8 @@ def download(
             )
         return Downloaded(tmp, digest, size)
     except BaseException:
-        discard(tmp)
+        cached_archives.discard(tmp)
         raise
-
-
-_held: dict[Path, BinaryIO] = {}  # our downloads not yet kept or discarded -> their locked file
-_held_lock = threading.Lock()
-
-
-def _release(path: Path) -> None:
-    with _held_lock:
-        held = _held.pop(path, None)
-    if held is not None:
-        held.close()
-
-
-def discard(downloaded: Path) -> None:
-    """Delete a download that is not wanted (after a refusal)."""
-    downloaded.unlink(missing_ok=True)
-    _release(downloaded)
-
-
-def cached_archive(cache: Path, sha256: str) -> Path:
-    return Cache(cache).archives / sha256
-
-
-def cached_verified(cache: Path, sha256: str) -> Path | None:
-    """The cached archive of sha256 if its bytes still have that digest; a file whose bytes changed
-    is removed (a cache miss: the caller fetches it again)."""
-    path = cached_archive(cache, sha256)
-    if not path.is_file():
-        return None
-    if sha256_file(path) == sha256:
-        return path
-    path.unlink(missing_ok=True)
-    return None
-
-
-def keep(downloaded: Path, cache: Path, sha256: str) -> Path:
-    """Move a verified download (a temporary file in cache) into the content-addressed cache."""
-    final = cached_archive(cache, sha256)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(downloaded, final)
-    _release(downloaded)
-    return final
 
 
 def _reason(exc: Exception) -> str:
