@@ -3,7 +3,9 @@ none of the heavy modules (the HTTP stack, git, signatures, numpy, the builder, 
 the commands that run them load. The suite starts `python -m tfaot_dist` hundreds of times; each heavy module
 on the way in is paid by every one of them (docs/explanation/code-map.md has the figures).
 
-Each case runs in a fresh interpreter (this one has everything loaded) and prints what it imported.
+Each case runs in a fresh interpreter (this one has everything loaded) and prints what it imported. A
+sequence of commands that must all stay light runs in one interpreter: sys.modules only grows, so what
+is absent after the last one was absent after each; each command's result names what it added.
 """
 
 from __future__ import annotations
@@ -19,17 +21,21 @@ import pytest
 from hostile import hand_built_dist
 from httpserve import Server
 
-# Calls the CLI as the console script does and prints its exit code, its output and sys.modules as JSON.
+# Calls the CLI as the console script does, once per command line (a JSON list of them), and prints
+# for each its exit code, its output and sys.modules after it, as JSON.
 PROGRAM = """
 import contextlib, io, json, sys
 from tfaot_dist import cli
-out, err = io.StringIO(), io.StringIO()
-with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-    try:
-        code = cli.main(sys.argv[1:])
-    except SystemExit as exc:  # --version, --help, a usage error: argparse exits
-        code = exc.code
-print(json.dumps({"code": code, "out": out.getvalue(), "err": err.getvalue(), "modules": sorted(sys.modules)}))
+results = []
+for argv in json.loads(sys.argv[1]):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = cli.main(argv)
+        except SystemExit as exc:  # --version, --help, a usage error: argparse exits
+            code = exc.code
+    results.append({"code": code, "out": out.getvalue(), "err": err.getvalue(), "modules": sorted(sys.modules)})
+print(json.dumps(results))
 """
 
 HEAVY_PACKAGES = ("requests", "urllib3", "git", "securesystemslib", "cryptography", "numpy", "jinja2")
@@ -82,14 +88,22 @@ class Run:
     modules: list[str]
 
 
-def run_fresh(tmp_path: Path, *args: str) -> Run:
+def run_sequence(tmp_path: Path, *commands: tuple[str, ...]) -> list[Run]:
+    """commands run one after the other in one fresh interpreter; each Run's modules are those loaded
+    after it."""
     env = {**os.environ, "TFAOT_DIST_CACHE": str(tmp_path / "cache")}
     env.pop("TFAOT_DIST_SIGNING_KEY", None)  # would sign every publish
+    argv = json.dumps([list(c) for c in commands])
     done = subprocess.run(
-        [sys.executable, "-c", PROGRAM, *args], capture_output=True, text=True, cwd=tmp_path, env=env
+        [sys.executable, "-c", PROGRAM, argv], capture_output=True, text=True, cwd=tmp_path, env=env
     )
     assert done.returncode == 0, done.stderr
-    return Run(**json.loads(done.stdout))
+    return [Run(**result) for result in json.loads(done.stdout)]
+
+
+def run_fresh(tmp_path: Path, *args: str) -> Run:
+    (result,) = run_sequence(tmp_path, args)
+    return result
 
 
 def under(modules: list[str], prefixes: tuple[str, ...]) -> list[str]:
@@ -107,25 +121,22 @@ def registry_with_entry(registry: Path) -> Path:
     return registry
 
 
-@pytest.mark.parametrize(
-    ("args", "code", "said"),
-    [
-        (("--version",), 0, "tfaot-dist "),
-        (("--help",), 0, "a first session:"),
-        (("bogus",), 2, "invalid choice: 'bogus'"),
-        (("list", "--json", "--unknown-option"), 2, "unrecognized arguments: --unknown-option"),
-        (("build", "--help"), 0, "--fail-fast"),
-        (("setup", "--help"), 0, "--channel URL-OR-DIR"),
-    ],
-    ids=["version", "help", "unknown-command", "unknown-option", "build-help", "setup-help"],
-)
-def test_parsing_and_help_load_nothing_heavy(
-    tmp_path: Path, args: tuple[str, ...], code: int, said: str
-) -> None:
-    result = run_fresh(tmp_path, *args)
-    assert result.code == code and said in result.out + result.err, result
-    assert heavy(result.modules) == []
-    assert under(result.modules, REGISTRY_ONLY) == []
+PARSING_AND_HELP = [
+    (("--version",), 0, "tfaot-dist "),
+    (("--help",), 0, "a first session:"),
+    (("bogus",), 2, "invalid choice: 'bogus'"),
+    (("list", "--json", "--unknown-option"), 2, "unrecognized arguments: --unknown-option"),
+    (("build", "--help"), 0, "--fail-fast"),
+    (("setup", "--help"), 0, "--channel URL-OR-DIR"),
+]
+
+
+def test_parsing_and_help_load_nothing_heavy(tmp_path: Path) -> None:
+    results = run_sequence(tmp_path, *(args for args, _, _ in PARSING_AND_HELP))
+    for (args, code, said), result in zip(PARSING_AND_HELP, results):
+        assert result.code == code and said in result.out + result.err, (args, result)
+        assert heavy(result.modules) == [], args
+        assert under(result.modules, REGISTRY_ONLY) == [], args
 
 
 def test_list_loads_the_registry_and_nothing_heavy(tmp_path: Path, registry_with_entry: Path) -> None:
@@ -179,32 +190,28 @@ def published(tmp_path: Path) -> Path:
     return channel
 
 
-@pytest.mark.parametrize(
-    ("args", "said"),
-    [
-        (("publish", "--channel", "{new}", "--dist", "{dist}"), "tfaot-model-x 1.0: published"),
-        (("setup", "--list", "--channel", "{channel}"), "tfaot-model-x "),
-        (("setup", "x", "--channel", "{channel}", "--area", "{area}"), "tfaot-model-x 1.0: installed"),
-        (("setup", "x", "--dry-run", "--channel", "{channel}", "--area", "{area}"), "would install"),
-        (("yank", "x==1.0", "--reason", "wrong", "--channel", "{channel}"), "1.0: yanked (wrong)"),
-    ],
-    ids=["publish", "setup-list", "setup", "setup-dry-run", "yank"],
-)
-def test_a_directory_channel_loads_no_http_and_no_signing(
-    tmp_path: Path, published: Path, args: tuple[str, ...], said: str
-) -> None:
+ON_A_DIRECTORY_CHANNEL = [
+    (("publish", "--channel", "{channel}", "--dist", "{dist}"), "tfaot-model-x 1.0: published"),
+    (("setup", "--list", "--channel", "{channel}"), "tfaot-model-x "),
+    (("setup", "x", "--dry-run", "--channel", "{channel}", "--area", "{area}"), "would install"),
+    (("setup", "x", "--channel", "{channel}", "--area", "{area}"), "tfaot-model-x 1.0: installed"),
+    (("yank", "x==1.0", "--reason", "wrong", "--channel", "{channel}"), "1.0: yanked (wrong)"),
+]
+
+
+def test_a_directory_channel_loads_no_http_and_no_signing(tmp_path: Path) -> None:
     """An unsigned directory channel downloads nothing and checks no signature: neither the HTTP
-    stack nor the TUF and key libraries load for it."""
+    stack nor the TUF and key libraries load for publish, setup --list, setup (--dry-run) and yank."""
     paths = {
-        "channel": published,
-        "new": tmp_path / "new",
-        "dist": tmp_path / "dist",
+        "channel": tmp_path / "channel",
+        "dist": hand_built_dist(tmp_path / "dist"),
         "area": tmp_path / "area",
     }
-    result = run_fresh(tmp_path, *(arg.format(**paths) for arg in args))
-    assert result.code == 0 and said in result.out, result
-    assert under(result.modules, HTTP_AND_SIGNING) == []
-    assert "tfaot_dist.channels.directory" in result.modules
+    commands = [tuple(arg.format(**paths) for arg in args) for args, _ in ON_A_DIRECTORY_CHANNEL]
+    for (args, said), result in zip(ON_A_DIRECTORY_CHANNEL, run_sequence(tmp_path, *commands)):
+        assert result.code == 0 and said in result.out, (args, result)
+        assert under(result.modules, HTTP_AND_SIGNING) == [], args
+        assert "tfaot_dist.channels.directory" in result.modules, args
 
 
 def test_remote_and_signed_channels_load_what_they_use(tmp_path: Path, published: Path) -> None:
