@@ -458,26 +458,27 @@ def trickle() -> Iterator[str]:
 
 
 def test_download_deadline(trickle: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(TIMEOUT_ENV, "2")
-    monkeypatch.setenv(DEADLINE_ENV, "3")
+    monkeypatch.setenv(TIMEOUT_ENV, "1")  # above the trickle's 0.5 s between bytes: only the deadline ends it
+    monkeypatch.setenv(DEADLINE_ENV, "1.5")
     monkeypatch.setenv("TFAOT_DIST_HTTP_RETRIES", "1")
     start = time.monotonic()
-    with pytest.raises(SourceUnavailable, match="deadline of 3 s"):
+    with pytest.raises(SourceUnavailable, match=r"deadline of 1\.5 s"):
         get_bytes(trickle + "/slow")
-    assert time.monotonic() - start < 6
+    assert time.monotonic() - start < 4.5
 
 
 def test_a_download_deadline_covers_every_attempt(trickle: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 27: three attempts of 3 s each and their backoff held a command for about 10 s."""
-    monkeypatch.setenv(TIMEOUT_ENV, "2")
-    monkeypatch.setenv(DEADLINE_ENV, "3")
+    """Issue 27: three attempts of 3 s each and their backoff held a command for about 10 s. Here a
+    deadline per attempt would take at least 3 x 1.5 s."""
+    monkeypatch.setenv(TIMEOUT_ENV, "1")
+    monkeypatch.setenv(DEADLINE_ENV, "1.5")
     monkeypatch.setenv("TFAOT_DIST_HTTP_RETRIES", "3")
     start = time.monotonic()
     with pytest.raises(
-        SourceUnavailable, match=r"deadline of 3 s \(TFAOT_DIST_HTTP_DEADLINE, all attempts\)"
+        SourceUnavailable, match=r"deadline of 1\.5 s \(TFAOT_DIST_HTTP_DEADLINE, all attempts\)"
     ):
         get_bytes(trickle + "/slow")
-    assert time.monotonic() - start < 5
+    assert time.monotonic() - start < 3.5
 
 
 def test_compressing_server_and_foreign_redirect(trickle: str, run: Cli, tmp_path: Path) -> None:
