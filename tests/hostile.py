@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import Cli
+from httpserve import POLL
 
 from tfaot_dist.channels.channel import ChannelPackage, index_line, render_index, verify_archive
 from tfaot_dist.cxx import scram_tool
@@ -198,7 +199,7 @@ class Server:
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        threading.Thread(target=self.httpd.serve_forever, args=(POLL,), daemon=True).start()
 
     def close(self) -> None:
         self.httpd.shutdown()

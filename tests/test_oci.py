@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import requests
 from conftest import Cli, snapshot
+from httpserve import POLL
 from test_distribution import N_MODELS, RUNTIME, Fleet, repacked, tool
 
 from tfaot_dist.channels.oci import TOKEN_ENV, USERNAME_ENV
@@ -548,7 +549,7 @@ class TokenService:
         self.port = self.httpd.server_address[1]
         import threading
 
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        threading.Thread(target=self.httpd.serve_forever, args=(POLL,), daemon=True).start()
 
     def config(self) -> str:
         return (
@@ -688,7 +689,7 @@ class FlakyProxy:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        threading.Thread(target=self.httpd.serve_forever, args=(POLL,), daemon=True).start()
 
     def close(self) -> None:
         self.httpd.shutdown()

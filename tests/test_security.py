@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from conftest import Cli, snapshot
+from httpserve import POLL
 
 from tfaot_dist import cli
 from tfaot_dist.errors import IntegrityError, SourceUnavailable
@@ -451,7 +452,7 @@ class Trickle(BaseHTTPRequestHandler):
 def trickle() -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(POLL,), daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()
