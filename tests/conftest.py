@@ -42,7 +42,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "examples"))
 
 import make_data_repo  # noqa: E402
-from kept import host_parts, kept, source_digest, toolchain_parts  # noqa: E402
+from kept import code_of, host_parts, kept, source_digest, toolchain_parts  # noqa: E402
 
 GIT_ENV = {**os.environ, **make_data_repo.GIT_IDENTITY}
 # Most tests build packages for the lowest CPU level only: three levels triple the compile time.
@@ -263,7 +263,7 @@ def simple_every_level(example_models: Path, shared_cache: Path, toolchain: Tool
     parts = {
         "export": source_digest(example_models / "simple"),
         "tool": source_digest(REPO / "tfaot_dist"),
-        "tests": source_digest(Path(__file__)),
+        "tests": code_of(make, fresh_cache),
         "toolchain": toolchain_parts(toolchain),
         "host": host_parts(),
     }

@@ -15,6 +15,7 @@ is made (one in use by another checkout stays).
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import os
 import platform
@@ -70,6 +71,12 @@ def source_digest(*paths: Path) -> str:
             if f.is_file() and "__pycache__" not in f.parts:
                 h.update(str(f.relative_to(path.parent)).encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()
+
+
+def code_of(*functions: Callable[..., object] | type) -> str:
+    """The source of the test code that makes a fixture (not of the whole file: an edit elsewhere in it
+    leaves the fixture as it is)."""
+    return hashlib.sha256("\0".join(inspect.getsource(f) for f in functions).encode()).hexdigest()
 
 
 def toolchain_parts(toolchain: Toolchain) -> dict[str, object]:

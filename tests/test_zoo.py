@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import REPO, TF212, DataRepo, fresh_cache, run_in_toolchain, unpack_package
-from kept import host_parts, kept, source_digest, toolchain_parts
+from kept import code_of, host_parts, kept, source_digest, toolchain_parts
 
 from tfaot_dist import cli
 from tfaot_dist.cpu import target as cpu_target
@@ -348,8 +348,8 @@ def exported(family: str, model: str, exporter: Toolchain, *options: str) -> Pat
 
 def built_area(family: str, model: Path, shared_cache: Path, requirements: Sequence[str] = ()) -> Path:
     """The area of model's package and its runtime, built by `build --all`: kept between runs while the
-    export, the tool's code, the registry's defaults, this file, the compile toolchain and the host are
-    the same (tests/kept.py)."""
+    export, the tool's code, the registry's defaults, the test code that builds it, the compile toolchain
+    and the host are the same (tests/kept.py)."""
     compiler = ensure_toolchain(
         shared_cache, tuple(requirements) or DEFAULT_REQUIREMENTS, lambda m: print(m, file=sys.stderr)
     )
@@ -357,7 +357,7 @@ def built_area(family: str, model: Path, shared_cache: Path, requirements: Seque
         "export": source_digest(model),
         "tool": source_digest(REPO / "tfaot_dist"),
         "registry": source_digest(REPO / "registry" / "registry.yaml"),
-        "tests": source_digest(Path(__file__), REPO / "tests" / "conftest.py"),
+        "tests": code_of(built_area, build_area, package_name, DataRepo, fresh_cache, unpack_package),
         "toolchain": toolchain_parts(compiler),
         "host": host_parts(),
     }
