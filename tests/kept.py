@@ -57,8 +57,10 @@ def kept(name: str, parts: Mapping[str, object], make: Callable[[Path], object])
 def _prune(base: Path, name: str) -> None:
     own = re.compile(re.escape(name) + r"-[0-9a-f]{20}")
     for old in base.iterdir():
-        stamp = old / USED if (old / USED).exists() else old
-        if own.fullmatch(old.name) and time.time() - stamp.stat().st_mtime > PRUNE_AFTER:
+        if not own.fullmatch(old.name):
+            continue  # another name, a lock, one being made
+        stamp = old / USED if (old / USED).exists() else old  # no stamp: killed between rename and touch
+        if time.time() - stamp.stat().st_mtime > PRUNE_AFTER:
             shutil.rmtree(old, ignore_errors=True)
 
 
