@@ -18,6 +18,7 @@ from hostile import RUNTIME, RUNTIME_VERSION, Channel, archive_bytes, hand_built
 from httpserve import Server
 
 from tfaot_dist.sources import GitSources
+from tfaot_dist.util.fs import sha256_file
 
 USAGE, INVALID, UNAVAILABLE, INTEGRITY = 2, 3, 4, 7
 
@@ -201,6 +202,62 @@ def test_check_answers_are_kept_by_saved_model_digest(
     with WorkerStarts() as starts:
         assert run("check", first)[0] == out
     assert starts.seen == set()
+
+
+def test_compile_answers_are_kept_and_a_new_version_builds_without_tensorflow(
+    run: Cli, model_repo: DataRepo, cache: Path, tmp_path: Path
+) -> None:
+    """A new version of an unchanged model takes TensorFlow's kept compile answer (no worker starts)
+    and ships the same objects and reference outputs; `verify --rebuild` compiles again and gets the
+    same bytes; an entry cut short is compiled again."""
+    if (cache / "compiles").is_symlink():  # this test's own answers, not the shared ones
+        (cache / "compiles").unlink()
+    run(
+        "add-model",
+        "m",
+        "--source",
+        model_repo.url,
+        "--ref",
+        "main",
+        "--aot-config",
+        "simple/aot_config.yaml",
+    )
+    dist = tmp_path / "dist"
+
+    def build() -> tuple[set[int], str, dict[str, str]]:
+        with WorkerStarts() as starts:
+            _, err = run("build", "--all", "--dist", dist)
+        version = entry_of(run.registry, "m")["version"]
+        root = dist / f"tfaot-model-m-{version}"
+        files = {
+            p.relative_to(root).as_posix(): sha256_file(p)
+            for p in root.rglob("*")
+            if p.suffix in (".o", ".h", ".bin")
+        }
+        return starts.seen, err, files
+
+    seen, _, first = build()
+    assert len(seen) == 1 and len(first) > 10
+    answers = [p for p in (cache / "compiles").iterdir() if p.is_dir()]
+    assert len(answers) == 1
+
+    edit_config(model_repo, description="retrained")  # not in the compile request
+    run("update", "m")
+    assert entry_of(run.registry, "m")["version"] == "1.0.0.post1"
+    seen, err, second = build()
+    assert seen == set() and "taken from the cache" in err
+    assert second == first
+
+    with WorkerStarts() as starts:
+        out, _ = run("verify", "m", "--rebuild", "--dist", dist, "--json")
+    assert len(starts.seen) == 1 and json.loads(out)["archive_sha256"]
+
+    next(answers[0].glob("reference/*/output_0.bin")).unlink()  # its listing no longer its seal's
+    edit_config(model_repo, description="retrained again")
+    run("update", "m")
+    seen, err, third = build()
+    assert len(seen) == 1 and "taken from the cache" not in err
+    assert third == first
 
 
 def test_add_model_twice_points_at_update(

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tfaot_dist import documents, harness, limits, names, onnx_source
+from tfaot_dist import compile_answers, documents, harness, limits, names, onnx_source
 from tfaot_dist import package as pkg
 from tfaot_dist.build_key import build_key
 from tfaot_dist.cache import ensure_entry, staging
@@ -33,7 +33,6 @@ from tfaot_dist.errors import CompileFailed, IntegrityError
 from tfaot_dist.registry import ModelEntry
 from tfaot_dist.session import Session, Tools
 from tfaot_dist.sources import fetch_source
-from tfaot_dist.toolchain import run_worker
 from tfaot_dist.util.fs import (
     copy_atomic,
     crash_point,
@@ -222,14 +221,23 @@ def _request(config: AotConfig, work: Path) -> CompileRequest:
 def _run_compile(
     request: CompileRequest, config: AotConfig, target: Target, tools: Tools, work: Path
 ) -> CompileAnswer:
-    """Run the worker in the toolchain; its TensorFlow must be the runtime's."""
+    """Run the worker in the toolchain (or take its kept answer: compile_answers.py); its TensorFlow
+    must be the runtime's."""
     comp = config.compilation
     levels = f" and CPU levels {list(comp.cpu_levels)}" if comp.cpu_levels else ""
     tools.session.log(
         f"compiling {target.package} {target.version} for batch sizes {list(comp.batch_sizes)}{levels}"
     )
     answer = CompileAnswer.from_json(
-        run_worker(tools.toolchain, request.to_json(), work, comp.tf_xla_flags, comp.xla_flags),
+        compile_answers.compile_answer(
+            tools.session.cache,
+            request,
+            tools.toolchain,
+            work,
+            comp.tf_xla_flags,
+            comp.xla_flags,
+            tools.session.log,
+        ),
         "TensorFlow worker answer",
     )
     if answer.tensorflow_version != tools.runtime.tensorflow_version:

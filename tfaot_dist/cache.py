@@ -14,6 +14,8 @@
       archives/<sha256>            downloaded archives, content-addressed (download.py)
       channels/<digest>/           the last index read from each channel
       checks/<key>.json            TensorFlow's check answers, by SavedModel digest (check_answers.py) (shared)
+      compiles/<key>/ <key>.lock   TensorFlow's compile answers: objects, headers, reference outputs
+                                   (compile_answers.py; shared, but not by `verify --rebuild`)
       builds/<build key>/          finished packages; locks/build-<build key>.lock
       locks/  logs/                build locks; full output of failed programs (process.py)
 
@@ -57,7 +59,7 @@ import shutil
 import stat
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,7 +80,17 @@ SEAL = ".tfaot-entry"
 SEAL_FORMAT = "tfaot-dist-entry/1"
 _SKIPPED = ("__pycache__",)  # Python writes byte code into a venv as it imports; not part of the listing
 # Expensive entries keyed by their contents, reusable from any cache that links to them.
-SHARED = ("toolchains", "runtime", "runtime-parts", "abseil", "downloads", "pch", "bench", "checks")
+SHARED = (
+    "toolchains",
+    "runtime",
+    "runtime-parts",
+    "abseil",
+    "downloads",
+    "pch",
+    "bench",
+    "checks",
+    "compiles",
+)
 
 
 def default_cache() -> Path:
@@ -243,6 +255,10 @@ class Cache:
         return self.root / "checks"
 
     @property
+    def compiles(self) -> Path:
+        return self.root / "compiles"
+
+    @property
     def channels(self) -> Path:
         return self.root / "channels"
 
@@ -277,10 +293,10 @@ class Cache:
         output directory holds only packages."""
         return self.locks / f"output-{sha256_bytes(str(path.absolute()).encode())[:24]}.lock"
 
-    def share_into(self, other: Path) -> Cache:
-        """A cache at other (made if missing) whose shared directories are links to ours."""
+    def share_into(self, other: Path, names: Sequence[str] = SHARED) -> Cache:
+        """A cache at other (made if missing) whose shared directories (or those of names) are links to ours."""
         other.mkdir(parents=True, exist_ok=True)
-        for name in SHARED:
+        for name in names:
             (self.root / name).mkdir(parents=True, exist_ok=True)
             (other / name).symlink_to((self.root / name).absolute())
         return Cache(other)

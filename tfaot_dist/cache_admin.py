@@ -10,6 +10,7 @@ The kinds group the cache's directories (see the layout at the top of cache.py):
     downloads    downloads/                        pinned sdists
     channels     channels/                         the last index read from each channel
     checks       checks/                           TensorFlow's check answers (check_answers.py)
+    compiles     compiles/                         TensorFlow's compile answers (compile_answers.py)
     bench        bench/                            benchmark programs
     logs         logs/                             full output of failed programs, tracebacks
 
@@ -54,6 +55,7 @@ KINDS: dict[str, tuple[str, ...]] = {
     "downloads": ("downloads",),
     "channels": ("channels",),
     "checks": ("checks",),
+    "compiles": ("compiles",),
     "bench": ("bench",),
     "logs": ("logs",),
 }

@@ -39,7 +39,7 @@ FORMAT = 1
 def answer_key(saved_model: Path, request: dict[str, Any], toolchain: Toolchain) -> str | None:
     """The key of request (a CheckRequest's JSON) run in toolchain, or None if saved_model holds
     anything but directories and regular files (a link, a FIFO: checked every time, never kept)."""
-    model = _saved_model_digest(saved_model)
+    model = saved_model_digest(saved_model)
     if model is None:
         return None
     spec = {
@@ -53,7 +53,7 @@ def answer_key(saved_model: Path, request: dict[str, Any], toolchain: Toolchain)
     return sha256_bytes(json.dumps(spec, sort_keys=True).encode())[:32]
 
 
-def _saved_model_digest(root: Path) -> str | None:
+def saved_model_digest(root: Path) -> str | None:
     digest = hashlib.sha256()
     for folder, dirnames, filenames in os.walk(root):
         dirnames.sort()

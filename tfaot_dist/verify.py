@@ -18,6 +18,7 @@ from pathlib import Path
 
 from tfaot_dist import builder, harness
 from tfaot_dist import package as pkg
+from tfaot_dist.cache import SHARED
 from tfaot_dist.documents import Verification
 from tfaot_dist.errors import InvalidInput, VerificationFailed
 from tfaot_dist.registry import ModelEntry
@@ -61,8 +62,10 @@ def rebuild_and_compare(entry: ModelEntry, session: Session, dist: Path) -> Rebu
     existing = check_installed(entry, dist)
     with tempfile.TemporaryDirectory(prefix="tfaot-rebuild-") as tmp_dir:
         tmp = Path(tmp_dir)
-        # A fresh cache sharing the expensive entries keyed by their contents.
-        fresh_cache = session.cache.share_into(tmp / "cache").root
+        # A fresh cache sharing the expensive entries keyed by their contents, but not TensorFlow's
+        # compile answers: the rebuild compiles again, that is what it checks.
+        shared = [name for name in SHARED if name != "compiles"]
+        fresh_cache = session.cache.share_into(tmp / "cache", shared).root
         rebuilt = builder.build_entry(entry, session.with_cache(fresh_cache), tmp / "dist").package
         difference = first_difference(existing.root, rebuilt.root)
         if difference:
