@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from tfaot_dist import builder, cli
-from tfaot_dist.cache import Cache, default_cache
+from tfaot_dist.cache import SHARED, Cache, default_cache
 from tfaot_dist.registry import DEFAULT_REQUIREMENTS, Defaults
 from tfaot_dist.session import Session
 from tfaot_dist.toolchain import Toolchain, ensure_toolchain, worker_env
@@ -331,9 +331,11 @@ def data_repo(example_models: Path, test_models: Path, tmp_path_factory: pytest.
     return repo
 
 
-def fresh_cache(path: Path, shared_cache: Path) -> Path:
-    """A new cache at path that shares the expensive toolchains and runtime builds."""
-    return Cache(shared_cache).share_into(path).root
+def fresh_cache(path: Path, shared_cache: Path, compiles: bool = True) -> Path:
+    """A new cache at path that shares the expensive toolchains and runtime builds, and TensorFlow's
+    compile answers unless compiles is False (a test whose point is that TensorFlow compiles again)."""
+    names = [name for name in SHARED if compiles or name != "compiles"]
+    return Cache(shared_cache).share_into(path, names).root
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ import os
 import re
 import shutil
 import signal
+import threading
 import time
 from collections.abc import Callable
 from multiprocessing import queues, synchronize
@@ -110,6 +111,38 @@ def test_concurrent_callers_build_once(tmp_path: Path) -> None:
     assert [results.get(timeout=5) for _ in children] == [final.as_posix()] * 2
     assert len(runs.read_text().split()) == 1
     assert (final / COMPLETE).is_file() and leftovers(final.parent) == []
+
+
+def _threads_build(root: Path, runs: Path, entries: int) -> None:
+    """Two threads of this process ask for each entry at once (`build --jobs` builds in threads)."""
+    for k in range(entries):
+        start = threading.Barrier(2)
+
+        def ask(final: Path = root / f"entry{k}", start: threading.Barrier = start) -> None:
+            start.wait()
+            ensure_entry(final, counting_build(runs, seconds=0.05))
+
+        threads = [threading.Thread(target=ask) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+
+def test_threads_of_one_process_build_once_and_never_wait_for_each_others_hold(tmp_path: Path) -> None:
+    """The thread that made an entry holds it shared for the rest of the process (hold_in_use); a
+    thread that waited for the entry's file lock meanwhile must still get it (it hung the fleet's
+    `build --jobs 2` once)."""
+    runs, entries = tmp_path / "runs", 12
+    child = FORK.Process(target=_threads_build, args=(tmp_path / "cache", runs, entries))
+    child.start()
+    child.join(20)  # under a second when it works
+    if child.is_alive():
+        child.kill()
+        child.join()
+        pytest.fail("two threads asking for one entry waited for each other")
+    assert child.exitcode == 0
+    assert len(runs.read_text().split()) == entries  # each entry built once
 
 
 def test_a_failing_build_leaves_nothing_and_the_next_call_builds(tmp_path: Path) -> None:

@@ -208,10 +208,12 @@ def test_compile_answers_are_kept_and_a_new_version_builds_without_tensorflow(
     run: Cli, model_repo: DataRepo, cache: Path, tmp_path: Path
 ) -> None:
     """A new version of an unchanged model takes TensorFlow's kept compile answer (no worker starts)
-    and ships the same objects and reference outputs; `verify --rebuild` compiles again and gets the
-    same bytes; an entry cut short is compiled again."""
-    if (cache / "compiles").is_symlink():  # this test's own answers, not the shared ones
-        (cache / "compiles").unlink()
+    and ships the same objects and reference outputs, verified by the kept compile of its harness
+    (linked anew); `verify --rebuild` compiles again and gets the same bytes; an entry cut short is
+    compiled again."""
+    for kept in ("compiles", "objects"):  # this test's own, not the shared ones
+        if (cache / kept).is_symlink():
+            (cache / kept).unlink()
     run(
         "add-model",
         "m",
@@ -239,7 +241,8 @@ def test_compile_answers_are_kept_and_a_new_version_builds_without_tensorflow(
     seen, _, first = build()
     assert len(seen) == 1 and len(first) > 10
     answers = [p for p in (cache / "compiles").iterdir() if p.is_dir()]
-    assert len(answers) == 1
+    harnesses = [p for p in (cache / "objects").iterdir() if p.is_dir()]
+    assert len(answers) == 1 and len(harnesses) == 1
 
     edit_config(model_repo, description="retrained")  # not in the compile request
     run("update", "m")
@@ -247,6 +250,7 @@ def test_compile_answers_are_kept_and_a_new_version_builds_without_tensorflow(
     seen, err, second = build()
     assert seen == set() and "taken from the cache" in err
     assert second == first
+    assert [p for p in (cache / "objects").iterdir() if p.is_dir()] == harnesses
 
     with WorkerStarts() as starts:
         out, _ = run("verify", "m", "--rebuild", "--dist", dist, "--json")

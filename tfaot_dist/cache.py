@@ -16,6 +16,8 @@
       checks/<key>.json            TensorFlow's check answers, by SavedModel digest (check_answers.py) (shared)
       compiles/<key>/ <key>.lock   TensorFlow's compile answers: objects, headers, reference outputs
                                    (compile_answers.py; shared, but not by `verify --rebuild`)
+      objects/<key>/ <key>.lock    compiled verification harnesses, linked anew each time
+                                   (cxx/object_cache.py)                     (shared)
       builds/<build key>/          finished packages; locks/build-<build key>.lock
       locks/  logs/                build locks; full output of failed programs (process.py)
 
@@ -255,6 +257,10 @@ class Cache:
         return self.root / "checks"
 
     @property
+    def objects(self) -> Path:
+        return self.root / "objects"
+
+    @property
     def compiles(self) -> Path:
         return self.root / "compiles"
 
@@ -343,24 +349,36 @@ def ensure_entry(
         return (not sealed or check_entry(entry)) and is_complete(entry)
 
     lock = lock or entry_lock(final)
-    if usable(final):
-        if sealed:  # a cache entry: in use from now on
+    # One thread of this process at a time per entry (`build --jobs` builds in threads): a thread
+    # waiting for the file lock below would otherwise wait forever once the thread that made the
+    # entry holds it shared (hold_in_use: until the process exits).
+    with _thread_lock(lock):
+        if usable(final):
+            if sealed:  # a cache entry: in use from now on
+                hold_in_use(lock)
+            return final
+        release_in_use(lock)  # our own shared hold would keep the lock below from us
+        with file_lock(lock, log):
+            if not usable(final):  # else another process made it while we waited
+                remove_stale_siblings(final)  # under the lock: only dead processes' siblings are there
+                with staging(final, keep_failed) as staged:
+                    build(staged)
+                    if marker is not None:
+                        write_atomic(staged / marker, final.name + "\n")
+                    if sealed:
+                        seal(staged)
+                    replace_dir(staged, final)  # an incomplete final is replaced
+        if sealed:
             hold_in_use(lock)
         return final
-    release_in_use(lock)  # our own shared hold would keep the lock below from us
-    with file_lock(lock, log):
-        if not usable(final):  # else another process made it while we waited
-            remove_stale_siblings(final)  # under the lock: only dead processes' siblings are there
-            with staging(final, keep_failed) as staged:
-                build(staged)
-                if marker is not None:
-                    write_atomic(staged / marker, final.name + "\n")
-                if sealed:
-                    seal(staged)
-                replace_dir(staged, final)  # an incomplete final is replaced
-    if sealed:
-        hold_in_use(lock)
-    return final
+
+
+_making: dict[str, threading.Lock] = {}  # lock file -> the lock of this process's threads on its entry
+
+
+def _thread_lock(lock: Path) -> threading.Lock:
+    with _in_use_guard:
+        return _making.setdefault(str(lock), threading.Lock())
 
 
 _in_use: dict[str, int] = {}  # lock file -> the descriptor of our shared lock on it

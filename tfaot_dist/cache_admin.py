@@ -3,7 +3,8 @@
 The kinds group the cache's directories (see the layout at the top of cache.py):
 
     toolchains   toolchains/                       TensorFlow venvs
-    runtimes     runtime/ runtime-parts/ pch/      the XLA runtime, its parts, precompiled headers
+    runtimes     runtime/ runtime-parts/ pch/      the XLA runtime, its parts, precompiled headers,
+                 objects/                          compiled verification harnesses (cxx/object_cache.py)
     abseil       abseil/
     sources      git/ sources/ archives/           mirrors, source trees, downloaded archives
     builds       builds/ onnx/                     finished packages, SavedModels converted from ONNX
@@ -48,7 +49,7 @@ from tfaot_dist.util.fs import remove_entry, remove_stale_siblings, temp_sibling
 
 KINDS: dict[str, tuple[str, ...]] = {
     "toolchains": ("toolchains",),
-    "runtimes": ("runtime", "runtime-parts", "pch"),
+    "runtimes": ("runtime", "runtime-parts", "pch", "objects"),
     "abseil": ("abseil",),
     "sources": ("git", "sources", "archives"),
     "builds": ("builds", "onnx"),

@@ -382,21 +382,52 @@ def compile_consumer(
     defaults and so override them (e.g. -O0, -g).
     """
     cmd = [
+        *_compile_command(runtime, include_dirs, extra_flags),
+        *(str(s) for s in sources),
+        *_link_arguments(runtime, link_inputs, output),
+    ]
+    Path(output).parent.mkdir(parents=True, exist_ok=True)
+    process.run(cmd, what=f"compile {Path(output).name}", error=RuntimeBuildError)
+
+
+def compile_object(
+    runtime: XlaRuntime, source: Path, include_dirs: list[Path], output: Path, extra_flags: Sequence[str] = ()
+) -> None:
+    """compile_consumer's compile alone: source to the object output (-c)."""
+    cmd = [*_compile_command(runtime, include_dirs, extra_flags), "-c", str(source), "-o", str(output)]
+    process.run(cmd, what=f"compile {source.name}", error=RuntimeBuildError)
+
+
+def link_consumer(runtime: XlaRuntime, objects: list[Path], link_inputs: list[Path], output: Path) -> None:
+    """compile_consumer's link alone: objects, then link_inputs, then the runtime."""
+    cmd = [
+        runtime.compiler,
+        *runtime.cxxflags,
+        *(str(o) for o in objects),
+        *_link_arguments(runtime, link_inputs, output),
+    ]
+    process.run(cmd, what=f"link {output.name}", error=RuntimeBuildError)
+
+
+def _compile_command(runtime: XlaRuntime, include_dirs: list[Path], extra_flags: Sequence[str]) -> list[str]:
+    return [
         runtime.compiler,
         *runtime.cxxflags,
         "-O2",
         *extra_flags,
         *(f"-I{d}" for d in include_dirs),
         f"-I{runtime.include_dir}",
-        *(str(s) for s in sources),
+    ]
+
+
+def _link_arguments(runtime: XlaRuntime, link_inputs: list[Path], output: Path) -> list[str]:
+    return [
         *(str(p) for p in link_inputs),
         *(str(lib) for lib in runtime.libs),
         *runtime.ldflags,
         "-o",
         str(output),
     ]
-    Path(output).parent.mkdir(parents=True, exist_ok=True)
-    process.run(cmd, what=f"compile {Path(output).name}", error=RuntimeBuildError)
 
 
 # ---------------------------------------------------------------- runtime
