@@ -209,8 +209,8 @@ def test_compile_answers_are_kept_and_a_new_version_builds_without_tensorflow(
 ) -> None:
     """A new version of an unchanged model takes TensorFlow's kept compile answer (no worker starts)
     and ships the same objects and reference outputs, verified by the kept compile of its harness
-    (linked anew); `verify --rebuild` compiles again and gets the same bytes; an entry cut short is
-    compiled again."""
+    (linked anew); `verify --rebuild` compiles again and gets the same bytes. (An entry cut short is
+    made again: ensure_entry's seal, test_cache.py.)"""
     for kept in ("compiles", "objects"):  # this test's own, not the shared ones
         if (cache / kept).is_symlink():
             (cache / kept).unlink()
@@ -255,13 +255,6 @@ def test_compile_answers_are_kept_and_a_new_version_builds_without_tensorflow(
     with WorkerStarts() as starts:
         out, _ = run("verify", "m", "--rebuild", "--dist", dist, "--json")
     assert len(starts.seen) == 1 and json.loads(out)["archive_sha256"]
-
-    next(answers[0].glob("reference/*/output_0.bin")).unlink()  # its listing no longer its seal's
-    edit_config(model_repo, description="retrained again")
-    run("update", "m")
-    seen, err, third = build()
-    assert len(seen) == 1 and "taken from the cache" not in err
-    assert third == first
 
 
 def test_add_model_twice_points_at_update(

@@ -92,6 +92,7 @@ SHARED = (
     "bench",
     "checks",
     "compiles",
+    "objects",
 )
 
 
