@@ -47,7 +47,7 @@ def answer_key(saved_model: Path, request: dict[str, Any], toolchain: Toolchain)
         "saved_model": model,
         "request": {k: v for k, v in request.items() if k != "saved_model"},
         "worker": worker_digest(),
-        "toolchain": [toolchain.key, str(toolchain.python), list(toolchain.installed)],
+        "toolchain": toolchain.identity,
         "path_environment": [list(pair) for pair in toolchain.path_environment],  # an existing Python's
     }
     return sha256_bytes(json.dumps(spec, sort_keys=True).encode())[:32]

@@ -1,11 +1,13 @@
 """The TensorFlow worker's compile answers, kept in the cache by what makes them (CACHE/compiles/<key>/).
 
 A compile (worker/tf_worker.py do_compile: tfcompile at every batch size and CPU level, then
-TensorFlow's reference outputs) is most of a build's time. A build whose SavedModel and AOT config
+TensorFlow's reference outputs) starts TensorFlow: seconds for the smallest model, minutes for a
+large one at several levels. A build whose SavedModel and AOT config
 did not change asks the worker the same question: a new version of an entry (`update --version`),
 an entry renamed, a build cache pruned, the same model in another registry. The key is everything
 the answer is made of: every file of the SavedModel (check_answers.saved_model_digest), the
-request without its paths, the XLA flags, the worker's code and environment, the toolchain, and
+request without its paths, the XLA flags, the worker's code and environment, the toolchain (by
+Toolchain.identity: not where its venv is), and
 the host's CPU flags (TensorFlow computes the reference outputs on this CPU). An entry holds
 answer.json, compiled/ and reference/; cache.ensure_entry makes it (lock: a second build of the
 same answer waits for the first, then copies it; seal and trust checks as for every entry).
@@ -51,7 +53,7 @@ def answer_key(
         "request": {k: v for k, v in request.to_json().items() if k not in _PATHS},
         "environment": {k: v for k, v in env.items() if k not in ("HOME", "TMPDIR")},
         "worker": worker_digest(),
-        "toolchain": [toolchain.key, str(toolchain.python), list(toolchain.installed)],
+        "toolchain": toolchain.identity,
         "path_environment": [list(pair) for pair in toolchain.path_environment],
         "host": sorted(host_flags()),
     }

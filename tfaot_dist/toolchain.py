@@ -68,6 +68,13 @@ class Toolchain:
         return self.executable or self.root / "bin" / "python"
 
     @property
+    def identity(self) -> list[object]:
+        """What a kept answer's key takes of the toolchain: our venv by its key and contents, not by
+        where it is (a cache that links to another's toolchains has it under another path), an
+        existing Python by its path as well."""
+        return [self.key, str(self.executable or ""), list(self.installed)]
+
+    @property
     def tensorflow_version(self) -> str:
         for line in self.installed:
             name, _, version = line.partition("==")
