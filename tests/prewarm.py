@@ -1,0 +1,91 @@
+"""Make the toolchain tier's expensive shared entries ahead of it: `scripts/test` runs this at nice 19 while
+the fast tier and the other Pythons run, so that a cold run spends their idle cores and network waits on
+them instead of making its first toolchain tests wait.
+
+    .venv/bin/python tests/prewarm.py
+
+Each entry is made by the same call the tests make, so it has the key they look for, under the cache's
+locks: a test that needs one while it is being made waits for it (its core is then free for this
+process), and one this script did not get to is made by the test as before. Nothing here asserts:
+a failure is printed and the next entry tried, and the test that needs the entry reports it.
+
+In the order the toolchain tier needs them: the environments (network, little CPU), the two XLA runtimes,
+the zoo's exports, every runtime part of both runtimes (tests/test_runtime_parts.py), the release-like
+runtime, then the zoo's builds.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from conftest import TF212
+from release_runtime import ensure_release_runtime
+from test_zoo import KERAS2, TF_KERAS, ZOO, ZOO212, built_area, exported
+
+from tfaot_dist.cache import default_cache
+from tfaot_dist.cxx import runtime_parts, xla_runtime
+from tfaot_dist.perf import bench, ort_engine
+from tfaot_dist.registry import DEFAULT_REQUIREMENTS
+from tfaot_dist.toolchain import Toolchain, ensure_toolchain
+
+
+def log(message: str) -> None:
+    print(message, flush=True)
+
+
+def step(what: str, make: Callable[..., object], *args: Any) -> None:
+    t0 = time.monotonic()
+    try:
+        make(*args)
+    except Exception:  # the test that needs it reports it; the other entries are still worth making
+        log(f"prewarm: {what} failed:\n{traceback.format_exc()}")
+        return
+    log(f"prewarm: {what} ({time.monotonic() - t0:.0f} s)")
+
+
+def all_parts(toolchain: Toolchain, cache: Path) -> None:
+    runtime = xla_runtime.ensure_runtime(toolchain.python, cache, log)
+    source = xla_runtime.part_source(runtime, toolchain.python)
+    names = [p.name for p in runtime_parts.parts(source.sources)]
+    xla_runtime.ensure_parts(runtime, names, toolchain.python, cache, log)
+
+
+def zoo_build(family: str, model: str, exporter: Toolchain, cache: Path, *options: str) -> None:
+    compiler = TF212 if family == "zoo212" else ()
+    built_area(family, exported(family, model, exporter, *options), cache, compiler)
+
+
+def main() -> None:
+    cache = default_cache()
+    t0 = time.monotonic()
+    tf221 = ensure_toolchain(cache, DEFAULT_REQUIREMENTS, log)
+    tf212 = ensure_toolchain(cache, TF212, log)
+    keras2 = ensure_toolchain(cache, TF_KERAS, log)
+    step("ONNX Runtime environment", ort_engine.environment, tf221, cache, log)
+    step("plot environment", ensure_toolchain, cache, bench.PLOT_REQUIREMENTS, log)
+    for toolchain in (tf221, tf212):
+        step(f"runtime of {toolchain.key}", xla_runtime.ensure_runtime, toolchain.python, cache, log)
+    families = [
+        *(("zoo", model, tf221, ()) for model in ZOO),
+        *(("zoo212", model, tf212, ()) for model in ZOO212),
+        *(("zoo-keras2", model, keras2, ("--keras", "2")) for model in KERAS2),
+    ]
+    for family, model, exporter, options in families:
+        step(f"{family} export {model}", exported, family, model, exporter, *options)
+    for toolchain in (tf212, tf221):
+        step(f"runtime parts of {toolchain.key}", all_parts, toolchain, cache)
+    step("release-like runtime", ensure_release_runtime, tf212, cache, log)
+    for family, model, exporter, options in families:
+        step(f"{family} build {model}", zoo_build, family, model, exporter, cache, *options)
+    log(f"prewarm: done in {time.monotonic() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
