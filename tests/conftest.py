@@ -252,8 +252,13 @@ def test_models(toolchain: Toolchain) -> Path:
 def simple_every_level(example_models: Path, shared_cache: Path, toolchain: Toolchain) -> Path:
     """The package root of the simple example compiled (`compile`, no registry) for every default CPU level
     and batch sizes 1, 2, 4, verified, for test_cpu_levels and test_cpp_interface, which compiled the same
-    thing each; read-only for them. Kept between runs while the export, the tool's code, the toolchain
-    and the host are the same (tests/kept.py)."""
+    thing each; read-only for them."""
+    return kept_simple_every_level(example_models, shared_cache, toolchain)
+
+
+def kept_simple_every_level(example_models: Path, shared_cache: Path, toolchain: Toolchain) -> Path:
+    """simple_every_level's package root, kept between runs while the export, the tool's code, the
+    toolchain and the host are the same (tests/kept.py)."""
 
     def make(out: Path) -> None:
         cache = fresh_cache(out / "cache", shared_cache)

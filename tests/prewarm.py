@@ -10,8 +10,8 @@ process), and one this script did not get to is made by the test as before. Noth
 a failure is printed and the next entry tried, and the test that needs the entry reports it.
 
 In the order the toolchain tier needs them: the environments (network, little CPU), the two XLA runtimes,
-the zoo's exports, every runtime part of both runtimes (tests/test_runtime_parts.py), the release-like
-runtime, then the zoo's builds.
+the exports (examples, test and ONNX models, the zoo), the simple example at every level, every runtime
+part of both runtimes (tests/test_runtime_parts.py), the release-like runtime, then the zoo's builds.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from conftest import TF212
+from conftest import REPO, TF212, exported_by, kept_simple_every_level
 from release_runtime import ensure_release_runtime
 from test_zoo import KERAS2, TF_KERAS, ZOO, ZOO212, built_area, exported
 
@@ -68,10 +68,15 @@ def main() -> None:
     tf221 = ensure_toolchain(cache, DEFAULT_REQUIREMENTS, log)
     tf212 = ensure_toolchain(cache, TF212, log)
     keras2 = ensure_toolchain(cache, TF_KERAS, log)
-    step("ONNX Runtime environment", ort_engine.environment, tf221, cache, log)
+    ort_env = ort_engine.environment(tf221, cache, log)
     step("plot environment", ensure_toolchain, cache, bench.PLOT_REQUIREMENTS, log)
-    for toolchain in (tf221, tf212):
+    for toolchain in (tf221, tf212):  # Abseil's sources are downloaded and built first
         step(f"runtime of {toolchain.key}", xla_runtime.ensure_runtime, toolchain.python, cache, log)
+    models = REPO / "tests" / "models"
+    step("ONNX models export", exported_by, ort_env, models / "make_onnx_models.py", "onnx-models")
+    step("test models export", exported_by, tf221, models / "make_test_models.py", "test-models")
+    examples = exported_by(tf221, REPO / "examples" / "make_models.py", "examples")
+    step("the simple example at every level", kept_simple_every_level, examples, cache, tf221)
     families = [
         *(("zoo", model, tf221, ()) for model in ZOO),
         *(("zoo212", model, tf212, ()) for model in ZOO212),

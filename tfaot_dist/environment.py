@@ -40,6 +40,8 @@ DEVELOPER_VARIABLES: dict[str, str] = {
     "fails there",
     "TFAOT_DIST_TEST_WORKERS": "pytest-xdist workers of scripts/test (default: one per core; 1 for none)",
     "TFAOT_DIST_OTHER_PYTHONS": "0: scripts/test leaves the other Pythons out (a CI that runs each as a job)",
+    "TFAOT_DIST_PREWARM": "0: scripts/test makes nothing ahead of the toolchain tier while the fast tiers run "
+    "(tests/prewarm.py, the other Pythons' venvs)",
     "TFAOT_DIST_TOOLS": "where scripts/install-actionlint puts actionlint (default $TFAOT_DIST_CACHE/tools)",
     "TFAOT_DIST_TEST_MODELS": "models in the registry of the distribution tests (default 6)",
     "TFAOT_DIST_TEST_TIMEOUT": "seconds a test may take before it fails, named (default 1800; 0 for no limit)",
