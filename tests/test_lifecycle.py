@@ -37,6 +37,21 @@ def model_repo(example_models: Path, tmp_path: Path) -> DataRepo:
     return repo
 
 
+def add_simple(run: Cli, repo: DataRepo, *options: str) -> None:
+    """`add-model m` for repo's simple/ at main."""
+    run(
+        "add-model",
+        "m",
+        "--source",
+        repo.url,
+        "--ref",
+        "main",
+        "--aot-config",
+        "simple/aot_config.yaml",
+        *options,
+    )
+
+
 def edit_config(repo: DataRepo, **model: object) -> str:
     """Change model fields of simple/aot_config.yaml and commit; returns the commit."""
     path = repo.work / "simple" / "aot_config.yaml"
@@ -49,16 +64,7 @@ def edit_config(repo: DataRepo, **model: object) -> str:
 def test_update_repins_with_build_numbers(
     run: Cli, model_repo: DataRepo, registry: Path, cache: Path
 ) -> None:
-    run(
-        "add-model",
-        "m",
-        "--source",
-        model_repo.url,
-        "--ref",
-        "main",
-        "--aot-config",
-        "simple/aot_config.yaml",
-    )
+    add_simple(run, model_repo)
     first = entry_of(registry, "m")
     assert first["version"] == "1.0.0"
 
@@ -116,16 +122,7 @@ def test_update_repins_with_build_numbers(
 def test_new_build_keeps_the_signature(
     run: Cli, model_repo: DataRepo, example_models: Path, registry: Path, cache: Path
 ) -> None:
-    run(
-        "add-model",
-        "m",
-        "--source",
-        model_repo.url,
-        "--ref",
-        "main",
-        "--aot-config",
-        "simple/aot_config.yaml",
-    )
+    add_simple(run, model_repo)
     # The model behind the config changes its inputs: a build number would break its consumers.
     shutil.rmtree(model_repo.work / "simple" / "saved_model")
     shutil.copytree(example_models / "multi" / "saved_model", model_repo.work / "simple" / "saved_model")
@@ -214,16 +211,7 @@ def test_compile_answers_are_kept_and_a_new_version_builds_without_tensorflow(
     for kept in ("compiles", "objects"):  # this test's own, not the shared ones
         if (cache / kept).is_symlink():
             (cache / kept).unlink()
-    run(
-        "add-model",
-        "m",
-        "--source",
-        model_repo.url,
-        "--ref",
-        "main",
-        "--aot-config",
-        "simple/aot_config.yaml",
-    )
+    add_simple(run, model_repo)
     dist = tmp_path / "dist"
 
     def build() -> tuple[set[int], str, dict[str, str]]:
@@ -659,18 +647,7 @@ def test_a_models_whole_life(
     from test_oci import Registry
 
     dist, channel = tmp_path / "dist", tmp_path / "channel"
-    run(
-        "add-model",
-        "m",
-        "--source",
-        model_repo.url,
-        "--ref",
-        "main",
-        "--aot-config",
-        "simple/aot_config.yaml",
-        "--batch-sizes",
-        "1",
-    )
+    add_simple(run, model_repo, "--batch-sizes", "1")
     run("build", "--all", "--dist", dist)
     server, oci = Server(channel), Registry(tmp_path / "oci")
     try:
