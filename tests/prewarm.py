@@ -1,6 +1,7 @@
 """Make the toolchain tier's expensive shared entries ahead of it: `scripts/test` runs this at nice 19 while
 the fast tier and the other Pythons run, so that a cold run spends their idle cores and network waits on
-them instead of making its first toolchain tests wait.
+them instead of making its first toolchain tests wait; when the toolchain tier starts, what is left runs
+at the tier's priority beside its workers.
 
     .venv/bin/python tests/prewarm.py
 
