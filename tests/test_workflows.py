@@ -214,6 +214,8 @@ def test_the_test_command_runs_the_fast_tier_first(
     env["TFAOT_DIST_TEST_WORKERS"] = workers
     env["TFAOT_DIST_OTHER_PYTHONS"] = others
     env["TFAOT_DIST_PREWARM"] = prewarm
+    env["TMPDIR"] = str(tmp_path / "tmp")  # the prewarm's log (mktemp): here, not in the machine's /tmp
+    (tmp_path / "tmp").mkdir()
     proc = subprocess.run(
         [str(tmp_path / "scripts" / "test")], env=env, capture_output=True, text=True, check=False
     )
@@ -229,6 +231,7 @@ def test_the_test_command_runs_the_fast_tier_first(
         assert proc.returncode == 1 and runs == [fast]
     assert sorted(made_ahead) == sorted(ahead if prewarm == "1" else [])
     assert ("making the toolchain tier's shared entries ahead of it" in proc.stderr) == (prewarm == "1")
+    assert len(list((tmp_path / "tmp").glob("tfaot-dist-prewarm.*"))) == (prewarm == "1")
 
 
 def test_install_test_tools_calls_apt_only_for_a_missing_tool(tmp_path: Path) -> None:
