@@ -87,7 +87,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     default its module's, so that module-scoped fixtures (built packages, servers) are made once; a
     module whose fixtures fall into independent families marks its tests with groups of their own
     (`@pytest.mark.xdist_group(NAME)`), which then run beside the rest. Workers take groups in the order
-    of the items: the long ones first (LONG_GROUPS), so that no long group starts last and runs alone.
+    of the items: the long ones first (LONG_GROUPS), so that no long group starts last and runs alone
+    (scripts/test passes --no-loadscope-reorder: pytest-xdist 3.8 otherwise takes the groups with the most
+    tests first, whatever the order of the items).
     """
     for item in items:
         if "toolchain" in getattr(item, "fixturenames", ()) or item.get_closest_marker("slow"):

@@ -222,7 +222,7 @@ def test_the_test_command_runs_the_fast_tier_first(
     runs = log.read_text().splitlines()
     made_ahead = [run for run in runs if "prewarm" in run or "venvs-only" in run]
     runs = [run for run in runs if run not in made_ahead]
-    parallel = "-n 2 --dist loadgroup" if workers == "2" else "-n 0"
+    parallel = "-n 2 --dist loadgroup --no-loadscope-reorder" if workers == "2" else "-n 0"
     fast = f"FAST=1 -m pytest -q -p no:cacheprovider {parallel} -m not tf tests"
     if fast_tier_passes:
         tf = f"FAST=0 -m pytest -q -p no:cacheprovider {parallel} --durations=25 -m tf and not soak tests"
