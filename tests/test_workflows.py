@@ -161,7 +161,7 @@ def test_ci_workflow_lints_and_runs_the_test_command() -> None:
     assert 'scripts/test "$@"' in ci_run.splitlines()
     script = (REPO / "scripts" / "test").read_text()
     assert "scripts/install-actionlint" in script
-    fast = script.index('TFAOT_DIST_FAST=1 "${pytest[@]}" "${parallel[@]}" -m "not tf" tests\n')
+    fast = script.index('TFAOT_DIST_FAST=1 "${pytest[@]}" "${fast_parallel[@]}" -m "not tf" tests\n')
     assert "set -euo pipefail" in script and fast < script.index(
         '"${pytest[@]}" "${parallel[@]}" --durations=25 -m "tf and not soak" tests || status=$?'
     )
@@ -181,14 +181,20 @@ def _stub(path: Path, body: str) -> None:
 
 @pytest.mark.parametrize(
     "fast_tier_passes, workers, others, prewarm",
-    [(True, "2", "1", "1"), (False, "2", "1", "1"), (True, "1", "1", "0"), (True, "2", "0", "1")],
+    [
+        (True, "2", "1", "1"),
+        (False, "2", "1", "1"),
+        (True, "1", "1", "0"),
+        (True, "2", "0", "1"),
+        (True, "", "0", "0"),
+    ],
 )
 def test_the_test_command_runs_the_fast_tier_first(
     tmp_path: Path, fast_tier_passes: bool, workers: str, others: str, prewarm: str
 ) -> None:
     """scripts/test without arguments: the fast tier, then (only if it passed) the fast tier under the other
-    Pythons (unless TFAOT_DIST_OTHER_PYTHONS=0) and the toolchain tier; both tiers with one pytest-xdist
-    worker per core (TFAOT_DIST_TEST_WORKERS, here set), none when there is one. Meanwhile, in the
+    Pythons (unless TFAOT_DIST_OTHER_PYTHONS=0) and the toolchain tier; the toolchain tier with one
+    pytest-xdist worker per core and the fast tier with one more, or both with TFAOT_DIST_TEST_WORKERS (1: none). Meanwhile, in the
     background (unless TFAOT_DIST_PREWARM=0): tests/prewarm.py and the other Pythons' venvs."""
     (tmp_path / "scripts").mkdir()
     for name in ("test", "lowest-priority"):
@@ -211,7 +217,10 @@ def test_the_test_command_runs_the_fast_tier_first(
     )
     (tmp_path / "tests").mkdir()
     env = {k: v for k, v in os.environ.items() if k != "TFAOT_DIST_FAST"}
-    env["TFAOT_DIST_TEST_WORKERS"] = workers
+    if workers:
+        env["TFAOT_DIST_TEST_WORKERS"] = workers
+    else:
+        env.pop("TFAOT_DIST_TEST_WORKERS", None)
     env["TFAOT_DIST_OTHER_PYTHONS"] = others
     env["TFAOT_DIST_PREWARM"] = prewarm
     env["TMPDIR"] = str(tmp_path / "tmp")  # the prewarm's log (mktemp): here, not in the machine's /tmp
@@ -222,8 +231,14 @@ def test_the_test_command_runs_the_fast_tier_first(
     runs = log.read_text().splitlines()
     made_ahead = [run for run in runs if "prewarm" in run or "venvs-only" in run]
     runs = [run for run in runs if run not in made_ahead]
-    parallel = "-n 2 --dist loadgroup --no-loadscope-reorder" if workers == "2" else "-n 0"
-    fast = f"FAST=1 -m pytest -q -p no:cacheprovider {parallel} -m not tf tests"
+
+    def xdist(n: int) -> str:
+        return f"-n {n} --dist loadgroup --no-loadscope-reorder" if n > 1 else "-n 0"
+
+    # Unset: the toolchain tier one worker per core, the fast tier one more.
+    cores = len(os.sched_getaffinity(0))
+    parallel, fast_parallel = (xdist(int(workers)),) * 2 if workers else (xdist(cores), xdist(cores + 1))
+    fast = f"FAST=1 -m pytest -q -p no:cacheprovider {fast_parallel} -m not tf tests"
     if fast_tier_passes:
         tf = f"FAST=0 -m pytest -q -p no:cacheprovider {parallel} --durations=25 -m tf and not soak tests"
         assert proc.returncode == 0 and runs == [fast, *(["the-other-pythons "] if others == "1" else []), tf]
