@@ -38,7 +38,8 @@ VARIABLES: dict[str, str] = {
 DEVELOPER_VARIABLES: dict[str, str] = {
     "TFAOT_DIST_FAST": "1: the fast tier runs (set by scripts/test --fast); a test that uses a toolchain "
     "fails there",
-    "TFAOT_DIST_TEST_WORKERS": "pytest-xdist workers of scripts/test (default: one per core; 1 for none)",
+    "TFAOT_DIST_TEST_WORKERS": "pytest-xdist workers of scripts/test's tiers (default: one per core, the "
+    "fast tier one more; 1 for none)",
     "TFAOT_DIST_OTHER_PYTHONS": "0: scripts/test leaves the other Pythons out (a CI that runs each as a job)",
     "TFAOT_DIST_PREWARM": "0: scripts/test makes nothing ahead of the toolchain tier while the fast tiers run "
     "(tests/prewarm.py, the other Pythons' venvs)",
