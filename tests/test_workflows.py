@@ -194,8 +194,9 @@ def test_the_test_command_runs_the_fast_tier_first(
 ) -> None:
     """scripts/test without arguments: the fast tier, then (only if it passed) the fast tier under the other
     Pythons (unless TFAOT_DIST_OTHER_PYTHONS=0) and the toolchain tier; the toolchain tier with one
-    pytest-xdist worker per core and the fast tier with one more, or both with TFAOT_DIST_TEST_WORKERS (1: none). Meanwhile, in the
-    background (unless TFAOT_DIST_PREWARM=0): tests/prewarm.py and the other Pythons' venvs."""
+    pytest-xdist worker per core and the fast tier with one more, or both with TFAOT_DIST_TEST_WORKERS
+    (1: none). Meanwhile, in the background (unless TFAOT_DIST_PREWARM=0): tests/prewarm.py and the
+    other Pythons' venvs."""
     (tmp_path / "scripts").mkdir()
     for name in ("test", "lowest-priority"):
         shutil.copy2(REPO / "scripts" / name, tmp_path / "scripts" / name)
