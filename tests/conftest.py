@@ -86,57 +86,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     Under pytest-xdist (`--dist loadgroup`, scripts/test) a test runs on the worker of its group: by
     default its module's, so that module-scoped fixtures (built packages, servers) are made once; a
     module whose fixtures fall into independent families marks its tests with groups of their own
-    (`@pytest.mark.xdist_group(NAME)`), which then run beside the rest. Workers take groups in the order
-    of the items: the long ones first (LONG_GROUPS), so that no long group starts last and runs alone
-    (scripts/test passes --no-loadscope-reorder: pytest-xdist 3.8 otherwise takes the groups with the most
-    tests first, whatever the order of the items).
+    (`@pytest.mark.xdist_group(NAME)`), which then run beside the rest. In the fast tier the workers take
+    the groups in the order of the items, the long ones first (FAST_LONG_GROUPS; scripts/test passes
+    --no-loadscope-reorder there). The toolchain tier takes pytest-xdist 3.8's own order, the groups with
+    the most tests first: putting the longest groups first measured slower there (below).
     """
     for item in items:
         if "toolchain" in getattr(item, "fixturenames", ()) or item.get_closest_marker("slow"):
             item.add_marker(TF_MARKER)
         if not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
-    long_groups = FAST_LONG_GROUPS if FAST else LONG_GROUPS
-    items.sort(key=lambda item: -long_groups.get(group_of(item), 0))  # stable: a group keeps its order
+    if FAST:
+        items.sort(
+            key=lambda item: -FAST_LONG_GROUPS.get(group_of(item), 0)
+        )  # stable: a group keeps its order
 
 
-# Seconds of the longest groups of the toolchain tier in one run (2 cores, 2 workers, 2026-11-27, beside
-# other work, every fixture made: kept ones too); only their order matters.
-LONG_GROUPS = {
-    "fleet": 273,
-    "tests/test_onnx_zoo.py": 222,
-    "tests/test_crashes.py": 198,
-    "tests/test_perf.py": 197,
-    "zoo212-recurrent": 159,
-    "tests/test_cpp_interface.py": 158,
-    "tests/test_release_runtime.py": 154,
-    "zoo-keras2-recurrent": 144,
-    "zoo-deepjet": 141,
-    "zoo-deeptau_small": 119,
-    "zoo-transformer": 115,
-    "zoo-particlenet": 114,
-    "tests/test_onnx.py": 104,
-    "tests/test_distribution.py": 103,
-    "zoo-keras2-gru_tagger": 101,
-    "zoo212-deepjet": 95,
-    "tests/test_lifecycle.py": 82,
-    "tests/test_runtime_parts.py": 81,
-    "zoo-recurrent": 79,
-    "zoo-gru_tagger": 78,
-    "tests/test_build.py": 74,
-    "zoo-pooling": 68,
-    "zoo-deeptau": 68,
-    "zoo-conv3d": 67,
-    "zoo-regression64": 66,
-    "tests/test_tf212.py": 61,
-    "tests/test_packaging.py": 60,
-    "tests/test_harness.py": 55,
-    "tests/test_activations.py": 54,
-    "zoo212-deeptau_small": 53,
-}
+# The toolchain tier's longest groups first (the seconds of a run, 2 cores) measured slower than
+# pytest-xdist's order, on one machine, b69bf9a against a901f73: cold .ci/run 39.5 min against 36.1, the
+# warm tier 602 s against 551 s (2026-11-27). So only the fast tier is ordered here.
 
-# The same for the fast tier (TFAOT_DIST_FAST=1; 2 workers, 2026-11-27, the machine otherwise quiet):
-# test_workflows.py, last in the alphabet, would otherwise start last.
+# Seconds of the fast tier's longest groups (TFAOT_DIST_FAST=1; 2 workers, 2026-11-27, the machine otherwise
+# quiet), started first: with 3 workers 55, 49 and 57 s against 49, 64, 64 and 62 s in pytest-xdist's order.
 FAST_LONG_GROUPS = {
     "tests/test_docs.py": 19,
     "tests/test_channel_secrets.py": 17,

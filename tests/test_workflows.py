@@ -233,12 +233,13 @@ def test_the_test_command_runs_the_fast_tier_first(
     made_ahead = [run for run in runs if "prewarm" in run or "venvs-only" in run]
     runs = [run for run in runs if run not in made_ahead]
 
-    def xdist(n: int) -> str:
-        return f"-n {n} --dist loadgroup --no-loadscope-reorder" if n > 1 else "-n 0"
+    def xdist(n: int, *more: str) -> str:
+        return " ".join(["-n", str(n), "--dist", "loadgroup", *more]) if n > 1 else "-n 0"
 
-    # Unset: the toolchain tier one worker per core, the fast tier one more.
+    # Unset: the toolchain tier one worker per core, the fast tier one more, in conftest.py's group order.
     cores = len(os.sched_getaffinity(0))
-    parallel, fast_parallel = (xdist(int(workers)),) * 2 if workers else (xdist(cores), xdist(cores + 1))
+    tier, fast_tier = (int(workers),) * 2 if workers else (cores, cores + 1)
+    parallel, fast_parallel = xdist(tier), xdist(fast_tier, "--no-loadscope-reorder")
     fast = f"FAST=1 -m pytest -q -p no:cacheprovider {fast_parallel} -m not tf tests"
     if fast_tier_passes:
         tf = f"FAST=0 -m pytest -q -p no:cacheprovider {parallel} --durations=25 -m tf and not soak tests"
