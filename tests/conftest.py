@@ -96,10 +96,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(TF_MARKER)
         if not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
-    if FAST:
-        items.sort(
-            key=lambda item: -FAST_LONG_GROUPS.get(group_of(item), 0)
-        )  # stable: a group keeps its order
+    if FAST:  # a stable sort: a group's tests keep their order
+        items.sort(key=lambda item: -FAST_LONG_GROUPS.get(group_of(item), 0))
 
 
 # The toolchain tier's longest groups first (the seconds of a run, 2 cores) measured slower than
