@@ -201,17 +201,27 @@ def run_in_toolchain(toolchain: Toolchain, script: Path, *args: object, tmp: Pat
     )
 
 
-def exported_by(toolchain: Toolchain, script: Path, name: str) -> Path:
-    """What script (a TensorFlow program writing SavedModels into the directory it is given) exports,
-    kept between runs while the script and the toolchain are the same (tests/kept.py)."""
-    parts = {"script": source_digest(script), "toolchain": toolchain_parts(toolchain)}
-    return kept(name, parts, lambda out: run_in_toolchain(toolchain, script, out, tmp=out / ".tmp"))
+def exported_by(toolchain: Toolchain, script: Path, name: str, *args: str) -> Path:
+    """What script (a TensorFlow program writing SavedModels into the directory it is given, then args)
+    exports, kept between runs while the script, args and the toolchain are the same (tests/kept.py).
+    Kept, the SavedModel's bytes are too, so its compiles are answered from the shared cache."""
+    parts = {"script": source_digest(script), "args": list(args), "toolchain": toolchain_parts(toolchain)}
+    return kept(name, parts, lambda out: run_in_toolchain(toolchain, script, out, *args, tmp=out / ".tmp"))
 
 
 @pytest.fixture(scope="session")
 def example_models(toolchain: Toolchain) -> Path:
     """simple/ and multi/ with saved_model/ and aot_config.yaml each."""
     return exported_by(toolchain, REPO / "examples" / "make_models.py", "examples")
+
+
+@pytest.fixture(scope="session")
+def study(toolchain: Toolchain) -> Path:
+    """The study's 12-layer, 128-unit model (saved_model/ and aot_config.yaml: batch sizes 1, 2, 4)."""
+    return (
+        exported_by(toolchain, REPO / "examples" / "make_models.py", "study", "study_l12_u128")
+        / "study_l12_u128"
+    )
 
 
 @pytest.fixture(scope="session")

@@ -14,22 +14,15 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, Cli, run_in_toolchain
+from conftest import Cli
 
 from tfaot_dist import config as config_mod
+from tfaot_dist.cache import Cache
 from tfaot_dist.cpu import target as cpu_target
 from tfaot_dist.documents import Compilation, JsonObject
 from tfaot_dist.errors import InvalidInput
 from tfaot_dist.perf import bench, tune
-from tfaot_dist.toolchain import Toolchain
-
-
-@pytest.fixture(scope="module")
-def study(toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The study's 12-layer, 128-unit model, with its aot_config.yaml (batch sizes 1, 2, 4)."""
-    out = tmp_path_factory.mktemp("study")
-    run_in_toolchain(toolchain, REPO / "examples" / "make_models.py", out, "study_l12_u128", tmp=out / ".tmp")
-    return out / "study_l12_u128"
+from tfaot_dist.toolchain import Toolchain, ensure_toolchain
 
 
 def nm_defined(path: Path) -> dict[str, tuple[str, str]]:
@@ -112,6 +105,19 @@ def test_six_batch_sizes_cost_two_copies_of_the_weights(run: Cli, study: Path, t
 
 
 # ---------------------------------------------------------------- bench
+
+
+def test_caches_sharing_a_toolchain_share_one_tensorflow_c_api_program(
+    toolchain: Toolchain, shared_cache: Path, tmp_path: Path
+) -> None:
+    # Its key and rpath name TensorFlow's real directory, not the path through a cache's link to the
+    # toolchains (which named a new program for each such cache, its rpath into a directory soon gone).
+    linked = Cache(shared_cache).share_into(tmp_path / "cache", ["toolchains"])
+    via_link = ensure_toolchain(linked.root, toolchain.requirements, lambda _: None)
+    assert via_link.python != toolchain.python  # reached through the link
+    tf = bench.tensorflow_dir(via_link)
+    assert tf == bench.tensorflow_dir(toolchain) == tf.resolve()
+    assert (tf / "libtensorflow_cc.so.2").is_file()
 
 
 def test_bench_against_tensorflow(run: Cli, study: Path, tmp_path: Path) -> None:

@@ -11,11 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, Cli, run_in_toolchain
+from conftest import Cli
 
 from tfaot_dist.cxx import runtime_parts, xla_runtime
 from tfaot_dist.cxx.xla_runtime import XlaRuntime
-from tfaot_dist.toolchain import Toolchain
 
 
 def test_entry_points_are_claimed_by_their_own_part() -> None:
@@ -82,13 +81,6 @@ def test_each_part_defines_what_the_table_says_and_nothing_another_part_claims(
         ["ar", "t", runtime.libs[0]], capture_output=True, text=True, check=True
     ).stdout.split()
     assert not [m for m in members if any(m.endswith(f"__{name}.o") for name in available)], members
-
-
-@pytest.fixture(scope="module")
-def study(toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("study")
-    run_in_toolchain(toolchain, REPO / "examples" / "make_models.py", out, "study_l12_u128", tmp=out / ".tmp")
-    return out / "study_l12_u128"
 
 
 def compile_study(

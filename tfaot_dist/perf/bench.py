@@ -151,7 +151,9 @@ def tensorflow_dir(toolchain: Toolchain) -> Path:
         what="locate TensorFlow",
         error=CompileFailed,
     )
-    return Path(out.strip())
+    # The real directory: a cache whose toolchains are a link to another cache's (Cache.share_into) then
+    # keys and rpaths the one program they share, not one per link that may be gone tomorrow.
+    return Path(out.strip()).resolve()
 
 
 def build_capi_program(toolchain: Toolchain, cache: Path, cxx: str = CXX) -> Path:
