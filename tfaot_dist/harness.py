@@ -22,10 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from tfaot_dist import config, process
-from tfaot_dist.cache import Cache
 from tfaot_dist.cpu import target as cpu_target
-from tfaot_dist.cxx import INTERFACE_INCLUDE, build_kit, object_cache, pch
-from tfaot_dist.cxx.xla_runtime import XlaRuntime, compile_consumer, compile_object, link_consumer
+from tfaot_dist.cxx import INTERFACE_INCLUDE, object_cache
+from tfaot_dist.cxx.xla_runtime import XlaRuntime, compile_consumer
 from tfaot_dist.documents import Deviation, LevelCheck, ModelManifest, ReferenceCase, Signature, Verification
 from tfaot_dist.errors import VerificationFailed
 from tfaot_dist.util.render import render
@@ -118,24 +117,7 @@ def build_harness(
     if cache is None:
         compile_consumer(runtime, [source], includes, [archive], work / "harness")
         return work / "harness"
-    flags = pch.flags(runtime, cache)
-    identity = {
-        "compiler": build_kit.version_text(runtime.compiler),
-        "flags": runtime.cxxflags,
-        "runtime": runtime.key,
-        # our runtime's key covers its headers; a release's names its library: its headers by place
-        "runtime_headers": "" if runtime.kind == "tfaot" else os.path.realpath(runtime.include_dir),
-        "pch": Path(flags[0][2:]).name if flags else "",  # its key (pch.flags: -I<entry> first)
-    }
-    obj = object_cache.compiled_object(
-        Cache(cache),
-        source,
-        includes,
-        identity,
-        lambda out: compile_object(runtime, source, includes, out, flags),
-    )
-    link_consumer(runtime, [obj], [archive], work / "harness")
-    return work / "harness"
+    return object_cache.program(runtime, source, includes, [archive], work / "harness", cache)
 
 
 def read_array(path: Path, dtype: str) -> array.array[Any]:

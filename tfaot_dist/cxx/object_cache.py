@@ -1,22 +1,26 @@
 """Objects of the programs tfaot-dist compiles against a package, kept in the cache by what makes
 them (CACHE/objects/<key>/object.o).
 
-Every build compiles its verification harness (harness.py), and `verify NAME` compiles it again:
-an -O2 compile of one generated source against the package's headers, several seconds, the same
-for the same model at another version or in another build. Only the compile is kept: the link,
-which takes the package's own objects, is done every time. The key is the source, every file
-under the include directories it is compiled with, the compiler's `--version` and the flags as
-the caller states them (without this build's paths).
+Every build compiles its verification harness (harness.py), and `verify NAME` compiles it again;
+`bench` compiles its timing program (perf/bench.py): an -O2 compile of one generated source
+against the package's headers, several seconds, the same for the same model at another version,
+in another build or bench. Only the compile is kept: the link, which takes the package's own
+objects, is done every time. The key is the source, every file under the include directories it
+is compiled with, the compiler's `--version` and the flags as the caller states them (without
+this build's paths).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from tfaot_dist.cache import Cache, ensure_entry
+from tfaot_dist.cxx import build_kit, pch
+from tfaot_dist.cxx.xla_runtime import XlaRuntime, compile_object, link_consumer
 from tfaot_dist.util.fs import sha256_file
 
 FORMAT = 1
@@ -43,3 +47,33 @@ def compiled_object(
     key = object_key(source, include_dirs, identity)
     entry = ensure_entry(cache.objects / key, lambda staged: compile_to(staged / OBJECT))
     return entry / OBJECT
+
+
+def program(
+    runtime: XlaRuntime,
+    source: Path,
+    include_dirs: list[Path],
+    link_inputs: list[Path],
+    output: Path,
+    cache: Path,
+) -> Path:
+    """source compiled against include_dirs (with the cached precompiled header; the object kept) and
+    linked with link_inputs and the runtime into output."""
+    flags = pch.flags(runtime, cache)
+    identity = {
+        "compiler": build_kit.version_text(runtime.compiler),
+        "flags": runtime.cxxflags,
+        "runtime": runtime.key,
+        # our runtime's key covers its headers; a release's names its library: its headers by place
+        "runtime_headers": "" if runtime.kind == "tfaot" else os.path.realpath(runtime.include_dir),
+        "pch": Path(flags[0][2:]).name if flags else "",  # its key (pch.flags: -I<entry> first)
+    }
+    obj = compiled_object(
+        Cache(cache),
+        source,
+        include_dirs,
+        identity,
+        lambda out: compile_object(runtime, source, include_dirs, out, flags),
+    )
+    link_consumer(runtime, [obj], link_inputs, output)
+    return output

@@ -55,9 +55,9 @@ from tfaot_dist import package as pkg
 from tfaot_dist.cache import Cache, ensure_entry
 from tfaot_dist.config import load_aot_config, load_source_config
 from tfaot_dist.cpu import target as cpu_target
-from tfaot_dist.cxx import INTERFACE_INCLUDE, build_kit, pch
+from tfaot_dist.cxx import INTERFACE_INCLUDE, build_kit, object_cache
 from tfaot_dist.cxx.build_kit import CXX
-from tfaot_dist.cxx.xla_runtime import XlaRuntime, compile_consumer
+from tfaot_dist.cxx.xla_runtime import XlaRuntime
 from tfaot_dist.documents import JsonObject, ModelManifest
 from tfaot_dist.errors import CompileFailed, InvalidInput
 from tfaot_dist.onnx_source import converted
@@ -113,7 +113,8 @@ class Target:
 
 
 def build_aot_program(target: Target, runtime: XlaRuntime, cache: Path, work: Path) -> Path:
-    """The AOT benchmark program of the package (bench_aot.cc.j2), linked from its archive."""
+    """The AOT benchmark program of the package (bench_aot.cc.j2), linked from its archive (its compile
+    kept in the cache: cxx/object_cache.py)."""
     manifest = target.manifest
     comp = manifest.compilation
     src = work / "bench_aot.cc"
@@ -127,16 +128,9 @@ def build_aot_program(target: Target, runtime: XlaRuntime, cache: Path, work: Pa
             outputs=[t.to_json() for t in manifest.signature.outputs],
         )
     )
-    exe = work / "bench_aot"
-    compile_consumer(
-        runtime,
-        [src],
-        [target.package_root / "include", INTERFACE_INCLUDE],
-        [target.package_root / "lib" / f"lib{manifest.package}.a"],
-        exe,
-        pch.flags(runtime, cache),
-    )
-    return exe
+    includes = [target.package_root / "include", INTERFACE_INCLUDE]
+    archive = target.package_root / "lib" / f"lib{manifest.package}.a"
+    return object_cache.program(runtime, src, includes, [archive], work / "bench_aot", cache)
 
 
 def tensorflow_dir(toolchain: Toolchain) -> Path:
