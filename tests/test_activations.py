@@ -145,7 +145,7 @@ def test_selu_and_elu_take_tensorflows_formula_and_match_it_on_special_values(
 
     manifest = pkg.model_manifest(manifest_json, root / "manifest.json")
     runtime = ensure_runtime(toolchain.python, shared_cache, lambda m: print(m, file=sys.stderr))
-    program = harness.build_harness(root, manifest, runtime, tmp_path)
+    program = harness.build_harness(root, manifest, runtime, tmp_path, shared_cache)
     levels = [level for level in ("x86-64", "x86-64-v3") if cpu_target.check_host(level).ok]
     assert levels
     checked = 0

@@ -158,10 +158,11 @@ def test_only_the_temporaries_of_that_name_are_stale(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def crash_registry(tmp_path_factory: pytest.TempPathFactory, data_repo: DataRepo) -> Path:
+def crash_registry(tmp_path_factory: pytest.TempPathFactory, data_repo: DataRepo, shared_cache: Path) -> Path:
     """Two fast entries: two_inputs at batch sizes 1 and 2, simple at 1."""
     reg = tmp_path_factory.mktemp("crash-registry")
-    cache = tmp_path_factory.mktemp("crash-add-cache")
+    # add-model checks each model in TensorFlow: the shared toolchain (an empty cache made a new one, 80 s)
+    cache = fresh_cache(tmp_path_factory.mktemp("crash-add") / "cache", shared_cache)
     for name, config, sizes in (
         ("crash-two", "two_inputs/aot_config.yaml", "1,2"),
         ("crash-simple", "simple/aot_config.yaml", "1"),

@@ -176,7 +176,7 @@ def test_add_model_and_build_match_onnx_runtime_on_the_original(
     session = Session(Cache(cache), Registry.existing(registry).defaults())
     work = tmp_path / "check"
     (work / "harness").mkdir(parents=True)
-    binary = harness.build_harness(root, parsed, session.resolve().runtime, work / "harness")
+    binary = harness.build_harness(root, parsed, session.resolve().runtime, work / "harness", cache)
     cases = [c for c in parsed.reference.cases if c.batch_size in (1, 3, 32)]
     assert [c.batch_size for c in cases] == [1, 3, 32]
     harness.run_harness(

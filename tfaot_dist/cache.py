@@ -8,7 +8,8 @@
       downloads/<sdist> .lock      pinned sdists fetched with pip            (shared)
       pch/<key>/ <key>.lock        precompiled interface headers             (shared)
       bench/<program>-<key>/ .lock the benchmark programs (tf-capi, peak)    (shared)
-      onnx/<key>/ <key>.lock       SavedModels converted from ONNX files     (onnx_source.py)
+      onnx/<key>/ <key>.lock       SavedModels converted from ONNX files     (onnx_source.py; shared, but not
+                                   by `verify --rebuild`)
       git/<digest>.git <digest>.lock   bare mirrors of source repositories
       sources/<commit>/ .lock      git source trees; sha256-<hex>/: archives' (claim_temp, no lock)
       archives/<sha256>            downloaded archives, content-addressed (download.py)
@@ -90,6 +91,7 @@ SHARED = (
     "downloads",
     "pch",
     "bench",
+    "onnx",
     "checks",
     "compiles",
     "objects",
