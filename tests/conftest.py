@@ -216,6 +216,12 @@ def example_models(toolchain: Toolchain) -> Path:
 
 
 @pytest.fixture(scope="session")
+def examples212(toolchain212: Toolchain) -> Path:
+    """simple/ and multi/ as TensorFlow 2.12 exports them (a SavedModel of 2.21 may not load in 2.12)."""
+    return exported_by(toolchain212, REPO / "examples" / "make_models.py", "examples212")
+
+
+@pytest.fixture(scope="session")
 def study(toolchain: Toolchain) -> Path:
     """The study's 12-layer, 128-unit model (saved_model/ and aot_config.yaml: batch sizes 1, 2, 4)."""
     return (

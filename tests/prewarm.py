@@ -11,9 +11,10 @@ process), and one this script did not get to is made by the test as before. Noth
 a failure is printed and the next entry tried, and the test that needs the entry reports it.
 
 In the order the toolchain tier needs them: the environments (network, little CPU), the two XLA runtimes,
-the exports of the examples, test and ONNX models, the simple example at every level, the study's export
-and the TensorFlow C API benchmark (tests/test_perf.py), the zoo's exports, every part of both runtimes
-(tests/test_runtime_parts.py), the release-like runtime, then the zoo's builds.
+the exports of the examples, test and ONNX models, the simple example at every level, the study's export,
+the examples' export by TensorFlow 2.12, the TensorFlow C API benchmark (tests/test_perf.py), the zoo's
+exports, every part of both runtimes (tests/test_runtime_parts.py), the release-like runtime, then the
+zoo's builds.
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ def main() -> None:
     examples = exported_by(tf221, REPO / "examples" / "make_models.py", "examples")
     step("the simple example at every level", kept_simple_every_level, examples, cache, tf221)
     step("study export", exported_by, tf221, REPO / "examples" / "make_models.py", "study", "study_l12_u128")
+    step("examples export by 2.12", exported_by, tf212, REPO / "examples" / "make_models.py", "examples212")
     step("TensorFlow C API benchmark", bench.build_capi_program, tf221, cache)
     families = [
         *(("zoo", model, tf221, ()) for model in ZOO),

@@ -33,7 +33,7 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # the test extra installs it there
     import tomli as tomllib
-from conftest import REPO, TF212, fresh_cache, git, run_in_toolchain
+from conftest import REPO, TF212, fresh_cache, git
 from release_runtime import ABSEIL_DIR, RUNTIME_DIR, ensure_release_runtime
 from test_specs import (
     as_cmsbuild_would,
@@ -334,15 +334,11 @@ def test_runtime_from_the_release_python_offline(
 
 @pytest.mark.slow
 def test_cmsbuild_spec_builds_offline_in_a_sandbox(
-    toolchain212: Toolchain, shared_cache: Path, tmp_path: Path
+    toolchain212: Toolchain, examples212: Path, shared_cache: Path, tmp_path: Path
 ) -> None:
     # The model source: a real git repository, one example model, as the registry names it.
-    models = tmp_path / "models"
-    run_in_toolchain(
-        toolchain212, REPO / "examples" / "make_models.py", models, "simple", tmp=tmp_path / "mk"
-    )
     work = tmp_path / "data"
-    shutil.copytree(models / "simple", work / "simple")
+    shutil.copytree(examples212 / "simple", work / "simple")
     git("init", "-q", "-b", "main", cwd=work)
     git("add", "-A", cwd=work)
     git("commit", "-q", "-m", "simple", cwd=work)

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from conftest import fresh_cache
+from kept_objects import compile_kept
 
 from tfaot_dist import builder
 from tfaot_dist.cache import Cache
@@ -241,19 +242,14 @@ def build(
 
 def test_interface(build: dict[str, Any]) -> None:
     exe = build["tmp"] / "test_interface"
-    cmd = [
-        *build["base"],
-        "-O2",
-        *WARNINGS,
-        str(TEST_SOURCE),
-        *map(str, build["objects"]),
-        *build["ldflags"],
-        "-o",
-        str(exe),
-    ]
-    proc = _run(cmd)
-    assert proc.returncode == 0, f"compilation failed:\n{' '.join(cmd)}\n{proc.stderr[-6000:]}"
-    assert proc.stderr == "", f"compiler warnings:\n{proc.stderr[-6000:]}"
+    flags = [*build["base"][1:], "-O2", *WARNINGS]
+    code, stderr = compile_kept(flags, TEST_SOURCE, exe.with_suffix(".o"))
+    assert code == 0, f"compilation failed:\n{' '.join(flags)}\n{stderr[-6000:]}"
+    assert stderr == "", f"compiler warnings:\n{stderr[-6000:]}"
+    proc = _run(
+        [_gxx(), str(exe.with_suffix(".o")), *map(str, build["objects"]), *build["ldflags"], "-o", str(exe)]
+    )
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr[-6000:]
     proc = _run([str(exe), str(build["refs"]["simple"]), str(build["refs"]["multi"])], timeout=120)
     print(proc.stdout)
     assert proc.returncode == 0, f"test_interface failed:\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}"
@@ -422,8 +418,8 @@ def _compile_objects(sources: list[Path], flags: list[str], out: Path) -> list[P
     objects = []
     for src in sources:
         obj = out / f"{src.stem}.o"
-        proc = _run([_gxx(), *flags, "-c", str(src), "-o", str(obj)])
-        assert proc.returncode == 0 and proc.stderr == "", f"{src.name}:\n{proc.stderr[-6000:]}"
+        code, stderr = compile_kept(flags, src, obj)
+        assert code == 0 and stderr == "", f"{src.name}:\n{stderr[-6000:]}"
         objects.append(obj)
     return objects
 
@@ -570,21 +566,18 @@ def test_our_interface_under_cmssw_flags(
     in C++17 and C++20, and the test program still passes."""
     rt = ensure_runtime(toolchain.python, shared_cache, print)
     exe = build["tmp"] / f"test_interface_{std.replace('+', 'p')}"
-    cmd = [
-        _gxx(),
+    flags = [
         f"-std={std}",
         *CMSSW_CXXFLAGS,
         f"-I{INTERFACE_INCLUDE}",
         f"-I{build['tmp'] / 'include'}",
         "-isystem",
         str(rt.include_dir),
-        str(TEST_SOURCE),
-        *map(str, build["objects"]),
-        *build["ldflags"],
-        "-o",
-        str(exe),
     ]
-    proc = _run(cmd)
+    code, stderr = compile_kept(flags, TEST_SOURCE, exe.with_suffix(".o"))
+    assert code == 0 and stderr == "", stderr[-6000:]
+    link = [_gxx(), f"-std={std}", *CMSSW_CXXFLAGS, str(exe.with_suffix(".o")), *map(str, build["objects"])]
+    proc = _run([*link, *build["ldflags"], "-o", str(exe)])
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr[-6000:]
     proc = _run([str(exe), str(build["refs"]["simple"]), str(build["refs"]["multi"])], timeout=120)
     assert proc.returncode == 0 and " 0 failures" in proc.stdout, proc.stdout[-4000:] + proc.stderr[-2000:]

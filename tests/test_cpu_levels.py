@@ -12,12 +12,13 @@ from typing import Any
 
 import pytest
 from conftest import Cli
+from kept_objects import compile_kept
 
 from tfaot_dist.build_key import build_key
 from tfaot_dist.config import load_aot_config
 from tfaot_dist.cpu import target as cpu_target
 from tfaot_dist.cxx import INTERFACE_INCLUDE
-from tfaot_dist.cxx.xla_runtime import compile_consumer, ensure_runtime
+from tfaot_dist.cxx.xla_runtime import ensure_runtime, link_consumer
 from tfaot_dist.documents import Compilation
 from tfaot_dist.errors import InvalidInput
 from tfaot_dist.registry import DEFAULT_CPU_LEVELS, Defaults, Registry
@@ -256,13 +257,20 @@ def _link_program(
 ) -> Path:
     (work / "program.cc").write_text(PROGRAM)
     runtime = ensure_runtime(toolchain.python, shared_cache, print)
-    compile_consumer(
-        runtime,
-        [work / "program.cc"],
-        [multi_level / "include", INTERFACE_INCLUDE],
-        [multi_level / "lib" / "libtfaot-model-simple.a"],
-        work / "program",
-        ["-Wall", "-Wextra", "-Werror", *flags],
+    includes = [multi_level / "include", INTERFACE_INCLUDE, runtime.include_dir]
+    compile_flags = [
+        *runtime.cxxflags,
+        "-O2",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        *flags,
+        *(f"-I{d}" for d in includes),
+    ]
+    code, stderr = compile_kept(compile_flags, work / "program.cc", work / "program.o")
+    assert code == 0, stderr[-6000:]
+    link_consumer(
+        runtime, [work / "program.o"], [multi_level / "lib" / "libtfaot-model-simple.a"], work / "program"
     )
     return work / "program"
 

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import REPO, fresh_cache, run_in_toolchain
+from conftest import fresh_cache
 from release_runtime import ABSEIL_DIR, RUNTIME_DIR, ensure_release_runtime
 
 from tfaot_dist import cli, package
@@ -33,10 +33,8 @@ def release(toolchain212: Toolchain, shared_cache: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def simple212(toolchain212: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("simple212")
-    run_in_toolchain(toolchain212, REPO / "examples" / "make_models.py", out, "simple", tmp=out / ".tmp")
-    return out / "simple" / "aot_config.yaml"
+def simple212(examples212: Path) -> Path:
+    return examples212 / "simple" / "aot_config.yaml"
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO, TF212, fresh_cache, run_in_toolchain
+from conftest import TF212, fresh_cache
 
 from tfaot_dist import cli, package
 from tfaot_dist.toolchain import Toolchain
@@ -22,13 +22,6 @@ from tfaot_dist.toolchain import Toolchain
 # XlaCompiledCpuFunction lacks, so verification does not compile yet. Skipped (no CI cost) until
 # model.h follows the header contract tfcompile wrote.
 pytestmark = [pytest.mark.slow]
-
-
-@pytest.fixture(scope="session")
-def examples212(toolchain212: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("examples212")
-    run_in_toolchain(toolchain212, REPO / "examples" / "make_models.py", out, tmp=out / ".tmp")
-    return out
 
 
 @pytest.fixture(scope="session")

@@ -272,7 +272,7 @@ def check_consumer(area: Path, model: str, saved_model: Path, toolchain: Toolcha
     # flags are the same; the link, which takes the package's archives, is done every time.
     parts = {"area": area.parent.name, "source": src.read_text(), "flags": flags, "host": host_parts()}
     kept_obj = kept(
-        f"{area.parent.name.removesuffix('-built')}-consumer",
+        f"{area.parent.name.rsplit('-', 1)[0]}-consumer",  # NAME-built-consumer: its old keys pruned
         parts,
         lambda out: subprocess.run(
             ["g++", *flags, "-c", str(src), "-o", str(out / "consumer.o")], check=True
