@@ -330,6 +330,7 @@ def ensure_entry(
     log: Callable[[str], None] | None = None,
     keep_failed: bool = False,
     sealed: bool = True,
+    as_made: bool | None = None,
 ) -> Path:
     """The complete directory entry final, made by build(staged) if it is not.
 
@@ -342,21 +343,26 @@ def ensure_entry(
     lock: held while checking again and building (default: entry_lock(final)); log is
     told when another process holds it. sealed: a cache entry (check_entry before use, SEAL
     written when made); False for entries outside the cache (a package directory in --dist).
+    as_made: the caller's check_entry(final) of a moment ago, taken for the first look instead of
+    walking the entry again (a toolchain's listing costs a quarter of a second); under the lock
+    it is checked again.
     """
     if is_complete is None:
         if marker is None:
             raise ValueError("ensure_entry needs a marker or is_complete")
         is_complete = has_marker(marker)
 
-    def usable(entry: Path) -> bool:
-        return (not sealed or check_entry(entry)) and is_complete(entry)
+    def usable(entry: Path, checked: bool | None = None) -> bool:
+        if checked is None:
+            checked = not sealed or check_entry(entry)
+        return checked and is_complete(entry)
 
     lock = lock or entry_lock(final)
     # One thread of this process at a time per entry (`build --jobs` builds in threads): a thread
     # waiting for the file lock below would otherwise wait forever once the thread that made the
     # entry holds it shared (hold_in_use: until the process exits).
     with _thread_lock(lock):
-        if usable(final):
+        if usable(final, as_made):
             if sealed:  # a cache entry: in use from now on
                 hold_in_use(lock)
             return final

@@ -151,7 +151,7 @@ def ensure_toolchain(
         _point_scripts_at(staged, str(staged), real)  # its scripts name where it is renamed to
 
     # READY is the marker (it holds what pip installed); a venv whose Python does not run is made again.
-    ensure_entry(root, create, marker=None, is_complete=usable)
+    ensure_entry(root, create, marker=None, is_complete=usable, as_made=as_made)
     toolchain = load(root)
     if not toolchain:
         raise errors.ToolchainError(f"toolchain {key} at {root} does not run after creation")
@@ -204,6 +204,9 @@ def list_toolchains(cache: Path) -> list[Toolchain]:
     return found
 
 
+NUMPY_FOUND = "import importlib.util, sys; sys.exit(importlib.util.find_spec('numpy') is None)"
+
+
 def _load(root: Path, requirements: tuple[str, ...]) -> Toolchain | None:
     """The environment at root if it is complete and its Python still runs."""
     try:
@@ -211,7 +214,8 @@ def _load(root: Path, requirements: tuple[str, ...]) -> Toolchain | None:
     except (OSError, ValueError):
         return None
     python = root / "bin" / "python"
-    if not process.probe([python, "-I", "-c", "import numpy"], timeout=60).ok:
+    # It starts and finds its packages (numpy is in every toolchain); importing them would cost ten times more.
+    if not process.probe([python, "-I", "-c", NUMPY_FOUND], timeout=60).ok:
         return None
     return Toolchain(data["key"], root, tuple(requirements), tuple(data["installed"]))
 

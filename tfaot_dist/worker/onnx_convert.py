@@ -191,6 +191,7 @@ def output_spec(value: Any) -> Json:
 def build_module(graph: Any, opset: int, inputs: list[Json]) -> Any:
     import tensorflow as tf
 
+    OPS_MODULE.load_tensorflow()
     specs = [tf.TensorSpec(i["shape"], i["dtype"], name=i["name"]) for i in inputs]
     names = [i["name"] for i in inputs]
     module = tf.Module()
@@ -298,16 +299,16 @@ def random_input(rng: Any, spec: Json, batch: int) -> Any:
     return rng.uniform(-2, 2, shape).astype(spec["dtype"])
 
 
-def op_table() -> dict[str, Any]:
-    """onnx_ops.OPS, the table beside this script (run with -I: its directory is not on sys.path)."""
+def ops_module() -> Any:
+    """onnx_ops, the table's module beside this script (run with -I: its directory is not on sys.path)."""
     here = os.path.dirname(os.path.abspath(__file__))
     if here not in sys.path:
         sys.path.insert(0, here)
-    table: dict[str, Any] = importlib.import_module("onnx_ops").OPS
-    return table
+    return importlib.import_module("onnx_ops")
 
 
-OPS = op_table()
+OPS_MODULE = ops_module()
+OPS: dict[str, Any] = OPS_MODULE.OPS
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv))

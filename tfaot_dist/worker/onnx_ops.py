@@ -3,6 +3,8 @@
 OPS maps an op type to fn(args, attrs, opset, n_outputs): args are the node's inputs as tensors (None
 for an omitted optional one), attrs its attributes as Python values; it returns one tensor or a list.
 Only this table's ops are converted: onnx_convert.py refuses any other before converting anything.
+TensorFlow is imported by load_tensorflow(), not with this module: a refusal needs only the table's
+names, and importing TensorFlow takes seconds.
 """
 
 # Annotations are not evaluated, as in the other workers.
@@ -12,25 +14,46 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import tensorflow as tf
+
+tf: Any = None  # the tensorflow module once load_tensorflow() has run
+
+
+def load_tensorflow() -> None:
+    global tf
+    import tensorflow
+
+    tf = tensorflow
+
+
+def tf_op(name: str) -> Callable[..., Any]:
+    """TensorFlow's function name ("nn.relu"), looked up when called: OPS is made before the import."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        function = tf
+        for part in name.split("."):
+            function = getattr(function, part)
+        return function(*args, **kwargs)
+
+    return call
+
 
 Args = list[Any]
 Attrs = dict[str, Any]
 Op = Callable[[Args, Attrs, int, int], Any]
 
-# ONNX TensorProto element types -> TensorFlow dtypes (Cast's "to").
+# ONNX TensorProto element types -> TensorFlow dtype names (Cast's "to").
 DTYPES = {
-    1: tf.float32,
-    2: tf.uint8,
-    3: tf.int8,
-    5: tf.int16,
-    6: tf.int32,
-    7: tf.int64,
-    9: tf.bool,
-    10: tf.float16,
-    11: tf.float64,
-    12: tf.uint32,
-    13: tf.uint64,
+    1: "float32",
+    2: "uint8",
+    3: "int8",
+    5: "int16",
+    6: "int32",
+    7: "int64",
+    9: "bool",
+    10: "float16",
+    11: "float64",
+    12: "uint32",
+    13: "uint64",
 }
 
 
@@ -585,46 +608,46 @@ def identity(a: Args, at: Attrs, o: int, n: int) -> Any:
 
 
 OPS: dict[str, Op] = {
-    "Add": binary(tf.add),
-    "Sub": binary(tf.subtract),
-    "Mul": binary(tf.multiply),
+    "Add": binary(tf_op("add")),
+    "Sub": binary(tf_op("subtract")),
+    "Mul": binary(tf_op("multiply")),
     "Div": div,
     "Pow": binary(lambda x, y: tf.pow(x, tf.cast(y, x.dtype))),
-    "Min": variadic(tf.minimum),
-    "Max": variadic(tf.maximum),
-    "Sum": variadic(tf.add),
-    "Equal": binary(tf.equal),
-    "Less": binary(tf.less),
-    "LessOrEqual": binary(tf.less_equal),
-    "Greater": binary(tf.greater),
-    "GreaterOrEqual": binary(tf.greater_equal),
-    "And": binary(tf.logical_and),
-    "Or": binary(tf.logical_or),
-    "Not": unary(tf.logical_not),
+    "Min": variadic(tf_op("minimum")),
+    "Max": variadic(tf_op("maximum")),
+    "Sum": variadic(tf_op("add")),
+    "Equal": binary(tf_op("equal")),
+    "Less": binary(tf_op("less")),
+    "LessOrEqual": binary(tf_op("less_equal")),
+    "Greater": binary(tf_op("greater")),
+    "GreaterOrEqual": binary(tf_op("greater_equal")),
+    "And": binary(tf_op("logical_and")),
+    "Or": binary(tf_op("logical_or")),
+    "Not": unary(tf_op("logical_not")),
     "Where": where,
-    "Relu": unary(tf.nn.relu),
-    "Sigmoid": unary(tf.sigmoid),
-    "Tanh": unary(tf.tanh),
+    "Relu": unary(tf_op("nn.relu")),
+    "Sigmoid": unary(tf_op("sigmoid")),
+    "Tanh": unary(tf_op("tanh")),
     "Elu": elu,
     "LeakyRelu": leaky_relu,
-    "Softplus": unary(tf.nn.softplus),
-    "Erf": unary(tf.math.erf),
+    "Softplus": unary(tf_op("nn.softplus")),
+    "Erf": unary(tf_op("math.erf")),
     "Gelu": gelu,
     "PRelu": prelu,
     "Selu": selu,
     "HardSigmoid": hard_sigmoid,
-    "Sin": unary(tf.sin),
-    "Cos": unary(tf.cos),
+    "Sin": unary(tf_op("sin")),
+    "Cos": unary(tf_op("cos")),
     "Mod": mod,
-    "Sqrt": unary(tf.sqrt),
-    "Reciprocal": unary(tf.math.reciprocal),
-    "Exp": unary(tf.exp),
-    "Log": unary(tf.math.log),
-    "Neg": unary(tf.negative),
-    "Abs": unary(tf.abs),
-    "Floor": unary(tf.floor),
-    "Ceil": unary(tf.math.ceil),
-    "Sign": unary(tf.sign),
+    "Sqrt": unary(tf_op("sqrt")),
+    "Reciprocal": unary(tf_op("math.reciprocal")),
+    "Exp": unary(tf_op("exp")),
+    "Log": unary(tf_op("math.log")),
+    "Neg": unary(tf_op("negative")),
+    "Abs": unary(tf_op("abs")),
+    "Floor": unary(tf_op("floor")),
+    "Ceil": unary(tf_op("math.ceil")),
+    "Sign": unary(tf_op("sign")),
     "Clip": clip,
     "Cast": cast,
     "MatMul": matmul,
@@ -633,12 +656,12 @@ OPS: dict[str, Op] = {
     "Conv": conv,
     "MaxPool": pool("MAX"),
     "AveragePool": pool("AVG"),
-    "GlobalAveragePool": global_pool(tf.reduce_mean),
-    "GlobalMaxPool": global_pool(tf.reduce_max),
+    "GlobalAveragePool": global_pool(tf_op("reduce_mean")),
+    "GlobalMaxPool": global_pool(tf_op("reduce_max")),
     "BatchNormalization": batch_norm,
     "LayerNormalization": layer_norm,
-    "Softmax": softmax(tf.nn.softmax),
-    "LogSoftmax": softmax(tf.nn.log_softmax),
+    "Softmax": softmax(tf_op("nn.softmax")),
+    "LogSoftmax": softmax(tf_op("nn.log_softmax")),
     "Reshape": reshape,
     "Flatten": flatten,
     "Transpose": transpose,
@@ -661,11 +684,11 @@ OPS: dict[str, Op] = {
     "Range": range_,
     "Pad": pad,
     "CumSum": cum_sum,
-    "ReduceMean": reduce(tf.reduce_mean),
-    "ReduceSum": reduce(tf.reduce_sum, since=13),
-    "ReduceMax": reduce(tf.reduce_max),
-    "ReduceMin": reduce(tf.reduce_min),
-    "ReduceProd": reduce(tf.reduce_prod),
+    "ReduceMean": reduce(tf_op("reduce_mean")),
+    "ReduceSum": reduce(tf_op("reduce_sum"), since=13),
+    "ReduceMax": reduce(tf_op("reduce_max")),
+    "ReduceMin": reduce(tf_op("reduce_min")),
+    "ReduceProd": reduce(tf_op("reduce_prod")),
     "LSTM": recurrent(lstm_cell, 4, 2),
     "GRU": recurrent(gru_cell, 3, 1),
     "Identity": identity,
