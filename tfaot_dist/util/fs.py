@@ -281,7 +281,9 @@ def reproducible_targz(src: Path, top: str) -> bytes:
             with open(path, "rb") as f:
                 tar.addfile(info, f)
     out = io.BytesIO()
-    with gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=0, compresslevel=9) as gz:
+    # Level 6 (gzip's default): the XLA runtime's package (11 MB of tar) in 0.33 s, 1 % larger than
+    # level 9, which took 1.6 s; every build writes that archive into its dist.
+    with gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=0, compresslevel=6) as gz:
         gz.write(raw.getvalue())
     return out.getvalue()
 
