@@ -36,6 +36,27 @@ def test_every_command_and_option_has_help() -> None:
         assert all(f"  {code}  {meaning}" in text for code, meaning in errors.EXIT_CODES.items()), name
 
 
+@pytest.mark.parametrize(
+    "argv, command",
+    [
+        (["build", "--all", "--jobs", "2"], "build"),
+        (
+            ["--registry", "build", "--json", "setup", "x", "--channel", "c"],
+            "setup",
+        ),  # a registry named build
+        (["--registry=r", "list", "--json"], "list"),
+        (["compile", "--aot-config", "a.yaml", "--output-directory", "o"], "compile"),
+    ],
+)
+def test_a_command_line_parses_the_same_with_only_its_command_declared(argv: list[str], command: str) -> None:
+    """main() declares only the command argv names (cli.parser(argv)): what it parses is what the whole
+    parser parses, and every command is still a choice."""
+    whole, only = cli.parser().parse_args(argv), cli.parser(argv).parse_args(argv)
+    assert vars(only) == vars(whole) and only.func.name == command
+    (action,) = [a for a in cli.parser(argv)._actions if isinstance(a, argparse._SubParsersAction)]
+    assert set(action.choices) == set(subcommands())
+
+
 def test_every_error_class_has_a_listed_exit_code() -> None:
     """Each error class's code is in the table every --help prints (the documentation's exit-code page is
     generated from the same table: tests/test_docs.py)."""
