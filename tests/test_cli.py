@@ -50,9 +50,17 @@ def test_every_command_and_option_has_help() -> None:
 )
 def test_a_command_line_parses_the_same_with_only_its_command_declared(argv: list[str], command: str) -> None:
     """main() declares only the command argv names (cli.parser(argv)): what it parses is what the whole
-    parser parses, and every command is still a choice."""
+    parser parses."""
     whole, only = cli.parser().parse_args(argv), cli.parser(argv).parse_args(argv)
     assert vars(only) == vars(whole) and only.func.name == command
+    (action,) = [a for a in cli.parser(argv)._actions if isinstance(a, argparse._SubParsersAction)]
+    assert set(action.choices) == {command}
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--reg", "r", "list"], ["bogus"], ["--json"], []])
+def test_a_command_line_without_a_plain_command_gets_every_command(argv: list[str]) -> None:
+    """Help, an abbreviated option or an unknown command: argparse sees every command (its choices,
+    its --help), as without argv."""
     (action,) = [a for a in cli.parser(argv)._actions if isinstance(a, argparse._SubParsersAction)]
     assert set(action.choices) == set(subcommands())
 

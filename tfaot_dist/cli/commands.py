@@ -48,9 +48,9 @@ COMMANDS: tuple[Command[Any], ...] = (
 
 
 def parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
-    """The whole command line; given argv, only the command it names gets its options and --help texts
-    (the others their name and summary: the choices and `--help` are the same). Declaring all of them
-    takes 14 ms, and every command line pays it."""
+    """The whole command line; given argv, only the command it names (when it names one plainly: then no
+    other command can be what argparse reads or shows). Declaring all of them takes 14 ms, and every
+    command line pays it."""
     chosen = command_named(argv) if argv is not None else None
     # --registry and --json go before or after the command; the top level holds the defaults.
     common = argparse.ArgumentParser(add_help=False)
@@ -80,8 +80,6 @@ def parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     for c in COMMANDS:
         if chosen is None or c.name == chosen:
             c.add_to(sub, common)
-        else:
-            sub.add_parser(c.name, help=c.summary)
     return p
 
 
