@@ -78,7 +78,7 @@ def dependency_wheels(wheel: Path) -> Path:
             capture_output=True,
             timeout=900,
         )
-        (out / wheel.name).unlink()  # the tool's own wheel is the one under test, never kept
+        (out / wheel.name).unlink(missing_ok=True)  # the tool's own wheel is the one under test: never kept
 
     parts = {"requires": requires, "python": sys.version, "machine": platform.machine()}
     return kept("dependency-wheels", {**parts, "code": code_of(dependency_wheels)}, download)
