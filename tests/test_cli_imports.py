@@ -214,6 +214,21 @@ def test_a_directory_channel_loads_no_http_and_no_signing(tmp_path: Path) -> Non
         assert "tfaot_dist.channels.directory" in result.modules, args
 
 
+# What building and a channel's writes use (C++ units, package templates, the HTML catalogue's jinja2).
+WHAT_READS_NEED_NOT = ("jinja2", "tfaot_dist.cxx", "tfaot_dist.assembly", "tfaot_dist.channels.catalogue")
+
+
+def test_listing_a_channel_loads_no_templates_and_no_cxx(tmp_path: Path, published: Path) -> None:
+    """setup --list reads a channel: it loads neither the package assembly and the C++ modules nor
+    jinja2. A publish, which writes the channel's HTML catalogue, loads jinja2 and the catalogue."""
+    result = run_fresh(tmp_path, "setup", "--list", "--channel", str(published))
+    assert result.code == 0 and "tfaot-model-x " in result.out, result
+    assert under(result.modules, WHAT_READS_NEED_NOT) == []
+    dist = hand_built_dist(tmp_path / "other-dist")
+    result = run_fresh(tmp_path, "publish", "--channel", str(tmp_path / "other"), "--dist", str(dist))
+    assert result.code == 0 and {"jinja2", "tfaot_dist.channels.catalogue"} <= set(result.modules), result
+
+
 def test_remote_and_signed_channels_load_what_they_use(tmp_path: Path, published: Path) -> None:
     """The positive controls: the same channel over HTTP loads the HTTP stack; a signed publish, and
     setup from a signed directory channel, load the TUF and key libraries, and say it is signed."""

@@ -1,7 +1,7 @@
 """The bill of materials of a model package (sbom.cdx.json, issue 41): valid CycloneDX 1.6 by the
 library's own schema validator, naming the model's source (no credentials), commit and SavedModel
 digest, TensorFlow, the compiler, the runtime and its parts, and tfaot-dist; the same bytes for the
-same inputs (packages are reproducible). No TensorFlow: the function package.assemble calls. The
+same inputs (packages are reproducible). No TensorFlow: the function assembly.assemble calls. The
 runtime package's own (XLA runtime sources, Abseil, Eigen, our kernels, compiler, tfaot-dist), from a
 runtime tree made by hand.
 Every built package's SBOM is validated by tests/test_build.py (tf)."""

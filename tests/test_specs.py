@@ -515,7 +515,7 @@ def test_release_counts_spec_templates_not_package_templates(
 
 
 def test_template_folders_split_package_and_spec_templates() -> None:
-    from tfaot_dist import package
+    from tfaot_dist import assembly
     from tfaot_dist.cxx import runtime_package
     from tfaot_dist.perf import bench
     from tfaot_dist.util import render
@@ -524,7 +524,7 @@ def test_template_folders_split_package_and_spec_templates() -> None:
     package_names = {p.name for p in render.package_templates_dir().glob("*.j2")}
     assert spec_names and not spec_names & package_names
     assert all(name.endswith((".spec.j2", ".file.j2")) for name in spec_names)
-    assert {*package.TEMPLATES, *runtime_package.TEMPLATES, bench.BENCH_TEMPLATE} == package_names
+    assert {*assembly.TEMPLATES, *runtime_package.TEMPLATES, bench.BENCH_TEMPLATE} == package_names
 
 
 def test_release_history_outside_git_is_empty(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tfaot_dist import __version__
+from tfaot_dist import __version__, assembly
 from tfaot_dist import package as pkg
 from tfaot_dist.cxx import runtime_package, weight_sharing
 from tfaot_dist.perf import ort_engine
@@ -26,7 +26,7 @@ def build_key(entry: ModelEntry, defaults: Defaults) -> str:
         "entry": entry.as_dict(),
         "defaults": defaults.as_dict(),
         "tool": __version__,
-        "templates": templates_digest(pkg.TEMPLATES),
+        "templates": templates_digest(assembly.TEMPLATES),
         "layout": pkg.LAYOUT_VERSION,
         "worker": worker_digest(),
         # An ONNX source's package is the converter's output, verified in the ONNX Runtime environment.

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tfaot_dist import compile_answers, documents, harness, limits, names, onnx_source
+from tfaot_dist import assembly, compile_answers, documents, harness, limits, names, onnx_source
 from tfaot_dist import package as pkg
 from tfaot_dist.build_key import build_key
 from tfaot_dist.cache import ensure_entry, staging
@@ -282,7 +282,7 @@ def _assemble(
     )
     if parts:
         log(f"runtime parts the model calls: {', '.join(part.name for part in parts)}")
-    return pkg.assemble(
+    return assembly.assemble(
         compiled,
         reference,
         answer,

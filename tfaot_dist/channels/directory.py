@@ -30,7 +30,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from tfaot_dist.channels import catalogue
 from tfaot_dist.channels.channel import (
     INDEX,
     MAX_INDEX,
@@ -188,6 +187,8 @@ class DirectoryTransaction:
         """Archives and manifests stored, version pages of the changed rows (and any missing), then
         index.json, then index.html (catalogue.py says why in this order). A link (or a file) on the
         way to any of them refuses the commit before the first write."""
+        from tfaot_dist.channels import catalogue  # jinja2: loaded by a write only, never by a read
+
         for row in changed:
             self.rows[row.key] = row
         rows = list(self.rows.values())

@@ -81,8 +81,7 @@ from tfaot_dist.channels.channel import (
 )
 from tfaot_dist.documents import JsonObject, Manifest
 from tfaot_dist.errors import BlobsNotReady, IntegrityError, InvalidInput, SourceUnavailable
-from tfaot_dist.trust import repository
-from tfaot_dist.trust.signing import TUF, Signing
+from tfaot_dist.trust.signing import SIGNED_ROOT, TUF, Signing
 from tfaot_dist.util.download import (
     DEADLINE_ENV,
     Origin,
@@ -772,7 +771,12 @@ class OciTransaction:
     def check_signing(self) -> None:
         """Before the first push of a publish or yank (once)."""
         if not self._signing_checked:
-            repository.check_signing(OciMetadata(self.client), self.signing, str(self.client.location))
+            metadata = OciMetadata(self.client)
+            if self.signing is not None or metadata.kind(SIGNED_ROOT) is not None:
+                # python-tuf and securesystemslib: loaded for a signed change or channel only
+                from tfaot_dist.trust import repository
+
+                repository.check_signing(metadata, self.signing, str(self.client.location))
             self._signing_checked = True
 
     def stored_sha256(self, row: ChannelPackage) -> str | None:
@@ -828,6 +832,8 @@ class OciTransaction:
             return
         self.check_signing()
         if self.signing is not None:  # before the index lists them
+            from tfaot_dist.trust import repository
+
             rows = list({**self.rows, **{row.key: row for row in changed}}.values())
             repository.sign_rows(OciMetadata(self.client, rows), rows, self.signing)
         part = _part_tag(changed)
