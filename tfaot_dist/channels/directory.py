@@ -46,7 +46,7 @@ from tfaot_dist.channels.channel import (
 from tfaot_dist.documents import Manifest, load_json
 from tfaot_dist.errors import IntegrityError, InvalidInput, SourceUnavailable
 from tfaot_dist.install.area import AreaWriter
-from tfaot_dist.trust.signing import SIGNED_ROOT, Signing
+from tfaot_dist.trust.signing import Signing, signed_change_or_channel
 from tfaot_dist.util.fs import crash_point, sha256_file
 
 
@@ -200,8 +200,8 @@ class DirectoryTransaction:
             INDEX,
         ):
             self.writer.check_removable(rel)  # refuses a link at rel or on the way to it
-        signed = self.channel.signing is not None or self.writer.kind(SIGNED_ROOT) is not None
-        if signed:  # python-tuf and securesystemslib: loaded for a signed change or channel only
+        is_signed = signed_change_or_channel(self.writer, self.channel.signing)
+        if is_signed:
             from tfaot_dist.trust import repository
 
             repository.check_signing(self.writer, self.channel.signing, self.channel.location)
@@ -209,7 +209,7 @@ class DirectoryTransaction:
             self.writer.write(row.manifest, archive.manifest_bytes)
             self.writer.copy_in(row.archive, archive.path)
         catalogue.write_pages(self.writer, pages, manifests, self._manifest)
-        if signed:
+        if is_signed:
             repository.sign_rows(self.writer, rows, self.channel.signing)  # before the index lists them
         crash_point("publish_index")
         index = render_index(rows)

@@ -81,7 +81,7 @@ from tfaot_dist.channels.channel import (
 )
 from tfaot_dist.documents import JsonObject, Manifest
 from tfaot_dist.errors import BlobsNotReady, IntegrityError, InvalidInput, SourceUnavailable
-from tfaot_dist.trust.signing import SIGNED_ROOT, TUF, Signing
+from tfaot_dist.trust.signing import TUF, Signing, signed_change_or_channel
 from tfaot_dist.util.download import (
     DEADLINE_ENV,
     Origin,
@@ -772,8 +772,7 @@ class OciTransaction:
         """Before the first push of a publish or yank (once)."""
         if not self._signing_checked:
             metadata = OciMetadata(self.client)
-            if self.signing is not None or metadata.kind(SIGNED_ROOT) is not None:
-                # python-tuf and securesystemslib: loaded for a signed change or channel only
+            if signed_change_or_channel(metadata, self.signing):
                 from tfaot_dist.trust import repository
 
                 repository.check_signing(metadata, self.signing, str(self.client.location))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # a Signing is made by trust/commands.py, which loads it
     from securesystemslib.signer import CryptoSigner
@@ -21,3 +21,13 @@ MAX_METADATA = 64 << 20  # bytes read of one metadata file
 class Signing:
     signer: CryptoSigner
     timestamp_lifetime: timedelta = DEFAULT_TIMESTAMP_LIFETIME
+
+
+class HasFiles(Protocol):
+    def kind(self, rel: str) -> str | None: ...  # a channel's files by path (trust/repository.MetadataStore)
+
+
+def signed_change_or_channel(store: HasFiles, signing: Signing | None) -> bool:
+    """A signed change (--sign) or a signed channel (it has SIGNED_ROOT): what python-tuf and
+    securesystemslib are loaded for; an unsigned change to an unsigned channel needs neither."""
+    return signing is not None or store.kind(SIGNED_ROOT) is not None
