@@ -48,7 +48,7 @@ case "$1" in
                 cp "$0" "$3/bin/python"
                 echo "$version" > "$3/bin/VERSION"
                 echo "venv $version" >> "$LOG" ;;
-            pip) echo "pip $version $(dirname "$here")" >> "$LOG" ;;
+            pip) shift 2; echo "pip $version $*" >> "$LOG" ;;
             pytest)
                 shift 2
                 echo "pytest $version FAST=$TFAOT_DIST_FAST $*" >> "$LOG"
@@ -130,10 +130,28 @@ def test_oldest_newest_and_the_system_python_each_in_a_cached_venv(tmp_path: Pat
         f"  3.11.2  {tmp_path}/system/python3: 12 passed, 1 skipped, 3 deselected (T s)",
     ]
 
-    # Again: the venvs are reused (no venv, no pip); pyproject.toml changed: made again, the old ones gone.
+    # Again: the venvs are reused (no venv, no pip).
     (tmp_path / "log").unlink()
     assert run(repo, env).returncode == 0
     assert not any(line.startswith(("venv", "pip")) for line in (tmp_path / "log").read_text().splitlines())
+    # From another clone of the same pyproject.toml: the same venvs, their editable install pointed at it
+    # (no dependencies installed); then back in the first clone, pointed back.
+    other = tmp_path / "other-clone"
+    shutil.copytree(repo, other, symlinks=True)
+    relinks = [
+        f"pip {v} install --disable-pip-version-check -q --no-deps --no-build-isolation -e ."
+        for v in ("3.9.18", "3.13.0", "3.11.2")
+    ]
+    for clone, expected in ((other, relinks), (other, []), (repo, relinks)):
+        (tmp_path / "log").unlink()
+        assert run(clone, env).returncode == 0
+        log = (tmp_path / "log").read_text().splitlines()
+        assert [line for line in log if line.startswith(("venv", "pip"))] == expected
+        assert {(tmp_path / "cache" / "test-venvs" / v / ".repo").read_text() for v in venvs} == {
+            f"{clone}\n"
+        }
+    assert sorted(p.name for p in (tmp_path / "cache" / "test-venvs").iterdir() if p.is_dir()) == venvs
+    # pyproject.toml changed: made again, the old ones gone.
     with open(repo / "pyproject.toml", "a") as f:
         f.write("# changed\n")
     assert run(repo, env).returncode == 0
