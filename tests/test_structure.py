@@ -10,6 +10,7 @@ cycle through either is a cycle a reader walks. The worker modules (tfaot_dist/w
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "tfaot_dist"
@@ -28,11 +29,17 @@ def module_names(root: Path) -> dict[str, Path]:
     return modules
 
 
+@functools.cache
+def parsed(path: Path) -> list[ast.AST]:
+    """Every node of a source file (read once: the checks of this module walk the same files)."""
+    return list(ast.walk(ast.parse(path.read_text(), str(path))))
+
+
 def imported_modules(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     """The modules of the package that module `name` imports, at any level of its source."""
     is_package = path.name == "__init__.py"
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in parsed(path):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -106,7 +113,7 @@ def long_functions(root: Path, limit: int = MAX_FUNCTION_LINES) -> list[str]:
     such as a command's help texts, are not counted)."""
     found = []
     for path in sorted(root.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in parsed(path):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 lines = (node.end_lineno or node.lineno) - node.lineno + 1
                 if lines > limit:
