@@ -879,7 +879,7 @@ class OciTransaction:
 
 
 class OciMetadata:
-    """A signed channel's files by channel path (trust/repository.MetadataStore): each one a tag of
+    """A signed channel's files by channel path (trust/signing.MetadataStore): each one a tag of
     NAMESPACE/tfaot-tuf (metadata_tag); a row's manifest.json is its package artifact's config blob."""
 
     def __init__(self, client: Client, rows: Iterable[ChannelPackage] = ()):

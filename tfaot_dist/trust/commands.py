@@ -11,7 +11,13 @@ from tfaot_dist.channels.factory import open_channel
 from tfaot_dist.errors import InvalidInput, UsageError
 from tfaot_dist.trust import keys, provenance, repository
 from tfaot_dist.trust.options import KEY_ENV
-from tfaot_dist.trust.signing import DEFAULT_TIMESTAMP_LIFETIME, MAX_METADATA, SIGNED_ROOT, Signing
+from tfaot_dist.trust.signing import (
+    DEFAULT_TIMESTAMP_LIFETIME,
+    MAX_METADATA,
+    SIGNED_ROOT,
+    MetadataStore,
+    Signing,
+)
 
 
 def signing(sign: Path | None, timestamp_expiry: str | None) -> Signing | None:
@@ -71,7 +77,7 @@ def trust_command(
         raise UsageError(f"trust {action} takes no --new-key")
     with channel.transaction() as tx:
         if isinstance(tx, DirectoryTransaction):
-            store: repository.MetadataStore = tx.writer
+            store: MetadataStore = tx.writer
         else:
             store = OciMetadata(tx.client, tx.rows.values())
         if action == "init-root":
@@ -98,7 +104,7 @@ def trust_command(
 
 
 def _init_root(
-    store: repository.MetadataStore,
+    store: MetadataStore,
     rows: list[ChannelPackage],
     root_keys: RootKeys,
     signed: Signing,

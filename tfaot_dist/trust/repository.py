@@ -21,8 +21,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from pathlib import PurePath
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from securesystemslib.signer import CryptoSigner, Key
 from tuf.api.exceptions import RepositoryError
@@ -42,7 +41,7 @@ from tfaot_dist.channels.channel import MAX_MANIFEST, ChannelPackage
 from tfaot_dist.documents import load_json
 from tfaot_dist.errors import IntegrityError, InvalidInput, UsageError
 from tfaot_dist.trust import provenance
-from tfaot_dist.trust.signing import MAX_METADATA, SIGNED_ROOT, TUF, Signing
+from tfaot_dist.trust.signing import MAX_METADATA, SIGNED_ROOT, TUF, MetadataStore, Signing
 
 ROLES = (Root.type, Targets.type, Snapshot.type, Timestamp.type)
 ROOT_LIFETIME = timedelta(days=730)  # renewed by `trust rotate` (the same key may be given twice)
@@ -51,20 +50,6 @@ _DURATION = re.compile(r"([1-9][0-9]{0,6})([smhd])")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
 RoleT = TypeVar("RoleT", Root, Timestamp, Snapshot, Targets)  # as tuf.api.metadata.T
-
-
-class MetadataStore(Protocol):
-    """Where a channel's files are read and written by path (a directory channel's AreaWriter, an
-    OCI channel's oci.OciMetadata): None for a file that is not there; each write whole or not at all."""
-
-    @property
-    def root(self) -> PurePath: ...  # named in error lines
-
-    def read(self, rel: str, limit: int = ...) -> bytes | None: ...
-
-    def write(self, rel: str, data: bytes | str) -> None: ...
-
-    def kind(self, rel: str) -> str | None: ...
 
 
 def duration(text: str, option: str = "--timestamp-expiry") -> timedelta:

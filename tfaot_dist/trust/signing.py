@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import PurePath
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # a Signing is made by trust/commands.py, which loads it
@@ -23,11 +24,21 @@ class Signing:
     timestamp_lifetime: timedelta = DEFAULT_TIMESTAMP_LIFETIME
 
 
-class HasFiles(Protocol):
-    def kind(self, rel: str) -> str | None: ...  # a channel's files by path (trust/repository.MetadataStore)
+class MetadataStore(Protocol):
+    """Where a channel's files are read and written by path (a directory channel's AreaWriter, an
+    OCI channel's oci.OciMetadata): None for a file that is not there; each write whole or not at all."""
+
+    @property
+    def root(self) -> PurePath: ...  # named in error lines
+
+    def read(self, rel: str, limit: int = ...) -> bytes | None: ...
+
+    def write(self, rel: str, data: bytes | str) -> None: ...
+
+    def kind(self, rel: str) -> str | None: ...
 
 
-def signed_change_or_channel(store: HasFiles, signing: Signing | None) -> bool:
+def signed_change_or_channel(store: MetadataStore, signing: Signing | None) -> bool:
     """A signed change (--sign) or a signed channel (it has SIGNED_ROOT): what python-tuf and
     securesystemslib are loaded for; an unsigned change to an unsigned channel needs neither."""
     return signing is not None or store.kind(SIGNED_ROOT) is not None
