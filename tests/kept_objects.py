@@ -26,16 +26,22 @@ from kept import host_parts, kept
 
 OBJECT = "object.o"
 _PATH_FLAGS = ("-I", "-isystem", "-iquote", "-idirafter")
+_REPOSITORY = Path(__file__).resolve().parent.parent
 _RUN_DIRECTORY = re.compile(rb"/pytest-of-[^/]+/pytest-\d+/(popen-gw\d+/)?")
 
 
 def compile_kept(flags: Sequence[str], source: Path, obj: Path) -> tuple[int, str]:
+    key_flags = _without_paths(flags)
+    # __FILE__ (the tests' CHECK macros, assert in tfaot/Model.h) names files from the repository or the
+    # source's directory: the key is then the same in every clone (with the clone's path in it, each new
+    # clone compiled everything anew).
+    flags = [*flags, f"-fmacro-prefix-map={_REPOSITORY}/=", f"-fmacro-prefix-map={source.parent}/="]
     preprocessed = subprocess.run(["g++", *flags, "-E", "-P", str(source)], capture_output=True)
     if preprocessed.returncode != 0:  # the compile says why, in its own words
         return _compile(flags, source, obj)
     parts = {
         "compiler": host_parts()["g++"],
-        "flags": _without_paths(flags),
+        "flags": key_flags,
         "preprocessed": hashlib.sha256(_RUN_DIRECTORY.sub(b"/<pytest>/", preprocessed.stdout)).hexdigest(),
     }
     result: list[tuple[int, str]] = []
