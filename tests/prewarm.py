@@ -13,8 +13,8 @@ a failure is printed and the next entry tried, and the test that needs the entry
 In the order the toolchain tier needs them: the environments (network, little CPU), the two XLA runtimes,
 the exports of the examples, test and ONNX models, the simple example at every level, the study's export,
 the examples' export by TensorFlow 2.12, the TensorFlow C API benchmark (tests/test_perf.py), the zoo's
-exports, every part of both runtimes (tests/test_runtime_parts.py), the release-like runtime, then the
-zoo's builds.
+exports, the parts of both runtimes the tests build (tests/test_runtime_parts.py: BUILT_ANYWAY), the
+release-like runtime, then the zoo's builds.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from conftest import REPO, TF212, exported_by, kept_simple_every_level
 from release_runtime import ensure_release_runtime
+from test_runtime_parts import ALL_PARTS, BUILT_ANYWAY
 from test_zoo import KERAS2, TF_KERAS, ZOO, ZOO212, built_area, exported
 
 from tfaot_dist.cache import default_cache
@@ -53,10 +54,12 @@ def step(what: str, make: Callable[..., object], *args: Any) -> None:
     log(f"prewarm: {what} ({time.monotonic() - t0:.0f} s)")
 
 
-def all_parts(toolchain: Toolchain, cache: Path) -> None:
+def parts(toolchain: Toolchain, version: str, cache: Path) -> None:
     runtime = xla_runtime.ensure_runtime(toolchain.python, cache, log)
     source = xla_runtime.part_source(runtime, toolchain.python)
-    names = [p.name for p in runtime_parts.parts(source.sources)]
+    names = [
+        p.name for p in runtime_parts.parts(source.sources) if ALL_PARTS or p.name in BUILT_ANYWAY[version]
+    ]
     xla_runtime.ensure_parts(runtime, names, toolchain.python, cache, log)
 
 
@@ -90,8 +93,8 @@ def main() -> None:
     ]
     for family, model, exporter, options in families:
         step(f"{family} export {model}", exported, family, model, exporter, *options)
-    for toolchain in (tf212, tf221):
-        step(f"runtime parts of {toolchain.key}", all_parts, toolchain, cache)
+    for toolchain, version in ((tf212, "2.12"), (tf221, "2.21")):
+        step(f"runtime parts of {toolchain.key}", parts, toolchain, version, cache)
     step("release-like runtime", ensure_release_runtime, tf212, cache, log)
     for family, model, exporter, options in families:
         step(f"{family} build {model}", zoo_build, family, model, exporter, cache, *options)

@@ -1,11 +1,15 @@
 """Runtime parts (cxx/runtime_parts.py): the heavy runtime sources, built only for the models that call them.
 
-The entry-point table is checked against the symbols of every part built for
-real, for both TensorFlow versions; a model that calls a product carries the
-part in its archive and verifies; a model that calls none carries nothing.
+The entry-point table is checked against the symbols of every part of both
+TensorFlow versions: of real builds, or recorded from real builds (RECORD) for
+the parts no other test needs while what their compiler reads is unchanged; a
+model that calls a product carries the part in its archive and verifies; a
+model that calls none carries nothing.
 """
 
 import json
+import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -13,8 +17,11 @@ from typing import Any
 import pytest
 from conftest import Cli
 
-from tfaot_dist.cxx import runtime_parts, xla_runtime
+from tfaot_dist.cxx import runtime_kernels, runtime_parts, xla_runtime
+from tfaot_dist.cxx.build_kit import BUILD_FLAGS, CONSUMER_CXXFLAGS
 from tfaot_dist.cxx.xla_runtime import XlaRuntime
+from tfaot_dist.toolchain import Toolchain
+from tfaot_dist.util.fs import sha256_bytes, sha256_file, tree_digest, write_atomic
 
 
 def test_entry_points_are_claimed_by_their_own_part() -> None:
@@ -46,34 +53,93 @@ def test_entry_points_are_claimed_by_their_own_part() -> None:
     assert unclaimed == {"xla::cpu::NewThing(int)"}  # XLA's, claimed by none: all parts are built then
 
 
+# Parts the rest of the suite builds anyway (its models call them): the table test builds them too.
+BUILT_ANYWAY = {
+    "2.21": ("convolution_lib_f32_2d", "dot_lib_f32", "dot_lib_f64"),
+    "2.12": (
+        "runtime_single_threaded_conv2d",
+        "runtime_single_threaded_conv3d",
+        "runtime_single_threaded_matmul",
+    ),
+}
+# The other parts' defined symbols, recorded from real builds: each with the identity of what its
+# compiler read (its source, the runtime's include/, the compiler, the flags). A part whose identity
+# differs from its record (another compiler, changed headers) is built and its own symbols are taken.
+#   TFAOT_UPDATE_GOLDEN=1 scripts/test -m tf tests/test_runtime_parts.py -k table   builds every part, records
+#   TFAOT_DIST_TEST_ALL_PARTS=1 scripts/test -m tf tests/test_runtime_parts.py      builds every part, compares
+# (the weekly .github/workflows/soak.yml runs the second).
+RECORD = Path(__file__).parent / "golden" / "runtime-part-symbols.json"
+UPDATE = os.environ.get("TFAOT_UPDATE_GOLDEN") == "1"
+ALL_PARTS = UPDATE or os.environ.get("TFAOT_DIST_TEST_ALL_PARTS") == "1"
+# What a table entry can claim: every pattern starts with one of these (test_entry_points_are_anchored...).
+ENTRY_PREFIXES = (r"^(?:void )?xla::", r"^__xla_cpu_runtime_")
+RECORDED = re.compile("|".join(ENTRY_PREFIXES))
+
+
+def test_entry_points_are_anchored_in_xla_names() -> None:
+    """So the records, which keep only such names, hold every symbol a pattern could claim."""
+    for source, pattern in runtime_parts.ENTRY_POINTS.items():
+        assert pattern.startswith(ENTRY_PREFIXES), source
+
+
+def recorded_identity(runtime: XlaRuntime, src: runtime_parts.PartSource, part: runtime_parts.Part) -> str:
+    identity = {
+        "source": sha256_file(src.src_root / part.source),
+        "include": tree_digest(runtime.include_dir),
+        "compiler": [src.compiler.full_version, src.compiler.target],
+        "flags": [CONSUMER_CXXFLAGS, BUILD_FLAGS, runtime_parts.RUNTIME_FLAGS],
+    }
+    return sha256_bytes(json.dumps(identity, sort_keys=True).encode())
+
+
 @pytest.fixture(scope="module", params=["2.21", "2.12"])
-def all_parts(
+def part_symbols(
     request: pytest.FixtureRequest, shared_cache: Path
-) -> tuple[XlaRuntime, dict[str, runtime_parts.Part], list[runtime_parts.BuiltPart]]:
-    """Every part of the runtime of one TensorFlow version, built (cached across runs)."""
+) -> tuple[XlaRuntime, dict[str, runtime_parts.Part], dict[str, set[str]]]:
+    """The runtime of one TensorFlow version, its parts, and each part's defined symbols (RECORDED's
+    names): built (cached across runs) or, with a matching record, recorded."""
     toolchain = request.getfixturevalue("toolchain" if request.param == "2.21" else "toolchain212")
     runtime = xla_runtime.ensure_runtime(toolchain.python, shared_cache, lambda m: None)
-    names = [p.name for p in runtime_parts.parts(xla_runtime.part_source(runtime, toolchain.python).sources)]
-    built = xla_runtime.ensure_parts(runtime, names, toolchain.python, shared_cache, lambda m: None)
+    src = xla_runtime.part_source(runtime, toolchain.python)
+    available = {p.name: p for p in runtime_parts.parts(src.sources)}
     # 2.21: dot products of 7 types, convolutions of 2 types and ranks, sort; 2.12: 8 runtime_*.cc
-    assert len(built) == {"2.21": 12, "2.12": 8}[request.param]
-    return (
-        runtime,
-        {p.name: p for p in runtime_parts.parts(xla_runtime.part_source(runtime, toolchain.python).sources)},
-        built,
+    assert len(available) == {"2.21": 12, "2.12": 8}[request.param]
+    records = json.loads(RECORD.read_text()) if RECORD.is_file() else {}
+    recorded = records.get(runtime.tensorflow_version, {})
+    identities = {name: recorded_identity(runtime, src, p) for name, p in available.items()}
+    matching = {n for n, r in recorded.items() if n in identities and r["identity"] == identities[n]}
+    to_build = sorted(
+        available if ALL_PARTS else {*BUILT_ANYWAY[request.param], *(set(available) - matching)}
     )
+    built = xla_runtime.ensure_parts(runtime, to_build, toolchain.python, shared_cache, lambda m: None)
+    symbols = {
+        p.name: {s for s in runtime_parts.defined_symbols(p.objects) if RECORDED.search(s)} for p in built
+    }
+    for name in sorted(set(symbols) & matching if not UPDATE else ()):  # a record and a build agree
+        assert symbols[name] == set(recorded[name]["symbols"]), f"{name}: symbols differ from {RECORD.name}"
+    for name in sorted(matching - set(symbols)):
+        symbols[name] = set(recorded[name]["symbols"])
+    if UPDATE:  # every part but those carrying our kernels, whose sources the identity leaves out
+        dispatched = {d.source for d in runtime_kernels.dispatches(src.sources)}
+        records[runtime.tensorflow_version] = {
+            name: {"identity": identities[name], "symbols": sorted(symbols[name])}
+            for name, part in sorted(available.items())
+            if part.source not in dispatched
+        }
+        write_atomic(RECORD, json.dumps(records, indent=1, sort_keys=True) + "\n")
+    return runtime, available, symbols
 
 
 @pytest.mark.slow
 def test_each_part_defines_what_the_table_says_and_nothing_another_part_claims(
-    all_parts: tuple[XlaRuntime, dict[str, runtime_parts.Part], list[runtime_parts.BuiltPart]],
+    part_symbols: tuple[XlaRuntime, dict[str, runtime_parts.Part], dict[str, set[str]]],
 ) -> None:
-    runtime, available, built = all_parts
-    for part in built:
-        defined = runtime_parts.defined_symbols(part.objects)
+    runtime, available, symbols = part_symbols
+    assert sorted(symbols) == sorted(available)
+    for part_name, defined in symbols.items():
         claims = {name: sorted(s for s in defined if p.claims(s)) for name, p in available.items()}
-        assert claims.pop(part.name), f"{part.name} defines none of its entry points"
-        assert not any(claims.values()), (part.name, {k: v[:2] for k, v in claims.items() if v})
+        assert claims.pop(part_name), f"{part_name} defines none of its entry points"
+        assert not any(claims.values()), (part_name, {k: v[:2] for k, v in claims.items() if v})
     core = runtime_parts.defined_symbols(runtime.libs[:1])
     assert not [s for s in core if any(p.claims(s) for p in available.values())]
     # The heavy sources are not in the core library.
@@ -150,12 +216,26 @@ def test_a_model_calling_no_runtime_code_carries_no_part(run: Cli, study: Path, 
 
 @pytest.mark.slow
 def test_an_unlisted_entry_point_builds_every_part_and_takes_the_one_defining_it(
-    run: Cli, study: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    run: Cli,
+    study: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    toolchain: Toolchain,
+    shared_cache: Path,
 ) -> None:
-    """Should the table miss an entry point (a new TensorFlow), the symbols of the built parts decide
-    (they are cached once the test above has run)."""
+    """Should the table miss an entry point (a new TensorFlow), the symbols of the built parts decide."""
+    # The runtime first: its include/ holds the headers of every part (parts() is narrowed below).
+    xla_runtime.ensure_runtime(toolchain.python, shared_cache, lambda m: None)
     source = "xla/backends/cpu/runtime/dot_lib_f32.cc"
     monkeypatch.setitem(runtime_parts.ENTRY_POINTS, source, r"(?!)")  # claims nothing
+    # "Every part" is here the three parts other tests build anyway (the others take 10 minutes of
+    # compiling on 2 cores, and the table test has their symbols): the one defining the symbol among them.
+    every_part = runtime_parts.parts
+    monkeypatch.setattr(
+        runtime_parts,
+        "parts",
+        lambda sources: [p for p in every_part(sources) if p.name in BUILT_ANYWAY["2.21"]],
+    )
     _, manifest, log = compile_study(run, study, tmp_path / "c", [64])
     assert "which no runtime part is known to define: building all parts" in log
     assert manifest["runtime_parts"] == ["dot_lib_f32"]
