@@ -23,6 +23,28 @@ from tfaot_dist.cxx.xla_runtime import XlaRuntime
 from tfaot_dist.toolchain import Toolchain
 from tfaot_dist.util.fs import sha256_bytes, sha256_file, tree_digest, write_atomic
 
+# Parts the rest of the suite builds anyway (its models call them): the table test builds them too.
+BUILT_ANYWAY = {
+    "2.21": ("convolution_lib_f32_2d", "dot_lib_f32", "dot_lib_f64"),
+    "2.12": (
+        "runtime_single_threaded_conv2d",
+        "runtime_single_threaded_conv3d",
+        "runtime_single_threaded_matmul",
+    ),
+}
+# The other parts' defined symbols, recorded from real builds: each with the identity of what its
+# compiler read (its source, the runtime's include/, the compiler, the flags). A part whose identity
+# differs from its record (another compiler, changed headers) is built and its own symbols are taken.
+#   TFAOT_UPDATE_GOLDEN=1 scripts/test -m tf tests/test_runtime_parts.py -k table   builds every part, records
+#   TFAOT_DIST_TEST_ALL_PARTS=1 scripts/test -m tf tests/test_runtime_parts.py      builds every part, compares
+# (the weekly .github/workflows/soak.yml runs the second).
+RECORD = Path(__file__).parent / "golden" / "runtime-part-symbols.json"
+UPDATE = os.environ.get("TFAOT_UPDATE_GOLDEN") == "1"
+ALL_PARTS = UPDATE or os.environ.get("TFAOT_DIST_TEST_ALL_PARTS") == "1"
+# What a table entry can claim: every pattern starts with one of these (test_entry_points_are_anchored...).
+ENTRY_PREFIXES = (r"^(?:void )?xla::", r"^__xla_cpu_runtime_")
+RECORDED = re.compile("|".join(ENTRY_PREFIXES))
+
 
 def test_entry_points_are_claimed_by_their_own_part() -> None:
     """The table as a pure function: each name goes to the part of its type and rank, or to none."""
@@ -53,39 +75,16 @@ def test_entry_points_are_claimed_by_their_own_part() -> None:
     assert unclaimed == {"xla::cpu::NewThing(int)"}  # XLA's, claimed by none: all parts are built then
 
 
-# Parts the rest of the suite builds anyway (its models call them): the table test builds them too.
-BUILT_ANYWAY = {
-    "2.21": ("convolution_lib_f32_2d", "dot_lib_f32", "dot_lib_f64"),
-    "2.12": (
-        "runtime_single_threaded_conv2d",
-        "runtime_single_threaded_conv3d",
-        "runtime_single_threaded_matmul",
-    ),
-}
-# The other parts' defined symbols, recorded from real builds: each with the identity of what its
-# compiler read (its source, the runtime's include/, the compiler, the flags). A part whose identity
-# differs from its record (another compiler, changed headers) is built and its own symbols are taken.
-#   TFAOT_UPDATE_GOLDEN=1 scripts/test -m tf tests/test_runtime_parts.py -k table   builds every part, records
-#   TFAOT_DIST_TEST_ALL_PARTS=1 scripts/test -m tf tests/test_runtime_parts.py      builds every part, compares
-# (the weekly .github/workflows/soak.yml runs the second).
-RECORD = Path(__file__).parent / "golden" / "runtime-part-symbols.json"
-UPDATE = os.environ.get("TFAOT_UPDATE_GOLDEN") == "1"
-ALL_PARTS = UPDATE or os.environ.get("TFAOT_DIST_TEST_ALL_PARTS") == "1"
-# What a table entry can claim: every pattern starts with one of these (test_entry_points_are_anchored...).
-ENTRY_PREFIXES = (r"^(?:void )?xla::", r"^__xla_cpu_runtime_")
-RECORDED = re.compile("|".join(ENTRY_PREFIXES))
-
-
 def test_entry_points_are_anchored_in_xla_names() -> None:
     """So the records, which keep only such names, hold every symbol a pattern could claim."""
     for source, pattern in runtime_parts.ENTRY_POINTS.items():
         assert pattern.startswith(ENTRY_PREFIXES), source
 
 
-def recorded_identity(runtime: XlaRuntime, src: runtime_parts.PartSource, part: runtime_parts.Part) -> str:
+def recorded_identity(src: runtime_parts.PartSource, include_digest: str, part: runtime_parts.Part) -> str:
     identity = {
         "source": sha256_file(src.src_root / part.source),
-        "include": tree_digest(runtime.include_dir),
+        "include": include_digest,
         "compiler": [src.compiler.full_version, src.compiler.target],
         "flags": [CONSUMER_CXXFLAGS, BUILD_FLAGS, runtime_parts.RUNTIME_FLAGS],
     }
@@ -106,7 +105,8 @@ def part_symbols(
     assert len(available) == {"2.21": 12, "2.12": 8}[request.param]
     records = json.loads(RECORD.read_text()) if RECORD.is_file() else {}
     recorded = records.get(runtime.tensorflow_version, {})
-    identities = {name: recorded_identity(runtime, src, p) for name, p in available.items()}
+    include_digest = tree_digest(runtime.include_dir)
+    identities = {name: recorded_identity(src, include_digest, p) for name, p in available.items()}
     matching = {n for n, r in recorded.items() if n in identities and r["identity"] == identities[n]}
     to_build = sorted(
         available if ALL_PARTS else {*BUILT_ANYWAY[request.param], *(set(available) - matching)}
