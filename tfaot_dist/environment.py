@@ -45,6 +45,8 @@ DEVELOPER_VARIABLES: dict[str, str] = {
     "(tests/prewarm.py, the other Pythons' venvs)",
     "TFAOT_DIST_TOOLS": "where scripts/install-actionlint puts actionlint (default $TFAOT_DIST_CACHE/tools)",
     "TFAOT_DIST_TEST_MODELS": "models in the registry of the distribution tests (default 6)",
+    "TFAOT_DIST_TEST_ALL_PARTS": "1: tests/test_runtime_parts.py builds every runtime part and compares their "
+    "symbols with tests/golden/runtime-part-symbols.json (default: recorded symbols where they match)",
     "TFAOT_DIST_TEST_TIMEOUT": "seconds a test may take before it fails, named (default 1800; 0 for no limit)",
     "TFAOT_DIST_KILL_TRIALS": "trials per command of the soak test's random kills (default 4)",
     "TFAOT_DIST_KILL_SEED": "seed of the soak test's random kills (default 2026)",

@@ -17,9 +17,10 @@ symbols of its objects (TF 2.12's code calls the runtime there) and of its
 generated headers' code (TF 2.16+ calls it from the header, so the headers that
 include a runtime *_lib.h are compiled: header_calls) are matched against
 ENTRY_POINTS, the demangled entry points models call in each source. A test
-builds every part of both TensorFlow versions and checks the table against
-their symbols. Should a model still refer to an XLA symbol that neither the
-core nor the table accounts for, every part is built and their symbols decide.
+checks the table against the symbols of every part of both TensorFlow versions
+(built, or recorded from builds of the same inputs). Should a model still refer
+to an XLA symbol that neither the core nor the table accounts for, every part
+is built and their symbols decide.
 
     CACHE/runtime-parts/<runtime key>-<part>-<digest>/
         obj/*.o            what goes into a model's archive
