@@ -185,6 +185,26 @@ def test_a_failing_interpreter_fails_the_run_after_the_others(tmp_path: Path) ->
     )
 
 
+def test_a_cache_or_venv_others_can_write_is_refused_before_anything_in_it_runs(tmp_path: Path) -> None:
+    """The cache's trust rules, as the tool's: a venv file group or others can write (anyone could have
+    replaced it), or such a cache, ends the run with one line naming it; nothing of the venv ran."""
+    repo, env = matrix(tmp_path, ["3.9.18", "3.13.0"], "3.11.2")
+    assert run(repo, env).returncode == 0
+    cache = tmp_path / "cache"
+    (venv,) = [p for p in (cache / "test-venvs").iterdir() if p.name.startswith("3.9.18-") and p.is_dir()]
+    advice = "not yours or writable by group or others; refusing to run code from it (chmod go-w it, or use another TFAOT_DIST_CACHE)"
+    for path, mode in ((venv / "bin" / "python", 0o775), (cache, 0o777), (cache / "test-venvs", 0o757)):
+        before = path.stat().st_mode
+        path.chmod(mode)
+        (tmp_path / "log").unlink(missing_ok=True)
+        proc = run(repo, env)
+        path.chmod(before)
+        assert proc.returncode == 1
+        assert proc.stderr.splitlines() == [f"scripts/test-pythons: {path}: {advice}"]
+        assert not (tmp_path / "log").exists()  # no venv made, no pip, no pytest
+    assert run(repo, env).returncode == 0
+
+
 # ---------------------------------------------------------------- the CI workflow
 
 
