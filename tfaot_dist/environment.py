@@ -43,7 +43,8 @@ DEVELOPER_VARIABLES: dict[str, str] = {
     "TFAOT_DIST_OTHER_PYTHONS": "0: scripts/test leaves the other Pythons out (a CI that runs each as a job)",
     "TFAOT_DIST_PREWARM": "0: scripts/test makes nothing ahead of the toolchain tier while the fast tiers run "
     "(tests/prewarm.py, the other Pythons' venvs)",
-    "TFAOT_DIST_TOOLS": "where scripts/install-actionlint puts actionlint (default $TFAOT_DIST_CACHE/tools)",
+    "TFAOT_DIST_TOOLS": "where scripts/install-actionlint and scripts/install-uv put actionlint and uv "
+    "(default $TFAOT_DIST_CACHE/tools)",
     "TFAOT_DIST_TEST_MODELS": "models in the registry of the distribution tests (default 6)",
     "TFAOT_DIST_TEST_ALL_PARTS": "1: tests/test_runtime_parts.py builds every runtime part and compares their "
     "symbols with tests/golden/runtime-part-symbols.json (default: recorded symbols where they match)",
