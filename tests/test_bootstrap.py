@@ -131,7 +131,7 @@ def test_bootstrap_installs_with_uv_then_not_again(tmp_path: Path) -> None:
         proc = subprocess.run([repo / "scripts" / "bootstrap"], env=env, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "log").read_text().splitlines() == [
-        "uv pip install -q --python .venv/bin/python -e .[test]"
+        "uv pip install -q --compile-bytecode --python .venv/bin/python -e .[test]"
     ]
     assert (repo / ".venv" / "bootstrapped").is_file()
 
