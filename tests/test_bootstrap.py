@@ -82,6 +82,11 @@ def test_uv_comes_from_the_pinned_wheel_and_is_kept(tmp_path: Path) -> None:
     again = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     assert again.returncode == 0 and again.stdout == proc.stdout
     assert len((tmp_path / "log").read_text().splitlines()) == 2
+    # An incomplete one (no binary) is made again.
+    uv.unlink()
+    again = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    assert again.returncode == 0 and again.stdout == proc.stdout and uv.is_file(), again.stderr
+    assert len((tmp_path / "log").read_text().splitlines()) == 4
 
 
 @pytest.mark.parametrize("writable", ["cache", "tools", "binary"])
