@@ -185,6 +185,33 @@ def test_a_failing_interpreter_fails_the_run_after_the_others(tmp_path: Path) ->
     )
 
 
+def test_besides_venv_leaves_out_the_interpreter_the_fast_tier_ran_under(tmp_path: Path) -> None:
+    """scripts/test's call: the clone's .venv made of the distribution's python (scripts/bootstrap), so its
+    fast tier ran there; that interpreter is neither run nor given a venv here, and counts among the
+    three. Without the option (a run of its own) it runs as the others."""
+    repo, env = matrix(tmp_path, ["3.9.18", "3.13.0"], "3.11.2")
+    (repo / ".venv" / "bin").mkdir(parents=True)
+    (repo / ".venv" / "bin" / "python").symlink_to(tmp_path / "system" / "python3")
+    for args in (["--venvs-only"], []):
+        proc = run(repo, env, "--besides-venv", *args)
+        assert proc.returncode == 0, proc.stderr
+    log = (tmp_path / "log").read_text().splitlines()
+    assert [line.split()[:2] for line in log if line.startswith(("venv", "pytest"))] == [
+        ["venv", "3.9.18"],
+        ["venv", "3.13.0"],
+        ["pytest", "3.9.18"],
+        ["pytest", "3.13.0"],
+    ]
+    summary = proc.stderr.split("the fast tier ran under 3 interpreters:\n", 1)[1].splitlines()
+    assert summary[2] == f"  3.11.2  {tmp_path}/system/python3: the fast tier of scripts/test (./.venv)"
+    (tmp_path / "log").unlink()
+    assert run(repo, env).returncode == 0
+    runs = [
+        line.split()[1] for line in (tmp_path / "log").read_text().splitlines() if line.startswith("pytest")
+    ]
+    assert runs == ["3.9.18", "3.13.0", "3.11.2"]
+
+
 def test_a_cache_or_venv_others_can_write_is_refused_before_anything_in_it_runs(tmp_path: Path) -> None:
     """The cache's trust rules, as the tool's: a venv file group or others can write (anyone could have
     replaced it), or such a cache, ends the run with one line naming it; nothing of the venv ran."""

@@ -193,17 +193,20 @@ def test_the_test_command_runs_the_fast_tier_first(
     tmp_path: Path, fast_tier_passes: bool, workers: str, others: str, prewarm: str
 ) -> None:
     """scripts/test without arguments: the fast tier, then (only if it passed) the fast tier under the other
-    Pythons (unless TFAOT_DIST_OTHER_PYTHONS=0) and the toolchain tier; the toolchain tier with one
-    pytest-xdist worker per core and the fast tier with one more, or both with TFAOT_DIST_TEST_WORKERS
-    (1: none). Meanwhile, in the background (unless TFAOT_DIST_PREWARM=0): tests/prewarm.py and the
-    other Pythons' venvs."""
+    Pythons, besides .venv's (unless TFAOT_DIST_OTHER_PYTHONS=0), and the toolchain tier; the toolchain tier
+    with one pytest-xdist worker per core and the fast tier with one more, or both with
+    TFAOT_DIST_TEST_WORKERS (1: none). Meanwhile, in the background (unless TFAOT_DIST_PREWARM=0):
+    tests/prewarm.py and the other Pythons' venvs."""
     (tmp_path / "scripts").mkdir()
     for name in ("test", "lowest-priority"):
         shutil.copy2(REPO / "scripts" / name, tmp_path / "scripts" / name)
     for name in ("install-test-tools", "bootstrap", "install-actionlint"):
         _stub(tmp_path / "scripts" / name, "exit 0")
     log = tmp_path / "pytest.log"
-    ahead = {"FAST=0 tests/prewarm.py", *(["the-other-pythons --venvs-only"] if others == "1" else [])}
+    ahead = {
+        "FAST=0 tests/prewarm.py",
+        *(["the-other-pythons --besides-venv --venvs-only"] if others == "1" else []),
+    }
     _stub(tmp_path / "scripts" / "test-pythons", f'echo "the-other-pythons $*" >> {log}')
     # The venv's python stands in for pytest: it records each run and fails the fast tier if asked. The
     # fast tier waits (20 s at most) until the background jobs (nice 19: last on a busy machine) have
@@ -243,7 +246,11 @@ def test_the_test_command_runs_the_fast_tier_first(
     fast = f"FAST=1 -m pytest -q -p no:cacheprovider {fast_parallel} -m not tf tests"
     if fast_tier_passes:
         tf = f"FAST=0 -m pytest -q -p no:cacheprovider {parallel} --durations=25 -m tf and not soak tests"
-        assert proc.returncode == 0 and runs == [fast, *(["the-other-pythons "] if others == "1" else []), tf]
+        assert proc.returncode == 0 and runs == [
+            fast,
+            *(["the-other-pythons --besides-venv"] if others == "1" else []),
+            tf,
+        ]
     else:
         assert proc.returncode == 1 and runs == [fast]
     assert sorted(made_ahead) == sorted(ahead if prewarm == "1" else [])
