@@ -155,27 +155,38 @@ def test_bootstrap_falls_back_to_pip(tmp_path: Path, uv_fails: str) -> None:
     ]
 
 
-# Stand-ins for the distribution's python3 and the one on PATH: `-c` (bootstrap's version check) exits
-# with $SYSTEM_UNSUPPORTED; `-m venv DIR` logs which made it and copies the clone's logging python into
-# DIR/bin (the distribution's fails half-way where $SYSTEM_VENV_FAILS is set).
+# Stand-ins for the distribution's python3 and the one on PATH: `-c` (bootstrap's version question)
+# answers $WHO_MINOR; `-m venv DIR` logs which made it and copies the clone's logging python into DIR/bin
+# (the distribution's fails half-way where $SYSTEM_VENV_FAILS is set).
 MAKER = r"""#!/bin/sh
 case "$1" in
-    -c) exit "${SYSTEM_UNSUPPORTED:-0}" ;;
+    -c) echo "$WHO_MINOR" ;;
     -m)
         echo "venv by WHO" >> "$LOG"
         mkdir -p "$3/bin"
-        if [ WHO = system ] && [ -n "${SYSTEM_VENV_FAILS:-}" ]; then touch "$3/half-made"; exit 1; fi
+        if [ WHO = SYSTEM ] && [ -n "${SYSTEM_VENV_FAILS:-}" ]; then touch "$3/half-made"; exit 1; fi
         cp "$VENV_PYTHON" "$3/bin/python" ;;
 esac
 """
 
 
-@pytest.mark.parametrize("system", ["supported", "unsupported", "venv fails"])
-def test_the_venv_is_made_of_the_distributions_python_where_it_is_supported(
-    tmp_path: Path, system: str
+@pytest.mark.parametrize(
+    "system, path, made_by",
+    [
+        ("3.11", "3.11", ["SYSTEM"]),
+        ("3.10", "3.11", ["PATH"]),  # another version chosen (pyenv, setup-python): the user's choice
+        ("3.9", "3.9", ["PATH"]),  # the lint tools need 3.10
+        ("3.14", "3.14", ["PATH"]),
+        ("", "3.11", ["PATH"]),  # no /usr/bin/python3 that runs
+        ("3.11 venv fails", "3.11", ["SYSTEM", "PATH"]),
+    ],
+)
+def test_the_venv_is_made_of_the_distributions_build_of_the_python3_on_path(
+    tmp_path: Path, system: str, path: str, made_by: list[str]
 ) -> None:
-    """/usr/bin/python3 makes .venv when it is 3.10-3.13 and can make a venv (scripts/test-pythons then
-    leaves it out); otherwise the python3 on PATH does, and nothing half-made of the other is left."""
+    """/usr/bin/python3 makes .venv when it is the X.Y of the python3 on PATH, 3.10-3.13, and can make a
+    venv (scripts/test-pythons then leaves it out); otherwise the python3 on PATH does, and nothing
+    half-made of the other is left."""
     repo, env = bootstrap_clone(tmp_path, 'echo "$UV"')
     venv_python = tmp_path / "venv-python"
     shutil.move(str(repo / ".venv" / "bin" / "python"), venv_python)
@@ -186,23 +197,23 @@ def test_the_venv_is_made_of_the_distributions_python_where_it_is_supported(
     script.write_text(text.replace("system_python=/usr/bin/python3\n", f"system_python={tmp_path}/system\n"))
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for who, path in (("system", tmp_path / "system"), ("path", bin_dir / "python3")):
-        path.write_text(MAKER.replace("WHO", who))
-        path.chmod(0o755)
+    for who, maker in (("SYSTEM", tmp_path / "system"), ("PATH", bin_dir / "python3")):
+        maker.write_text(MAKER.replace("WHO", who))
+        maker.chmod(0o755)
     env = {
         **env,
         "PATH": f"{bin_dir}:{env['PATH']}",
         "LOG": str(tmp_path / "log"),
         "VENV_PYTHON": str(venv_python),
+        "SYSTEM_MINOR": system.split()[0] if system else "",
+        "PATH_MINOR": path,
     }
-    env["SYSTEM_UNSUPPORTED"] = "1" if system == "unsupported" else "0"
-    if system == "venv fails":
+    if system.endswith("venv fails"):
         env["SYSTEM_VENV_FAILS"] = "1"
     proc = subprocess.run([script], env=env, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     made = [line for line in (tmp_path / "log").read_text().splitlines() if line.startswith("venv")]
-    expected = {"supported": ["venv by system"], "unsupported": ["venv by path"]}
-    assert made == expected.get(system, ["venv by system", "venv by path"])
+    assert made == [f"venv by {who}" for who in made_by]
     assert (repo / ".venv" / "bin" / "python").read_bytes() == venv_python.read_bytes()
     assert not (repo / ".venv" / "half-made").exists()
     assert (repo / ".venv" / "bootstrapped").is_file()
