@@ -66,8 +66,12 @@ def mypy_cache() -> Path:
     checkout = hashlib.sha256(str(REPO).encode()).hexdigest()[:16]
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tfaot-dist-test"
     own = base / f"mypy-{version}-{checkout}"
-    others = [p for p in base.glob(f"mypy-{version}-*") if p.is_dir() and not p.is_symlink() and p != own]
-    if not own.exists() and others:
+    others = (
+        []
+        if own.exists()
+        else [p for p in base.glob(f"mypy-{version}-*") if p.is_dir() and not p.is_symlink()]
+    )
+    if others:
         newest = max(others, key=lambda p: p.stat().st_mtime)
         staged = Path(tempfile.mkdtemp(prefix=".staging-", dir=base))  # not matched by the glob above
         try:
