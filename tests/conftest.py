@@ -81,7 +81,7 @@ def per_test_timeout() -> float:
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark `tf` every test whose fixtures need the toolchain, and the `slow` ones (they compile).
+    """Mark `tf` every test whose fixtures need the toolchain, and the `slow` ones (pyproject.toml).
 
     Under pytest-xdist (`--dist loadgroup`, scripts/test) a test runs on the worker of its group: by
     default its module's, so that module-scoped fixtures (built packages, servers) are made once; a
@@ -115,7 +115,6 @@ FAST_LONG_GROUPS = {
     "tests/test_cli_imports.py": 10,
     "tests/test_specs.py": 9,
     "tests/test_request_deadline.py": 9,
-    "tests/test_packaging.py": 9,
     "tests/test_oci_trust.py": 8,
 }
 

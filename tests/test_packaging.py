@@ -84,6 +84,7 @@ def dependency_wheels(wheel: Path) -> Path:
     return kept("dependency-wheels", {**parts, "code": code_of(dependency_wheels)}, download)
 
 
+@pytest.mark.slow  # beside the test below, which installs these distributions: `python -m build` runs once
 def test_the_wheel_carries_every_file_of_the_package(distributions: Path) -> None:
     (wheel,) = distributions.glob("tfaot_dist-*.whl")
     (sdist,) = distributions.glob("tfaot_dist-*.tar.gz")
