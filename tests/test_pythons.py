@@ -114,7 +114,8 @@ def test_oldest_newest_and_the_system_python_each_in_a_cached_venv(tmp_path: Pat
     log = (tmp_path / "log").read_text().splitlines()
     pytest_runs = [line for line in log if line.startswith("pytest")]
     workers = len(os.sched_getaffinity(0)) + 1  # one more than cores, as scripts/test's fast tier
-    expected_args = f"-q -p no:cacheprovider -m not tf and not tooling -n {workers} --dist loadgroup --no-loadscope-reorder -x tests"
+    xdist = f"-n {workers} --dist loadgroup --no-loadscope-reorder"  # a module's tests on one worker
+    expected_args = f"-q -p no:cacheprovider -m not tf and not tooling {xdist} -x tests"
     assert pytest_runs == [f"pytest {v} FAST=1 {expected_args}" for v in ("3.9.18", "3.13.0", "3.11.2")]
     venvs = sorted(p.name for p in (tmp_path / "cache" / "test-venvs").iterdir() if p.is_dir())
     assert [re.sub(r"-[0-9a-f]{16}$", "-HASH", v) for v in venvs] == [
