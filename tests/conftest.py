@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
@@ -149,6 +150,18 @@ def fast_tier_guard() -> Iterator[None]:
                 if value is ensure_toolchain:
                     patch.setattr(module, name, refuse_toolchain)
         yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def system_temp_in_the_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The system's temporary directory, for the code under test and every command it starts, is one
+    inside the run's own (TMPDIR): what they put there (a failed build kept for inspection, a log the
+    cache could not take, the copies of a publish a test kills) stays with the run, never in /tmp."""
+    temp = tmp_path_factory.mktemp("system-temp", numbered=False)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TMPDIR", str(temp))
+        patch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
+        yield temp
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,6 @@ from tfaot_dist.channels.channel import RUNTIME, ChannelPackage, parse_index
 from tfaot_dist.documents import Manifest
 from tfaot_dist.toolchain import Toolchain
 
-SCREENSHOT = Path("/tmp/catalogue.png")
 MODELS = ("tfaot-model-test-multi", "tfaot-model-test-simple")
 
 
@@ -170,7 +169,8 @@ def test_everything_is_escaped(published: Path) -> None:
     assert "<code>javascript:alert(1)</code>" in page  # shown, never a link
 
 
-def test_catalogue_in_headless_chromium(published: Path) -> None:
+def test_catalogue_in_headless_chromium(published: Path, tmp_path: Path) -> None:
+    screenshot = tmp_path / "catalogue.png"  # kept with the test's files: what the page looked like
     rows, manifests = rows_and_manifests(published)
     with closing(Server(published)) as server, Browser() as browser:
         browser.open(server.url("index.html"))
@@ -183,8 +183,8 @@ def test_catalogue_in_headless_chromium(published: Path) -> None:
         )  # CSS loaded
         setup = browser.eval("document.querySelector('.channel-url').textContent")
         assert setup == server.url("")
-        browser.screenshot(SCREENSHOT)
-        assert SCREENSHOT.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        browser.screenshot(screenshot)
+        assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
         def visible(query: str) -> list[str]:
             shown: list[str] = browser.eval(
@@ -240,7 +240,7 @@ def test_catalogue_in_headless_chromium(published: Path) -> None:
         assert browser.eval("document.getElementById('setup').textContent") == (
             f'tfaot-dist setup "test-multi==1.0.0" --channel {server.url("")} --area $CMSSW_BASE'
         )
-        browser.screenshot(SCREENSHOT.with_name("catalogue-page.png"))
+        browser.screenshot(screenshot.with_name("catalogue-page.png"))
         assert browser.errors == []
 
 

@@ -172,7 +172,9 @@ def hint(finished: Finished) -> str:
     return ""
 
 
-_TEMP_LOGS = Path(tempfile.gettempdir()) / "tfaot-dist-logs"  # where a log goes when the cache cannot take it
+def _temp_logs() -> Path:
+    """Where a log goes when the cache cannot take it (read at each use: TMPDIR may change)."""
+    return Path(tempfile.gettempdir()) / "tfaot-dist-logs"
 
 
 def default_log_dir() -> Path:
@@ -205,7 +207,7 @@ def write_log(what: str, text: str, log_dir: Path | None = None) -> str:
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", what).strip("-.")[:60] or "command"
     name = f"{slug}-{stamp}-{os.getpid()}-{next(_numbers)}.log"
     problems = []
-    for folder in (log_dir or default_log_dir(), _TEMP_LOGS):
+    for folder in (log_dir or default_log_dir(), _temp_logs()):
         try:
             write_atomic(folder / name, text)
             return f"log: {folder / name}"
@@ -227,7 +229,7 @@ def unexpected(exc: BaseException, argv: Sequence[str], cache: Path) -> Unexpect
     try:
         logs: Path | None = Cache(trusted_root(cache)).logs
     except (TfaotError, OSError):
-        logs = _TEMP_LOGS
+        logs = _temp_logs()
     text = "\n".join(
         [
             f"command: {shlex.join(['tfaot-dist', *argv])}",
