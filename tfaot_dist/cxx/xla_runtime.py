@@ -164,7 +164,14 @@ if spec is None or not spec.submodule_search_locations:
 # Several distributions may put files under tensorflow/ (plugins); the
 # TensorFlow wheel is the one that owns tensorflow/__init__.py.
 # Reading a wheel's file list takes a quarter of a second: only when there is a choice.
-names = sorted(set(md.packages_distributions().get("tensorflow", [])))
+def packages_distributions():  # importlib.metadata's, which Python 3.9 (el9's, CMSSW 14's) lacks
+    found = {}
+    for d in md.distributions():
+        tops = (d.read_text("top_level.txt") or "").split()
+        for top in tops or {f.parts[0] for f in d.files or () if len(f.parts) > 1}:
+            found.setdefault(top, []).append(d.metadata["Name"])
+    return found
+names = sorted(set(getattr(md, "packages_distributions", packages_distributions)().get("tensorflow", [])))
 owners = [n for n in names if len(names) > 1 and
           any(str(f) == "tensorflow/__init__.py" for f in md.distribution(n).files or ())]
 if not (owners or names):
@@ -195,7 +202,40 @@ class InstalledTensorFlow:
         return abseil.source_for(self.include / "absl" / "base" / "options.h")
 
 
+# What locate_tensorflow found, by interpreter and path environment, with the stamps it holds under:
+# the interpreter's and those of the directory holding the tensorflow package (installing, upgrading or
+# removing a distribution there changes it; a venv made again is another directory). A process asks
+# once per runtime and once per model it builds (part_source): each query starts that Python.
+Stamp = tuple[int, int, int]  # st_dev, st_ino, st_mtime_ns
+_located: dict[tuple[str, PathEnvironment], tuple[Stamp, Stamp, InstalledTensorFlow]] = {}
+
+
+def _stamp(path: Path) -> Stamp | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_mtime_ns)
+
+
 def locate_tensorflow(toolchain_python: Path, path_environment: PathEnvironment = ()) -> InstalledTensorFlow:
+    key = (str(toolchain_python), tuple(path_environment))
+    known = _located.get(key)
+    if known and known[:2] == (_stamp(toolchain_python), _stamp(known[2].dir.parent)):
+        tf = known[2]
+    else:
+        tf = _query_tensorflow(toolchain_python, path_environment)
+        python_stamp, site_stamp = _stamp(toolchain_python), _stamp(tf.dir.parent)
+        if python_stamp and site_stamp:
+            _located[key] = (python_stamp, site_stamp, tf)
+    if not (tf.runtime_src / "CMakeLists.txt").is_file() or not tf.include.is_dir():
+        raise RuntimeBuildError(
+            f"{tf.dist} {tf.version} at {tf.dir} ships no xla_aot_runtime_src/ or include/"
+        )
+    return tf
+
+
+def _query_tensorflow(toolchain_python: Path, path_environment: PathEnvironment) -> InstalledTensorFlow:
     # Only an existing Python gets the caller's PYTHONPATH/PYTHON3PATH: never one of our venvs.
     env = {k: v for k, v in os.environ.items() if k not in RELEASE_PATH_VARIABLES} | dict(path_environment)
     out = process.run(
@@ -205,12 +245,7 @@ def locate_tensorflow(toolchain_python: Path, path_environment: PathEnvironment 
         env=env,
     )
     info = json.loads(out)
-    tf = InstalledTensorFlow(Path(info["dir"]), info["dist"], info["version"])
-    if not (tf.runtime_src / "CMakeLists.txt").is_file() or not tf.include.is_dir():
-        raise RuntimeBuildError(
-            f"{tf.dist} {tf.version} at {tf.dir} ships no xla_aot_runtime_src/ or include/"
-        )
-    return tf
+    return InstalledTensorFlow(Path(info["dir"]), info["dist"], info["version"])
 
 
 def _compiler(cxx: str) -> Compiler:
