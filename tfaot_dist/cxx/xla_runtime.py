@@ -167,9 +167,10 @@ if spec is None or not spec.submodule_search_locations:
 def packages_distributions():  # importlib.metadata's, which Python 3.9 (el9's, CMSSW 14's) lacks
     found = {}
     for d in md.distributions():
-        tops = (d.read_text("top_level.txt") or "").split()
-        for top in tops or {f.parts[0] for f in d.files or () if len(f.parts) > 1}:
-            found.setdefault(top, []).append(d.metadata["Name"])
+        name = d.metadata["Name"]
+        tops = (d.read_text("top_level.txt") or "").split() if name else ()
+        for top in tops or {f.parts[0] for f in d.files or () if name and len(f.parts) > 1}:
+            found.setdefault(top, []).append(name)
     return found
 names = sorted(set(getattr(md, "packages_distributions", packages_distributions)().get("tensorflow", [])))
 owners = [n for n in names if len(names) > 1 and
