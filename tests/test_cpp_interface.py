@@ -333,7 +333,7 @@ def misuse_diagnostics(build: dict[str, Any]) -> dict[str, str]:
     for i, case in enumerate(sorted(MISUSE)):
         lines += [f"void f{i}();", f"void f{i}() {{", "  tfaot::Model<tfaot_model::simple> m;"]
         for statement_line in MISUSE[case][0].split("\n"):
-            lines.append(statement_line if statement_line.startswith(" ") else f"  {statement_line}")
+            lines.append(f"  {statement_line.strip()}")
             case_of_line[len(lines)] = case
         lines.append("}")
     src.write_text("\n".join(lines) + "\n")
