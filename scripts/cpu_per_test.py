@@ -5,7 +5,8 @@
 
 Around each test it reads getrusage of the worker and of its waited-for children (the CLI run as a
 subprocess, TensorFlow's worker, compilers) and appends one JSON line to FILE: the test's id, those
-two CPU times and its wall time. Works under pytest-xdist (each worker appends its own lines). A
+two CPU times, its wall time, and the worker's pid with the test's start and end (time.time(), which
+scripts/processes_per_test.py matches with an strace log). Works under pytest-xdist (each worker appends its own lines). A
 server a fixture starts is counted where it is waited for, with the test that ends its fixture.
 """
 
@@ -34,7 +35,7 @@ def _cpu() -> tuple[float, float]:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     own0, children0 = _cpu()
-    wall0 = time.monotonic()
+    wall0, start = time.monotonic(), time.time()
     yield
     own1, children1 = _cpu()
     out = os.environ.get(OUT_VARIABLE)
@@ -44,6 +45,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
             "self": round(own1 - own0, 3),
             "children": round(children1 - children0, 3),
             "wall": round(time.monotonic() - wall0, 3),
+            "pid": os.getpid(),
+            "start": start,
+            "end": time.time(),
         }
         with open(out, "a") as f:
             f.write(json.dumps(record) + "\n")
