@@ -6,8 +6,9 @@
 Around each test it reads getrusage of the worker and of its waited-for children (the CLI run as a
 subprocess, TensorFlow's worker, compilers) and appends one JSON line to FILE: the test's id, those
 two CPU times, its wall time, and the worker's pid with the test's start and end (time.time(), which
-scripts/processes_per_test.py matches with an strace log). Works under pytest-xdist (each worker appends its own lines). A
-server a fixture starts is counted where it is waited for, with the test that ends its fixture.
+scripts/processes_per_test.py matches with an strace log). Works under pytest-xdist (each worker
+appends its own lines). A server a fixture starts is counted where it is waited for, with the test
+that ends its fixture.
 """
 
 from __future__ import annotations

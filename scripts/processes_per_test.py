@@ -10,8 +10,9 @@ processes. With REGEX (searched in the program's path and its first arguments, a
 them): the N tests that started the most matching processes, e.g. 'toolchains/.*"-I", "/' for
 TensorFlow's workers, 'cc1plus' for compiles, '"-m", "tfaot_dist"' for the CLI run as a subprocess.
 A process is the test's when the pytest worker that ran it is its ancestor and it started while the
-test ran (a thread's spawns count for its process). Setting PYTHONDONTWRITEBYTECODE for such a run
-makes every Python start compile its modules again: scripts/test unsets it, and so should you.
+test ran (a thread's spawns count for its process). Unset PYTHONDONTWRITEBYTECODE for such a run, as
+scripts/test does: with it, each worker rewrites (compiles) every test module again and a module that
+has no bytecode yet is compiled at every start.
 """
 
 from __future__ import annotations
