@@ -28,10 +28,11 @@ RETURNED = re.compile(r"=\s*(\d+)\s*$")
 PROGRAM = re.compile(r'^"([^"]*)"')
 
 
-def read_strace(path: str) -> tuple[dict[int, int], list[tuple[int, float, str]]]:
-    """The parent of each process or thread, and each successful execve: (pid, time, its arguments)."""
+def read_strace(path: str) -> tuple[dict[int, int], list[tuple[int, float, str, str]]]:
+    """The parent of each process or thread, and each successful execve: (pid, time, program's file
+    name, its arguments)."""
     parent: dict[int, int] = {}
-    started: list[tuple[int, float, str]] = []
+    started: list[tuple[int, float, str, str]] = []
     with open(path, errors="replace") as f:
         for line in f:
             m = LINE.match(line)
@@ -39,8 +40,9 @@ def read_strace(path: str) -> tuple[dict[int, int], list[tuple[int, float, str]]
                 continue
             pid, when, call, rest = int(m[1]), float(m[2]), m[3], m[4]
             if call == "execve":
-                if PROGRAM.match(rest) and "ENOENT" not in rest and "EACCES" not in rest:
-                    started.append((pid, when, rest))
+                program = PROGRAM.match(rest)
+                if program and "ENOENT" not in rest and "EACCES" not in rest:
+                    started.append((pid, when, program[1].rsplit("/", 1)[-1], rest))
             else:
                 child = RETURNED.search(rest)
                 if child:
@@ -80,11 +82,11 @@ def main(argv: list[str]) -> None:
     count = int(argv[3]) if len(argv) > 3 else 25
     per_test: collections.Counter[str] = collections.Counter()
     programs: collections.Counter[str] = collections.Counter()
-    for pid, when, rest in started:
+    for pid, when, program, rest in started:
         if pattern and not pattern.search(rest):
             continue
         per_test[owner(pid, when, parent, tests)] += 1
-        programs[PROGRAM.match(rest)[1].rsplit("/", 1)[-1]] += 1  # type: ignore[index]
+        programs[program] += 1
     print(f"{sum(per_test.values())} processes started")
     if not pattern:
         for program, n in programs.most_common(count):
