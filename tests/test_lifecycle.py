@@ -136,8 +136,9 @@ def test_new_build_keeps_the_signature(
 
 
 class WorkerStarts:
-    """The TensorFlow workers this process starts while in the with block (children whose command
-    line runs tf_worker.py, seen in /proc every 50 ms: a worker lives seconds)."""
+    """The TensorFlow workers this process starts while in the with block, seen in /proc every 50 ms
+    (a worker lives seconds): children whose command line runs tf_worker.py, and children of its
+    servers (tf_worker.py --serve, which fork one per request; worker_server.py)."""
 
     def __init__(self) -> None:
         self.seen: set[int] = set()
@@ -147,13 +148,21 @@ class WorkerStarts:
     def _watch(self) -> None:
         me = str(os.getpid())
         while not self._stop.wait(0.05):
+            workers: dict[str, tuple[str, bytes]] = {}  # pid: (parent, command line)
             for proc in Path("/proc").iterdir():
                 try:
                     ppid = (proc / "stat").read_text().rsplit(")", 1)[1].split()[1]
-                    if ppid == me and b"tf_worker.py" in (proc / "cmdline").read_bytes():
-                        self.seen.add(int(proc.name))
+                    cmdline = (proc / "cmdline").read_bytes()
                 except (OSError, IndexError):
                     continue
+                if b"tf_worker.py" in cmdline:
+                    workers[proc.name] = (ppid, cmdline)
+            servers = {
+                pid for pid, (ppid, cmdline) in workers.items() if ppid == me and b"--serve" in cmdline
+            }
+            for pid, (ppid, _) in workers.items():
+                if (ppid == me and pid not in servers) or ppid in servers:
+                    self.seen.add(int(pid))
 
     def __enter__(self) -> WorkerStarts:
         self._thread.start()

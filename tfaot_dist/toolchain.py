@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tfaot_dist import errors, process
+from tfaot_dist import errors, process, worker_server
 from tfaot_dist.cache import Cache, check_entry, ensure_entry, entry_lock, release_in_use, seal
 from tfaot_dist.util.fs import file_lock, sha256_bytes, sha256_file, write_atomic
 from tfaot_dist.util.textsafe import one_line
@@ -296,12 +296,15 @@ def run_worker(
     req_path = work_dir / "request.json"
     req_path.write_text(json.dumps(request, indent=1))
     log_path = work_dir / "worker.log"  # written while it runs; kept in the work directory of a failed build
-    finished = process.stream(
-        [toolchain.python, "-I", WORKER, req_path],
+    finished = worker_server.run(
+        toolchain.python,
+        WORKER,
+        req_path,
         log_path,
         cwd=work_dir,
         env={**worker_env(tmp, tf_xla_flags, xla_flags), **dict(toolchain.path_environment)},
         timeout=timeout,
+        sources=WORKER_SOURCES,
     )
     if finished.status == process.TIMED_OUT:
         raise errors.CompileFailed(f"TensorFlow worker did not finish in {timeout:.0f} s (log: {log_path})")

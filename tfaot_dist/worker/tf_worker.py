@@ -484,6 +484,7 @@ def _load_tfcompile() -> Any:
 
 # Compile helpers: processes that run tfcompile next to the worker (see _Helpers).
 HELPERS: _Helpers | None = None
+FORKED = False  # forked from a server that has imported TensorFlow and run nothing (serve())
 
 
 def _helpers_wanted(req: Json) -> int:
@@ -507,10 +508,12 @@ class _Helpers:
     """Processes that take tfcompile jobs from a queue while the worker freezes the next batch size.
 
     `_pywrap_tfcompile.Compile` holds the GIL, so threads do not compile in
-    parallel; processes do. Helpers are started fresh ("spawn"), never forked
-    from a process that runs TensorFlow's threads, before the worker imports
-    TensorFlow, and load only the tfcompile extension (a fifth of an import of
-    TensorFlow). Once the worker has frozen every size and written the
+    parallel; processes do. Helpers are never forked from a process that runs
+    TensorFlow's threads: a worker started for its request starts them fresh
+    ("spawn") before it imports TensorFlow, and they load only the tfcompile
+    extension (a fifth of an import of TensorFlow); a worker forked from a
+    server (serve()) forks them before it runs anything, from the state the
+    server's import left. Once the worker has frozen every size and written the
     reference outputs it takes jobs from the same queue itself. The files are
     byte-identical to an in-process compile.
     """
@@ -518,7 +521,7 @@ class _Helpers:
     def __init__(self, count: int) -> None:
         import multiprocessing
 
-        ctx = multiprocessing.get_context("spawn")
+        ctx: Any = multiprocessing.get_context("fork" if FORKED else "spawn")
         self.jobs, self.done = ctx.Queue(), ctx.Queue()
         self.procs = [
             ctx.Process(target=_helper_main, args=(self.jobs, self.done), daemon=True) for _ in range(count)
@@ -876,10 +879,10 @@ OPS: dict[str, Callable[[Any, Json], Json]] = {
 }
 
 
-def main(argv: list[str]) -> int:
+def answer(request_path: str) -> int:
+    """Do the request in the file request_path; its answer goes to the file the request names."""
     global HELPERS
-    _release_paths()  # first: the compile helpers are spawned with this sys.path
-    with open(argv[1]) as f:
+    with open(request_path) as f:
         req = json.load(f)
     try:
         t = time.perf_counter()
@@ -905,6 +908,113 @@ def main(argv: list[str]) -> int:
         json.dump(answer, f)
     os.replace(tmp, req["result"])
     return 0
+
+
+def serve() -> int:
+    """`tf_worker.py --serve`: import TensorFlow once, then fork one child per request.
+
+    The caller (tfaot_dist/worker_server.py) writes one JSON line per request on
+    stdin: {"request": path, "cwd": dir, "log": path, "environ": {name: value},
+    "timeout": seconds}. This process answers on stdout {"pid": N} once the child
+    runs and {"status": S, "timed_out": bool} once it has ended (S: its exit code,
+    or minus the signal that killed it; one that overran its timeout is killed).
+    Each child starts from the state the import left, as a worker started for
+    the request does: TensorFlow has run nothing yet and started no thread
+    (a fork beside a thread could copy a lock it holds: then this process
+    refuses to serve), and nothing of one request is left for the next.
+    """
+    replies = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # whatever TensorFlow prints stays out of the replies
+    try:
+        _import_tf()
+    except BaseException as exc:  # the caller starts a worker per request, which reports it
+        _reply(replies, {"ready": False, "error": f"{type(exc).__name__}: {exc}"})
+        return 1
+    threads = len(os.listdir("/proc/self/task"))
+    if threads != 1:
+        _reply(replies, {"ready": False, "error": f"TensorFlow runs {threads} threads after its import"})
+        return 1
+    _reply(replies, {"ready": True})
+    for line in sys.stdin:
+        order = json.loads(line)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            replies.close()
+            _served_child(order)
+        _reply(replies, {"pid": pid})
+        status, timed_out = _wait(pid, order["timeout"])
+        _reply(replies, {"status": status, "timed_out": timed_out})
+    return 0
+
+
+def _reply(replies: Any, message: Json) -> None:
+    replies.write(json.dumps(message) + "\n")
+    replies.flush()
+
+
+def _wait(pid: int, timeout: float) -> tuple[int, bool]:
+    """The child's exit code (minus its signal), after killing it if it overran timeout."""
+    import select
+    import signal
+
+    timed_out = False
+    try:
+        pidfd = os.pidfd_open(pid)  # Linux 5.3, Python 3.9: readable once the child has ended
+    except (AttributeError, OSError):
+        pidfd = None
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        left = deadline - time.monotonic()
+        if left <= 0:
+            os.kill(pid, signal.SIGKILL)  # not reaped yet, so the pid is still this child's
+            timed_out = True
+            status = os.waitpid(pid, 0)[1]
+            break
+        if pidfd is not None:
+            select.select([pidfd], [], [], left)
+        else:
+            time.sleep(min(left, 0.05))
+    if pidfd is not None:
+        os.close(pidfd)
+    return os.waitstatus_to_exitcode(status), timed_out
+
+
+def _served_child(order: Json) -> None:
+    """A forked child: its output to the request's log, its directory and environment the
+    request's; the request done, it exits without returning."""
+    global FORKED
+    FORKED = True
+    code = 1
+    try:
+        log = os.open(order["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        os.chdir(order["cwd"])
+        os.environ.update(order["environ"])
+        tempfile.tempdir = None  # found again from TMPDIR
+        code = answer(order["request"])
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def main(argv: list[str]) -> int:
+    _release_paths()  # first: the compile helpers are spawned with this sys.path
+    if argv[1:] == ["--serve"]:
+        return serve()
+    return answer(argv[1])
 
 
 if __name__ == "__main__":
