@@ -28,7 +28,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -163,15 +163,20 @@ def run(
 
 def _key(python: Path, worker: Path, sources: Sequence[Path], env: Mapping[str, str]) -> tuple[object, ...]:
     """What a server is for: the interpreter and the worker's files as they are now (a venv made
-    again, a new tfaot-dist), and the environment but what each request sets."""
+    again has another bin/python link, a new tfaot-dist other files), and the environment but what
+    each request sets."""
     stamps: list[tuple[object, ...]] = []
     for path in (python, worker, *sources):
-        try:
-            st = path.stat()
-            stamps.append((str(path), st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size))
-        except OSError:
-            stamps.append((str(path), None))
+        stamps.append((str(path), _stamp(os.lstat, path), _stamp(os.stat, path)))
     return (tuple(stamps), tuple(sorted((k, v) for k, v in env.items() if k not in PER_REQUEST)))
+
+
+def _stamp(stat: Callable[[Path], os.stat_result], path: Path) -> tuple[int, ...] | None:
+    try:
+        st = stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
 
 
 def _take(key: tuple[object, ...], python: Path, worker: Path, env: Mapping[str, str]) -> Server | None:
