@@ -20,6 +20,8 @@ VARIABLES: dict[str, str] = {
     "TFAOT_DIST_HTTP_DEADLINE": "seconds for a whole request, all attempts and body reads included (default 600)",
     "TFAOT_DIST_HTTP_RETRIES": "attempts of a request that fails to connect, is cut short or answers 5xx "
     "(default 3)",
+    "TFAOT_DIST_FORK_WORKERS": "0: each check or compile starts a TensorFlow worker of its own instead of "
+    "forking it from a server that imported TensorFlow once per command and toolchain (default 1)",
     "TFAOT_DIST_SIGNING_KEY": "the text (PEM) of the private key that signs a channel, for CI secrets; "
     "used by publish, yank and trust when --sign is not given",
     "TFAOT_DIST_HTTP_BACKOFF": "seconds to wait after the first failed attempt, doubled after each "
