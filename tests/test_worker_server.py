@@ -137,6 +137,27 @@ def test_another_environment_or_interpreter_gets_a_server_of_its_own(
     assert len(servers_of_this_process()) == 2
 
 
+def test_a_venv_reached_through_a_linked_directory_shares_its_server(
+    stand_in: Toolchain, tmp_path: Path
+) -> None:
+    """A test's or a user's cache whose toolchains/ links to another cache's reaches the same venv by
+    another path: the same server. A link to the interpreter in another directory is another
+    interpreter (another venv), so another server."""
+    saved_model = model(tmp_path, "m", "fail")
+    linked_dir = tmp_path / "linked-bin"
+    linked_dir.symlink_to(Path(sys.executable).parent, target_is_directory=True)
+    other_dir = tmp_path / "other-bin"
+    other_dir.mkdir()
+    (other_dir / "python").symlink_to(sys.executable)
+    pythons = [Path(sys.executable), linked_dir / Path(sys.executable).name, other_dir / "python"]
+    for n, python in enumerate(pythons):
+        toolchain = Toolchain("stand-in", tmp_path, (), (), python, stand_in.path_environment)
+        with pytest.raises(errors.InvalidInput, match="cannot load SavedModel"):
+            inspect(toolchain, saved_model, tmp_path / f"work{n}")
+        assert len(imports(tmp_path)) == [1, 1, 2][n]
+    assert len(servers_of_this_process()) == 2
+
+
 def test_an_overrun_is_killed_and_a_dead_worker_reported_while_the_server_serves_on(
     stand_in: Toolchain, tmp_path: Path
 ) -> None:
