@@ -187,25 +187,23 @@ def _stub(path: Path, body: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "fast_tier_passes, workers, others, prewarm, others_pass",
+    "fast_tier_passes, workers, others, prewarm",
     [
-        (True, "2", "1", "1", True),
-        (False, "2", "1", "1", True),
-        (True, "1", "1", "0", True),
-        (True, "2", "1", "0", False),
-        (True, "2", "0", "1", True),
-        (True, "", "0", "0", True),
+        (True, "2", "1", "1"),
+        (False, "2", "1", "1"),
+        (True, "1", "1", "0"),
+        (True, "2", "0", "1"),
+        (True, "", "0", "0"),
     ],
 )
 def test_the_test_command_runs_the_fast_tier_first(
-    tmp_path: Path, fast_tier_passes: bool, workers: str, others: str, prewarm: str, others_pass: bool
+    tmp_path: Path, fast_tier_passes: bool, workers: str, others: str, prewarm: str
 ) -> None:
-    """scripts/test without arguments: the fast tier, then (only if it passed) the toolchain tier and
-    beside it the fast tier under the other Pythons, besides .venv's (unless TFAOT_DIST_OTHER_PYTHONS=0:
-    their failure fails the command, their output is printed at the end); the toolchain tier with one
-    pytest-xdist worker per core and the fast tier with one more, or both with TFAOT_DIST_TEST_WORKERS
-    (1: none). Meanwhile, in the background (unless TFAOT_DIST_PREWARM=0): tests/prewarm.py and the other
-    Pythons' venvs."""
+    """scripts/test without arguments: the fast tier, then (only if it passed) the fast tier under the other
+    Pythons, besides .venv's (unless TFAOT_DIST_OTHER_PYTHONS=0), and the toolchain tier; the toolchain tier
+    with one pytest-xdist worker per core and the fast tier with one more, or both with
+    TFAOT_DIST_TEST_WORKERS (1: none). Meanwhile, in the background (unless TFAOT_DIST_PREWARM=0):
+    tests/prewarm.py and the other Pythons' venvs."""
     (tmp_path / "scripts").mkdir()
     for name in ("test", "lowest-priority"):
         shutil.copy2(REPO / "scripts" / name, tmp_path / "scripts" / name)
@@ -216,11 +214,7 @@ def test_the_test_command_runs_the_fast_tier_first(
         "FAST=0 tests/prewarm.py",
         *(["the-other-pythons --besides-venv --venvs-only"] if others == "1" else []),
     }
-    _stub(
-        tmp_path / "scripts" / "test-pythons",
-        f'echo "the-other-pythons $*" >> {log}\n'
-        f'case "$*" in *venvs-only*) ;; *) echo "the other Pythons say so"; exit {0 if others_pass else 1};; esac',
-    )
+    _stub(tmp_path / "scripts" / "test-pythons", f'echo "the-other-pythons $*" >> {log}')
     # The venv's python stands in for pytest: it records each run and fails the fast tier if asked. The
     # fast tier waits (20 s at most) until the background jobs (nice 19: last on a busy machine) have
     # written their lines, as a real one takes minutes.
@@ -259,18 +253,16 @@ def test_the_test_command_runs_the_fast_tier_first(
     fast = f"FAST=1 -m pytest -q -p no:cacheprovider {fast_parallel} -m not tf tests"
     if fast_tier_passes:
         tf = f"FAST=0 -m pytest -q -p no:cacheprovider {parallel} --durations=25 -m tf and not soak tests"
-        assert runs[0] == fast
-        assert sorted(runs[1:]) == sorted(
-            [tf, *(["the-other-pythons --besides-venv"] if others == "1" else [])]
-        )
-        assert proc.returncode == (0 if others_pass else 1)
-        assert ("the other Pythons say so" in proc.stderr) == (others == "1")
+        assert proc.returncode == 0 and runs == [
+            fast,
+            *(["the-other-pythons --besides-venv"] if others == "1" else []),
+            tf,
+        ]
     else:
         assert proc.returncode == 1 and runs == [fast]
     assert sorted(made_ahead) == sorted(ahead if prewarm == "1" else [])
     assert ("making the toolchain tier's shared entries ahead of it" in proc.stderr) == (prewarm == "1")
     assert len(list((tmp_path / "tmp").glob("tfaot-dist-prewarm.*"))) == (prewarm == "1")
-    assert list((tmp_path / "tmp").glob("tfaot-dist-other-pythons.*")) == []  # printed, then removed
 
 
 def test_install_test_tools_calls_apt_only_for_a_missing_tool(tmp_path: Path) -> None:
