@@ -143,12 +143,11 @@ def run(
     """Run `python -I worker request` with its output in log, as process.stream does, forked from a
     server for python, worker (and its sources) and env where one can serve."""
     argv = (str(python), "-I", str(worker), str(request))
-    # The venv by its real directory: a cache that links to another's toolchains shares their servers.
-    real_python = Path(os.path.realpath(python.parent)) / python.name
-    key = _key(real_python, worker, sources, env)
     server = None
     if os.environ.get("TFAOT_DIST_FORK_WORKERS") != "0":
-        server = _take(key, real_python, worker, env)
+        # The venv by its real directory: a cache that links to another's toolchains shares their servers.
+        real_python = Path(os.path.realpath(python.parent)) / python.name
+        server = _take(_key(real_python, worker, sources, env), real_python, worker, env)
     if server is None:
         return process.stream(argv, log, cwd=cwd, env=env, timeout=timeout)
     environ = {name: env[name] for name in PER_REQUEST if name in env}
