@@ -1,6 +1,6 @@
 """The documentation site: `mkdocs build --strict` passes, the reference pages hold every command, exit
 code and environment variable, and every internal link resolves in a real browser (headless Chromium,
-the site served over HTTP on 127.0.0.1)."""
+the site served over HTTP on 127.0.0.1; those two tests in the toolchain tier)."""
 
 from __future__ import annotations
 
@@ -129,6 +129,8 @@ def broken_links(browser: Browser, start: str) -> list[str]:
     return broken
 
 
+# The crawls run in the toolchain tier (marked slow): a real browser's page loads are 15-20 CPU-s, a
+# fifth of the fast tier's, which is for what fails in a minute (lint, the build of the site, units).
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     """One Chromium for the crawls of this module (a start costs over a second); each site is served
@@ -138,6 +140,7 @@ def browser() -> Iterator[Browser]:
 
 
 @pytest.mark.tooling
+@pytest.mark.slow
 def test_every_internal_link_resolves_in_chromium(site: Path, browser: Browser) -> None:
     seen = len(browser.errors)  # what an earlier crawl saw is not this one's
     with closing(Server(site)) as server:
@@ -149,6 +152,7 @@ def test_every_internal_link_resolves_in_chromium(site: Path, browser: Browser) 
 
 
 @pytest.mark.tooling
+@pytest.mark.slow
 def test_the_link_check_finds_a_missing_page_and_a_missing_anchor(browser: Browser, tmp_path: Path) -> None:
     """The crawl is really looking: a missing page and an anchor nobody defines, both linked from a page
     the crawl reaches only through another, are named, and a defined anchor is not. A site of two pages
