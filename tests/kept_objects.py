@@ -1,7 +1,8 @@
 """C++ objects the tests compile, kept between runs by what the compiler reads (as ccache does).
 
-compile_kept(flags, source, obj) compiles source into obj with g++ and flags (no -c, -o: added here) and
-returns (exit code, stderr) as the compiler gave them. A clean compile (exit 0, nothing on stderr) is kept
+compile_kept(flags, source, obj, env) compiles source into obj with g++ and flags (no -c, -o: added here),
+in the environment env (default: this process's; CPATH and the like act on the preprocessor, so their effect
+is in the key), and returns (exit code, stderr) as the compiler gave them. A clean compile (exit 0, nothing on stderr) is kept
 in TEST_CACHE/fixtures/object-STEM-KEY/ (tests/kept.py) and copied from there next time; KEY digests the
 compiler's version, the flags without their include directories, and the source as the preprocessor
 writes it (`g++ -E -P`: every header it includes, by content, wherever it lies), with the run's pytest
@@ -19,10 +20,12 @@ import hashlib
 import re
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from kept import host_parts, kept
+
+from tfaot_dist.cxx import xla_runtime
 
 OBJECT = "object.o"
 _PATH_FLAGS = ("-I", "-isystem", "-iquote", "-idirafter")
@@ -30,42 +33,59 @@ _REPOSITORY = Path(__file__).resolve().parent.parent
 _RUN_DIRECTORY = re.compile(rb"/pytest-of-[^/]+/pytest-\d+/(popen-gw\d+/)?")
 
 
-def compile_kept(flags: Sequence[str], source: Path, obj: Path) -> tuple[int, str]:
+def compile_kept(
+    flags: Sequence[str], source: Path, obj: Path, env: Mapping[str, str] | None = None
+) -> tuple[int, str]:
     key_flags = _without_paths(flags)
     # __FILE__ (the tests' CHECK macros, assert in tfaot/Model.h) names files from the repository or the
     # source's directory: the key is then the same in every clone (with the clone's path in it, each new
     # clone compiled everything anew).
     flags = [*flags, f"-fmacro-prefix-map={_REPOSITORY}/=", f"-fmacro-prefix-map={source.parent}/="]
-    preprocessed = subprocess.run(["g++", *flags, "-E", "-P", str(source)], capture_output=True)
+    preprocessed = subprocess.run(["g++", *flags, "-E", "-P", str(source)], capture_output=True, env=env)
     if preprocessed.returncode != 0:  # the compile says why, in its own words
-        return _compile(flags, source, obj)
+        return _compile(flags, source, obj, env)
     parts = {
         "compiler": host_parts()["g++"],
         "flags": key_flags,
         "preprocessed": hashlib.sha256(_RUN_DIRECTORY.sub(b"/<pytest>/", preprocessed.stdout)).hexdigest(),
     }
     result: list[tuple[int, str]] = []
+    obj.parent.mkdir(parents=True, exist_ok=True)
 
     def make(out: Path) -> None:
-        result.append(_compile(flags, source, out / OBJECT))
+        # Into obj, where the caller wants it even when it is not kept (a compile that warns).
+        result.append(_compile(flags, source, obj, env))
         if result[0] != (0, ""):
             raise _NotKept  # kept() then keeps nothing (the next attempt removes its .making directory)
+        shutil.copyfile(obj, out / OBJECT)
 
     try:
         entry = kept(f"object-{source.stem}", parts, make)
     except _NotKept:
         return result[0]
-    obj.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(entry / OBJECT, obj)
+    if not result:  # kept by an earlier compile
+        shutil.copyfile(entry / OBJECT, obj)
     return 0, ""
+
+
+def kept_program(runtime: xla_runtime.XlaRuntime, source: Path, link_inputs: list[Path], exe: Path) -> None:
+    """As xla_runtime.compile_consumer (the runtime's flags, -O2), its compile kept: a test program whose
+    subject is what it links (kernels, parts), not the compile. The runtime's headers are system headers
+    here: Eigen's warnings under GCC 12 would make every compile one that is not kept."""
+    flags = [*runtime.cxxflags, "-O2", "-isystem", str(runtime.include_dir)]
+    code, stderr = compile_kept(flags, source, exe.with_suffix(".o"))
+    assert code == 0, stderr[-6000:]
+    xla_runtime.link_consumer(runtime, [exe.with_suffix(".o")], link_inputs, exe)
 
 
 class _NotKept(Exception):
     pass
 
 
-def _compile(flags: Sequence[str], source: Path, obj: Path) -> tuple[int, str]:
-    proc = subprocess.run(["g++", *flags, "-c", str(source), "-o", str(obj)], capture_output=True, text=True)
+def _compile(flags: Sequence[str], source: Path, obj: Path, env: Mapping[str, str] | None) -> tuple[int, str]:
+    proc = subprocess.run(
+        ["g++", *flags, "-c", str(source), "-o", str(obj)], capture_output=True, text=True, env=env
+    )
     return proc.returncode, proc.stderr
 
 

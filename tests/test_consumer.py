@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_in_toolchain, unpack_package
+from kept_objects import compile_kept
 
 from tfaot_dist import harness
 from tfaot_dist import package as pkg
@@ -80,17 +81,15 @@ def test_consumer_matches_tensorflow_on_fresh_inputs(
     src = tmp_path / "consumer.cc"
     src.write_text(CONSUMER)
     exe = tmp_path / "consumer"
+    flags = [*runtime_manifest["cxxflags"], "-O2", "-Wall", "-Wextra", "-Werror"]
+    includes = [f"-I{model / 'include'}", f"-I{runtime / 'include'}"]
+    code, stderr = compile_kept([*flags, *includes], src, exe.with_suffix(".o"))
+    assert code == 0 and stderr == "", stderr[-6000:]
     subprocess.run(
         [
             "g++",
             *runtime_manifest["cxxflags"],
-            "-O2",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            f"-I{model / 'include'}",
-            f"-I{runtime / 'include'}",
-            str(src),
+            str(exe.with_suffix(".o")),
             str(model / "lib" / "libtfaot-model-test-multi.a"),
             *(str(runtime / lib) for lib in runtime_manifest["libs"]),
             *runtime_manifest["system_libs"],

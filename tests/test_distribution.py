@@ -36,6 +36,7 @@ import yaml
 from conftest import Cli, DataRepo, copy_registry_yaml, fresh_cache, snapshot, unpack_package
 from httpserve import Server, SilentServer, refused_url
 from kept import kept
+from kept_objects import compile_kept
 
 from tfaot_dist import scheduler
 from tfaot_dist.cache import SEAL
@@ -925,18 +926,26 @@ def test_setup_uses_pkg_config_and_plain_compilers_too(run: Cli, channel_copy: P
         "setup", "test-simple", "test-multi", "--channel", f"file://{channel_copy}", "--area", area, "--json"
     )
     env = {**os.environ, **json.loads(out)["environment"]}
-    flags = subprocess.run(
-        ["pkg-config", "--cflags", "--libs", "tfaot-model-test-simple", "tfaot-model-test-multi"],
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.split()
+
+    def pkg_config(what: str) -> list[str]:
+        return subprocess.run(
+            ["pkg-config", what, "tfaot-model-test-simple", "tfaot-model-test-multi"],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.split()
+
     exe = tmp_path / "consumer"
+    code, stderr = compile_kept(
+        ["-O1", *pkg_config("--cflags")],
+        REPO / "examples" / "consumer" / "consumer.cc",
+        exe.with_suffix(".o"),
+        env,
+    )
+    assert code == 0, stderr[-6000:]
     subprocess.run(
-        ["g++", "-O1", str(REPO / "examples" / "consumer" / "consumer.cc"), *flags, "-o", str(exe)],
-        check=True,
-        env=env,
+        ["g++", str(exe.with_suffix(".o")), *pkg_config("--libs"), "-o", str(exe)], check=True, env=env
     )
     proc = subprocess.run([exe, area / "tfaot"], capture_output=True, text=True, check=False)
     assert proc.returncode == 0 and proc.stdout.endswith("within 1e-5\n"), proc.stdout

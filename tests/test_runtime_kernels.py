@@ -18,6 +18,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from kept_objects import kept_program
 
 from tfaot_dist.cpu import target as cpu_target
 from tfaot_dist.cxx import runtime_kernels, runtime_parts, xla_runtime
@@ -233,7 +234,7 @@ def program(
     work = tmp_path_factory.mktemp("kernels")
     (work / "matmul.cc").write_text(PROGRAM)
     objects = [*part.objects, *part64.objects]  # no symbol defined twice: both parts link into one model
-    xla_runtime.compile_consumer(runtime, [work / "matmul.cc"], [], objects, work / "matmul")
+    kept_program(runtime, work / "matmul.cc", objects, work / "matmul")
     return work / "matmul"
 
 
@@ -255,7 +256,7 @@ def conv_program(
 ) -> Path:
     work = tmp_path_factory.mktemp("conv")
     (work / "conv.cc").write_text(CONV_PROGRAM)
-    xla_runtime.compile_consumer(runtime, [work / "conv.cc"], [], conv_part.objects, work / "conv")
+    kept_program(runtime, work / "conv.cc", conv_part.objects, work / "conv")
     return work / "conv"
 
 

@@ -26,6 +26,7 @@ import pytest
 import yaml
 from conftest import GIT_ENV, snapshot
 from httpserve import Server
+from kept_objects import compile_kept
 
 from tfaot_dist import cli
 from tfaot_dist.cxx import buildsys
@@ -1171,10 +1172,15 @@ def test_real_packages_with_generated_cmake_and_pkgconfig_files(built: Path, tmp
             want,
         )
 
-    flags = pkg_config(
-        "--define-prefix", "--cflags", "--libs", "tfaot-model-test-simple", path=[model, runtime]
+    def flags(what: str) -> list[str]:
+        return pkg_config("--define-prefix", what, "tfaot-model-test-simple", path=[model, runtime]).split()
+
+    code, stderr = compile_kept(["-O1", *flags("--cflags")], src, tmp_path / "pc-consumer.o")
+    assert code == 0, stderr[-6000:]
+    subprocess.run(
+        ["g++", str(tmp_path / "pc-consumer.o"), "-o", str(tmp_path / "pc-consumer"), *flags("--libs")],
+        check=True,
     )
-    subprocess.run(["g++", "-O1", str(src), "-o", str(tmp_path / "pc-consumer"), *flags.split()], check=True)
     check(tmp_path / "pc-consumer")
 
     (tmp_path / "CMakeLists.txt").write_text(CMAKE_CONSUMER)
