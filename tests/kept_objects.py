@@ -20,6 +20,7 @@ import hashlib
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -30,6 +31,10 @@ from tfaot_dist.cxx import xla_runtime
 OBJECT = "object.o"
 _PATH_FLAGS = ("-I", "-isystem", "-iquote", "-idirafter")
 _REPOSITORY = Path(__file__).resolve().parent.parent
+# A CMake configure argument: the project's compiles kept the same way (tests/kept_launcher.py).
+CMAKE_LAUNCHER = (
+    f"-DCMAKE_CXX_COMPILER_LAUNCHER={sys.executable};{Path(__file__).with_name('kept_launcher.py')}"
+)
 _RUN_DIRECTORY = re.compile(rb"/pytest-of-[^/]+/pytest-\d+/(popen-gw\d+/)?")
 
 

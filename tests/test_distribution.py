@@ -36,7 +36,7 @@ import yaml
 from conftest import Cli, DataRepo, copy_registry_yaml, fresh_cache, snapshot, unpack_package
 from httpserve import Server, SilentServer, refused_url
 from kept import kept
-from kept_objects import compile_kept
+from kept_objects import CMAKE_LAUNCHER, compile_kept
 
 from tfaot_dist import scheduler
 from tfaot_dist.cache import SEAL
@@ -881,6 +881,7 @@ def test_setup_from_http_channel_gives_a_working_cpp_consumer(
             build,
             f"-DCMAKE_PREFIX_PATH={tfaot}",
             "-DCMAKE_BUILD_TYPE=Release",
+            CMAKE_LAUNCHER,
         ],
         check=True,
         capture_output=True,

@@ -26,7 +26,7 @@ import pytest
 import yaml
 from conftest import GIT_ENV, snapshot
 from httpserve import Server
-from kept_objects import compile_kept
+from kept_objects import CMAKE_LAUNCHER, compile_kept
 
 from tfaot_dist import cli
 from tfaot_dist.cxx import buildsys
@@ -1194,6 +1194,7 @@ def test_real_packages_with_generated_cmake_and_pkgconfig_files(built: Path, tmp
             str(build),
             f"-DCMAKE_PREFIX_PATH={model};{runtime}",
             "-DCMAKE_BUILD_TYPE=Release",
+            CMAKE_LAUNCHER,
         ],
         check=True,
         capture_output=True,
