@@ -1,7 +1,8 @@
-"""A compiler launcher for the tests' CMake builds (CMAKE_CXX_COMPILER_LAUNCHER=PYTHON;tests/kept_launcher.py):
-a compile (`COMPILER ... -o OBJECT -c SOURCE`, as CMake writes it for GCC) is kept by what the compiler reads
-(kept_objects.compile_kept; its dependency file is written by the preprocessor each time). Anything else, a
-link or another compiler than this host's g++, runs as given. The CMake project, its find_package and its
+"""A compiler launcher for the tests' CMake builds (CMAKE_CXX_COMPILER_LAUNCHER, kept_objects.CMAKE_LAUNCHER).
+
+A compile (`COMPILER ... -o OBJECT -c SOURCE`, as CMake writes it for GCC) is kept by what the compiler
+reads (kept_objects.compile_kept; the preprocessor writes CMake's dependency file each time). Anything else,
+a link or another compiler than this host's g++, runs as given. The CMake project, its find_package and its
 link are the test's; a compile that reads the same bytes as an earlier one need not run again.
 """
 
