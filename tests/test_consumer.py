@@ -158,6 +158,6 @@ def test_mismatch_fails_naming_model_batch_output_element(
     ref.write_bytes(values.tobytes())
     runtime = ensure_runtime(toolchain.python, shared_cache)
     with pytest.raises(VerificationFailed) as info:
-        harness.verify_package(root, manifest, runtime, tmp_path / "work")
+        harness.verify_package(root, manifest, runtime, tmp_path / "work", shared_cache)
     assert "tfaot-model-test-multi: batch size 7, output output_0" in str(info.value)
     assert "element 5" in str(info.value)

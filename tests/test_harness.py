@@ -106,4 +106,4 @@ def test_compile_verifies_within_the_configs_tolerance_and_verify_uses_the_recor
     )
     assert verify.check_numbers(package, session).tolerance == 1e-4
     with pytest.raises(VerificationFailed, match=r"batch size 1, output output_0 \(flat\), element 0: "):
-        harness.verify_package(root, manifest, session.resolve().runtime, tmp_path / "work")
+        harness.verify_package(root, manifest, session.resolve().runtime, tmp_path / "work", run.cache)

@@ -24,7 +24,7 @@ from typing import Any
 from tfaot_dist import config, process
 from tfaot_dist.cpu import target as cpu_target
 from tfaot_dist.cxx import INTERFACE_INCLUDE, object_cache
-from tfaot_dist.cxx.xla_runtime import XlaRuntime, compile_consumer
+from tfaot_dist.cxx.xla_runtime import XlaRuntime
 from tfaot_dist.documents import Deviation, LevelCheck, ModelManifest, ReferenceCase, Signature, Verification
 from tfaot_dist.errors import VerificationFailed
 from tfaot_dist.util.render import render
@@ -51,12 +51,13 @@ def verify_package(
     manifest: ModelManifest,
     runtime: XlaRuntime,
     work: Path,
-    cache: Path | None = None,
+    cache: Path,
     tolerance: float = TOLERANCE,
 ) -> Verification:
     """Build and run the harness against the package in root; returns the deviation report.
 
-    cache: where the precompiled interface headers live (tfaot_dist.cxx.pch); None compiles without.
+    cache: where the precompiled interface headers and the harness's kept object live (cxx/pch.py,
+    cxx/object_cache.py).
     tolerance: the model's (AotConfig.tolerance, or what its manifest's verification recorded).
     """
     work.mkdir(parents=True)
@@ -106,17 +107,12 @@ def verify_package(
     )
 
 
-def build_harness(
-    root: Path, manifest: ModelManifest, runtime: XlaRuntime, work: Path, cache: Path | None = None
-) -> Path:
+def build_harness(root: Path, manifest: ModelManifest, runtime: XlaRuntime, work: Path, cache: Path) -> Path:
     """The verification harness of the package in root, linked from its archive, as work/harness.
-    With a cache, the compile of harness.cc is kept there (cxx/object_cache.py); the link is always done."""
+    The compile of harness.cc is kept in the cache (cxx/object_cache.py); the link is always done."""
     source, archive = work / "harness.cc", root / "lib" / f"lib{manifest.package}.a"
     includes = [root / "include", INTERFACE_INCLUDE]
     write_harness(manifest, source)
-    if cache is None:
-        compile_consumer(runtime, [source], includes, [archive], work / "harness")
-        return work / "harness"
     return object_cache.program(runtime, source, includes, [archive], work / "harness", cache)
 
 
