@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -204,29 +205,16 @@ def test_the_test_command_runs_the_fast_tier_first(
     with one pytest-xdist worker per core and the fast tier with one more, or both with
     TFAOT_DIST_TEST_WORKERS (1: none). Meanwhile, in the background (unless TFAOT_DIST_PREWARM=0):
     tests/prewarm.py and the other Pythons' venvs."""
-    (tmp_path / "scripts").mkdir()
-    for name in ("test", "lowest-priority"):
-        shutil.copy2(REPO / "scripts" / name, tmp_path / "scripts" / name)
-    for name in ("install-test-tools", "bootstrap", "install-actionlint"):
-        _stub(tmp_path / "scripts" / name, "exit 0")
     log = tmp_path / "pytest.log"
     ahead = {
         "FAST=0 tests/prewarm.py",
         *(["the-other-pythons --besides-venv --venvs-only"] if others == "1" else []),
     }
-    _stub(tmp_path / "scripts" / "test-pythons", f'echo "the-other-pythons $*" >> {log}')
+    tmpdirs = tmp_path / "tmpdirs.log"  # each run's TMPDIR
     # The venv's python stands in for pytest: it records each run and fails the fast tier if asked. The
     # fast tier waits (20 s at most) until the background jobs (nice 19: last on a busy machine) have
     # written their lines, as a real one takes minutes.
     waited = len(ahead) if prewarm == "1" else 0
-    _stub(
-        tmp_path / ".venv" / "bin" / "python",
-        f'echo "FAST=${{TFAOT_DIST_FAST:-0}} $*" >> {log}\n'
-        f'case "$*" in *"not tf"*) n=0; while [ "$(grep -c -e prewarm -e venvs-only {log})" -lt {waited} ]'
-        f" && [ $n -lt 200 ]; do sleep 0.1; n=$((n + 1)); done; exit {0 if fast_tier_passes else 1};; esac\n"
-        "exit 0",
-    )
-    (tmp_path / "tests").mkdir()
     env = {k: v for k, v in os.environ.items() if k != "TFAOT_DIST_FAST"}
     if workers:
         env["TFAOT_DIST_TEST_WORKERS"] = workers
@@ -234,10 +222,14 @@ def test_the_test_command_runs_the_fast_tier_first(
         env.pop("TFAOT_DIST_TEST_WORKERS", None)
     env["TFAOT_DIST_OTHER_PYTHONS"] = others
     env["TFAOT_DIST_PREWARM"] = prewarm
-    env["TMPDIR"] = str(tmp_path / "tmp")  # the prewarm's log (mktemp): here, not in the machine's /tmp
-    (tmp_path / "tmp").mkdir()
-    proc = subprocess.run(
-        [str(tmp_path / "scripts" / "test")], env=env, capture_output=True, text=True, check=False
+    proc = run_test_command(
+        tmp_path,
+        env,
+        python=f'echo "FAST=${{TFAOT_DIST_FAST:-0}} $*" >> {log}; echo "$TMPDIR" >> {tmpdirs}\n'
+        f'case "$*" in *"not tf"*) n=0; while [ "$(grep -c -e prewarm -e venvs-only {log})" -lt {waited} ]'
+        f" && [ $n -lt 200 ]; do sleep 0.1; n=$((n + 1)); done; exit {0 if fast_tier_passes else 1};; esac\n"
+        "exit 0",
+        pythons=f'echo "the-other-pythons $*" >> {log}; echo "$TMPDIR" >> {tmpdirs}',
     )
     runs = log.read_text().splitlines()
     made_ahead = [run for run in runs if "prewarm" in run or "venvs-only" in run]
@@ -263,6 +255,79 @@ def test_the_test_command_runs_the_fast_tier_first(
     assert sorted(made_ahead) == sorted(ahead if prewarm == "1" else [])
     assert ("making the toolchain tier's shared entries ahead of it" in proc.stderr) == (prewarm == "1")
     assert len(list((tmp_path / "tmp").glob("tfaot-dist-prewarm.*"))) == (prewarm == "1")
+    # Each tier's temporary files in a directory of its own inside this run's: removed (in the
+    # background) when the run passed, kept and named when it did not.
+    (run_tmp,) = {Path(line).parent for line in tmpdirs.read_text().splitlines()}
+    assert run_tmp.parent == tmp_path / "tmp" and run_tmp.name.startswith("tfaot-dist-test.")
+    tiers = {"fast", *(["prewarm"] if prewarm == "1" else [])}
+    if fast_tier_passes:
+        tiers |= {"toolchain", *(["pythons"] if others == "1" else [])}
+    assert {Path(line).name for line in tmpdirs.read_text().splitlines()} == tiers
+    if fast_tier_passes:
+        assert wait_until_gone(run_tmp)
+    else:
+        assert run_tmp.is_dir() and f"the tests' temporary files are kept in {run_tmp}" in proc.stderr
+
+
+def run_test_command(
+    tmp_path: Path, env: dict[str, str], python: str, pythons: str
+) -> subprocess.CompletedProcess[str]:
+    """scripts/test (and scripts/lowest-priority) copied into tmp_path and run there without arguments,
+    with TMPDIR tmp_path/tmp: .venv/bin/python (pytest's and tests/prewarm.py's) and scripts/test-pythons
+    are shell stubs with these bodies, the tool installers stubs that succeed."""
+    (tmp_path / "scripts").mkdir()
+    for name in ("test", "lowest-priority"):
+        shutil.copy2(REPO / "scripts" / name, tmp_path / "scripts" / name)
+    for name in ("install-test-tools", "bootstrap", "install-actionlint"):
+        _stub(tmp_path / "scripts" / name, "exit 0")
+    _stub(tmp_path / "scripts" / "test-pythons", pythons)
+    _stub(tmp_path / ".venv" / "bin" / "python", python)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    env = {**env, "TMPDIR": str(tmp_path / "tmp")}  # the prewarm's log (mktemp): not in the machine's /tmp
+    return subprocess.run(
+        [str(tmp_path / "scripts" / "test")], env=env, capture_output=True, text=True, check=False
+    )
+
+
+def test_the_test_command_removes_earlier_runs_temporary_files_but_the_newest_three(tmp_path: Path) -> None:
+    """What earlier runs of scripts/test kept (they failed, or were stopped), oldest first: removed but the
+    newest three, and but a run's that is still going; a link or a file of that name is left alone."""
+    tmp, elsewhere = tmp_path / "tmp", tmp_path / "elsewhere"
+    tmp.mkdir()
+    elsewhere.mkdir()
+    (elsewhere / "kept").write_text("not ours to remove")
+    earlier = [tmp / f"tfaot-dist-test.{n}" for n in ("old1", "old2", "going", "new1", "new2", "new3")]
+    for age, run in enumerate(reversed(earlier)):
+        run.mkdir()
+        (run / "pytest-of-x").mkdir()
+        # This process for the run still going; for the others a pid above the kernel's largest (2**22)
+        (run / ".pid").write_text(f"{os.getpid() if run.name.endswith('going') else 2**22 + 1}\n")
+        os.utime(run, (time.time() - 60 * (age + 1),) * 2)
+    (tmp / "tfaot-dist-test.link").symlink_to(elsewhere)
+    (tmp / "tfaot-dist-test.file").write_text("a file")
+    os.utime(tmp / "tfaot-dist-test.link", (0, 0), follow_symlinks=False)
+    env = {
+        **os.environ,
+        "TFAOT_DIST_OTHER_PYTHONS": "0",
+        "TFAOT_DIST_PREWARM": "0",
+        "TFAOT_DIST_TEST_WORKERS": "1",
+    }
+    proc = run_test_command(tmp_path, env, python="exit 0", pythons="exit 0")
+    assert proc.returncode == 0, proc.stderr
+    for run in earlier[:2]:
+        assert wait_until_gone(run)
+    assert all(run.is_dir() for run in earlier[2:])
+    assert (elsewhere / "kept").read_text() == "not ours to remove"
+    assert (tmp / "tfaot-dist-test.link").is_symlink() and (tmp / "tfaot-dist-test.file").is_file()
+
+
+def wait_until_gone(path: Path, seconds: float = 20) -> bool:
+    """Whether path is gone within seconds (a background removal at nice 19: last on a busy machine)."""
+    deadline = time.monotonic() + seconds
+    while path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not path.exists()
 
 
 def test_install_test_tools_calls_apt_only_for_a_missing_tool(tmp_path: Path) -> None:
