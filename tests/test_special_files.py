@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -47,9 +48,15 @@ def saved_model_with(tmp_path: Path, special: str) -> Path:
     if special == "fifo":
         os.mkfifo(notes)
     else:
-        sock = socket.socket(socket.AF_UNIX)
-        sock.bind(str(notes))
-        sock.close()
+        # Bound through the directory's descriptor: a socket's path has at most 107 bytes, and
+        # tmp_path alone may have more.
+        directory = os.open(notes.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            with socket.socket(socket.AF_UNIX) as sock:
+                sock.bind(f"/proc/self/fd/{directory}/{notes.name}")
+        finally:
+            os.close(directory)
+        assert stat.S_ISSOCK(notes.lstat().st_mode)
     return saved
 
 

@@ -169,9 +169,12 @@ def test_ci_workflow_lints_and_runs_the_test_command() -> None:
     assert 'scripts/test "$@"' in ci_run.splitlines()
     script = (REPO / "scripts" / "test").read_text()
     assert "scripts/install-actionlint" in script
-    fast = script.index('TFAOT_DIST_FAST=1 "${pytest[@]}" "${fast_parallel[@]}" -m "not tf" tests\n')
+    fast = script.index(
+        'TFAOT_DIST_FAST=1 "${pytest[@]}" "${fast_parallel[@]}" --basetemp "$run_tmp/fast" -m "not tf" tests\n'
+    )
     assert "set -euo pipefail" in script and fast < script.index(
-        '"${pytest[@]}" "${parallel[@]}" --durations=25 -m "tf and not soak" tests || status=$?'
+        '"${pytest[@]}" "${parallel[@]}" --basetemp "$run_tmp/tf" --durations=25 -m "tf and not soak" tests'
+        " || status=$?"
     )
     # What the tiers leave out runs weekly (the random kills' full count).
     soak = load("soak.yml")
@@ -210,7 +213,6 @@ def test_the_test_command_runs_the_fast_tier_first(
         "FAST=0 tests/prewarm.py",
         *(["the-other-pythons --besides-venv --venvs-only"] if others == "1" else []),
     }
-    tmpdirs = tmp_path / "tmpdirs.log"  # each run's TMPDIR
     # The venv's python stands in for pytest: it records each run and fails the fast tier if asked. The
     # fast tier waits (20 s at most) until the background jobs (nice 19: last on a busy machine) have
     # written their lines, as a real one takes minutes.
@@ -225,13 +227,21 @@ def test_the_test_command_runs_the_fast_tier_first(
     proc = run_test_command(
         tmp_path,
         env,
-        python=f'echo "FAST=${{TFAOT_DIST_FAST:-0}} $*" >> {log}; echo "$TMPDIR" >> {tmpdirs}\n'
+        python=f'echo "FAST=${{TFAOT_DIST_FAST:-0}} $*" >> {log}\n'
         f'case "$*" in *"not tf"*) n=0; while [ "$(grep -c -e prewarm -e venvs-only {log})" -lt {waited} ]'
         f" && [ $n -lt 200 ]; do sleep 0.1; n=$((n + 1)); done; exit {0 if fast_tier_passes else 1};; esac\n"
         "exit 0",
-        pythons=f'echo "the-other-pythons $*" >> {log}; echo "$TMPDIR" >> {tmpdirs}',
+        pythons=f'echo "the-other-pythons $*${{TFAOT_DIST_TEST_TMP:+ tmp=$TFAOT_DIST_TEST_TMP}}" >> {log}',
     )
-    runs = log.read_text().splitlines()
+    # Each pytest run's temporary files (--basetemp) in a directory of this run's: removed (in the
+    # background) when the run passed, kept and named when it did not.
+    (run_tmp,) = {Path(found).parent for found in re.findall(r"--basetemp (\S+)", log.read_text())}
+    assert run_tmp.parent == tmp_path / "tmp" and run_tmp.name.startswith("tfaot-test.")
+    if fast_tier_passes:
+        assert wait_until_gone(run_tmp)
+    else:
+        assert run_tmp.is_dir() and f"the tests' temporary files are kept in {run_tmp}" in proc.stderr
+    runs = log.read_text().replace(str(run_tmp), "RUN").splitlines()
     made_ahead = [run for run in runs if "prewarm" in run or "venvs-only" in run]
     runs = [run for run in runs if run not in made_ahead]
 
@@ -242,12 +252,15 @@ def test_the_test_command_runs_the_fast_tier_first(
     cores = len(os.sched_getaffinity(0))
     tier, fast_tier = (int(workers),) * 2 if workers else (cores, cores + 1)
     parallel, fast_parallel = xdist(tier), xdist(fast_tier, "--no-loadscope-reorder")
-    fast = f"FAST=1 -m pytest -q -p no:cacheprovider {fast_parallel} -m not tf tests"
+    fast = f"FAST=1 -m pytest -q -p no:cacheprovider {fast_parallel} --basetemp RUN/fast -m not tf tests"
     if fast_tier_passes:
-        tf = f"FAST=0 -m pytest -q -p no:cacheprovider {parallel} --durations=25 -m tf and not soak tests"
+        tf = (
+            f"FAST=0 -m pytest -q -p no:cacheprovider {parallel} --basetemp RUN/tf --durations=25"
+            " -m tf and not soak tests"
+        )
         assert proc.returncode == 0 and runs == [
             fast,
-            *(["the-other-pythons --besides-venv"] if others == "1" else []),
+            *(["the-other-pythons --besides-venv tmp=RUN"] if others == "1" else []),
             tf,
         ]
     else:
@@ -255,18 +268,6 @@ def test_the_test_command_runs_the_fast_tier_first(
     assert sorted(made_ahead) == sorted(ahead if prewarm == "1" else [])
     assert ("making the toolchain tier's shared entries ahead of it" in proc.stderr) == (prewarm == "1")
     assert len(list((tmp_path / "tmp").glob("tfaot-dist-prewarm.*"))) == (prewarm == "1")
-    # Each tier's temporary files in a directory of its own inside this run's: removed (in the
-    # background) when the run passed, kept and named when it did not.
-    (run_tmp,) = {Path(line).parent for line in tmpdirs.read_text().splitlines()}
-    assert run_tmp.parent == tmp_path / "tmp" and run_tmp.name.startswith("tfaot-dist-test.")
-    tiers = {"fast", *(["prewarm"] if prewarm == "1" else [])}
-    if fast_tier_passes:
-        tiers |= {"toolchain", *(["pythons"] if others == "1" else [])}
-    assert {Path(line).name for line in tmpdirs.read_text().splitlines()} == tiers
-    if fast_tier_passes:
-        assert wait_until_gone(run_tmp)
-    else:
-        assert run_tmp.is_dir() and f"the tests' temporary files are kept in {run_tmp}" in proc.stderr
 
 
 def run_test_command(
@@ -297,16 +298,16 @@ def test_the_test_command_removes_earlier_runs_temporary_files_but_the_newest_th
     tmp.mkdir()
     elsewhere.mkdir()
     (elsewhere / "kept").write_text("not ours to remove")
-    earlier = [tmp / f"tfaot-dist-test.{n}" for n in ("old1", "old2", "going", "new1", "new2", "new3")]
+    earlier = [tmp / f"tfaot-test.{n}" for n in ("old1", "old2", "going", "new1", "new2", "new3")]
     for age, run in enumerate(reversed(earlier)):
         run.mkdir()
         (run / "pytest-of-x").mkdir()
         # This process for the run still going; for the others a pid above the kernel's largest (2**22)
         (run / ".pid").write_text(f"{os.getpid() if run.name.endswith('going') else 2**22 + 1}\n")
         os.utime(run, (time.time() - 60 * (age + 1),) * 2)
-    (tmp / "tfaot-dist-test.link").symlink_to(elsewhere)
-    (tmp / "tfaot-dist-test.file").write_text("a file")
-    os.utime(tmp / "tfaot-dist-test.link", (0, 0), follow_symlinks=False)
+    (tmp / "tfaot-test.link").symlink_to(elsewhere)
+    (tmp / "tfaot-test.file").write_text("a file")
+    os.utime(tmp / "tfaot-test.link", (0, 0), follow_symlinks=False)
     env = {
         **os.environ,
         "TFAOT_DIST_OTHER_PYTHONS": "0",
@@ -319,7 +320,7 @@ def test_the_test_command_removes_earlier_runs_temporary_files_but_the_newest_th
         assert wait_until_gone(run)
     assert all(run.is_dir() for run in earlier[2:])
     assert (elsewhere / "kept").read_text() == "not ours to remove"
-    assert (tmp / "tfaot-dist-test.link").is_symlink() and (tmp / "tfaot-dist-test.file").is_file()
+    assert (tmp / "tfaot-test.link").is_symlink() and (tmp / "tfaot-test.file").is_file()
 
 
 def wait_until_gone(path: Path, seconds: float = 20) -> bool:
