@@ -205,6 +205,16 @@ def test_besides_venv_leaves_out_the_interpreter_the_fast_tier_ran_under(tmp_pat
     ]
     summary = proc.stderr.split("the fast tier ran under 3 interpreters:\n", 1)[1].splitlines()
     assert summary[2] == f"  3.11.2  {tmp_path}/system/python3: the fast tier of scripts/test (./.venv)"
+    # scripts/test's call names its directory of the run: each interpreter's pytest directory in it.
+    (tmp_path / "log").unlink()
+    assert run(repo, env, "--besides-venv", "--tmp", str(tmp_path / "run"), "-x").returncode == 0
+    calls = [
+        line.split() for line in (tmp_path / "log").read_text().splitlines() if line.startswith("pytest")
+    ]
+    assert [(c[1], c[c.index("--basetemp") + 1], c[-2]) for c in calls] == [
+        ("3.9.18", str(tmp_path / "run" / "3.9.18"), "-x"),
+        ("3.13.0", str(tmp_path / "run" / "3.13.0"), "-x"),
+    ]
     (tmp_path / "log").unlink()
     assert run(repo, env).returncode == 0
     runs = [

@@ -231,7 +231,7 @@ def test_the_test_command_runs_the_fast_tier_first(
         f'case "$*" in *"not tf"*) n=0; while [ "$(grep -c -e prewarm -e venvs-only {log})" -lt {waited} ]'
         f" && [ $n -lt 200 ]; do sleep 0.1; n=$((n + 1)); done; exit {0 if fast_tier_passes else 1};; esac\n"
         "exit 0",
-        pythons=f'echo "the-other-pythons $*${{TFAOT_DIST_TEST_TMP:+ tmp=$TFAOT_DIST_TEST_TMP}}" >> {log}',
+        pythons=f'echo "the-other-pythons $*" >> {log}',
     )
     # Each pytest run's temporary files (--basetemp) in a directory of this run's: removed (in the
     # background) when the run passed, kept and named when it did not.
@@ -260,7 +260,7 @@ def test_the_test_command_runs_the_fast_tier_first(
         )
         assert proc.returncode == 0 and runs == [
             fast,
-            *(["the-other-pythons --besides-venv tmp=RUN"] if others == "1" else []),
+            *(["the-other-pythons --besides-venv --tmp RUN"] if others == "1" else []),
             tf,
         ]
     else:
