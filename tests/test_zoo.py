@@ -9,6 +9,7 @@ convolutional models exported and compiled by TensorFlow 2.12 (tf.keras is Keras
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -359,13 +360,18 @@ def exported(family: str, model: str, exporter: Toolchain, *options: str) -> Pat
     return kept(f"{family}-{model}", parts, lambda out: make_zoo(exporter, out, [model], *options)) / model
 
 
+@functools.cache
+def shared_toolchain(shared_cache: Path, requirements: tuple[str, ...]) -> Toolchain:
+    """The shared cache's toolchain of requirements, found once per worker: its check reads each of its
+    26k files (a third of a CPU-second), and each zoo test's kept area or export asks for its key."""
+    return ensure_toolchain(shared_cache, requirements, lambda m: print(m, file=sys.stderr))
+
+
 def built_area(family: str, model: Path, shared_cache: Path, requirements: Sequence[str] = ()) -> Path:
     """The area of model's package and its runtime, built by `build --all`: kept between runs while the
     export, the tool's code, the registry's defaults, the test code that builds it, the compile toolchain
     and the host are the same (tests/kept.py)."""
-    compiler = ensure_toolchain(
-        shared_cache, tuple(requirements) or DEFAULT_REQUIREMENTS, lambda m: print(m, file=sys.stderr)
-    )
+    compiler = shared_toolchain(shared_cache, tuple(requirements) or DEFAULT_REQUIREMENTS)
     parts = {
         "export": source_digest(model),
         "tool": source_digest(REPO / "tfaot_dist"),
@@ -464,7 +470,7 @@ KERAS2 = ["recurrent", "gru_tagger"]
 
 @pytest.fixture
 def keras2_model(model: str, shared_cache: Path, toolchain: Toolchain) -> Path:
-    exporter = ensure_toolchain(shared_cache, TF_KERAS, lambda m: print(m, file=sys.stderr))
+    exporter = shared_toolchain(shared_cache, TF_KERAS)
     return exported("zoo-keras2", model, exporter, "--keras", "2")
 
 
