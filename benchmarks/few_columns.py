@@ -90,7 +90,8 @@ def main() -> int:
             src = tmp / f"{level.suffix}.cc"
             src.write_text(PROGRAM.replace("ENTRY", f"tfaot_matmul_f32_{level.suffix}"))
             exe = tmp / level.suffix
-            xla_runtime.compile_consumer(runtime, [src], [], part.objects, exe)
+            xla_runtime.compile_object(runtime, src, [], exe.with_suffix(".o"))
+            xla_runtime.link_consumer(runtime, [exe.with_suffix(".o")], part.objects, exe)
             print(f"{level.name}: per call of 12 layers [us], few_columns / Eigen's product (speed-up)")
             for m, k in SHAPES:
                 row = []

@@ -74,8 +74,8 @@ def compile_kept(
 
 
 def kept_program(runtime: xla_runtime.XlaRuntime, source: Path, link_inputs: list[Path], exe: Path) -> None:
-    """As xla_runtime.compile_consumer (the runtime's flags, -O2), its compile kept: a test program whose
-    subject is what it links (kernels, parts), not the compile. The runtime's headers are system headers
+    """As xla_runtime.compile_object and link_consumer (the runtime's flags, -O2), the compile kept: a test
+    program whose subject is what it links (kernels, parts), not the compile. The runtime's headers are system headers
     here: Eigen's warnings under GCC 12 would make every compile one that is not kept."""
     flags = [*runtime.cxxflags, "-O2", "-isystem", str(runtime.include_dir)]
     code, stderr = compile_kept(flags, source, exe.with_suffix(".o"))

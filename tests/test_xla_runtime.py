@@ -106,13 +106,15 @@ def simple_consumer(
     src = work / "consumer.cc"
     src.write_text(CONSUMER_CC)
     exe = work / "simple_bs1_consumer"
-    xla_runtime.compile_consumer(
+    xla_runtime.compile_object(
         runtime,
-        [src],
+        src,
         [simple_package / "include" / "tfaot-model-test-simple"],
-        [lib / "simple_bs1.o", lib / "simple_bs1_constants.o"],
-        exe,
+        work / "consumer.o",
         extra_flags=['-DMODEL_HEADER="simple_bs1.h"', "-DMODEL_CLASS=tfaot_model::simple_bs1"],
+    )
+    xla_runtime.link_consumer(
+        runtime, [work / "consumer.o"], [lib / "simple_bs1.o", lib / "simple_bs1_constants.o"], exe
     )
     return exe
 
@@ -202,7 +204,8 @@ def test_moved_tree_compiles_and_links(runtime: xla_runtime.XlaRuntime, tmp_path
         + "  return 0;\n}\n"
     )
     exe = tmp_path / "headers"
-    xla_runtime.compile_consumer(rt, [src], [], [], exe)
+    xla_runtime.compile_object(rt, src, [], tmp_path / "headers.o")
+    xla_runtime.link_consumer(rt, [tmp_path / "headers.o"], [], exe)
     subprocess.run([str(exe)], check=True)
 
 
@@ -210,4 +213,4 @@ def test_compile_errors_carry_the_compiler_message(runtime: xla_runtime.XlaRunti
     src = tmp_path / "broken.cc"
     src.write_text("int main() { return undeclared_name; }\n")
     with pytest.raises(xla_runtime.RuntimeBuildError, match="undeclared_name"):
-        xla_runtime.compile_consumer(runtime, [src], [], [], tmp_path / "broken")
+        xla_runtime.compile_object(runtime, src, [], tmp_path / "broken.o")

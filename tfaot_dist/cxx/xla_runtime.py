@@ -404,39 +404,18 @@ def runtime_parts_for(
     return [b for b in built if b.name in names]
 
 
-def compile_consumer(
-    runtime: XlaRuntime,
-    sources: list[Path],
-    include_dirs: list[Path],
-    link_inputs: list[Path],
-    output: Path,
-    extra_flags: Sequence[str] = (),
-) -> None:
-    """Compile and link a C++ program against a model's objects and the runtime.
-
-    link_inputs (model objects, archives) come before the runtime libraries so
-    the linker resolves their runtime references; extra_flags come after the
-    defaults and so override them (e.g. -O0, -g).
-    """
-    cmd = [
-        *_compile_command(runtime, include_dirs, extra_flags),
-        *(str(s) for s in sources),
-        *_link_arguments(runtime, link_inputs, output),
-    ]
-    Path(output).parent.mkdir(parents=True, exist_ok=True)
-    process.run(cmd, what=f"compile {Path(output).name}", error=RuntimeBuildError)
-
-
 def compile_object(
     runtime: XlaRuntime, source: Path, include_dirs: list[Path], output: Path, extra_flags: Sequence[str] = ()
 ) -> None:
-    """compile_consumer's compile alone: source to the object output (-c)."""
+    """source compiled against the runtime (its flags, include_dirs, then extra_flags, which override the
+    defaults) into the object output (-c)."""
     cmd = [*_compile_command(runtime, include_dirs, extra_flags), "-c", str(source), "-o", str(output)]
     process.run(cmd, what=f"compile {source.name}", error=RuntimeBuildError)
 
 
 def link_consumer(runtime: XlaRuntime, objects: list[Path], link_inputs: list[Path], output: Path) -> None:
-    """compile_consumer's link alone: objects, then link_inputs, then the runtime."""
+    """A program linked from objects, then link_inputs (a model's objects and archives, whose references
+    into the runtime the runtime's libraries after them resolve), then the runtime."""
     cmd = [
         runtime.compiler,
         *runtime.cxxflags,
