@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "examples"))
 
+import kept_objects  # noqa: E402
 import make_data_repo  # noqa: E402
 from kept import code_of, host_parts, kept, source_digest, toolchain_parts  # noqa: E402
 
@@ -162,6 +163,15 @@ def system_temp_in_the_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator
         patch.setenv("TMPDIR", str(temp))
         patch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
         yield temp
+
+
+@pytest.fixture(scope="session", autouse=True)
+def kept_objects_know_the_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The worker's directory, which tests/kept_objects.py leaves out of what keys a compile (the tests'
+    CMake builds' launcher too): a header's path under it differs in every run."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(kept_objects.RUN_DIRECTORY, str(tmp_path_factory.getbasetemp()))
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -6,9 +6,10 @@ effect is in the key), and returns (exit code, stderr) as the compiler gave them
 nothing on stderr) is kept in TEST_CACHE/fixtures/object-STEM-KEY/ (tests/kept.py) and copied from there
 next time; KEY digests the compiler's version, the flags without their include directories, and the
 source as the preprocessor writes it (`g++ -E -P`: every header it includes, by content, wherever it
-lies), with the run's pytest directory replaced by a placeholder: headers' __FILE__ (in assert messages)
-name the run's temporary copy of a package, so a kept object may name an earlier run's. A compile that
-warns or fails is never kept: it runs again, so its diagnostics are always the compiler's own.
+lies), with the pytest worker's directory (RUN_DIRECTORY, which tests/conftest.py sets for the tests and the
+commands they start) replaced by a placeholder: headers' __FILE__ (in assert messages) name the run's
+temporary copy of a package, so a kept object may name an earlier run's. A compile that warns or fails is
+never kept: it runs again, so its diagnostics are always the compiler's own.
 
 The tests' programs include TensorFlow's, XLA's and Eigen's headers: several seconds per compile, while
 preprocessing takes a fraction of one.
@@ -17,7 +18,7 @@ preprocessing takes a fraction of one.
 from __future__ import annotations
 
 import hashlib
-import re
+import os
 import shutil
 import subprocess
 import sys
@@ -35,7 +36,8 @@ _REPOSITORY = Path(__file__).resolve().parent.parent
 CMAKE_LAUNCHER = (
     f"-DCMAKE_CXX_COMPILER_LAUNCHER={sys.executable};{Path(__file__).with_name('kept_launcher.py')}"
 )
-_RUN_DIRECTORY = re.compile(rb"/pytest-of-[^/]+/pytest-\d+/(popen-gw\d+/)?")
+# The variable naming the pytest worker's directory (its basetemp, which differs in every run).
+RUN_DIRECTORY = "KEPT_OBJECTS_RUN_DIRECTORY"
 
 
 def compile_kept(
@@ -52,7 +54,7 @@ def compile_kept(
     parts = {
         "compiler": host_parts()["g++"],
         "flags": key_flags,
-        "preprocessed": hashlib.sha256(_RUN_DIRECTORY.sub(b"/<pytest>/", preprocessed.stdout)).hexdigest(),
+        "preprocessed": hashlib.sha256(_without_run_directory(preprocessed.stdout)).hexdigest(),
     }
     result: list[tuple[int, str]] = []
     obj.parent.mkdir(parents=True, exist_ok=True)
@@ -92,6 +94,11 @@ def _compile(flags: Sequence[str], source: Path, obj: Path, env: Mapping[str, st
         ["g++", *flags, "-c", str(source), "-o", str(obj)], capture_output=True, text=True, env=env
     )
     return proc.returncode, proc.stderr
+
+
+def _without_run_directory(text: bytes) -> bytes:
+    run = os.environ.get(RUN_DIRECTORY)
+    return text.replace(os.fsencode(run.rstrip("/") + "/"), b"/<pytest>/") if run else text
 
 
 def _without_paths(flags: Sequence[str]) -> list[str]:
