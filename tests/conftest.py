@@ -14,13 +14,14 @@ attempt to create or use a toolchain fails the test, so a missing marker shows.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
@@ -229,6 +230,36 @@ def exported_by(toolchain: Toolchain, script: Path, name: str, *args: str) -> Pa
     Kept, the SavedModel's bytes are too, so its compiles are answered from the shared cache."""
     parts = {"script": source_digest(script), "args": list(args), "toolchain": toolchain_parts(toolchain)}
     return kept(name, parts, lambda out: run_in_toolchain(toolchain, script, out, *args, tmp=out / ".tmp"))
+
+
+def tensorflow_answers(
+    toolchain: Toolchain, name: str, script: str, saved_model: Path, inputs: Mapping[str, bytes]
+) -> Path:
+    """A directory holding inputs (file name: bytes) and what script, a TensorFlow program run as
+    `python SCRIPT SAVED_MODEL DIRECTORY`, writes there (what it prints: stdout.txt): TensorFlow's answers,
+    kept between runs while the SavedModel, the inputs, the script and the toolchain are the same
+    (tests/kept.py). Read-only: a test copies it to add files."""
+    parts = {
+        "saved_model": source_digest(saved_model),
+        "inputs": {file: hashlib.sha256(data).hexdigest() for file, data in sorted(inputs.items())},
+        "script": script,
+        "toolchain": toolchain_parts(toolchain),
+    }
+
+    def make(out: Path) -> None:
+        for file, data in inputs.items():
+            (out / file).write_bytes(data)
+        (out / ".script.py").write_text(script)
+        (out / ".tmp").mkdir()
+        with (out / "stdout.txt").open("wb") as stdout:
+            subprocess.run(
+                [str(toolchain.python), "-I", str(out / ".script.py"), str(saved_model), str(out)],
+                env=worker_env(out / ".tmp"),
+                check=True,
+                stdout=stdout,
+            )
+
+    return kept(f"tf-answers-{name}", parts, make)
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,8 @@ compile_kept(flags, source, obj, env) compiles source into obj with g++ and flag
 in the environment env (default: this process's; CPATH and the like act on the preprocessor, so their
 effect is in the key), and returns (exit code, stderr) as the compiler gave them. A clean compile (exit 0,
 nothing on stderr) is kept in TEST_CACHE/fixtures/object-STEM-KEY/ (tests/kept.py) and copied from there
-next time; KEY digests the compiler's version, the flags without their include directories, and the
+next time; with obj None (flags with -fsyntax-only: a check of the diagnostics alone) the entry,
+syntax-STEM-KEY, holds nothing but says that it was clean. KEY digests the compiler's version, the flags without their include directories, and the
 source as the preprocessor writes it (`g++ -E -P`: every header it includes, by content, wherever it
 lies), with the pytest worker's directory (RUN_DIRECTORY, which tests/conftest.py sets for the tests and the
 commands they start) replaced by a placeholder: headers' __FILE__ (in assert messages) name the run's
@@ -41,8 +42,10 @@ RUN_DIRECTORY = "KEPT_OBJECTS_RUN_DIRECTORY"
 
 
 def compile_kept(
-    flags: Sequence[str], source: Path, obj: Path, env: Mapping[str, str] | None = None
+    flags: Sequence[str], source: Path, obj: Path | None, env: Mapping[str, str] | None = None
 ) -> tuple[int, str]:
+    if obj is None and "-fsyntax-only" not in flags:
+        raise ValueError("compile_kept: no object file asked for, and no -fsyntax-only")
     key_flags = _without_paths(flags)
     # __FILE__ (the tests' CHECK macros, assert in tfaot/Model.h) names files from the repository or the
     # source's directory: the key is then the same in every clone (with the clone's path in it, each new
@@ -57,20 +60,22 @@ def compile_kept(
         "preprocessed": hashlib.sha256(_without_run_directory(preprocessed.stdout)).hexdigest(),
     }
     result: list[tuple[int, str]] = []
-    obj.parent.mkdir(parents=True, exist_ok=True)
+    if obj is not None:
+        obj.parent.mkdir(parents=True, exist_ok=True)
 
     def make(out: Path) -> None:
         # Into obj, where the caller wants it even when it is not kept (a compile that warns).
         result.append(_compile(flags, source, obj, env))
         if result[0] != (0, ""):
             raise _NotKept  # kept() then keeps nothing (the next attempt removes its .making directory)
-        shutil.copyfile(obj, out / OBJECT)
+        if obj is not None:
+            shutil.copyfile(obj, out / OBJECT)
 
     try:
-        entry = kept(f"object-{source.stem}", parts, make)
+        entry = kept(f"{'syntax' if obj is None else 'object'}-{source.stem}", parts, make)
     except _NotKept:
         return result[0]
-    if not result:  # kept by an earlier compile
+    if not result and obj is not None:  # kept by an earlier compile
         shutil.copyfile(entry / OBJECT, obj)
     return 0, ""
 
@@ -89,10 +94,11 @@ class _NotKept(Exception):
     pass
 
 
-def _compile(flags: Sequence[str], source: Path, obj: Path, env: Mapping[str, str] | None) -> tuple[int, str]:
-    proc = subprocess.run(
-        ["g++", *flags, "-c", str(source), "-o", str(obj)], capture_output=True, text=True, env=env
-    )
+def _compile(
+    flags: Sequence[str], source: Path, obj: Path | None, env: Mapping[str, str] | None
+) -> tuple[int, str]:
+    output = [] if obj is None else ["-c", "-o", str(obj)]
+    proc = subprocess.run(["g++", *flags, *output, str(source)], capture_output=True, text=True, env=env)
     return proc.returncode, proc.stderr
 
 

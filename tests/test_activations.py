@@ -12,12 +12,13 @@ TensorFlow's on the same inputs.
 import json
 import math
 import re
+import shutil
 import subprocess
 import sys
 from array import array
 from pathlib import Path
 
-from conftest import Cli, run_in_toolchain
+from conftest import Cli, tensorflow_answers
 
 from tfaot_dist import harness
 from tfaot_dist import package as pkg
@@ -135,13 +136,13 @@ def test_selu_and_elu_take_tensorflows_formula_and_match_it_on_special_values(
 
     # The special values, through TensorFlow and through the package (run() and runFlat()).
     case = tmp_path / "reference" / f"bs{BATCH}"
-    case.mkdir(parents=True)
     values = special_inputs()
-    (case / "input_0.bin").write_bytes(array("d", values).tobytes())  # little-endian on x86-64
-    (case / "input_1.bin").write_bytes(array("f", values).tobytes())
-    script = tmp_path / "tf_outputs.py"
-    script.write_text(TF_SCRIPT)
-    run_in_toolchain(toolchain, script, test_models / "activations" / "saved_model", case, tmp=tmp_path / "t")
+    inputs = {  # little-endian on x86-64
+        "input_0.bin": array("d", values).tobytes(),
+        "input_1.bin": array("f", values).tobytes(),
+    }
+    saved_model = test_models / "activations" / "saved_model"
+    shutil.copytree(tensorflow_answers(toolchain, "activations", TF_SCRIPT, saved_model, inputs), case)
 
     manifest = pkg.model_manifest(manifest_json, root / "manifest.json")
     runtime = ensure_runtime(toolchain.python, shared_cache, lambda m: print(m, file=sys.stderr))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import Cli, run_in_toolchain
+from conftest import REPO, Cli, exported_by
 from hostile import Channel, archive_bytes, model_files, refused
 
 from tfaot_dist import config, limits
@@ -119,39 +119,9 @@ def test_a_git_lfs_pointer_is_named_as_such(run: Cli, tmp_path: Path) -> None:
     assert "saved_model.pb: a git LFS pointer" in line and "git lfs" in line
 
 
-HOSTILE_MODELS = r"""
-import sys
-import tensorflow as tf
-
-out = sys.argv[1]
-
-class Keys(tf.Module):
-    @tf.function(input_signature=[tf.TensorSpec([None, 2], tf.float32)])
-    def serve(self, x):
-        return {"out-put": x * 2.0}
-
-class Huge(tf.Module):
-    @tf.function(input_signature=[tf.TensorSpec([None, 2147483648], tf.float32)])
-    def serve(self, x):
-        return {"y": tf.reduce_sum(x, axis=1)}
-
-class Wide(tf.Module):
-    @tf.function(input_signature=[tf.TensorSpec([None, 4194304], tf.float64)])
-    def serve(self, x):
-        return {"y": tf.reduce_sum(x, axis=1)}
-
-for name, module in (("keys", Keys()), ("huge", Huge()), ("wide", Wide())):
-    tf.saved_model.save(module, f"{out}/{name}", signatures={"serving_default": module.serve})
-"""
-
-
 @pytest.fixture(scope="module")
-def hostile_models(toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("hostile-models")
-    script = out / "make.py"
-    script.write_text(HOSTILE_MODELS)
-    run_in_toolchain(toolchain, script, out, tmp=out / ".tmp")
-    return out
+def hostile_models(toolchain: Toolchain) -> Path:
+    return exported_by(toolchain, REPO / "tests" / "models" / "make_hostile_models.py", "hostile-models")
 
 
 @pytest.mark.tf

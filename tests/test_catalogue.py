@@ -262,9 +262,7 @@ def test_readme_cpp_example_builds_with_pkg_config_and_matches_tensorflow(
     import re
     import subprocess
 
-    from conftest import REPO
-
-    from tfaot_dist.toolchain import worker_env
+    from conftest import REPO, tensorflow_answers
 
     page = (REPO / "docs" / "how-to" / "cmake.md").read_text().split("# Using a package from C++", 1)[1]
     cpp = re.search(r"```cpp\n(.*?)```", page, re.S)
@@ -296,12 +294,9 @@ def test_readme_cpp_example_builds_with_pkg_config_and_matches_tensorflow(
     aot = subprocess.run(
         [str(work / "my_program")], capture_output=True, text=True, check=True
     ).stdout.split()
-    tf = subprocess.run(
-        [str(toolchain.python), "-I", "-c", EXAMPLE_TF, str(example_models / "multi" / "saved_model")],
-        env=worker_env(tmp_path),
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
+    answers = tensorflow_answers(
+        toolchain, "readme-example", EXAMPLE_TF, example_models / "multi" / "saved_model", {}
+    )
+    tf = (answers / "stdout.txt").read_text().split()
     assert len(aot) == len(tf) == 8
     assert all(abs(float(a) - float(t)) <= 1e-5 for a, t in zip(aot, tf)), (aot, tf)

@@ -10,7 +10,6 @@ convolutional models exported and compiled by TensorFlow 2.12 (tf.keras is Keras
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import math
 import random
@@ -25,7 +24,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import REPO, TF212, DataRepo, fresh_cache, run_in_toolchain, unpack_package
+from conftest import REPO, TF212, DataRepo, fresh_cache, run_in_toolchain, tensorflow_answers, unpack_package
 from kept import code_of, host_parts, kept, source_digest, toolchain_parts
 
 from tfaot_dist import cli
@@ -297,7 +296,7 @@ def check_consumer(area: Path, model: str, saved_model: Path, toolchain: Toolcha
     assert "tensorflow" not in ldd and "libtf" not in ldd, ldd
 
     case = tmp_path / "case"
-    shutil.copytree(tensorflow_answers(model, signature, saved_model, toolchain), case)
+    shutil.copytree(zoo_answers(model, signature, saved_model, toolchain), case)
 
     levels = [level for level in DEFAULT_CPU_LEVELS if cpu_target.check_host(level).ok]
     assert "x86-64" in levels
@@ -312,31 +311,13 @@ def check_consumer(area: Path, model: str, saved_model: Path, toolchain: Toolcha
             assert deviation <= TOLERANCE * scale, (model, level, t["name"], deviation)
 
 
-def tensorflow_answers(
-    model: str, signature: dict[str, Any], saved_model: Path, toolchain: Toolchain
-) -> Path:
-    """A directory of fresh inputs (input_I.bin) and TensorFlow's outputs for them (tf_output_I.bin), from
-    the toolchain's TensorFlow running the SavedModel: kept between runs while the SavedModel, the inputs,
-    the script and the toolchain are the same (tests/kept.py)."""
-    inputs = [value.tobytes() for value in fresh_inputs(model, signature, ROWS, random.Random(model))]
-    spec = json.dumps({"rows": ROWS, **signature}, sort_keys=True)
-    parts = {
-        "saved_model": source_digest(saved_model),
-        "inputs": [hashlib.sha256(data).hexdigest() for data in inputs],
-        "signature": spec,
-        "script": TF_RUN,
-        "toolchain": toolchain_parts(toolchain),
-    }
-
-    def make(case: Path) -> None:
-        for i, data in enumerate(inputs):
-            (case / f"input_{i}.bin").write_bytes(data)  # little-endian on x86-64
-        (case / "signature.json").write_text(spec)
-        script = case / ".tf_run.py"
-        script.write_text(TF_RUN)
-        run_in_toolchain(toolchain, script, saved_model, case, tmp=case / ".tmp")
-
-    return kept(f"tf-answers-{model}", parts, make)
+def zoo_answers(model: str, signature: dict[str, Any], saved_model: Path, toolchain: Toolchain) -> Path:
+    """Fresh inputs (input_I.bin, seeded by the model's name) and TensorFlow's outputs for them
+    (tf_output_I.bin), kept (conftest.tensorflow_answers)."""
+    values = fresh_inputs(model, signature, ROWS, random.Random(model))
+    inputs = {f"input_{i}.bin": value.tobytes() for i, value in enumerate(values)}  # little-endian on x86-64
+    inputs["signature.json"] = json.dumps({"rows": ROWS, **signature}, sort_keys=True).encode()
+    return tensorflow_answers(toolchain, model, TF_RUN, saved_model, inputs)
 
 
 # ---------------------------------------------------------------- TensorFlow 2.21, Keras 3
