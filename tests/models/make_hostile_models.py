@@ -9,34 +9,23 @@ wide  4M float64 per row: within the row bound, 2 GiB of inputs at batch size 64
 
 import os
 import sys
-from typing import Any
+from typing import Any, Callable
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import tensorflow as tf
 
 
-class Keys(tf.Module):
-    @tf.function(input_signature=[tf.TensorSpec([None, 2], tf.float32)])
-    def serve(self, x: Any) -> Any:
-        return {"out-put": x * 2.0}
-
-
-class Huge(tf.Module):
-    @tf.function(input_signature=[tf.TensorSpec([None, 2147483648], tf.float32)])
-    def serve(self, x: Any) -> Any:
-        return {"y": tf.reduce_sum(x, axis=1)}
-
-
-class Wide(tf.Module):
-    @tf.function(input_signature=[tf.TensorSpec([None, 4194304], tf.float64)])
-    def serve(self, x: Any) -> Any:
-        return {"y": tf.reduce_sum(x, axis=1)}
+def save(path: str, fn: Callable[[Any], dict[str, Any]], row: list[int], dtype: Any) -> None:
+    module = tf.Module()
+    module.serve = tf.function(fn, input_signature=[tf.TensorSpec([None, *row], dtype)])
+    tf.saved_model.save(module, path, signatures={"serving_default": module.serve})
 
 
 def main(out: str) -> None:
-    for name, module in (("keys", Keys()), ("huge", Huge()), ("wide", Wide())):
-        tf.saved_model.save(module, f"{out}/{name}", signatures={"serving_default": module.serve})
+    save(f"{out}/keys", lambda x: {"out-put": x * 2.0}, [2], tf.float32)
+    save(f"{out}/huge", lambda x: {"y": tf.reduce_sum(x, axis=1)}, [2147483648], tf.float32)
+    save(f"{out}/wide", lambda x: {"y": tf.reduce_sum(x, axis=1)}, [4194304], tf.float64)
 
 
 if __name__ == "__main__":
