@@ -5,12 +5,13 @@ in the environment env (default: this process's; CPATH and the like act on the p
 effect is in the key), and returns (exit code, stderr) as the compiler gave them. A clean compile (exit 0,
 nothing on stderr) is kept in TEST_CACHE/fixtures/object-STEM-KEY/ (tests/kept.py) and copied from there
 next time; with obj None (flags with -fsyntax-only: a check of the diagnostics alone) the entry,
-syntax-STEM-KEY, holds nothing but says that it was clean. KEY digests the compiler's version, the flags without their include directories, and the
-source as the preprocessor writes it (`g++ -E -P`: every header it includes, by content, wherever it
-lies), with the pytest worker's directory (RUN_DIRECTORY, which tests/conftest.py sets for the tests and the
-commands they start) replaced by a placeholder: headers' __FILE__ (in assert messages) name the run's
-temporary copy of a package, so a kept object may name an earlier run's. A compile that warns or fails is
-never kept: it runs again, so its diagnostics are always the compiler's own.
+syntax-STEM-KEY, holds nothing but says that it was clean. KEY digests the compiler's version, the flags
+without their include directories, and the source as the preprocessor writes it (`g++ -E -P`: every
+header it includes, by content, wherever it lies), with the pytest worker's directory (RUN_DIRECTORY,
+which tests/conftest.py sets for the tests and the commands they start) replaced by a placeholder:
+headers' __FILE__ (in assert messages) name the run's temporary copy of a package, so a kept object may
+name an earlier run's. A compile that warns or fails is never kept: it runs again, so its diagnostics are
+always the compiler's own.
 
 The tests' programs include TensorFlow's, XLA's and Eigen's headers: several seconds per compile, while
 preprocessing takes a fraction of one.
