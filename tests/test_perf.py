@@ -120,6 +120,9 @@ def test_caches_sharing_a_toolchain_share_one_tensorflow_c_api_program(
     assert (tf / "libtensorflow_cc.so.2").is_file()
 
 
+CALLS = 500
+
+
 def test_bench_against_tensorflow(run: Cli, study: Path, tmp_path: Path) -> None:
     # The JSON's shape and the engines' behaviour on one compiled batch size (1, where the wide margins
     # below hold) and one the batch rules emulate (8), one instance, one round (how rounds merge:
@@ -127,6 +130,9 @@ def test_bench_against_tensorflow(run: Cli, study: Path, tmp_path: Path) -> None
     # ratios at other sizes and instance counts are the benchmarks' (benchmarks/study.sh).
     # Two levels: the baseline and the one this machine runs best. From batch size 64 on the
     # generated code calls the runtime's matrix product, so the runtime's kernels are in the program.
+    # CALLS calls of each: AOT's call at batch size 1 takes about 35 us here, and with 20 calls one
+    # preemption of a few ms (a cold run's builds beside the tests) made it look 6x slower and failed the
+    # margin below (2026-11-29: 1.28); over CALLS calls it is one part in several.
     cfg = tmp_path / "aot_config.yaml"
     cfg.write_text(
         f"model:\n  name: study_l12_u128\n  version: '1.0.0'\n  saved_model: {study / 'saved_model'}\n"
@@ -144,7 +150,7 @@ def test_bench_against_tensorflow(run: Cli, study: Path, tmp_path: Path) -> None
         "--warmup",
         "3",
         "--calls",
-        "20",
+        str(CALLS),
         "--rounds",
         "1",
         "--instances",
@@ -155,7 +161,7 @@ def test_bench_against_tensorflow(run: Cli, study: Path, tmp_path: Path) -> None
     assert result["engines"] == ["aot", "tf-capi", "ort", "tf-python"]
     for engine in result["time"]:  # the engines, and the AOT and TF series at lower levels
         assert [r["batch_size"] for r in result["time"][engine]] == [1, 8]
-        assert all(r["us_per_event"] > 0 and r["calls"] == 20 for r in result["time"][engine])
+        assert all(r["us_per_event"] > 0 and r["calls"] == CALLS for r in result["time"][engine])
     aot = {r["batch_size"]: r for r in result["time"]["aot"]}
     assert aot[1]["compiled"] and not aot[8]["compiled"]  # 8 is emulated by the batch rules
     assert aot[8]["rule"] == "8:1,1,1,1,1,1,1,1"
