@@ -23,7 +23,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Union
+from typing import IO, TYPE_CHECKING, Any, Union
 
 import pytest
 import yaml
@@ -214,13 +214,15 @@ def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callabl
     return target
 
 
-def run_in_toolchain(toolchain: Toolchain, script: Path, *args: object, tmp: Path) -> None:
+def run_in_toolchain(
+    toolchain: Toolchain, script: Path, *args: object, tmp: Path, stdout: int | IO[bytes] = subprocess.DEVNULL
+) -> None:
     tmp.mkdir(parents=True, exist_ok=True)
     subprocess.run(
         [str(toolchain.python), "-I", str(script), *map(str, args)],
         env=worker_env(tmp),
         check=True,
-        stdout=subprocess.DEVNULL,
+        stdout=stdout,
     )
 
 
@@ -250,14 +252,8 @@ def tensorflow_answers(
         for file, data in inputs.items():
             (out / file).write_bytes(data)
         (out / ".script.py").write_text(script)
-        (out / ".tmp").mkdir()
         with (out / "stdout.txt").open("wb") as stdout:
-            subprocess.run(
-                [str(toolchain.python), "-I", str(out / ".script.py"), str(saved_model), str(out)],
-                env=worker_env(out / ".tmp"),
-                check=True,
-                stdout=stdout,
-            )
+            run_in_toolchain(toolchain, out / ".script.py", saved_model, out, tmp=out / ".tmp", stdout=stdout)
 
     return kept(f"tf-answers-{name}", parts, make)
 
